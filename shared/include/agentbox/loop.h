@@ -1,0 +1,63 @@
+/* The one event loop of a process (DESIGN §4).
+ *
+ * libwebsockets owns every socket and timer; only the loop thread calls lws.
+ * Blocking work (PostgreSQL, Kubernetes, big file I/O) goes to a fixed pool
+ * of worker threads through a bounded queue; each job's completion runs back
+ * on the loop thread, woken with lws_cancel_service(). */
+#ifndef AGENTBOX_LOOP_H
+#define AGENTBOX_LOOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct lws_context;
+struct loop;
+
+struct loop_options {
+    int workers;         /* worker threads; 0 → 4 */
+    size_t queue_max;    /* pending jobs (submitted, not yet done); 0 → 1024 */
+};
+
+/* Creates the lws context (explicit vhosts; modules add their own). NULL on failure. */
+struct loop *loop_new(const struct loop_options *opts);
+/* Stops workers (running jobs finish; queued ones get done(arg, AB_ECLOSED)) and
+ * destroys the context. Call after loop_run returns. */
+void loop_free(struct loop *l);
+struct lws_context *loop_lws(struct loop *l);
+
+/* Runs until loop_stop. Returns 0. */
+int loop_run(struct loop *l);
+/* Safe from any thread and from a signal handler. */
+void loop_stop(struct loop *l);
+bool loop_is_stopping(struct loop *l);
+/* True on the loop thread (for assertions). */
+bool loop_on_loop_thread(struct loop *l);
+
+/* Timers: the struct is owned by the caller and must outlive the schedule
+ * (cancel before freeing). Rescheduling a pending timer moves it. */
+struct loop_timer;
+typedef void (*loop_timer_fn)(struct loop_timer *t);
+struct loop_timer {
+    uint8_t lws_sul[64]; /* storage for lws_sorted_usec_list_t; opaque */
+    struct loop *loop;
+    loop_timer_fn fn;
+    void *arg;
+};
+void loop_timer_start(struct loop *l, struct loop_timer *t, int64_t delay_ms, loop_timer_fn fn,
+                      void *arg);
+void loop_timer_cancel(struct loop_timer *t);
+
+/* Work queue. work(arg) runs on a worker thread; done(arg, status) then runs
+ * on the loop thread, status 0 or AB_ECLOSED when the loop shut down before
+ * the job ran. Returns AB_EBUSY when queue_max jobs are pending (the caller
+ * answers 503), never blocks. */
+typedef void (*loop_work_fn)(void *arg);
+typedef void (*loop_done_fn)(void *arg, int status);
+int loop_submit(struct loop *l, loop_work_fn work, loop_done_fn done, void *arg);
+
+/* Runs fn(arg, 0) on the loop thread soon. Safe from any thread. Returns
+ * AB_EBUSY when the completion queue is full. */
+int loop_post(struct loop *l, loop_done_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,659 @@
+/* Routers and exchanges: the transport-independent half of HTTP (see the
+ * transport contract in http.h). No libwebsockets, no http_parser here. */
+#include "agentbox/http.h"
+#include "agentbox/common.h"
+#include "agentbox/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define ROUTER_EXTRA_MAX 4
+
+struct http_router {
+    struct http_route *routes;
+    size_t nroutes;
+    http_error_fn error_fn;
+    struct http_header extra[ROUTER_EXTRA_MAX];
+    int nextra;
+    struct http_route fallback;
+    bool has_fallback;
+};
+
+struct http_exchange {
+    struct http_router *router;
+    const struct http_route *route;
+    struct http_route route_copy;
+    struct http_request req;
+    char *arena;
+
+    const struct http_transport_ops *ops;
+    void *t;
+
+    char *body;
+    size_t body_len, body_cap, body_max;
+    bool streaming, body_done, body_too_large;
+    const struct http_body_handler *bh;
+    void *bh_arg;
+
+    bool started, dispatched;
+    bool began;          /* response head sent */
+    bool finished;       /* handler finished */
+    bool aborted;
+    bool released;       /* transport let go */
+    bool in_callback;    /* freeing is deferred until the callback returns */
+};
+
+/* --- router ------------------------------------------------------------------- */
+
+struct http_router *http_router_new(const struct http_route *routes, size_t n)
+{
+    struct http_router *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->routes = calloc(n ? n : 1, sizeof(*routes));
+    if (!r->routes) {
+        free(r);
+        return NULL;
+    }
+    if (n)
+        memcpy(r->routes, routes, n * sizeof(*routes));
+    r->nroutes = n;
+    return r;
+}
+
+void http_router_free(struct http_router *r)
+{
+    if (!r)
+        return;
+    free(r->routes);
+    free(r);
+}
+
+void http_router_set_error_format(struct http_router *r, http_error_fn fn)
+{
+    r->error_fn = fn;
+}
+
+void http_router_set_extra_header(struct http_router *r, const char *name, const char *value)
+{
+    if (r->nextra < ROUTER_EXTRA_MAX) {
+        r->extra[r->nextra].name = name;
+        r->extra[r->nextra].value = value;
+        r->nextra++;
+    }
+}
+
+void http_router_set_fallback(struct http_router *r, http_handler_fn fn, void *arg, int flags)
+{
+    r->fallback.method = "*";
+    r->fallback.pattern = "/{*rest}";
+    r->fallback.fn = fn;
+    r->fallback.arg = arg;
+    r->fallback.flags = flags;
+    r->has_fallback = true;
+}
+
+/* Segment-wise match. "{name}" takes one non-empty segment; a final "{*name}"
+ * takes the rest (possibly empty). Params point into path copies kept by the
+ * caller: here they are written as offsets into req->path via a scratch. */
+static bool match(const char *pat, const char *path, struct http_request *req, char *scratch,
+                  size_t scratch_len)
+{
+    size_t used = 0;
+    int np = 0;
+    const char *p = pat, *s = path;
+    while (*p) {
+        if (*p != '/' || *s != '/')
+            return false;
+        p++;
+        s++;
+        const char *pe = strchr(p, '/');
+        size_t plen = pe ? (size_t)(pe - p) : strlen(p);
+        const char *se = strchr(s, '/');
+        size_t slen = se ? (size_t)(se - s) : strlen(s);
+        if (plen >= 3 && p[0] == '{' && p[1] == '*' && p[plen - 1] == '}') {
+            size_t rest = strlen(s);
+            size_t nlen = plen - 3;
+            if (np >= HTTP_MAX_PARAMS || used + nlen + rest + 2 > scratch_len)
+                return false;
+            char *name = scratch + used;
+            memcpy(name, p + 2, nlen);
+            name[nlen] = '\0';
+            used += nlen + 1;
+            char *val = scratch + used;
+            memcpy(val, s, rest);
+            val[rest] = '\0';
+            used += rest + 1;
+            req->param_names[np] = name;
+            req->param_values[np] = val;
+            np++;
+            req->nparams = np;
+            return true;
+        }
+        if (plen >= 2 && p[0] == '{' && p[plen - 1] == '}') {
+            size_t nlen = plen - 2;
+            if (slen == 0 || np >= HTTP_MAX_PARAMS || used + nlen + slen + 2 > scratch_len)
+                return false;
+            char *name = scratch + used;
+            memcpy(name, p + 1, nlen);
+            name[nlen] = '\0';
+            used += nlen + 1;
+            char *val = scratch + used;
+            memcpy(val, s, slen);
+            val[slen] = '\0';
+            used += slen + 1;
+            req->param_names[np] = name;
+            req->param_values[np] = val;
+            np++;
+        } else if (plen != slen || memcmp(p, s, plen) != 0) {
+            return false;
+        }
+        p += plen;
+        s += slen;
+    }
+    if (*s != '\0')
+        return false;
+    req->nparams = np;
+    return true;
+}
+
+bool http_route_match(const char *pattern, const char *path, struct http_request *req)
+{
+    static __thread char scratch[HTTP_HEAD_MAX];
+    req->nparams = 0;
+    return match(pattern, path, req, scratch, sizeof(scratch));
+}
+
+/* --- request accessors ------------------------------------------------------------ */
+
+const struct http_request *http_req(struct http_exchange *ex)
+{
+    return &ex->req;
+}
+
+const char *http_header_get(const struct http_request *r, const char *name)
+{
+    for (int i = 0; i < r->nheaders; i++)
+        if (strcasecmp(r->headers[i].name, name) == 0)
+            return r->headers[i].value;
+    return NULL;
+}
+
+const char *http_param(struct http_exchange *ex, const char *name)
+{
+    for (int i = 0; i < ex->req.nparams; i++)
+        if (strcmp(ex->req.param_names[i], name) == 0)
+            return ex->req.param_values[i];
+    return NULL;
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Form-decodes len bytes of src into dst; -1 on a bad escape or overflow. */
+static int form_decode(const char *src, size_t len, char *dst, size_t dstlen)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)src[i];
+        if (c == '+') {
+            c = ' ';
+        } else if (c == '%') {
+            if (i + 2 >= len || hexval(src[i + 1]) < 0 || hexval(src[i + 2]) < 0)
+                return -1;
+            c = hexval(src[i + 1]) * 16 + hexval(src[i + 2]);
+            i += 2;
+        }
+        if (o + 1 >= dstlen)
+            return -1;
+        dst[o++] = (char)c;
+    }
+    if (dstlen == 0)
+        return -1;
+    dst[o] = '\0';
+    return 0;
+}
+
+int http_query_get(const struct http_request *r, const char *name, char *buf, size_t len)
+{
+    const char *q = r->query ? r->query : "";
+    size_t nlen = strlen(name);
+    while (*q) {
+        const char *amp = strchr(q, '&');
+        size_t plen = amp ? (size_t)(amp - q) : strlen(q);
+        const char *eq = memchr(q, '=', plen);
+        size_t klen = eq ? (size_t)(eq - q) : plen;
+        char key[256];
+        if (klen < sizeof(key) && form_decode(q, klen, key, sizeof(key)) == 0 &&
+            strlen(key) == nlen && memcmp(key, name, nlen) == 0) {
+            const char *v = eq ? eq + 1 : q + plen;
+            size_t vlen = eq ? plen - klen - 1 : 0;
+            return form_decode(v, vlen, buf, len) == 0 ? 0 : AB_ELIMIT;
+        }
+        q += plen;
+        if (*q == '&')
+            q++;
+    }
+    return AB_ENOENT;
+}
+
+/* --- exchange lifecycle ---------------------------------------------------------- */
+
+static size_t head_size(const struct http_request *h)
+{
+    size_t n = 0;
+    n += strlen(h->method ? h->method : "") + 1;
+    n += strlen(h->target ? h->target : "") + 1;
+    n += strlen(h->path ? h->path : "") + 1;
+    n += strlen(h->query ? h->query : "") + 1;
+    n += strlen(h->peer ? h->peer : "") + 1;
+    for (int i = 0; i < h->nheaders; i++)
+        n += strlen(h->headers[i].name) + strlen(h->headers[i].value) + 2;
+    return n;
+}
+
+static const char *arena_dup(char **cur, const char *s)
+{
+    size_t n = strlen(s ? s : "") + 1;
+    memcpy(*cur, s ? s : "", n);
+    const char *out = *cur;
+    *cur += n;
+    return out;
+}
+
+struct http_exchange *http_exchange_new(struct http_router *r, const struct http_request *head,
+                                        const struct http_transport_ops *ops, void *t)
+{
+    struct http_exchange *ex = calloc(1, sizeof(*ex));
+    if (!ex)
+        return NULL;
+    size_t plen = strlen(head->path ? head->path : "");
+    size_t need = head_size(head) + 2 * plen + 2 * HTTP_MAX_PARAMS * 32 + 64;
+    ex->arena = malloc(need);
+    if (!ex->arena) {
+        free(ex);
+        return NULL;
+    }
+    char *cur = ex->arena;
+    ex->req.method = arena_dup(&cur, head->method);
+    ex->req.target = arena_dup(&cur, head->target);
+    ex->req.path = arena_dup(&cur, head->path);
+    ex->req.query = arena_dup(&cur, head->query);
+    ex->req.peer = arena_dup(&cur, head->peer);
+    for (int i = 0; i < head->nheaders && i < HTTP_MAX_HEADERS; i++) {
+        ex->req.headers[i].name = arena_dup(&cur, head->headers[i].name);
+        ex->req.headers[i].value = arena_dup(&cur, head->headers[i].value);
+        ex->req.nheaders = i + 1;
+    }
+    ex->req.content_length = head->content_length;
+    ex->req.transport_data = head->transport_data;
+    ex->router = r;
+    ex->ops = ops;
+    ex->t = t;
+    ex->body_max = HTTP_BODY_MAX;
+
+    /* route now so that params are ready; remaining arena is the scratch */
+    size_t scratch = need - (size_t)(cur - ex->arena);
+    for (size_t i = 0; r && i < r->nroutes; i++) {
+        const struct http_route *rt = &r->routes[i];
+        if (strcmp(rt->method, "*") != 0 && strcmp(rt->method, ex->req.method) != 0)
+            continue;
+        if (match(rt->pattern, ex->req.path, &ex->req, cur, scratch)) {
+            ex->route = rt;
+            break;
+        }
+    }
+    if (!ex->route && r && r->has_fallback) {
+        ex->req.nparams = 0;
+        ex->route = &r->fallback;
+    }
+    ex->streaming = ex->route && (ex->route->flags & HTTP_ROUTE_STREAM);
+    return ex;
+}
+
+static void maybe_free(struct http_exchange *ex)
+{
+    if (ex->finished && ex->released && !ex->in_callback) {
+        free(ex->body);
+        free(ex->arena);
+        free(ex);
+    }
+}
+
+/* The handler is done: tell the transport (once). */
+static void finish(struct http_exchange *ex)
+{
+    if (ex->finished)
+        return;
+    ex->finished = true;
+    if (!ex->released)
+        ex->ops->finished(ex->t);
+    else
+        maybe_free(ex);
+}
+
+static bool path_exists_other_method(struct http_exchange *ex)
+{
+    struct http_request tmp;
+    char scratch[1024];
+    for (size_t i = 0; ex->router && i < ex->router->nroutes; i++) {
+        memset(&tmp, 0, sizeof(tmp));
+        if (match(ex->router->routes[i].pattern, ex->req.path, &tmp, scratch, sizeof(scratch)))
+            return true;
+    }
+    return false;
+}
+
+static void dispatch(struct http_exchange *ex)
+{
+    if (ex->dispatched)
+        return;
+    ex->dispatched = true;
+    if (!ex->route) {
+        if (path_exists_other_method(ex))
+            http_respond_error(ex, 405, "method %s is not allowed on %s", ex->req.method,
+                               ex->req.path);
+        else
+            http_respond_error(ex, 404, "no route for %s %s", ex->req.method, ex->req.path);
+        return;
+    }
+    if (!ex->streaming) {
+        ex->req.body = ex->body ? ex->body : "";
+        ex->req.body_len = ex->body_len;
+    }
+    ex->route->fn(ex, ex->route->arg);
+}
+
+void http_exchange_start(struct http_exchange *ex)
+{
+    ex->started = true;
+    if (ex->streaming || !ex->route)
+        dispatch(ex);
+}
+
+void http_exchange_set_body_max(struct http_exchange *ex, size_t max)
+{
+    ex->body_max = max;
+}
+
+int http_exchange_body(struct http_exchange *ex, const void *data, size_t len)
+{
+    if (ex->finished || ex->body_too_large || len == 0)
+        return ex->body_too_large ? AB_ELIMIT : 0;
+    if (ex->streaming) {
+        if (ex->bh && ex->bh->on_data)
+            ex->bh->on_data(ex, data, len, ex->bh_arg);
+        return 0;
+    }
+    if (!ex->route)
+        return 0; /* answered already; discard */
+    if (ex->body_len + len > ex->body_max) {
+        ex->body_too_large = true;
+        struct http_header close_hdr = {"Connection", "close"};
+        char msg[128];
+        snprintf(msg, sizeof(msg), "request body is larger than %zu bytes", ex->body_max);
+        json_t *body = ex->router && ex->router->error_fn
+                           ? ex->router->error_fn(413, msg)
+                           : json_pack("{s:i,s:s}", "code", 413, "message", msg);
+        char *txt = json_dumps(body, JSON_COMPACT);
+        json_decref(body);
+        ex->dispatched = true;
+        http_respond(ex, 413, "application/json", txt, txt ? strlen(txt) : 0, &close_hdr, 1);
+        free(txt);
+        return AB_ELIMIT;
+    }
+    if (ex->body_len + len + 1 > ex->body_cap) {
+        size_t cap = ex->body_cap ? ex->body_cap : 4096;
+        while (cap < ex->body_len + len + 1)
+            cap *= 2;
+        char *nb = realloc(ex->body, cap);
+        if (!nb) {
+            http_respond_error(ex, 503, "out of memory reading the request body");
+            return AB_ENOMEM;
+        }
+        ex->body = nb;
+        ex->body_cap = cap;
+    }
+    memcpy(ex->body + ex->body_len, data, len);
+    ex->body_len += len;
+    ex->body[ex->body_len] = '\0';
+    return 0;
+}
+
+void http_exchange_body_end(struct http_exchange *ex)
+{
+    ex->body_done = true;
+    if (ex->finished)
+        return;
+    if (ex->streaming) {
+        if (ex->bh && ex->bh->on_end)
+            ex->bh->on_end(ex, ex->bh_arg);
+        return;
+    }
+    if (ex->started && !ex->body_too_large)
+        dispatch(ex);
+}
+
+void http_exchange_release(struct http_exchange *ex)
+{
+    if (ex->released)
+        return;
+    ex->released = true;
+    if (!ex->finished) {
+        ex->aborted = true;
+        if (ex->streaming && ex->bh && ex->bh->on_abort) {
+            ex->in_callback = true;
+            ex->bh->on_abort(ex, ex->bh_arg);
+            ex->in_callback = false;
+        }
+    }
+    maybe_free(ex);
+}
+
+void http_exchange_drained(struct http_exchange *ex)
+{
+    if (!ex->finished && !ex->released && ex->bh && ex->bh->on_drain)
+        ex->bh->on_drain(ex, ex->bh_arg);
+}
+
+bool http_exchange_is_finished(struct http_exchange *ex)
+{
+    return ex->finished;
+}
+
+struct http_exchange *http_exchange_new_error(struct http_router *r,
+                                              const struct http_transport_ops *ops, void *t,
+                                              int status, const char *message)
+{
+    struct http_request head;
+    memset(&head, 0, sizeof(head));
+    head.method = "GET";
+    head.target = "/";
+    head.path = "/";
+    head.query = "";
+    struct http_exchange *ex = http_exchange_new(NULL, &head, ops, t);
+    if (!ex)
+        return NULL;
+    ex->router = r;
+    ex->dispatched = ex->started = true;
+    json_t *body = r && r->error_fn ? r->error_fn(status, message)
+                                    : json_pack("{s:i,s:s}", "code", status, "message", message);
+    char *txt = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    struct http_header close_hdr = {"Connection", "close"};
+    http_respond(ex, status, "application/json", txt, txt ? strlen(txt) : 0, &close_hdr, 1);
+    free(txt);
+    return ex;
+}
+
+/* --- handler output --------------------------------------------------------------- */
+
+static bool can_write(struct http_exchange *ex)
+{
+    return !ex->released && !ex->aborted && !ex->finished;
+}
+
+int http_begin(struct http_exchange *ex, int status, const struct http_header *h, int n,
+               int64_t content_length)
+{
+    if (ex->began)
+        return AB_EINVAL;
+    ex->began = true;
+    if (!can_write(ex))
+        return AB_ECLOSED;
+    struct http_header all[HTTP_MAX_HEADERS];
+    int k = 0;
+    for (int i = 0; ex->router && i < ex->router->nextra && k < HTTP_MAX_HEADERS; i++)
+        all[k++] = ex->router->extra[i];
+    for (int i = 0; i < n && k < HTTP_MAX_HEADERS; i++)
+        all[k++] = h[i];
+    return ex->ops->send_head(ex->t, status, all, k, content_length);
+}
+
+int http_write(struct http_exchange *ex, const void *data, size_t len)
+{
+    if (!can_write(ex))
+        return AB_ECLOSED;
+    if (len == 0)
+        return 0;
+    return ex->ops->send_body(ex->t, data, len);
+}
+
+int http_end(struct http_exchange *ex)
+{
+    int rc = AB_ECLOSED;
+    if (can_write(ex))
+        rc = ex->ops->send_end(ex->t);
+    finish(ex);
+    return rc;
+}
+
+size_t http_pending(struct http_exchange *ex)
+{
+    return can_write(ex) ? ex->ops->pending(ex->t) : 0;
+}
+
+void http_abort(struct http_exchange *ex)
+{
+    if (ex->finished)
+        return;
+    if (!ex->released && !ex->aborted)
+        ex->ops->abort(ex->t);
+    ex->aborted = true;
+    finish(ex);
+}
+
+bool http_is_aborted(struct http_exchange *ex)
+{
+    return ex->aborted || ex->released;
+}
+
+bool http_has_begun(struct http_exchange *ex)
+{
+    return ex->began;
+}
+
+void http_set_body_handler(struct http_exchange *ex, const struct http_body_handler *h, void *arg)
+{
+    ex->bh = h;
+    ex->bh_arg = arg;
+}
+
+void http_pause_body(struct http_exchange *ex, bool paused)
+{
+    if (!ex->released && !ex->finished)
+        ex->ops->pause_body(ex->t, paused);
+}
+
+int http_respond(struct http_exchange *ex, int status, const char *content_type,
+                 const void *body, size_t len, const struct http_header *h, int n)
+{
+    if (ex->finished)
+        return AB_EINVAL;
+    struct http_header hdrs[HTTP_MAX_HEADERS];
+    int k = 0;
+    if (content_type)
+        hdrs[k++] = (struct http_header){"Content-Type", content_type};
+    for (int i = 0; i < n && k < HTTP_MAX_HEADERS; i++)
+        hdrs[k++] = h[i];
+    int rc = http_begin(ex, status, hdrs, k, (int64_t)len);
+    if (rc == 0 && len)
+        rc = http_write(ex, body, len);
+    int rc2 = http_end(ex);
+    return rc ? rc : rc2;
+}
+
+int http_respond_json(struct http_exchange *ex, int status, json_t *body)
+{
+    char *txt = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!txt)
+        return http_respond(ex, status, "application/json", "null", 4, NULL, 0);
+    int rc = http_respond(ex, status, "application/json", txt, strlen(txt), NULL, 0);
+    free(txt);
+    return rc;
+}
+
+int http_respond_error(struct http_exchange *ex, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_t *body = ex->router && ex->router->error_fn
+                       ? ex->router->error_fn(status, msg)
+                       : json_pack("{s:i,s:s}", "code", status, "message", msg);
+    return http_respond_json(ex, status, body);
+}
+
+const char *http_status_text(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
+    case 422: return "Unprocessable Content";
+    case 426: return "Upgrade Required";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}

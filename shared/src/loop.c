@@ -1,0 +1,319 @@
+/* The process's event loop: an lws context, timers on lws_sul, and a pool of
+ * worker threads whose results come back through a locked list drained on
+ * LWS_CALLBACK_EVENT_WAIT_CANCELLED (raised by lws_cancel_service). */
+#include "agentbox/loop.h"
+#include "agentbox/common.h"
+#include "agentbox/log.h"
+
+#include <libwebsockets.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(lws_sorted_usec_list_t) <= sizeof(((struct loop_timer *)0)->lws_sul),
+               "loop_timer storage too small for lws_sorted_usec_list_t");
+
+#define LOOP_POST_MAX 65536
+
+struct loop_job {
+    struct loop_job *next;
+    loop_work_fn work;
+    loop_done_fn done;
+    void *arg;
+    int status;
+};
+
+struct job_list {
+    struct loop_job *head, *tail;
+    size_t n;
+};
+
+struct loop {
+    struct lws_context *ctx;
+    struct lws_vhost *vh;
+    pthread_t loop_thread;
+    atomic_bool stopping;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct job_list todo;    /* waiting for a worker */
+    struct job_list done;    /* waiting for the loop thread */
+    size_t pending;          /* submitted, done() not yet run */
+    size_t queue_max;
+    bool shutdown;
+    pthread_t *workers;
+    int nworkers;
+};
+
+static void list_push(struct job_list *l, struct loop_job *j)
+{
+    j->next = NULL;
+    if (l->tail)
+        l->tail->next = j;
+    else
+        l->head = j;
+    l->tail = j;
+    l->n++;
+}
+
+static struct loop_job *list_pop(struct job_list *l)
+{
+    struct loop_job *j = l->head;
+    if (!j)
+        return NULL;
+    l->head = j->next;
+    if (!l->head)
+        l->tail = NULL;
+    l->n--;
+    return j;
+}
+
+/* Runs the completions queued so far; new ones wait for the next wake-up. */
+static void drain_done(struct loop *l)
+{
+    pthread_mutex_lock(&l->mu);
+    struct job_list batch = l->done;
+    memset(&l->done, 0, sizeof(l->done));
+    pthread_mutex_unlock(&l->mu);
+
+    struct loop_job *j;
+    while ((j = list_pop(&batch))) {
+        if (j->work) {
+            pthread_mutex_lock(&l->mu);
+            l->pending--;
+            pthread_mutex_unlock(&l->mu);
+        }
+        if (j->done)
+            j->done(j->arg, j->status);
+        free(j);
+    }
+}
+
+static int loop_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                         size_t len)
+{
+    if (reason == LWS_CALLBACK_EVENT_WAIT_CANCELLED) {
+        struct loop *l = lws_context_user(lws_get_context(wsi));
+        if (l)
+            drain_done(l);
+    }
+    return 0;
+}
+
+static const struct lws_protocols loop_protocols[] = {
+    {"ab-loop", loop_callback, 0, 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void *worker_main(void *arg)
+{
+    struct loop *l = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals belong to the loop thread */
+
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->shutdown && !l->todo.head)
+            pthread_cond_wait(&l->cv, &l->mu);
+        if (l->shutdown)
+            break;
+        struct loop_job *j = list_pop(&l->todo);
+        pthread_mutex_unlock(&l->mu);
+        j->work(j->arg);
+        j->status = 0;
+        pthread_mutex_lock(&l->mu);
+        list_push(&l->done, j);
+        pthread_mutex_unlock(&l->mu);
+        lws_cancel_service(l->ctx);
+        pthread_mutex_lock(&l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static void lws_log_to_ours(int level, const char *line)
+{
+    char buf[512];
+    size_t n = ab_strlcpy(buf, line, sizeof(buf));
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    if (level & LLL_ERR)
+        LOG_WARN("libwebsockets", "detail", buf);
+    else
+        LOG_DEBUG("libwebsockets", "detail", buf);
+}
+
+struct loop *loop_new(const struct loop_options *opts)
+{
+    struct loop *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    l->nworkers = opts && opts->workers > 0 ? opts->workers : 4;
+    l->queue_max = opts && opts->queue_max > 0 ? opts->queue_max : 1024;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    l->loop_thread = pthread_self();
+
+    lws_set_log_level(log_get_level() == LOG_LEVEL_DEBUG ? LLL_ERR | LLL_WARN : LLL_ERR,
+                      lws_log_to_ours);
+
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof(info));
+    info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    info.user = l;
+    info.gid = -1;
+    info.uid = -1;
+    l->ctx = lws_create_context(&info);
+    if (!l->ctx)
+        goto fail;
+
+    memset(&info, 0, sizeof(info));
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    info.protocols = loop_protocols;
+    info.vhost_name = "ab-loop";
+    l->vh = lws_create_vhost(l->ctx, &info);
+    if (!l->vh)
+        goto fail;
+
+    l->workers = calloc((size_t)l->nworkers, sizeof(pthread_t));
+    if (!l->workers)
+        goto fail;
+    for (int i = 0; i < l->nworkers; i++) {
+        if (pthread_create(&l->workers[i], NULL, worker_main, l) != 0) {
+            l->nworkers = i;
+            goto fail;
+        }
+    }
+    return l;
+
+fail:
+    LOG_ERROR("cannot create the event loop");
+    loop_free(l);
+    return NULL;
+}
+
+void loop_free(struct loop *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->shutdown = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    for (int i = 0; i < l->nworkers; i++)
+        pthread_join(l->workers[i], NULL);
+    free(l->workers);
+
+    /* Jobs no worker ran are completed as cancelled; then finish the rest. */
+    struct loop_job *j;
+    while ((j = list_pop(&l->todo))) {
+        j->status = AB_ECLOSED;
+        list_push(&l->done, j);
+    }
+    drain_done(l);
+    if (l->ctx)
+        lws_context_destroy(l->ctx);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}
+
+struct lws_context *loop_lws(struct loop *l)
+{
+    return l->ctx;
+}
+
+int loop_run(struct loop *l)
+{
+    l->loop_thread = pthread_self();
+    while (!atomic_load(&l->stopping)) {
+        if (lws_service(l->ctx, 0) < 0)
+            break;
+    }
+    return 0;
+}
+
+void loop_stop(struct loop *l)
+{
+    atomic_store(&l->stopping, true);
+    lws_cancel_service(l->ctx);
+}
+
+bool loop_is_stopping(struct loop *l)
+{
+    return atomic_load(&l->stopping);
+}
+
+bool loop_on_loop_thread(struct loop *l)
+{
+    return pthread_equal(pthread_self(), l->loop_thread);
+}
+
+static void timer_fired(lws_sorted_usec_list_t *sul)
+{
+    struct loop_timer *t = (struct loop_timer *)(void *)sul;
+    t->fn(t);
+}
+
+void loop_timer_start(struct loop *l, struct loop_timer *t, int64_t delay_ms, loop_timer_fn fn,
+                      void *arg)
+{
+    t->loop = l;
+    t->fn = fn;
+    t->arg = arg;
+    lws_sul_schedule(l->ctx, 0, (lws_sorted_usec_list_t *)(void *)t->lws_sul, timer_fired,
+                     (lws_usec_t)(delay_ms < 0 ? 0 : delay_ms) * LWS_US_PER_MS);
+}
+
+void loop_timer_cancel(struct loop_timer *t)
+{
+    if (!t->loop)
+        return;
+    lws_sul_schedule(t->loop->ctx, 0, (lws_sorted_usec_list_t *)(void *)t->lws_sul, NULL,
+                     LWS_SET_TIMER_USEC_CANCEL);
+}
+
+int loop_submit(struct loop *l, loop_work_fn work, loop_done_fn done, void *arg)
+{
+    struct loop_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return AB_ENOMEM;
+    j->work = work;
+    j->done = done;
+    j->arg = arg;
+    pthread_mutex_lock(&l->mu);
+    if (l->shutdown || l->pending >= l->queue_max) {
+        int rc = l->shutdown ? AB_ECLOSED : AB_EBUSY;
+        pthread_mutex_unlock(&l->mu);
+        free(j);
+        return rc;
+    }
+    l->pending++;
+    list_push(&l->todo, j);
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
+int loop_post(struct loop *l, loop_done_fn fn, void *arg)
+{
+    struct loop_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return AB_ENOMEM;
+    j->done = fn;
+    j->arg = arg;
+    pthread_mutex_lock(&l->mu);
+    if (l->done.n >= LOOP_POST_MAX) {
+        pthread_mutex_unlock(&l->mu);
+        free(j);
+        return AB_EBUSY;
+    }
+    list_push(&l->done, j);
+    pthread_mutex_unlock(&l->mu);
+    lws_cancel_service(l->ctx);
+    return 0;
+}

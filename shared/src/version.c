@@ -1,0 +1,6 @@
+#include "agentbox/version.h"
+
+const char *ab_version(void)
+{
+    return AGENTBOX_VERSION;
+}
