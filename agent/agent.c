@@ -1,0 +1,274 @@
+/* agentbox-agent serve: configuration, listeners, lifecycle. */
+#include "agent.h"
+
+#include "agentbox/common.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "agentbox/metrics.h"
+#include "agentbox/sbxid.h"
+#include "agentbox/version.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define AOPT(field) offsetof(struct agent_config, field)
+
+const struct cfg_option agent_serve_options[] = {
+    {"cluster_id", CFG_STRING, NULL, true, AOPT(cluster_id),
+     "this cluster's id: a DNS label of at most 24 characters (a-z, 0-9, '-')", NULL},
+    {"hub_url", CFG_STRING, NULL, false, AOPT(hub_url),
+     "hub tunnel URL, e.g. wss://hub.example:7701 (ws:// only on loopback); unset: standalone",
+     NULL},
+    {"join_token", CFG_STRING, NULL, false, AOPT(join_token),
+     "the cluster's join token (abxc_...), printed once by 'agentbox-hub cluster add'", NULL},
+    {"hub_ca", CFG_STRING, NULL, false, AOPT(hub_ca),
+     "CA bundle to verify the hub's TLS certificate (default: system CAs)", NULL},
+    {"runtime", CFG_STRING, "local", false, AOPT(runtime),
+     "sandbox runtime: local (Linux namespaces on this host) or kube", NULL},
+    {"state_dir", CFG_STRING, "/var/lib/agentbox", false, AOPT(state_dir),
+     "directory for sandbox state; a restarted agent re-adopts or reaps what it finds", NULL},
+    {"manifests_dir", CFG_STRING, NULL, false, AOPT(manifests_dir),
+     "local runtime: directory of SandboxTemplate/SandboxEnv/SandboxPool YAML", NULL},
+    {"envd_path", CFG_STRING, NULL, false, AOPT(envd_path),
+     "local runtime: the agentbox-envd binary (default: next to agentbox-agent)", NULL},
+    {"e2b_listen", CFG_STRING, ":8090", false, AOPT(e2b_listen),
+     "E2B-compatible API listen address (HOST:PORT, :PORT or unix:PATH)", NULL},
+    {"data_listen", CFG_STRING, ":8091", false, AOPT(data_listen), "data plane listen address",
+     NULL},
+    {"native_listen", CFG_STRING, ":8080", false, AOPT(native_listen),
+     "native (console/abx) API listen address", NULL},
+    {"log_level", CFG_STRING, "info", false, AOPT(log_level), "debug, info, warn or error",
+     NULL},
+    {"log_json", CFG_BOOL, "false", false, AOPT(log_json), "log JSON lines instead of key=value",
+     NULL},
+};
+const size_t agent_serve_noptions = AB_ARRAY_LEN(agent_serve_options);
+
+int agent_config_check(const struct agent_config *cfg, char *err, size_t errlen)
+{
+    char why[160];
+    if (!sbxid_cluster_is_valid(cfg->cluster_id, why, sizeof(why))) {
+        snprintf(err, errlen,
+                 "cluster_id '%s' is invalid: %s; set --cluster-id or AGENTBOX_CLUSTER_ID to a "
+                 "DNS label of at most 24 characters",
+                 cfg->cluster_id, why);
+        return AB_EINVAL;
+    }
+    if (strcmp(cfg->runtime, "local") != 0 && strcmp(cfg->runtime, "kube") != 0) {
+        snprintf(err, errlen, "runtime '%s' is unknown: set --runtime to local or kube",
+                 cfg->runtime);
+        return AB_EINVAL;
+    }
+    if (cfg->hub_url) {
+        if (strncmp(cfg->hub_url, "ws://", 5) != 0 && strncmp(cfg->hub_url, "wss://", 6) != 0) {
+            snprintf(err, errlen, "hub_url '%s' must start with wss:// (or ws:// on loopback)",
+                     cfg->hub_url);
+            return AB_EINVAL;
+        }
+        if (!cfg->join_token) {
+            snprintf(err, errlen,
+                     "join_token is required with hub_url: set --join-token or "
+                     "AGENTBOX_JOIN_TOKEN to the token 'agentbox-hub cluster add %s' printed",
+                     cfg->cluster_id);
+            return AB_EINVAL;
+        }
+    }
+    if (cfg->join_token && (strncmp(cfg->join_token, "abxc_", 5) != 0 ||
+                            strlen(cfg->join_token) != 5 + 64)) {
+        snprintf(err, errlen, "join_token must be 'abxc_' followed by 64 hex digits");
+        return AB_EINVAL;
+    }
+    enum log_level lvl;
+    if (log_parse_level(cfg->log_level, &lvl) != 0) {
+        snprintf(err, errlen, "log_level '%s' must be debug, info, warn or error",
+                 cfg->log_level);
+        return AB_EINVAL;
+    }
+    return 0;
+}
+
+static json_t *agent_error_json(int status, const char *message)
+{
+    return json_pack("{s:i,s:s}", "code", status, "message", message);
+}
+
+static void h_healthz(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    json_t *body = json_pack("{s:s,s:s,s:s}", "status", "ok", "cluster", a->cfg->cluster_id,
+                             "version", AGENTBOX_VERSION);
+    http_respond_json(ex, 200, body);
+}
+
+static void h_metrics(struct http_exchange *ex, void *arg)
+{
+    size_t len = 0;
+    char *txt = metrics_render(metrics_default(), &len);
+    http_respond(ex, 200, "text/plain; version=0.0.4; charset=utf-8", txt ? txt : "",
+                 txt ? len : 0, NULL, 0);
+    free(txt);
+}
+
+int agent_add_routes(struct agent *a, enum agent_listener which, const struct http_route *routes,
+                     size_t n, char *err, size_t errlen)
+{
+    struct agent_listener_state *ls = &a->l[which];
+    if (ls->router || ls->nroutes + n > AGENT_MAX_ROUTES) {
+        snprintf(err, errlen, "%s listener: too many routes or already started", ls->name);
+        return AB_ELIMIT;
+    }
+    memcpy(&ls->routes[ls->nroutes], routes, n * sizeof(*routes));
+    ls->nroutes += n;
+    return 0;
+}
+
+struct http_router *agent_router(struct agent *a, enum agent_listener which)
+{
+    return a->l[which].router;
+}
+
+int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof(*a));
+    a->cfg = cfg;
+    a->l[AGENT_E2B].name = "e2b";
+    a->l[AGENT_DATA].name = "data";
+    a->l[AGENT_NATIVE].name = "native";
+    a->loop = loop_new(NULL);
+    if (!a->loop) {
+        snprintf(err, errlen, "cannot create the event loop");
+        return AB_ENOMEM;
+    }
+    const struct http_route common[] = {
+        {"GET", "/healthz", h_healthz, a, 0},
+        {"GET", "/metrics", h_metrics, a, 0},
+    };
+    for (int i = 0; i < AGENT_NLISTENERS; i++)
+        if (agent_add_routes(a, (enum agent_listener)i, common, AB_ARRAY_LEN(common), err,
+                             errlen))
+            return AB_ELIMIT;
+    return 0;
+}
+
+int agent_start(struct agent *a, char *err, size_t errlen)
+{
+    const char *listen[AGENT_NLISTENERS] = {a->cfg->e2b_listen, a->cfg->data_listen,
+                                            a->cfg->native_listen};
+    for (int i = 0; i < AGENT_NLISTENERS; i++) {
+        struct agent_listener_state *ls = &a->l[i];
+        ls->router = http_router_new(ls->routes, ls->nroutes);
+        if (!ls->router) {
+            snprintf(err, errlen, "out of memory");
+            return AB_ENOMEM;
+        }
+        http_router_set_error_format(ls->router, agent_error_json);
+        http_router_set_extra_header(ls->router, "X-AgentBox-Server-Version", AGENTBOX_VERSION);
+        struct http_server_options o = {.listen = listen[i], .router = ls->router,
+                                        .name = ls->name};
+        char why[256];
+        if (http_server_start(a->loop, &o, &ls->server, why, sizeof(why))) {
+            snprintf(err, errlen, "%s_listen: %s", ls->name, why);
+            return AB_EIO;
+        }
+        LOG_INFO("listening", "listener", ls->name, "address", listen[i]);
+    }
+    return 0;
+}
+
+static struct loop *g_signal_loop;
+
+static void on_signal(int sig)
+{
+    if (g_signal_loop)
+        loop_stop(g_signal_loop);
+}
+
+int agent_run(struct agent *a)
+{
+    g_signal_loop = a->loop;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int rc = loop_run(a->loop);
+    g_signal_loop = NULL;
+    return rc;
+}
+
+void agent_fini(struct agent *a)
+{
+    for (int i = 0; i < AGENT_NLISTENERS; i++) {
+        if (a->l[i].server)
+            http_server_stop(a->l[i].server);
+    }
+    loop_free(a->loop);
+    for (int i = 0; i < AGENT_NLISTENERS; i++)
+        http_router_free(a->l[i].router);
+    memset(a, 0, sizeof(*a));
+}
+
+static const char SERVE_DESCRIPTION[] =
+    "Runs one cluster's agent: the E2B-compatible API, the data plane and the\n"
+    "native API, each with /healthz and /metrics. With --hub-url it keeps one\n"
+    "tunnel to the hub. Missing or invalid settings stop it at start with a\n"
+    "message naming what to set.";
+
+int agent_serve_main(int argc, char **argv)
+{
+    struct agent_config cfg;
+    struct cfg_result res;
+    struct agent a;
+    char err[1024] = "";
+    int rc = 0;
+
+    memset(&cfg, 0, sizeof(cfg));
+    memset(&a, 0, sizeof(a));
+    if (cfg_load(agent_serve_options, agent_serve_noptions, &cfg, argc, argv, &res, err,
+                 sizeof(err))) {
+        fprintf(stderr, "agentbox-agent serve: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    if (res.help) {
+        cfg_print_help(stdout, "agentbox-agent serve [flags]", SERVE_DESCRIPTION,
+                       agent_serve_options, agent_serve_noptions);
+        goto out;
+    }
+    if (res.npositional > 0) {
+        fprintf(stderr, "agentbox-agent serve: unexpected argument '%s' (see --help)\n",
+                res.positional[0]);
+        rc = 2;
+        goto out;
+    }
+    if (agent_config_check(&cfg, err, sizeof(err))) {
+        fprintf(stderr, "agentbox-agent serve: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    enum log_level lvl = LOG_LEVEL_INFO;
+    log_parse_level(cfg.log_level, &lvl);
+    log_set_level(lvl);
+    log_set_json(cfg.log_json);
+    log_set_component("agent");
+
+    if (agent_init(&a, &cfg, err, sizeof(err)) || agent_start(&a, err, sizeof(err))) {
+        LOG_ERROR("cannot start", "error", err);
+        fprintf(stderr, "agentbox-agent serve: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    LOG_INFO("agent started", "cluster", cfg.cluster_id, "runtime", cfg.runtime, "version",
+             AGENTBOX_VERSION, "hub", cfg.hub_url ? cfg.hub_url : "none (standalone)");
+    agent_run(&a);
+    LOG_INFO("agent stopping", "cluster", cfg.cluster_id);
+out:
+    if (a.loop)
+        agent_fini(&a);
+    cfg_free(agent_serve_options, agent_serve_noptions, &cfg);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/* The agent process as `agentbox-agent serve` runs it: one struct that owns
+ * the loop and the three listeners (E2B API, data plane, native API), each
+ * with /healthz and /metrics. Later modules (tunnel client, runtime, e2b/,
+ * dataplane, native/) add their routes with agent_add_routes before
+ * agent_start. Everything runs on the loop thread. */
+#ifndef AGENTBOX_AGENT_AGENT_H
+#define AGENTBOX_AGENT_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentbox/config.h"
+#include "agentbox/http.h"
+
+#define AGENT_MAX_ROUTES 128
+
+struct loop;
+
+struct agent_config {
+    char *cluster_id;
+    char *hub_url;
+    char *join_token;
+    char *hub_ca;
+    char *runtime;
+    char *state_dir;
+    char *manifests_dir;
+    char *envd_path;
+    char *e2b_listen;
+    char *data_listen;
+    char *native_listen;
+    char *log_level;
+    bool log_json;
+};
+
+extern const struct cfg_option agent_serve_options[];
+extern const size_t agent_serve_noptions;
+
+enum agent_listener { AGENT_E2B = 0, AGENT_DATA, AGENT_NATIVE, AGENT_NLISTENERS };
+
+struct agent_listener_state {
+    const char *name;   /* "e2b", "data", "native" */
+    struct http_route routes[AGENT_MAX_ROUTES];
+    size_t nroutes;
+    struct http_router *router;
+    struct http_server *server;
+};
+
+struct agent {
+    const struct agent_config *cfg; /* not owned */
+    struct loop *loop;
+    struct agent_listener_state l[AGENT_NLISTENERS];
+};
+
+/* Validates cfg (each failure names the key and what to set). */
+int agent_config_check(const struct agent_config *cfg, char *err, size_t errlen);
+int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_t errlen);
+/* routes is copied; strings and args must outlive the agent. Before agent_start only. */
+int agent_add_routes(struct agent *a, enum agent_listener which, const struct http_route *routes,
+                     size_t n, char *err, size_t errlen);
+/* The router of a listener, for tunnel streams to dispatch into (after agent_start). */
+struct http_router *agent_router(struct agent *a, enum agent_listener which);
+int agent_start(struct agent *a, char *err, size_t errlen);
+int agent_run(struct agent *a);
+void agent_fini(struct agent *a);
+
+/* `agentbox-agent serve ARGS`. */
+int agent_serve_main(int argc, char **argv);
+
+#endif

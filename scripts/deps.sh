@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what agentbox needs to build, run and test, from Debian's archive
+# and the npm registry only. Installs only what is missing, so it is cheap to
+# run every time. Used by quickstart.sh and test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake pkg-config clang
+  libwebsockets-dev libjansson-dev libyaml-dev libpq-dev libcurl4-openssl-dev libssl-dev
+  libcmocka-dev libhttp-parser-dev
+  postgresql postgresql-contrib
+  slirp4netns iproute2 util-linux procps curl ca-certificates
+  nodejs npm
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node may come from elsewhere than Debian's package (a newer one is fine)
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  missing=("${missing[@]/nodejs}")
+  missing=("${missing[@]/npm}")
+fi
+want=()
+for p in "${missing[@]}"; do [ -n "$p" ] && want+=("$p"); done
+
+if [ "${#want[@]}" -gt 0 ]; then
+  echo "deps: installing ${want[*]}"
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: need root to apt-get install: ${want[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+fi
+
+# npm packages for the integration and end-to-end tests (pinned by package-lock.json)
+if [ ! -d tests/node_modules/e2b ] || [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
+  echo "deps: npm ci in tests/"
+  (cd tests && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# agentbox on its embedded default: PostgreSQL in .run/pg, a hub, and two
+# agents (alpha, beta) on the local runtime, all on loopback.
+#
+#   ./scripts/quickstart.sh            run in the foreground until Ctrl-C
+#   ./scripts/quickstart.sh --detach   return once everything is healthy
+#   ./scripts/quickstart.sh stop       stop a detached run
+#
+# Ports (override with the environment): hub API 7700 and tunnel 7701;
+# alpha 8090/8091/8080 and beta 8190/8191/8180 (E2B API / data plane / native).
+# Logs: .run/logs/. Settings for clients: .run/quickstart.env.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+RUN=$ROOT/.run
+BUILD=${AGENTBOX_QS_BUILD:-$ROOT/build-release}
+
+HUB_PORT=${HUB_PORT:-7700}
+HUB_TUNNEL_PORT=${HUB_TUNNEL_PORT:-7701}
+ALPHA_PORTS=(${ALPHA_E2B_PORT:-8090} ${ALPHA_DATA_PORT:-8091} ${ALPHA_NATIVE_PORT:-8080})
+BETA_PORTS=(${BETA_E2B_PORT:-8190} ${BETA_DATA_PORT:-8191} ${BETA_NATIVE_PORT:-8180})
+
+say() { printf 'quickstart: %s\n' "$*"; }
+
+stop_all() {
+  if [ -d "$RUN/pids" ]; then
+    for f in "$RUN"/pids/*.pid; do
+      [ -e "$f" ] || continue
+      pid=$(cat "$f")
+      kill -TERM "$pid" 2>/dev/null || true
+    done
+    # wait for them (bounded), then make sure
+    for _ in $(seq 1 100); do
+      alive=0
+      for f in "$RUN"/pids/*.pid; do
+        [ -e "$f" ] || continue
+        kill -0 "$(cat "$f")" 2>/dev/null && alive=1
+      done
+      [ "$alive" = 0 ] && break
+      sleep 0.1
+    done
+    for f in "$RUN"/pids/*.pid; do
+      [ -e "$f" ] || continue
+      kill -KILL "$(cat "$f")" 2>/dev/null || true
+      rm -f "$f"
+    done
+  fi
+  [ -d "$RUN/pg/data" ] && bash scripts/pg.sh stop "$RUN/pg"
+  return 0
+}
+
+if [ "${1:-}" = "stop" ]; then
+  stop_all
+  say "stopped"
+  exit 0
+fi
+DETACH=0
+[ "${1:-}" = "--detach" ] && DETACH=1
+
+port_busy() { (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
+
+# A previous run of ours is stopped first, so running twice in a row works.
+stop_all
+for p in "$HUB_PORT" "$HUB_TUNNEL_PORT" "${ALPHA_PORTS[@]}" "${BETA_PORTS[@]}"; do
+  if port_busy "$p"; then
+    echo "quickstart: port $p is in use by another program; free it or set HUB_PORT, ALPHA_E2B_PORT, ... (see the top of scripts/quickstart.sh)" >&2
+    exit 1
+  fi
+done
+
+bash scripts/deps.sh
+say "building into $BUILD"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTBOX_TESTS=OFF >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" >/dev/null
+
+mkdir -p "$RUN/logs" "$RUN/pids"
+bash scripts/pg.sh init "$RUN/pg"
+bash scripts/pg.sh start "$RUN/pg"
+DATABASE_URL=$(cat "$RUN/pg/url")
+export DATABASE_URL
+"$BUILD/agentbox-hub" migrate --migrations-dir "$ROOT/migrations" >"$RUN/logs/migrate.log" 2>&1 \
+  || { cat "$RUN/logs/migrate.log" >&2; exit 1; }
+
+start() { # name, command...
+  local name=$1; shift
+  "$@" >"$RUN/logs/$name.log" 2>&1 &
+  echo $! > "$RUN/pids/$name.pid"
+}
+
+start hub "$BUILD/agentbox-hub" serve --listen "127.0.0.1:$HUB_PORT"
+
+start_agent() { # id, e2b, data, native
+  local id=$1
+  mkdir -p "$RUN/$id/state"
+  start "$id" "$BUILD/agentbox-agent" serve --cluster-id "$id" \
+    --state-dir "$RUN/$id/state" --manifests-dir "$ROOT/scripts/quickstart-manifests" \
+    --envd-path "$BUILD/agentbox-envd" \
+    --e2b-listen "127.0.0.1:$2" --data-listen "127.0.0.1:$3" --native-listen "127.0.0.1:$4"
+}
+start_agent alpha "${ALPHA_PORTS[@]}"
+start_agent beta "${BETA_PORTS[@]}"
+
+wait_healthy() { # name, url
+  local deadline=$((SECONDS + 60))
+  until curl -fsS -o /dev/null "$2"; do
+    if ! kill -0 "$(cat "$RUN/pids/$1.pid")" 2>/dev/null; then
+      echo "quickstart: $1 exited; last lines of .run/logs/$1.log:" >&2
+      tail -n 20 "$RUN/logs/$1.log" >&2
+      stop_all; exit 1
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      echo "quickstart: $1 not healthy after 60 s ($2); see .run/logs/$1.log" >&2
+      stop_all; exit 1
+    fi
+    sleep 0.1
+  done
+}
+wait_healthy hub "http://127.0.0.1:$HUB_PORT/readyz"
+wait_healthy alpha "http://127.0.0.1:${ALPHA_PORTS[0]}/healthz"
+wait_healthy beta "http://127.0.0.1:${BETA_PORTS[0]}/healthz"
+
+cat > "$RUN/quickstart.env" <<ENV
+export AGENTBOX_HUB_URL=http://127.0.0.1:$HUB_PORT
+export ALPHA_E2B_API_URL=http://127.0.0.1:${ALPHA_PORTS[0]}
+export ALPHA_DATA_URL=http://127.0.0.1:${ALPHA_PORTS[1]}
+export ALPHA_NATIVE_URL=http://127.0.0.1:${ALPHA_PORTS[2]}
+export BETA_E2B_API_URL=http://127.0.0.1:${BETA_PORTS[0]}
+export BETA_DATA_URL=http://127.0.0.1:${BETA_PORTS[1]}
+export BETA_NATIVE_URL=http://127.0.0.1:${BETA_PORTS[2]}
+export E2B_API_URL=http://127.0.0.1:${ALPHA_PORTS[0]}
+export E2B_SANDBOX_URL=http://127.0.0.1:${ALPHA_PORTS[1]}
+ENV
+
+cat <<MSG
+
+agentbox is up: PostgreSQL (.run/pg), hub :$HUB_PORT, agents alpha :${ALPHA_PORTS[0]} and beta :${BETA_PORTS[0]}.
+Logs are in .run/logs/. Try:
+
+  source .run/quickstart.env
+  curl \$AGENTBOX_HUB_URL/readyz
+  curl \$ALPHA_E2B_API_URL/healthz
+  curl \$BETA_E2B_API_URL/metrics
+
+MSG
+
+if [ "$DETACH" = 1 ]; then
+  say "detached; stop with ./scripts/quickstart.sh stop"
+  exit 0
+fi
+trap 'echo; say "stopping"; stop_all; exit 0' INT TERM
+say "running; Ctrl-C stops everything"
+while :; do
+  for n in hub alpha beta; do
+    if ! kill -0 "$(cat "$RUN/pids/$n.pid" 2>/dev/null)" 2>/dev/null; then
+      say "$n exited; see .run/logs/$n.log"; stop_all; exit 1
+    fi
+  done
+  sleep 1
+done
