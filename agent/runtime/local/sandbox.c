@@ -1,0 +1,623 @@
+/* Local sandboxes as namespaced process trees (see sandbox.h for the layout).
+ *
+ * The agent is multi-threaded, so between clone() and exec() the children
+ * only use system calls and memory prepared by the parent: no malloc, no
+ * stdio, no locks. Both children are made with the raw clone system call in
+ * its fork-like form (no new stack), which is what fork() does minus the
+ * atfork handlers that could deadlock on locks another thread held. */
+#include "runtime/local/sandbox.h"
+
+#include "agentbox/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum setup_step {
+    STEP_MOUNT_PRIVATE = 1,
+    STEP_BIND_HOME,
+    STEP_BIND_TMP,
+    STEP_BIND_RUN,
+    STEP_PROC,
+    STEP_LOOPBACK,
+    STEP_HOSTNAME,
+    STEP_SYNC,
+    STEP_FORK,
+    STEP_EXEC,
+};
+
+static const char *step_name(int step)
+{
+    switch (step) {
+    case STEP_MOUNT_PRIVATE:
+        return "making mounts private";
+    case STEP_BIND_HOME:
+        return "bind-mounting home on " LSBX_HOME;
+    case STEP_BIND_TMP:
+        return "bind-mounting tmp on /tmp";
+    case STEP_BIND_RUN:
+        return "bind-mounting run on " LSBX_INNER_RUN;
+    case STEP_PROC:
+        return "mounting /proc";
+    case STEP_LOOPBACK:
+        return "bringing loopback up";
+    case STEP_HOSTNAME:
+        return "setting the hostname";
+    case STEP_SYNC:
+        return "waiting for the network";
+    case STEP_FORK:
+        return "starting the program";
+    case STEP_EXEC:
+        return "executing the program";
+    }
+    return "setup";
+}
+
+/* Everything the children need, prepared before clone(). */
+struct child_plan {
+    char home[LSBX_DIR_MAX + 8];
+    char tmp[LSBX_DIR_MAX + 8];
+    char run[LSBX_DIR_MAX + 8];
+    char log[LSBX_DIR_MAX + 16];
+    char hostname[LSBX_ID_MAX + 1];
+    const char *argv[LSBX_ARGV_MAX + 1];
+    const char *envp[LSBX_ENV_MAX + 1];
+    int errfd;  /* write end: {step, errno} on failure */
+    int syncfd; /* read end: one byte when the network is ready */
+};
+
+static pid_t raw_fork(unsigned long flags)
+{
+    return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+}
+
+static void child_fail(const struct child_plan *p, int step)
+{
+    int msg[2] = {step, errno};
+    ssize_t r = write(p->errfd, msg, sizeof(msg));
+
+    (void)r;
+    _exit(127);
+}
+
+static int loopback_up(void)
+{
+    struct ifreq ifr;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int rc = -1;
+
+    if (fd < 0)
+        return -1;
+    memset(&ifr, 0, sizeof(ifr));
+    memcpy(ifr.ifr_name, "lo", 3);
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
+    }
+    close(fd);
+    return rc;
+}
+
+/* Leaves the init with stdin /dev/null, stdout and stderr on the sandbox's
+ * log, the two pipes on fds 3 and 4, and nothing else of the agent's (its
+ * listening sockets must not outlive it in a sandbox). */
+static void child_fds(struct child_plan *p)
+{
+    int e = fcntl(p->errfd, F_DUPFD_CLOEXEC, 100);
+    int sy = fcntl(p->syncfd, F_DUPFD_CLOEXEC, 100);
+    int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int lg = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+    if (e < 0 || sy < 0 || nul < 0)
+        _exit(126);
+    if (lg < 0)
+        lg = nul;
+    dup2(nul, 0);
+    dup2(lg, 1);
+    dup2(lg, 2);
+    if (dup3(e, 3, O_CLOEXEC) != 3 || dup3(sy, 4, O_CLOEXEC) != 4)
+        _exit(126);
+    p->errfd = 3;
+    p->syncfd = 4;
+    syscall(SYS_close_range, 5U, ~0U, 0U);
+}
+
+/* pid 1 of the namespace. Never returns. */
+static void child_init(const struct child_plan *plan)
+{
+    struct child_plan copy = *plan;
+    struct child_plan *p = &copy;
+    static const char *const targets[3] = {LSBX_HOME, "/tmp", LSBX_INNER_RUN};
+    static const int steps[3] = {STEP_BIND_HOME, STEP_BIND_TMP, STEP_BIND_RUN};
+    char fdpath[3][32];
+    int src[3], i;
+    sigset_t all;
+    pid_t prog, w;
+    char c;
+    int status = 0;
+
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL); /* pid 1: only SIGKILL from outside matters */
+    child_fds(p);
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        child_fail(p, STEP_MOUNT_PRIVATE);
+    /* Sources are opened first: the sandbox directory may itself live under
+     * /tmp or /home/user, which the first bind mount would hide. */
+    src[0] = open(p->home, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    src[1] = open(p->tmp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    src[2] = open(p->run, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    for (i = 0; i < 3; i++) {
+        if (src[i] < 0)
+            child_fail(p, steps[i]);
+        snprintf(fdpath[i], sizeof(fdpath[i]), "/proc/self/fd/%d", src[i]);
+    }
+    for (i = 0; i < 3; i++)
+        if (mount(fdpath[i], targets[i], NULL, MS_BIND | MS_REC, NULL) != 0)
+            child_fail(p, steps[i]);
+    for (i = 0; i < 3; i++)
+        close(src[i]);
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+        child_fail(p, STEP_PROC);
+    if (loopback_up() != 0)
+        child_fail(p, STEP_LOOPBACK);
+    if (sethostname(p->hostname, strlen(p->hostname)) != 0)
+        child_fail(p, STEP_HOSTNAME);
+    if (read(p->syncfd, &c, 1) != 1)
+        child_fail(p, STEP_SYNC);
+    close(p->syncfd);
+
+    prog = raw_fork(0);
+    if (prog < 0)
+        child_fail(p, STEP_FORK);
+    if (prog == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        if (chdir(LSBX_HOME) != 0)
+            (void)!chdir("/");
+        execve(p->argv[0], (char *const *)p->argv, (char *const *)p->envp);
+        child_fail(p, STEP_EXEC);
+    }
+    close(p->errfd); /* the program's copy closes on exec: EOF tells the parent all is well */
+    for (;;) {
+        w = waitpid(-1, &status, 0);
+        if (w == prog)
+            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        if (w < 0 && errno == ECHILD)
+            _exit(0);
+    }
+}
+
+uint64_t lsbx_proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    const char *p;
+    unsigned long long st = 0;
+    ssize_t n;
+    int fd, field;
+
+    if (pid <= 0)
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name may hold spaces and ')': fields start after the last ')'. */
+    p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return 0;
+    p += 2; /* field 3 (state) */
+    if (*p == 'Z' || *p == 'X')
+        return 0; /* exited, not yet reaped: gone for our purposes */
+    for (field = 3; field < 22 && *p; p++)
+        if (*p == ' ')
+            field++;
+    if (field != 22 || sscanf(p, "%llu", &st) != 1)
+        return 0;
+    return st;
+}
+
+static int wait_readable(int fd, int64_t deadline_ms)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+    for (;;) {
+        int64_t left = deadline_ms - ab_now_ms();
+        int r;
+        if (left <= 0)
+            return AB_ETIMEOUT;
+        r = poll(&pfd, 1, (int)AB_MIN(left, 1000));
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return AB_EIO;
+    }
+}
+
+static int mkdir_p1(const char *path, mode_t mode)
+{
+    if (mkdir(path, mode) == 0 || errno == EEXIST)
+        return 0;
+    return -1;
+}
+
+static int start_slirp(const struct lsbx_options *o, pid_t target, int ready_w, pid_t *out)
+{
+    posix_spawn_file_actions_t fa;
+    char pid_s[16], ready_s[32];
+    const char *bin = o->slirp ? o->slirp : "slirp4netns";
+    char *argv[] = {(char *)bin, "--configure", "--disable-host-loopback", "--mtu=65520",
+                    ready_s, pid_s, "tap0", NULL};
+    int rc;
+
+    snprintf(pid_s, sizeof(pid_s), "%d", (int)target);
+    snprintf(ready_s, sizeof(ready_s), "--ready-fd=3");
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return AB_ENOMEM;
+    posix_spawn_file_actions_adddup2(&fa, ready_w, 3);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+    rc = posix_spawnp(out, bin, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        errno = rc;
+        return AB_EIO;
+    }
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (type == FTW_DP)
+        return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
+    return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static int remove_tree(const char *dir)
+{
+    struct stat st;
+
+    if (lstat(dir, &st) != 0)
+        return errno == ENOENT ? 0 : AB_EIO;
+    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0 ? 0 : AB_EIO;
+}
+
+int lsbx_remove_dir(const struct lsbx *s)
+{
+    return remove_tree(s->dir);
+}
+
+static bool id_is_valid(const char *id)
+{
+    size_t n = strlen(id);
+
+    return n > 0 && n <= LSBX_ID_MAX && strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
+}
+
+int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t errlen)
+{
+    static const char *default_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+                                        "/sbin:/bin",
+                                        "HOME=" LSBX_HOME, NULL};
+    struct child_plan plan;
+    int errp[2] = {-1, -1}, syncp[2] = {-1, -1}, readyp[2] = {-1, -1};
+    int msg[2] = {0, 0}, i, rc = AB_EIO;
+    const char *const *envp = o->envp ? o->envp : default_env;
+    bool made_dir = false;
+    ssize_t n;
+    char c = 1;
+
+    memset(s, 0, sizeof(*s));
+    memset(&plan, 0, sizeof(plan));
+    if (!o->id || !id_is_valid(o->id)) {
+        snprintf(err, errlen, "sandbox id must be 1-%d characters of [a-z0-9-]", LSBX_ID_MAX);
+        return AB_EINVAL;
+    }
+    if (!o->argv || !o->argv[0] || o->argv[0][0] != '/') {
+        snprintf(err, errlen, "sandbox program must be given as an absolute path");
+        return AB_EINVAL;
+    }
+    ab_strlcpy(s->id, o->id, sizeof(s->id));
+    if (ab_strlcpy(s->dir, o->dir, sizeof(s->dir)) >= sizeof(s->dir) ||
+        (size_t)snprintf(s->socket, sizeof(s->socket), "%s/run/envd.sock", o->dir) >=
+            sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        snprintf(err, errlen, "sandbox directory %s is too long: the socket path "
+                 "<dir>/run/envd.sock must stay under 108 bytes; use a shorter state directory",
+                 o->dir);
+        return AB_ELIMIT;
+    }
+    for (i = 0; o->argv[i]; i++) {
+        if (i == LSBX_ARGV_MAX) {
+            snprintf(err, errlen, "sandbox program has more than %d arguments", LSBX_ARGV_MAX);
+            return AB_ELIMIT;
+        }
+        plan.argv[i] = o->argv[i];
+    }
+    for (i = 0; envp[i]; i++) {
+        if (i == LSBX_ENV_MAX) {
+            snprintf(err, errlen, "sandbox environment has more than %d entries", LSBX_ENV_MAX);
+            return AB_ELIMIT;
+        }
+        plan.envp[i] = envp[i];
+    }
+    ab_strlcpy(plan.hostname, o->hostname ? o->hostname : o->id, sizeof(plan.hostname));
+    snprintf(plan.home, sizeof(plan.home), "%s/home", o->dir);
+    snprintf(plan.tmp, sizeof(plan.tmp), "%s/tmp", o->dir);
+    snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
+    snprintf(plan.log, sizeof(plan.log), "%s/envd.log", o->dir);
+
+    if (mkdir(o->dir, 0700) != 0) {
+        snprintf(err, errlen, "cannot create sandbox directory %s: %s", o->dir, strerror(errno));
+        return errno == EEXIST ? AB_EEXIST : AB_EIO;
+    }
+    made_dir = true;
+    if (mkdir_p1(plan.home, 0755) != 0 || mkdir_p1(plan.tmp, 01777) != 0 ||
+        chmod(plan.tmp, 01777) != 0 || mkdir_p1(plan.run, 0755) != 0 ||
+        mkdir_p1("/home", 0755) != 0 || mkdir_p1(LSBX_HOME, 0755) != 0 ||
+        mkdir_p1(LSBX_INNER_RUN, 0755) != 0) {
+        snprintf(err, errlen, "cannot create the sandbox's mount points under %s, %s and %s: %s",
+                 o->dir, LSBX_HOME, LSBX_INNER_RUN, strerror(errno));
+        goto fail;
+    }
+    /* sync is a socket so that writing to a dead init is EPIPE, not SIGPIPE */
+    if (pipe2(errp, O_CLOEXEC) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, syncp) != 0 ||
+        (o->internet && pipe2(readyp, O_CLOEXEC) != 0)) {
+        snprintf(err, errlen, "cannot create pipes: %s", strerror(errno));
+        goto fail;
+    }
+    plan.errfd = errp[1];
+    plan.syncfd = syncp[0];
+    s->pid = raw_fork(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET);
+    if (s->pid < 0) {
+        snprintf(err, errlen, "clone() of the sandbox failed: %s%s", strerror(errno),
+                 errno == EPERM ? " (the local runtime needs root or CAP_SYS_ADMIN)" : "");
+        s->pid = 0;
+        goto fail;
+    }
+    if (s->pid == 0) {
+        close(errp[0]);
+        close(syncp[1]);
+        child_init(&plan);
+    }
+    s->is_child = true;
+    s->internet = o->internet;
+    s->created_ms = ab_wall_ms();
+    close(errp[1]);
+    errp[1] = -1;
+    close(syncp[0]);
+    syncp[0] = -1;
+    s->start_time = lsbx_proc_start_time(s->pid);
+
+    if (o->internet) {
+        if (start_slirp(o, s->pid, readyp[1], &s->slirp_pid) != 0) {
+            snprintf(err, errlen, "cannot start %s: %s (install the slirp4netns package, or "
+                     "create the sandbox without internet access)",
+                     o->slirp ? o->slirp : "slirp4netns", strerror(errno));
+            goto fail;
+        }
+        close(readyp[1]);
+        readyp[1] = -1;
+        s->slirp_start = lsbx_proc_start_time(s->slirp_pid);
+        if (wait_readable(readyp[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0 ||
+            read(readyp[0], &c, 1) != 1) {
+            snprintf(err, errlen, "slirp4netns did not configure the sandbox network within "
+                     "%d ms", LSBX_SETUP_TIMEOUT_MS);
+            goto fail;
+        }
+    }
+    if (send(syncp[1], &c, 1, MSG_NOSIGNAL) != 1) {
+        snprintf(err, errlen, "sandbox init exited during setup");
+        goto fail;
+    }
+    if (wait_readable(errp[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0) {
+        snprintf(err, errlen, "sandbox setup did not finish within %d ms", LSBX_SETUP_TIMEOUT_MS);
+        goto fail;
+    }
+    n = read(errp[0], msg, sizeof(msg));
+    if (n != 0) {
+        snprintf(err, errlen, "sandbox setup failed while %s: %s",
+                 n == (ssize_t)sizeof(msg) ? step_name(msg[0]) : "starting",
+                 n == (ssize_t)sizeof(msg) ? strerror(msg[1]) : "short report");
+        goto fail;
+    }
+    if (!lsbx_is_alive(s)) {
+        snprintf(err, errlen, "sandbox init or its program exited during setup");
+        goto fail;
+    }
+    if ((rc = lsbx_state_write(s)) != 0) {
+        snprintf(err, errlen, "cannot write %s/state.json: %s", s->dir, strerror(errno));
+        goto fail;
+    }
+    rc = 0;
+    goto out;
+fail:
+    if (rc == 0)
+        rc = AB_EIO;
+    if (s->pid > 0 || s->slirp_pid > 0) {
+        int64_t deadline = ab_now_ms() + LSBX_SETUP_TIMEOUT_MS;
+        lsbx_kill(s);
+        while (!lsbx_is_gone(s) && ab_now_ms() < deadline)
+            poll(NULL, 0, 5);
+    }
+    if (made_dir)
+        remove_tree(o->dir);
+    s->pid = 0;
+    s->slirp_pid = 0;
+out:
+    for (i = 0; i < 2; i++) {
+        if (errp[i] >= 0)
+            close(errp[i]);
+        if (syncp[i] >= 0)
+            close(syncp[i]);
+        if (readyp[i] >= 0)
+            close(readyp[i]);
+    }
+    return rc;
+}
+
+int lsbx_state_write(const struct lsbx *s)
+{
+    char path[LSBX_DIR_MAX + 32], tmp[LSBX_DIR_MAX + 32];
+    json_t *j;
+    int rc;
+
+    j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:b, s:I}", "id", s->id, "pid", (json_int_t)s->pid,
+                  "start_time", (json_int_t)s->start_time, "slirp_pid",
+                  (json_int_t)s->slirp_pid, "slirp_start", (json_int_t)s->slirp_start,
+                  "internet", s->internet, "created_ms", (json_int_t)s->created_ms);
+    if (!j)
+        return AB_ENOMEM;
+    if (s->info)
+        json_object_set(j, "info", s->info);
+    snprintf(path, sizeof(path), "%s/state.json", s->dir);
+    snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", s->dir);
+    rc = json_dump_file(j, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : AB_EIO;
+    json_decref(j);
+    return rc;
+}
+
+int lsbx_state_read(const char *dir, struct lsbx *s)
+{
+    char path[LSBX_DIR_MAX + 32];
+    json_error_t jerr;
+    json_t *j, *info = NULL;
+    const char *id = NULL;
+    json_int_t pid = 0, st = 0, spid = 0, sst = 0, created = 0;
+    int internet = 0;
+
+    memset(s, 0, sizeof(*s));
+    if (ab_strlcpy(s->dir, dir, sizeof(s->dir)) >= sizeof(s->dir))
+        return AB_ELIMIT;
+    snprintf(s->socket, sizeof(s->socket), "%s/run/envd.sock", dir);
+    snprintf(path, sizeof(path), "%s/state.json", dir);
+    j = json_load_file(path, 0, &jerr);
+    if (!j)
+        return access(path, F_OK) == 0 ? AB_EINVAL : AB_ENOENT;
+    if (json_unpack(j, "{s:s, s:I, s:I, s?I, s?I, s?b, s?I, s?o}", "id", &id, "pid", &pid,
+                    "start_time", &st, "slirp_pid", &spid, "slirp_start", &sst, "internet",
+                    &internet, "created_ms", &created, "info", &info) != 0 ||
+        !id_is_valid(id) || pid <= 0 || pid > INT32_MAX || spid < 0 || spid > INT32_MAX) {
+        json_decref(j);
+        return AB_EINVAL;
+    }
+    ab_strlcpy(s->id, id, sizeof(s->id));
+    s->pid = (pid_t)pid;
+    s->start_time = (uint64_t)st;
+    s->slirp_pid = (pid_t)spid;
+    s->slirp_start = (uint64_t)sst;
+    s->internet = internet;
+    s->created_ms = created;
+    s->info = info ? json_incref(info) : NULL;
+    json_decref(j);
+    return 0;
+}
+
+bool lsbx_is_alive(const struct lsbx *s)
+{
+    uint64_t st = lsbx_proc_start_time(s->pid);
+
+    return st != 0 && st == s->start_time;
+}
+
+bool lsbx_socket_answers(const struct lsbx *s)
+{
+    struct sockaddr_un sa;
+    int fd;
+    bool ok;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    if (ab_strlcpy(sa.sun_path, s->socket, sizeof(sa.sun_path)) >= sizeof(sa.sun_path))
+        return false;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return false;
+    ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN;
+    close(fd);
+    return ok;
+}
+
+void lsbx_kill(struct lsbx *s)
+{
+    /* A reused pid belongs to someone else: only signal the process we started. */
+    if (s->pid > 0 && (s->is_child || lsbx_is_alive(s)))
+        kill(s->pid, SIGKILL);
+    if (s->slirp_pid > 0 &&
+        (s->is_child || lsbx_proc_start_time(s->slirp_pid) == s->slirp_start))
+        kill(s->slirp_pid, SIGKILL);
+}
+
+static bool proc_gone(pid_t *pid, uint64_t start, bool child)
+{
+    if (*pid <= 0)
+        return true;
+    if (child) {
+        pid_t r = waitpid(*pid, NULL, WNOHANG);
+        if (r == *pid || (r < 0 && errno == ECHILD)) {
+            *pid = 0;
+            return true;
+        }
+        return false;
+    }
+    if (lsbx_proc_start_time(*pid) != start) {
+        *pid = 0;
+        return true;
+    }
+    return false;
+}
+
+bool lsbx_is_gone(struct lsbx *s)
+{
+    bool a = proc_gone(&s->pid, s->start_time, s->is_child);
+    bool b = proc_gone(&s->slirp_pid, s->slirp_start, s->is_child);
+
+    return a && b;
+}
+
+void lsbx_release(struct lsbx *s)
+{
+    json_decref(s->info);
+    s->info = NULL;
+}
+
+int lsbx_destroy(struct lsbx *s, int timeout_ms)
+{
+    int64_t deadline = ab_now_ms() + timeout_ms;
+    int rc;
+
+    lsbx_kill(s);
+    while (!lsbx_is_gone(s)) {
+        if (ab_now_ms() >= deadline)
+            return AB_ETIMEOUT;
+        poll(NULL, 0, 2);
+    }
+    rc = lsbx_remove_dir(s);
+    lsbx_release(s);
+    return rc;
+}

@@ -1,0 +1,98 @@
+/* One local sandbox: a process tree in its own pid, mount, uts, ipc and
+ * network namespaces (DESIGN §10).
+ *
+ * Layout of a sandbox directory <statedir>/sandboxes/<id>/:
+ *   home/        bind-mounted on /home/user inside
+ *   tmp/         bind-mounted on /tmp inside (mode 1777)
+ *   run/         bind-mounted on /run/agentbox inside; envd listens on
+ *                run/envd.sock (inside: /run/agentbox/envd.sock). A fixed
+ *                inner path keeps the socket reachable even when the state
+ *                directory itself lives under /tmp or /home/user.
+ *   envd.log     stdout and stderr of the program
+ *   state.json   what a restarted agent needs to re-adopt or reap it
+ *
+ * Process tree: pid 1 of the namespace is a small init (a copy of the agent
+ * made by clone()) that sets up mounts, loopback and hostname, then starts
+ * the program (envd) as pid 2, reaps every zombie and exits when the program
+ * exits. So envd need not reap children. SIGKILL to pid 1 ends the whole
+ * namespace. With internet access a slirp4netns process (outside the
+ * namespaces) gives the namespace outbound networking, never the host's
+ * loopback.
+ *
+ * Functions here block for at most a few seconds (spawn waits for setup) and
+ * may run on any thread; one thread at a time per struct lsbx. */
+#ifndef AGENTBOX_RUNTIME_LOCAL_SANDBOX_H
+#define AGENTBOX_RUNTIME_LOCAL_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#define LSBX_INNER_RUN "/run/agentbox"
+#define LSBX_INNER_SOCKET LSBX_INNER_RUN "/envd.sock"
+#define LSBX_HOME "/home/user"
+#define LSBX_ID_MAX 63
+#define LSBX_DIR_MAX 200   /* and <dir>/run/envd.sock must fit sun_path (108 bytes) */
+#define LSBX_ARGV_MAX 32
+#define LSBX_ENV_MAX 64
+#define LSBX_SETUP_TIMEOUT_MS 5000
+
+struct lsbx_options {
+    const char *id;          /* [a-z0-9-], at most LSBX_ID_MAX */
+    const char *dir;         /* sandbox directory; created (must not exist yet) */
+    const char *hostname;    /* NULL → id */
+    const char *const *argv; /* program run as pid 2, NULL-terminated; argv[0] is a path */
+    const char *const *envp; /* NULL → empty environment plus PATH and HOME */
+    bool internet;           /* attach slirp4netns */
+    const char *slirp;       /* NULL → "slirp4netns" from PATH */
+};
+
+struct lsbx {
+    char id[LSBX_ID_MAX + 1];
+    char dir[LSBX_DIR_MAX];
+    char socket[LSBX_DIR_MAX + 32]; /* host path of envd's socket */
+    pid_t pid;                      /* pid 1 of the namespace, as the host sees it */
+    uint64_t start_time;            /* /proc/<pid>/stat field 22, against pid reuse */
+    pid_t slirp_pid;                /* 0 when no internet */
+    uint64_t slirp_start;
+    bool is_child;                  /* ours to waitpid (false after re-adoption) */
+    bool internet;
+    int64_t created_ms;             /* wall clock */
+    json_t *info;                   /* caller's data persisted in state.json; owned, may be NULL */
+};
+
+/* Creates the directory and starts the sandbox. On success *s describes it
+ * and state.json is written. On failure nothing is left behind (processes
+ * killed, directory removed) and err says which step failed. */
+int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t errlen);
+
+/* Writes <dir>/state.json atomically (also after changing s->info). */
+int lsbx_state_write(const struct lsbx *s);
+
+/* Reads <dir>/state.json into *s (is_child false). AB_ENOENT / AB_EINVAL. */
+int lsbx_state_read(const char *dir, struct lsbx *s);
+
+/* True when s->pid still runs the process that was started (same start time). */
+bool lsbx_is_alive(const struct lsbx *s);
+/* True when a connect() to envd's socket succeeds (non-blocking). */
+bool lsbx_socket_answers(const struct lsbx *s);
+
+/* Sends SIGKILL to pid 1 (which ends the namespace) and to slirp4netns,
+ * after checking their start times. Does not wait. */
+void lsbx_kill(struct lsbx *s);
+/* Non-blocking: true once both processes are gone (reaps our own children). */
+bool lsbx_is_gone(struct lsbx *s);
+/* Removes the directory tree (never following symlinks). */
+int lsbx_remove_dir(const struct lsbx *s);
+/* kill + wait up to timeout_ms for is_gone + remove_dir; frees info.
+ * Returns AB_ETIMEOUT if a process survived (the directory is kept then). */
+int lsbx_destroy(struct lsbx *s, int timeout_ms);
+/* Frees what *s owns without touching processes. */
+void lsbx_release(struct lsbx *s);
+
+/* /proc/<pid>/stat start time; 0 when the process does not exist. */
+uint64_t lsbx_proc_start_time(pid_t pid);
+
+#endif

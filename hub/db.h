@@ -1,0 +1,71 @@
+/* PostgreSQL from the loop: a fixed pool of worker threads, each with its
+ * own connection, fed by a bounded queue (DESIGN §4, §9).
+ *
+ * The loop thread submits a job; a worker runs job(conn, arg) with a live
+ * connection; done(arg, status) then runs on the loop thread (handed back
+ * with loop_post). The loop never waits on PostgreSQL:
+ *   - a full queue is AB_EBUSY at submit time (answer 503);
+ *   - after a failed connect the pool is "down" for retry_ms: submits fail at
+ *     once with AB_EIO, and queued jobs are failed without trying, so a dead
+ *     database costs a request microseconds, not a connect timeout;
+ *   - every connection has connect_timeout and statement_timeout.
+ * Connections are opened lazily and replaced when they break (checked before
+ * each job, so a restarted server costs no failed job). */
+#ifndef AGENTBOX_HUB_DB_H
+#define AGENTBOX_HUB_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+struct loop;
+struct db_pool;
+
+struct db_pool_options {
+    const char *database_url;     /* URL or conninfo; NULL or "" → libpq's PG* variables */
+    int workers;                  /* threads = connections; 0 → 4 */
+    size_t queue_max;             /* submitted, done() not yet run; 0 → 256 */
+    int64_t connect_timeout_ms;   /* 0 → 2000 (libpq counts whole seconds, at least 2) */
+    int64_t statement_timeout_ms; /* 0 → 5000 */
+    int64_t retry_ms;             /* fail fast this long after a failed connect; 0 → 1000 */
+    const char *application_name; /* NULL → "agentbox-hub" */
+};
+
+/* Runs on a worker thread with a connection that was alive just before.
+ * Returns 0 or a negative ab_err, passed to done as status. The job must
+ * leave the connection idle (no open transaction, results consumed), else the
+ * pool closes it. It must not touch lws or loop-owned state. */
+typedef int (*db_job_fn)(PGconn *conn, void *arg);
+/* Runs on the loop thread. status: the job's return value; AB_EIO when the
+ * database could not be reached (see db_pool_last_error); AB_ECLOSED when the
+ * pool shut down before the job ran. */
+typedef void (*db_done_fn)(void *arg, int status);
+
+/* Starts the workers; connects nothing yet. NULL with err on failure.
+ * The pool keeps l; it must outlive the pool. */
+struct db_pool *db_pool_new(struct loop *l, const struct db_pool_options *o, char *err,
+                            size_t errlen);
+
+/* Loop thread only. Returns 0 (done will run exactly once), or without
+ * calling done: AB_EBUSY (queue full), AB_EIO (database known down),
+ * AB_ECLOSED (pool shutting down), AB_ENOMEM. */
+int db_submit(struct db_pool *p, db_job_fn job, db_done_fn done, void *arg);
+
+/* Loop thread (or after loop_run returned), before loop_free. Joins the
+ * workers; completed jobs get their done(), queued ones done(arg, AB_ECLOSED),
+ * all before this returns. */
+void db_pool_free(struct db_pool *p);
+
+/* False after a failed connect until a connect succeeds again. */
+bool db_pool_is_up(struct db_pool *p);
+/* The last connection error (libpq's words, one line), "" when none. Returns buf. */
+const char *db_pool_last_error(struct db_pool *p, char *buf, size_t len);
+/* Jobs submitted and not yet done. */
+size_t db_pool_pending(struct db_pool *p);
+
+/* Copies the error of conn (or of res when not NULL) as one line into buf. */
+const char *db_error_line(PGconn *conn, const PGresult *res, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,140 @@
+/* GET /healthz (the process answers), /readyz (PostgreSQL answers),
+ * /metrics (Prometheus text). Loop thread; /readyz's query runs on a
+ * database worker. */
+#include "hub.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentbox/common.h"
+#include "agentbox/loop.h"
+#include "agentbox/metrics.h"
+#include "db.h"
+
+/* One /readyz request. Freed by whichever of done() and the deadline timer
+ * comes second: done() always comes (db.h), so done() frees. */
+struct ready_check {
+    struct hub *hub;
+    struct http_exchange *ex;
+    struct loop_timer deadline;
+    bool answered;
+    char err[256]; /* written by the worker, read after done() */
+};
+
+static void healthz(struct http_exchange *ex, void *arg)
+{
+    static const char body[] = "{\"status\":\"ok\"}";
+
+    (void)arg;
+    http_respond(ex, 200, "application/json", body, sizeof(body) - 1, NULL, 0);
+}
+
+static void metrics(struct http_exchange *ex, void *arg)
+{
+    size_t len = 0;
+    char *text;
+
+    (void)arg;
+    text = metrics_render(metrics_default(), &len);
+    if (text == NULL) {
+        http_respond_error(ex, 500, "out of memory rendering metrics");
+        return;
+    }
+    http_respond(ex, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL, 0);
+    free(text);
+}
+
+static void answer_unavailable(struct http_exchange *ex, struct hub *h, int status, const char *own)
+{
+    char why[256];
+
+    if (status == AB_EBUSY) {
+        http_respond_error(ex, 503,
+                           "database unavailable: %zu jobs queued, the limit; retry "
+                           "shortly",
+                           db_pool_pending(h->db));
+        return;
+    }
+    if (status == AB_ECLOSED) {
+        http_respond_error(ex, 503, "database unavailable: the hub is shutting down");
+        return;
+    }
+    if (own != NULL && own[0] != '\0')
+        ab_strlcpy(why, own, sizeof(why));
+    else
+        db_pool_last_error(h->db, why, sizeof(why));
+    if (why[0] == '\0')
+        ab_strlcpy(why, ab_strerror(status), sizeof(why));
+    http_respond_error(ex, 503, "database unavailable: %s", why);
+}
+
+static int ready_job(PGconn *c, void *arg)
+{
+    struct ready_check *rc = arg;
+    PGresult *r = PQexec(c, "SELECT 1");
+    int ret = 0;
+
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        db_error_line(c, r, rc->err, sizeof(rc->err));
+        ret = AB_EIO;
+    }
+    PQclear(r);
+    return ret;
+}
+
+static void ready_done(void *arg, int status)
+{
+    struct ready_check *rc = arg;
+    static const char body[] = "{\"status\":\"ready\"}";
+
+    loop_timer_cancel(&rc->deadline);
+    if (!rc->answered) {
+        if (status == 0)
+            http_respond(rc->ex, 200, "application/json", body, sizeof(body) - 1, NULL, 0);
+        else
+            answer_unavailable(rc->ex, rc->hub, status, rc->err);
+    }
+    free(rc);
+}
+
+static void ready_deadline(struct loop_timer *t)
+{
+    struct ready_check *rc = t->arg;
+
+    rc->answered = true;
+    http_respond_error(rc->ex, 503, "database unavailable: no answer within %lld ms",
+                       (long long)rc->hub->cfg->ready_timeout_ms);
+}
+
+static void readyz(struct http_exchange *ex, void *arg)
+{
+    struct hub *h = arg;
+    struct ready_check *rc;
+    int st;
+
+    rc = calloc(1, sizeof(*rc));
+    if (rc == NULL) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    rc->hub = h;
+    rc->ex = ex;
+    st = db_submit(h->db, ready_job, ready_done, rc);
+    if (st != 0) {
+        free(rc);
+        answer_unavailable(ex, h, st, NULL);
+        return;
+    }
+    loop_timer_start(h->loop, &rc->deadline, h->cfg->ready_timeout_ms, ready_deadline, rc);
+}
+
+int hub_health_add_routes(struct hub *h, char *err, size_t errlen)
+{
+    const struct http_route routes[] = {
+        {"GET", "/healthz", healthz, h, 0},
+        {"GET", "/readyz", readyz, h, 0},
+        {"GET", "/metrics", metrics, h, 0},
+    };
+
+    return hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
+}

@@ -1,0 +1,69 @@
+/* The hub process as `agentbox-hub serve` runs it: one struct that owns the
+ * loop, the database pool, the HTTP router and the listeners.
+ *
+ * Later modules plug in through hub_add_routes (before hub_start) and by
+ * keeping their state beside these fields. Everything here runs on the loop
+ * thread except hub_serve_main's signal handler, which only calls loop_stop. */
+#ifndef AGENTBOX_HUB_HUB_H
+#define AGENTBOX_HUB_HUB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentbox/config.h"
+#include "agentbox/http.h"
+
+#define HUB_MAX_ROUTES 256
+
+struct loop;
+struct db_pool;
+
+/* `serve` configuration (flags, AGENTBOX_* environment, YAML keys). */
+struct hub_serve_config {
+    char *listen;
+    char *database_url;
+    int64_t db_workers;
+    int64_t db_queue;
+    int64_t db_connect_timeout_ms;
+    int64_t db_statement_timeout_ms;
+    int64_t db_retry_ms;
+    int64_t ready_timeout_ms;
+    char *log_level;
+    bool log_json;
+};
+
+extern const struct cfg_option hub_serve_options[];
+extern const size_t hub_serve_noptions;
+
+struct hub {
+    const struct hub_serve_config *cfg; /* not owned */
+    struct loop *loop;
+    struct db_pool *db;
+    struct http_route routes[HUB_MAX_ROUTES];
+    size_t nroutes;
+    struct http_router *router;
+    struct http_server *api; /* :7700 */
+};
+
+/* Creates the loop and the database pool (which connects lazily: a hub
+ * starts while PostgreSQL is down, and /readyz says so). */
+int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_t errlen);
+/* Adds routes to the API router; only before hub_start. routes is copied
+ * (the strings and args it points to must outlive the hub). */
+int hub_add_routes(struct hub *h, const struct http_route *routes, size_t n, char *err,
+                   size_t errlen);
+/* Builds the router and starts the listeners. */
+int hub_start(struct hub *h, char *err, size_t errlen);
+/* Runs the loop until loop_stop (SIGINT/SIGTERM). */
+int hub_run(struct hub *h);
+/* Stops listeners, drains the pool, frees everything hub_init created. */
+void hub_fini(struct hub *h);
+
+/* GET /healthz, /readyz, /metrics (health.c). */
+int hub_health_add_routes(struct hub *h, char *err, size_t errlen);
+
+/* `agentbox-hub serve ARGS` (argv[0] is the first argument after "serve"). */
+int hub_serve_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,239 @@
+/* `agentbox-hub serve`: configuration, startup and shutdown of the hub. */
+#include "hub.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentbox/common.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "agentbox/version.h"
+#include "db.h"
+
+#define OPT(field) offsetof(struct hub_serve_config, field)
+
+const struct cfg_option hub_serve_options[] = {
+    {"listen", CFG_STRING, ":7700", false, OPT(listen),
+     "HTTP API address: host:port, :port or unix:/path", NULL},
+    {"database_url", CFG_STRING, NULL, false, OPT(database_url),
+     "PostgreSQL URL (postgres://user:pass@host/db); unset: libpq's PG* variables", "DATABASE_URL"},
+    {"db_workers", CFG_INT, "4", false, OPT(db_workers),
+     "database worker threads (one connection each), 1..64", NULL},
+    {"db_queue", CFG_INT, "256", false, OPT(db_queue),
+     "database jobs waiting at most; past it requests get 503", NULL},
+    {"db_connect_timeout", CFG_DURATION, "2s", false, OPT(db_connect_timeout_ms),
+     "give up connecting to PostgreSQL after this (whole seconds, at least 2)", NULL},
+    {"db_statement_timeout", CFG_DURATION, "5s", false, OPT(db_statement_timeout_ms),
+     "PostgreSQL statement_timeout of every hub connection", NULL},
+    {"db_retry", CFG_DURATION, "1s", false, OPT(db_retry_ms),
+     "after a failed connect, fail database requests at once for this long", NULL},
+    {"ready_timeout", CFG_DURATION, "2s", false, OPT(ready_timeout_ms),
+     "/readyz answers 503 when PostgreSQL has not answered within this", NULL},
+    {"log_level", CFG_STRING, "info", false, OPT(log_level), "debug, info, warn or error", NULL},
+    {"log_json", CFG_BOOL, "false", false, OPT(log_json), "log JSON lines instead of text", NULL},
+};
+const size_t hub_serve_noptions = AB_ARRAY_LEN(hub_serve_options);
+
+static const char SERVE_USAGE[] = "agentbox-hub serve [flags]";
+static const char SERVE_DESCRIPTION[] =
+    "Runs the hub: the HTTP API on --listen (/healthz, /readyz, /metrics).\n"
+    "PostgreSQL is reached through --database-url, DATABASE_URL or libpq's PG*\n"
+    "variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE); the hub starts\n"
+    "while it is down and /readyz answers 503 until it is back.\n"
+    "A YAML file given by --config FILE or AGENTBOX_CONFIG may set the keys below.";
+
+static int check_config(const struct hub_serve_config *c, char *err, size_t errlen)
+{
+    enum log_level lvl;
+
+    if (c->db_workers < 1 || c->db_workers > 64) {
+        snprintf(err, errlen, "db_workers must be between 1 and 64, got %lld",
+                 (long long)c->db_workers);
+        return AB_EINVAL;
+    }
+    if (c->db_queue < 1 || c->db_queue > 100000) {
+        snprintf(err, errlen, "db_queue must be between 1 and 100000, got %lld",
+                 (long long)c->db_queue);
+        return AB_EINVAL;
+    }
+    if (c->db_connect_timeout_ms <= 0 || c->db_statement_timeout_ms <= 0 || c->db_retry_ms <= 0 ||
+        c->ready_timeout_ms <= 0) {
+        snprintf(err, errlen,
+                 "db_connect_timeout, db_statement_timeout, db_retry and ready_timeout must "
+                 "be positive durations (e.g. 500ms, 2s)");
+        return AB_EINVAL;
+    }
+    if (log_parse_level(c->log_level, &lvl) != 0) {
+        snprintf(err, errlen, "log_level must be debug, info, warn or error, got '%s'",
+                 c->log_level);
+        return AB_EINVAL;
+    }
+    if (c->listen == NULL || c->listen[0] == '\0') {
+        snprintf(err, errlen, "listen must not be empty (e.g. :7700)");
+        return AB_EINVAL;
+    }
+    return 0;
+}
+
+int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_t errlen)
+{
+    struct loop_options lo = {0};
+    struct db_pool_options dbo = {0};
+
+    memset(h, 0, sizeof(*h));
+    h->cfg = cfg;
+    h->loop = loop_new(&lo);
+    if (h->loop == NULL) {
+        snprintf(err, errlen, "cannot create the event loop");
+        return AB_EIO;
+    }
+    dbo.database_url = cfg->database_url;
+    dbo.workers = (int)cfg->db_workers;
+    dbo.queue_max = (size_t)cfg->db_queue;
+    dbo.connect_timeout_ms = cfg->db_connect_timeout_ms;
+    dbo.statement_timeout_ms = cfg->db_statement_timeout_ms;
+    dbo.retry_ms = cfg->db_retry_ms;
+    dbo.application_name = "agentbox-hub";
+    h->db = db_pool_new(h->loop, &dbo, err, errlen);
+    if (h->db == NULL)
+        return AB_EIO;
+    return 0;
+}
+
+int hub_add_routes(struct hub *h, const struct http_route *routes, size_t n, char *err,
+                   size_t errlen)
+{
+    if (h->router != NULL) {
+        snprintf(err, errlen, "routes must be added before the hub starts");
+        return AB_EINVAL;
+    }
+    if (n > HUB_MAX_ROUTES - h->nroutes) {
+        snprintf(err, errlen, "more than %d hub routes: raise HUB_MAX_ROUTES", HUB_MAX_ROUTES);
+        return AB_ELIMIT;
+    }
+    memcpy(&h->routes[h->nroutes], routes, n * sizeof(*routes));
+    h->nroutes += n;
+    return 0;
+}
+
+int hub_start(struct hub *h, char *err, size_t errlen)
+{
+    struct http_server_options so = {0};
+    int rc;
+
+    h->router = http_router_new(h->routes, h->nroutes);
+    if (h->router == NULL) {
+        snprintf(err, errlen, "cannot create the HTTP router");
+        return AB_ENOMEM;
+    }
+    http_router_set_extra_header(h->router, "X-AgentBox-Server-Version", AGENTBOX_VERSION);
+    so.listen = h->cfg->listen;
+    so.router = h->router;
+    so.name = "api";
+    rc = http_server_start(h->loop, &so, &h->api, err, errlen);
+    if (rc != 0)
+        return rc;
+    LOG_INFO("hub listening", "listen", h->cfg->listen, "version", AGENTBOX_VERSION);
+    return 0;
+}
+
+static struct loop *signal_loop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (signal_loop != NULL)
+        loop_stop(signal_loop);
+}
+
+int hub_run(struct hub *h)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    signal_loop = h->loop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return loop_run(h->loop);
+}
+
+void hub_fini(struct hub *h)
+{
+    /* Order: the loop no longer runs, so nothing new arrives. Finish the
+     * database jobs first (their done() answers exchanges of the server),
+     * then the listeners, the router and the loop. */
+    db_pool_free(h->db);
+    h->db = NULL;
+    http_server_stop(h->api);
+    h->api = NULL;
+    if (h->router != NULL)
+        http_router_free(h->router);
+    h->router = NULL;
+    signal_loop = NULL;
+    loop_free(h->loop);
+    h->loop = NULL;
+}
+
+int hub_serve_main(int argc, char **argv)
+{
+    struct hub_serve_config cfg;
+    struct cfg_result res;
+    struct hub h;
+    enum log_level lvl = LOG_LEVEL_INFO;
+    char err[1024] = "";
+    int rc;
+
+    memset(&cfg, 0, sizeof(cfg));
+    memset(&h, 0, sizeof(h));
+    rc = cfg_load(hub_serve_options, hub_serve_noptions, &cfg, argc, argv, &res, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "agentbox-hub serve: %s\n", err);
+        cfg_free(hub_serve_options, hub_serve_noptions, &cfg);
+        return 2;
+    }
+    if (res.help) {
+        cfg_print_help(stdout, SERVE_USAGE, SERVE_DESCRIPTION, hub_serve_options,
+                       hub_serve_noptions);
+        cfg_free(hub_serve_options, hub_serve_noptions, &cfg);
+        return 0;
+    }
+    if (res.npositional > 0) {
+        fprintf(stderr, "agentbox-hub serve: unexpected argument '%s' (see --help)\n",
+                res.positional[0]);
+        rc = 2;
+        goto out;
+    }
+    if (check_config(&cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "agentbox-hub serve: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    log_parse_level(cfg.log_level, &lvl);
+    log_set_level(lvl);
+    log_set_json(cfg.log_json);
+    log_set_component("hub");
+
+    rc = hub_init(&h, &cfg, err, sizeof(err));
+    if (rc == 0)
+        rc = hub_health_add_routes(&h, err, sizeof(err));
+    if (rc == 0)
+        rc = hub_start(&h, err, sizeof(err));
+    if (rc != 0) {
+        LOG_ERROR("hub failed to start", "error", err);
+        rc = 1;
+        goto out;
+    }
+    hub_run(&h);
+    LOG_INFO("hub stopping");
+out:
+    if (h.loop != NULL)
+        hub_fini(&h);
+    cfg_free(hub_serve_options, hub_serve_noptions, &cfg);
+    return rc;
+}

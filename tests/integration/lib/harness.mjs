@@ -1,0 +1,349 @@
+// Integration test harness: a throwaway PostgreSQL on loopback, child
+// processes with captured logs, polling with deadlines, small HTTP helpers.
+//
+// Everything started here is registered for cleanup: call the returned
+// stop/kill from t.after, and as a last resort a process 'exit' handler
+// SIGKILLs whatever is still running and removes temp dirs.
+import { spawn, execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const PG_BIN = process.env.AGENTBOX_PG_BIN || '/usr/lib/postgresql/15/bin';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const repoRoot = () => path.resolve(here, '..', '..', '..');
+export const buildDir = () => process.env.AGENTBOX_BUILD_DIR || path.join(repoRoot(), 'build');
+export const migrationsDir = () => path.join(repoRoot(), 'migrations');
+export const hubBin = () => path.join(buildDir(), 'agentbox-hub');
+
+// --- cleanup ------------------------------------------------------------------
+
+const live = new Set(); // {pid, group} of running children
+const tmpDirs = new Set();
+
+process.on('exit', () => {
+    for (const p of live) {
+        try {
+            process.kill(p.group ? -p.pid : p.pid, 'SIGKILL');
+        } catch {
+            /* already gone */
+        }
+    }
+    if (!process.env.AGENTBOX_KEEP_TMP) {
+        for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
+    }
+});
+for (const sig of ['SIGINT', 'SIGTERM']) {
+    process.once(sig, () => process.exit(130));
+}
+
+// A temp dir removed at exit (kept when AGENTBOX_KEEP_TMP is set).
+export function tempDir(prefix = 'agentbox-it-') {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    tmpDirs.add(d);
+    return d;
+}
+
+export function removeTempDir(d) {
+    tmpDirs.delete(d);
+    if (!process.env.AGENTBOX_KEEP_TMP) fs.rmSync(d, { recursive: true, force: true });
+}
+
+// --- polling --------------------------------------------------------------------
+
+// Polls fn (sync or async) until it returns a truthy value, which is returned.
+// Throws naming `what` and the last error once timeoutMs passes.
+export async function waitFor(fn, { timeoutMs = 10000, intervalMs = 50, what = 'condition' } = {}) {
+    const deadline = Date.now() + timeoutMs;
+    let last;
+    for (;;) {
+        try {
+            const v = await fn();
+            if (v) return v;
+            last = undefined;
+        } catch (e) {
+            last = e;
+        }
+        if (Date.now() >= deadline) {
+            const why = last ? `: last error: ${last.message || last}` : '';
+            throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}`);
+        }
+        await new Promise((r) => setTimeout(r, intervalMs));
+    }
+}
+
+// --- ports ------------------------------------------------------------------------
+
+export function freePort() {
+    return new Promise((resolve, reject) => {
+        const s = net.createServer();
+        s.unref();
+        s.on('error', reject);
+        s.listen(0, '127.0.0.1', () => {
+            const { port } = s.address();
+            s.close(() => resolve(port));
+        });
+    });
+}
+
+// --- processes ---------------------------------------------------------------------
+
+// Runs a command to completion; resolves {code, stdout, stderr}; never rejects
+// on a non-zero exit.
+export function run(cmd, args, { env, cwd, timeoutMs = 60000, input } = {}) {
+    return new Promise((resolve, reject) => {
+        const child = execFile(
+            cmd,
+            args,
+            { env: env || process.env, cwd, timeout: timeoutMs, maxBuffer: 16 << 20 },
+            (err, stdout, stderr) => {
+                if (err && typeof err.code !== 'number') {
+                    reject(new Error(`${cmd} ${args.join(' ')}: ${err.message}\n${stderr}`));
+                    return;
+                }
+                resolve({ code: err ? err.code : 0, stdout, stderr });
+            },
+        );
+        if (input !== undefined) child.stdin.end(input);
+    });
+}
+
+// Starts a long-running process in its own process group, logs (stdout and
+// stderr) to a file. Returns {pid, logFile, logs(), exited, exitCode, stop(), kill()}.
+export function spawnProc(name, cmd, args, env = process.env, { logDir, cwd } = {}) {
+    const dir = logDir || tempDir(`agentbox-${name}-`);
+    const logFile = path.join(dir, `${name}.log`);
+    const fd = fs.openSync(logFile, 'a');
+    const child = spawn(cmd, args, { env, cwd, stdio: ['ignore', fd, fd], detached: true });
+    fs.closeSync(fd);
+    const entry = { pid: child.pid, group: true };
+    live.add(entry);
+    const proc = {
+        name,
+        child,
+        pid: child.pid,
+        logFile,
+        exitCode: null,
+        signal: null,
+        logs: () => (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : ''),
+    };
+    proc.exited = new Promise((resolve) => {
+        child.on('exit', (code, signal) => {
+            live.delete(entry);
+            proc.exitCode = code;
+            proc.signal = signal;
+            resolve({ code, signal });
+        });
+        child.on('error', (e) => {
+            live.delete(entry);
+            proc.exitCode = -1;
+            fs.appendFileSync(logFile, `spawn failed: ${e.message}\n`);
+            resolve({ code: -1, signal: null });
+        });
+    });
+    proc.running = () => proc.exitCode === null && proc.signal === null;
+    const signalGroup = (sig) => {
+        if (!proc.running()) return;
+        try {
+            process.kill(-child.pid, sig);
+        } catch {
+            /* gone */
+        }
+    };
+    // Graceful stop: signal, wait up to timeoutMs, then SIGKILL the group.
+    proc.stop = async (sig = 'SIGTERM', timeoutMs = 10000) => {
+        if (!proc.running()) return proc.exited;
+        signalGroup(sig);
+        const timer = setTimeout(() => signalGroup('SIGKILL'), timeoutMs);
+        const r = await proc.exited;
+        clearTimeout(timer);
+        return r;
+    };
+    proc.kill = async () => {
+        signalGroup('SIGKILL');
+        return proc.exited;
+    };
+    return proc;
+}
+
+// --- PostgreSQL -----------------------------------------------------------------------
+
+const isRoot = () => typeof process.getuid === 'function' && process.getuid() === 0;
+
+// PostgreSQL refuses to run as root: as root, run its binaries as the
+// `postgres` system user. setpriv execs in place, so the pid we hold is the
+// postmaster's own (signals reach it directly).
+function asPostgres(bin, args) {
+    if (!isRoot()) return [bin, args];
+    return [
+        'setpriv',
+        ['--reuid=postgres', '--regid=postgres', '--init-groups', '--', bin, ...args],
+    ];
+}
+
+function chownTree(dir, uid, gid) {
+    fs.chownSync(dir, uid, gid);
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+        const p = path.join(dir, e.name);
+        if (e.isDirectory()) chownTree(p, uid, gid);
+        else fs.chownSync(p, uid, gid);
+    }
+}
+
+async function postgresIds() {
+    const r = await run('id', ['-u', 'postgres']);
+    const g = await run('id', ['-g', 'postgres']);
+    if (r.code !== 0 || g.code !== 0) {
+        throw new Error('running as root needs the postgres system user (apt-get install postgresql)');
+    }
+    return { uid: Number(r.stdout.trim()), gid: Number(g.stdout.trim()) };
+}
+
+// Starts a fresh PostgreSQL cluster in a temp dir: password auth
+// (scram-sha-256) even on loopback, fsync off, TCP on 127.0.0.1 only, the
+// unix socket inside the temp dir. Returns
+//   {url, port, user, password, database, dir, logs(), start(), stop(), kill(), psql(sql)}
+// stop() is a fast shutdown, kill() is SIGKILL of the postmaster and its
+// backends; start() starts it again on the same port and data.
+export async function startPostgres({ name = 'postgres' } = {}) {
+    const dir = tempDir('agentbox-pg-');
+    const data = path.join(dir, 'data');
+    const sock = path.join(dir, 'sock');
+    fs.mkdirSync(sock);
+    const password = randomBytes(16).toString('hex');
+    const user = 'agentbox';
+    const pwfile = path.join(dir, 'pwfile');
+    fs.writeFileSync(pwfile, password + '\n', { mode: 0o600 });
+    if (isRoot()) {
+        const { uid, gid } = await postgresIds();
+        fs.chmodSync(dir, 0o700);
+        chownTree(dir, uid, gid);
+    }
+    const env = { ...process.env, LC_ALL: 'C.UTF-8', LANG: 'C.UTF-8' };
+    const [icmd, iargs] = asPostgres(path.join(PG_BIN, 'initdb'), [
+        '-D', data, '-U', user, '--pwfile', pwfile, '--auth=scram-sha-256',
+        '--encoding=UTF8', '--locale=C.UTF-8', '--no-instructions', '--no-sync',
+    ]);
+    const init = await run(icmd, iargs, { env, cwd: dir });
+    if (init.code !== 0) throw new Error(`initdb failed (${init.code}):\n${init.stdout}\n${init.stderr}`);
+    fs.rmSync(pwfile);
+
+    const port = await freePort();
+    const database = 'postgres';
+    const url = `postgres://${user}:${password}@127.0.0.1:${port}/${database}`;
+    const pg = {
+        url, port, user, password, database, dir, proc: null,
+        logs: () => (pg.proc ? pg.proc.logs() : ''),
+    };
+
+    pg.isReady = async () => {
+        const r = await run(path.join(PG_BIN, 'pg_isready'), ['-h', '127.0.0.1', '-p', String(port), '-t', '1']);
+        return r.code === 0;
+    };
+    pg.start = async () => {
+        if (pg.proc && pg.proc.running()) return;
+        const [cmd, args] = asPostgres(path.join(PG_BIN, 'postgres'), [
+            '-D', data, '-p', String(port),
+            '-c', 'listen_addresses=127.0.0.1',
+            '-c', `unix_socket_directories=${sock}`,
+            '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off',
+            '-c', 'max_connections=100',
+        ]);
+        pg.proc = spawnProc(name, cmd, args, env, { logDir: dir, cwd: dir });
+        await waitFor(async () => {
+            if (!pg.proc.running()) throw new Error(`postgres exited:\n${pg.proc.logs()}`);
+            return pg.isReady();
+        }, { timeoutMs: 30000, what: `PostgreSQL on port ${port}` });
+    };
+    // Fast shutdown (SIGINT): clients are disconnected, the port closes.
+    pg.stop = async () => {
+        if (pg.proc) await pg.proc.stop('SIGINT', 15000);
+    };
+    pg.kill = async () => {
+        if (pg.proc) await pg.proc.kill();
+    };
+    // Runs SQL through psql; resolves stdout (unaligned, tuples only); throws on error.
+    pg.psql = (sql) => psqlAt(url, sql);
+    // A fresh database in this cluster; resolves its URL.
+    pg.createDatabase = async (db) => {
+        await pg.psql(`CREATE DATABASE ${db}`);
+        return `postgres://${user}:${password}@127.0.0.1:${port}/${db}`;
+    };
+    pg.cleanup = async () => {
+        await pg.stop();
+        removeTempDir(dir);
+    };
+    await pg.start();
+    return pg;
+}
+
+// Runs SQL through psql against url; resolves stdout (unaligned, tuples
+// only, trimmed); throws with psql's error.
+export async function psqlAt(url, sql) {
+    const r = await run(path.join(PG_BIN, 'psql'), ['-X', '-At', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', sql]);
+    if (r.code !== 0) throw new Error(`psql failed: ${r.stderr}`);
+    return r.stdout.trim();
+}
+
+// --- HTTP -----------------------------------------------------------------------------
+
+// GET url; resolves {status, headers, body (string), ms}. Rejects on
+// connection errors and after timeoutMs.
+export function httpGet(url, { timeoutMs = 5000, headers = {} } = {}) {
+    const t0 = Date.now();
+    return new Promise((resolve, reject) => {
+        const req = http.get(url, { headers, agent: false }, (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (c) => (body += c));
+            res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body, ms: Date.now() - t0 }));
+            res.on('error', reject);
+        });
+        req.setTimeout(timeoutMs, () => req.destroy(new Error(`GET ${url}: no answer within ${timeoutMs} ms`)));
+        req.on('error', reject);
+    });
+}
+
+// GET url and parse the body as JSON; resolves {status, headers, json, ms}.
+export async function httpJson(url, opts) {
+    const r = await httpGet(url, opts);
+    let json;
+    try {
+        json = JSON.parse(r.body);
+    } catch (e) {
+        throw new Error(`GET ${url}: status ${r.status}, body is not JSON: ${r.body.slice(0, 200)}`);
+    }
+    return { ...r, json };
+}
+
+// --- the hub ---------------------------------------------------------------------------
+
+// Runs `agentbox-hub migrate ARGS`; resolves {code, stdout, stderr}.
+export function runMigrate(databaseUrl, args = [], { dir = migrationsDir(), env = {} } = {}) {
+    return run(hubBin(), ['migrate', '--migrations-dir', dir, ...args], {
+        env: { ...process.env, DATABASE_URL: databaseUrl, ...env },
+    });
+}
+
+// Starts `agentbox-hub serve` on a free port; resolves {proc, port, base}
+// once /healthz answers.
+export async function startHub(databaseUrl, { args = [], env = {} } = {}) {
+    const port = await freePort();
+    const proc = spawnProc('hub', hubBin(), ['serve', '--listen', `127.0.0.1:${port}`, ...args], {
+        ...process.env,
+        DATABASE_URL: databaseUrl,
+        ...env,
+    });
+    const base = `http://127.0.0.1:${port}`;
+    await waitFor(async () => {
+        if (!proc.running()) throw new Error(`hub exited (${proc.exitCode}):\n${proc.logs()}`);
+        const r = await httpGet(`${base}/healthz`, { timeoutMs: 1000 });
+        return r.status === 200;
+    }, { timeoutMs: 15000, what: `hub /healthz on port ${port}` });
+    return { proc, port, base };
+}

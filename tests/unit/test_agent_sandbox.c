@@ -1,0 +1,564 @@
+/* Local sandboxes with real namespaces (needs root; skipped otherwise).
+ *
+ * The program run inside is this test binary in "--fake-envd" mode: it
+ * listens on the sandbox socket and answers one-line commands ("pid",
+ * "procs", "tcp HOST PORT", "selftcp", "write NAME", "hostname", "spawn"),
+ * and HTTP requests (it records the body of POST /init in /tmp/init-body and
+ * answers 204), so tests observe the sandbox from the inside. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agentbox/common.h"
+#include "runtime/local/sandbox.h"
+
+static char self_exe[512];
+static char state_dir[128];
+static int seq;
+
+/* ---- the fake envd (runs inside the sandbox) --------------------------------- */
+
+static void reply(int c, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n > 0 && write(c, buf, (size_t)AB_MIN(n, (int)sizeof(buf) - 1)) < 0)
+        return;
+}
+
+static int tcp_connect(const char *host, int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct pollfd pfd;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), err = 0;
+    socklen_t el = sizeof(err);
+
+    inet_pton(AF_INET, host, &sa.sin_addr);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        close(fd);
+        return 0;
+    }
+    if (errno != EINPROGRESS) {
+        err = errno;
+        close(fd);
+        return err;
+    }
+    pfd.fd = fd;
+    pfd.events = POLLOUT;
+    if (poll(&pfd, 1, 2000) != 1) {
+        close(fd);
+        return ETIMEDOUT;
+    }
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    close(fd);
+    return err;
+}
+
+static void fake_http(int c, char *req, size_t have)
+{
+    char *hend, *cl;
+    size_t body_len = 0, got;
+    FILE *f;
+
+    while (!(hend = strstr(req, "\r\n\r\n")) && have < 8191) {
+        ssize_t r = read(c, req + have, 8191 - have);
+        if (r <= 0)
+            return;
+        have += (size_t)r;
+        req[have] = '\0';
+    }
+    if (!hend)
+        return;
+    cl = strcasestr(req, "content-length:");
+    if (cl)
+        body_len = (size_t)strtoul(cl + 15, NULL, 10);
+    hend += 4;
+    got = have - (size_t)(hend - req);
+    while (got < body_len && have < 8191) {
+        ssize_t r = read(c, req + have, 8191 - have);
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+        got += (size_t)r;
+    }
+    req[have] = '\0';
+    if (!strncmp(req, "POST /init ", 11) && (f = fopen("/tmp/init-body", "w"))) {
+        fwrite(hend, 1, AB_MIN(got, body_len), f);
+        fclose(f);
+    }
+    reply(c, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+static void fake_command(int c, char *line)
+{
+    char host[64];
+    int port;
+
+    if (!strcmp(line, "pid")) {
+        reply(c, "%d %d\n", (int)getpid(), (int)getppid());
+    } else if (!strcmp(line, "procs")) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        char out[2048] = "";
+        size_t len = 0;
+        while (d && (de = readdir(d)) != NULL)
+            if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && len < sizeof(out) - 16)
+                len += (size_t)snprintf(out + len, sizeof(out) - len, "%s ", de->d_name);
+        if (d)
+            closedir(d);
+        reply(c, "%s\n", out);
+    } else if (sscanf(line, "tcp %63s %d", host, &port) == 2) {
+        int err = tcp_connect(host, port);
+        reply(c, err ? "fail %s\n" : "ok\n", strerror(err));
+    } else if (!strcmp(line, "selftcp")) {
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        socklen_t sl = sizeof(sa);
+        int l = socket(AF_INET, SOCK_STREAM, 0), err;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(l, 1) != 0 ||
+            getsockname(l, (struct sockaddr *)&sa, &sl) != 0) {
+            reply(c, "fail bind %s\n", strerror(errno));
+        } else {
+            err = tcp_connect("127.0.0.1", ntohs(sa.sin_port));
+            reply(c, err ? "fail %s\n" : "ok\n", strerror(err));
+        }
+        close(l);
+    } else if (!strncmp(line, "write ", 6)) {
+        char path[300];
+        FILE *f;
+        snprintf(path, sizeof(path), "/home/user/%.200s", line + 6);
+        f = fopen(path, "w");
+        if (f) {
+            fputs("hello from inside", f);
+            fclose(f);
+        }
+        reply(c, f ? "ok\n" : "fail %s\n", strerror(errno));
+    } else if (!strcmp(line, "hostname")) {
+        char h[128] = "";
+        gethostname(h, sizeof(h));
+        reply(c, "%s\n", h);
+    } else if (!strcmp(line, "spawn")) {
+        pid_t p = fork();
+        if (p == 0) {
+            for (;;)
+                pause();
+        }
+        reply(c, "%d\n", (int)p);
+    } else {
+        reply(c, "unknown\n");
+    }
+}
+
+static int fake_envd(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+
+    signal(SIGPIPE, SIG_IGN);
+    ab_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+    unlink(path);
+    if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(l, 64) != 0) {
+        perror("fake envd: bind");
+        return 1;
+    }
+    for (;;) {
+        char req[8192];
+        ssize_t r;
+        int c = accept(l, NULL, NULL);
+        if (c < 0)
+            continue;
+        r = read(c, req, sizeof(req) - 1);
+        if (r > 0) {
+            req[r] = '\0';
+            if (!strncmp(req, "POST ", 5) || !strncmp(req, "GET ", 4)) {
+                fake_http(c, req, (size_t)r);
+            } else {
+                req[strcspn(req, "\r\n")] = '\0';
+                fake_command(c, req);
+            }
+        }
+        close(c);
+    }
+}
+
+/* ---- helpers (test side) -------------------------------------------------------- */
+
+/* Sends cmd to the sandbox and returns its reply in out; polls until the
+ * socket accepts (envd may still be starting). */
+static void ask(const struct lsbx *s, const char *cmd, char *out, size_t outlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int64_t deadline = ab_now_ms() + 5000;
+    size_t have = 0;
+    int fd;
+
+    ab_strlcpy(sa.sun_path, s->socket, sizeof(sa.sun_path));
+    for (;;) {
+        fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+            break;
+        close(fd);
+        if (ab_now_ms() > deadline)
+            fail_msg("sandbox socket %s never answered", s->socket);
+        poll(NULL, 0, 5);
+    }
+    assert_int_equal(write(fd, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
+    assert_int_equal(write(fd, "\n", 1), 1);
+    for (;;) {
+        ssize_t r = read(fd, out + have, outlen - 1 - have);
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+    }
+    out[have] = '\0';
+    close(fd);
+}
+
+static bool have_root(void)
+{
+    return geteuid() == 0;
+}
+
+static void spawn(struct lsbx *s, bool internet)
+{
+    const char *argv[] = {self_exe, "--fake-envd", LSBX_INNER_SOCKET, NULL};
+    struct lsbx_options o = {0};
+    char id[32], dir[256], err[512];
+
+    snprintf(id, sizeof(id), "sbx-%d-%d", (int)getpid() % 100000, ++seq);
+    snprintf(dir, sizeof(dir), "%s/%s", state_dir, id);
+    o.id = id;
+    o.dir = dir;
+    o.argv = argv;
+    o.internet = internet;
+    if (lsbx_spawn(&o, s, err, sizeof(err)) != 0)
+        fail_msg("spawn: %s", err);
+}
+
+/* Host pids whose pid namespace is the one of host pid `pid`. */
+static int count_in_ns(const char *ns_link)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    int n = 0;
+
+    while ((de = readdir(d)) != NULL) {
+        char path[300], link[128];
+        ssize_t l;
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/ns/pid", de->d_name);
+        l = readlink(path, link, sizeof(link) - 1);
+        if (l <= 0)
+            continue;
+        link[l] = '\0';
+        if (!strcmp(link, ns_link) && lsbx_proc_start_time(atoi(de->d_name)) != 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void ns_of(pid_t pid, char *out, size_t len)
+{
+    char path[64];
+    ssize_t l;
+
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+    l = readlink(path, out, len - 1);
+    assert_true(l > 0);
+    out[l] = '\0';
+}
+
+static int host_listener(int *port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof(sa);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(l, 8), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &sl), 0);
+    *port = ntohs(sa.sin_port);
+    return l;
+}
+
+static bool path_exists(const char *p)
+{
+    struct stat st;
+    return lstat(p, &st) == 0;
+}
+
+/* ---- tests --------------------------------------------------------------------------- */
+
+static void test_namespaces_and_mounts(void **state)
+{
+    struct lsbx s;
+    char out[4096], path[512], status[4096];
+    FILE *f;
+    size_t n;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    spawn(&s, false);
+    assert_true(lsbx_is_alive(&s));
+    assert_true(s.start_time != 0);
+
+    /* pid 1 of its namespace, seen from the host */
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)s.pid);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = fread(status, 1, sizeof(status) - 1, f);
+    status[n] = '\0';
+    fclose(f);
+    snprintf(path, sizeof(path), "NSpid:\t%d\t1\n", (int)s.pid);
+    assert_non_null(strstr(status, path));
+
+    /* envd is pid 2 under the init; /proc inside lists only the sandbox */
+    ask(&s, "pid", out, sizeof(out));
+    assert_string_equal(out, "2 1\n");
+    ask(&s, "procs", out, sizeof(out));
+    assert_string_equal(out, "1 2 \n");
+
+    ask(&s, "hostname", out, sizeof(out));
+    assert_int_equal(strncmp(out, s.id, strlen(s.id)), 0);
+
+    /* /home/user writes land in the sandbox directory */
+    ask(&s, "write note.txt", out, sizeof(out));
+    assert_string_equal(out, "ok\n");
+    snprintf(path, sizeof(path), "%s/home/note.txt", s.dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    assert_string_equal(out, "hello from inside");
+
+    /* state.json is there for a restarted agent */
+    snprintf(path, sizeof(path), "%s/state.json", s.dir);
+    assert_true(path_exists(path));
+
+    assert_int_equal(lsbx_destroy(&s, 5000), 0);
+    assert_false(path_exists(s.dir));
+}
+
+static void test_network_is_isolated(void **state)
+{
+    struct lsbx s;
+    char out[256], cmd[64];
+    int port, l;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    l = host_listener(&port);
+    spawn(&s, false);
+    ask(&s, "selftcp", out, sizeof(out));
+    assert_string_equal(out, "ok\n"); /* loopback is up inside */
+    snprintf(cmd, sizeof(cmd), "tcp 127.0.0.1 %d", port);
+    ask(&s, cmd, out, sizeof(out));
+    assert_int_equal(strncmp(out, "fail", 4), 0); /* but it is not the host's */
+    snprintf(cmd, sizeof(cmd), "tcp 10.0.2.2 %d", port);
+    ask(&s, cmd, out, sizeof(out));
+    assert_int_equal(strncmp(out, "fail", 4), 0);
+    assert_int_equal(lsbx_destroy(&s, 5000), 0);
+    close(l);
+}
+
+static void test_internet_via_slirp_without_host_loopback(void **state)
+{
+    struct lsbx s;
+    char out[256], cmd[64];
+    int port, l;
+    pid_t slirp;
+
+    (void)state;
+    if (!have_root() || access("/usr/bin/slirp4netns", X_OK) != 0)
+        skip();
+    l = host_listener(&port);
+    spawn(&s, true);
+    assert_true(s.slirp_pid > 0);
+    slirp = s.slirp_pid;
+    assert_true(lsbx_proc_start_time(slirp) != 0);
+    snprintf(cmd, sizeof(cmd), "tcp 127.0.0.1 %d", port);
+    ask(&s, cmd, out, sizeof(out));
+    assert_int_equal(strncmp(out, "fail", 4), 0);
+    snprintf(cmd, sizeof(cmd), "tcp 10.0.2.2 %d", port);
+    ask(&s, cmd, out, sizeof(out));
+    assert_int_equal(strncmp(out, "fail", 4), 0);
+    assert_int_equal(lsbx_destroy(&s, 5000), 0);
+    assert_int_equal(lsbx_proc_start_time(slirp), 0);
+    close(l);
+}
+
+static void test_kill_leaves_no_process(void **state)
+{
+    struct lsbx s;
+    char out[64], ns[128];
+
+    (void)state;
+    if (!have_root())
+        skip();
+    spawn(&s, false);
+    ask(&s, "spawn", out, sizeof(out));
+    assert_string_equal(out, "3\n");
+    ns_of(s.pid, ns, sizeof(ns));
+    assert_int_equal(count_in_ns(ns), 3);
+    assert_int_equal(lsbx_destroy(&s, 5000), 0);
+    assert_int_equal(count_in_ns(ns), 0);
+    assert_false(path_exists(s.dir));
+}
+
+static void test_readopt_or_reap(void **state)
+{
+    struct lsbx s, again;
+    char dir[256], out[64];
+    pid_t pid;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    spawn(&s, false);
+    s.info = json_pack("{s:s}", "pool", "p1");
+    assert_int_equal(lsbx_state_write(&s), 0);
+    ask(&s, "pid", out, sizeof(out)); /* envd is up */
+
+    /* A restarted agent reads the state: live, same start time, socket answers. */
+    assert_int_equal(lsbx_state_read(s.dir, &again), 0);
+    assert_false(again.is_child);
+    assert_int_equal(again.pid, s.pid);
+    assert_string_equal(json_string_value(json_object_get(again.info, "pool")), "p1");
+    assert_true(lsbx_is_alive(&again));
+    assert_true(lsbx_socket_answers(&again));
+
+    /* Pid reuse: a different start time means "not ours"; never signal it. */
+    again.start_time++;
+    assert_false(lsbx_is_alive(&again));
+    lsbx_kill(&again);
+    assert_true(lsbx_is_alive(&s));
+    again.start_time--;
+    lsbx_release(&again);
+
+    /* The sandbox died while the agent was down: state says dead → reap. */
+    pid = s.pid;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_int_equal(lsbx_state_read(s.dir, &again), 0);
+    assert_false(lsbx_is_alive(&again));
+    assert_false(lsbx_socket_answers(&again));
+    assert_int_equal(lsbx_destroy(&again, 1000), 0);
+    ab_strlcpy(dir, s.dir, sizeof(dir));
+    assert_false(path_exists(dir));
+    lsbx_release(&s);
+
+    assert_int_equal(lsbx_state_read("/nonexistent-sbx", &again), AB_ENOENT);
+}
+
+static void test_adopted_sandbox_is_killed_without_waitpid(void **state)
+{
+    struct lsbx s, again;
+    char ns[128], out[64];
+    pid_t pid;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    spawn(&s, false);
+    ask(&s, "pid", out, sizeof(out));
+    ns_of(s.pid, ns, sizeof(ns));
+    assert_int_equal(lsbx_state_read(s.dir, &again), 0);
+    pid = s.pid;
+    /* again is not our child as far as it knows: kill and poll /proc. Reap the
+     * zombie ourselves as the system init would for a real restarted agent. */
+    lsbx_kill(&again);
+    waitpid(pid, NULL, 0);
+    assert_true(lsbx_is_gone(&again));
+    assert_int_equal(lsbx_remove_dir(&again), 0);
+    lsbx_release(&again);
+    assert_int_equal(count_in_ns(ns), 0);
+    lsbx_release(&s);
+}
+
+static void test_spawn_failures_leave_nothing(void **state)
+{
+    const char *argv[] = {"/nonexistent/envd", NULL};
+    const char *rel[] = {"envd", NULL};
+    struct lsbx_options o = {0};
+    struct lsbx s;
+    char dir[256], err[512];
+
+    (void)state;
+    if (!have_root())
+        skip();
+    snprintf(dir, sizeof(dir), "%s/bad", state_dir);
+    o.id = "bad";
+    o.dir = dir;
+    o.argv = argv;
+    assert_int_equal(lsbx_spawn(&o, &s, err, sizeof(err)), AB_EIO);
+    assert_non_null(strstr(err, "executing the program"));
+    assert_false(path_exists(dir));
+
+    o.argv = rel;
+    assert_int_equal(lsbx_spawn(&o, &s, err, sizeof(err)), AB_EINVAL);
+    o.argv = argv;
+    o.id = "Bad_Id";
+    assert_int_equal(lsbx_spawn(&o, &s, err, sizeof(err)), AB_EINVAL);
+    o.id = "x";
+    o.dir = "/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    assert_int_equal(lsbx_spawn(&o, &s, err, sizeof(err)), AB_ELIMIT);
+    assert_non_null(strstr(err, "108 bytes"));
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_namespaces_and_mounts),
+        cmocka_unit_test(test_network_is_isolated),
+        cmocka_unit_test(test_internet_via_slirp_without_host_loopback),
+        cmocka_unit_test(test_kill_leaves_no_process),
+        cmocka_unit_test(test_readopt_or_reap),
+        cmocka_unit_test(test_adopted_sandbox_is_killed_without_waitpid),
+        cmocka_unit_test(test_spawn_failures_leave_nothing),
+    };
+    ssize_t n;
+    int rc;
+
+    if (argc == 3 && !strcmp(argv[1], "--fake-envd"))
+        return fake_envd(argv[2]);
+    n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+    if (n <= 0)
+        return 1;
+    self_exe[n] = '\0';
+    snprintf(state_dir, sizeof(state_dir), "/tmp/abx-sbx-test-XXXXXX");
+    if (!mkdtemp(state_dir))
+        return 1;
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    rmdir(state_dir);
+    return rc;
+}
