@@ -361,15 +361,23 @@ int migrate_compare(const struct migrate_set *set, const struct migrate_applied 
 
 /* --- PostgreSQL side --------------------------------------------------------- */
 
-/* Copies libpq's message without its trailing newline. */
+/* Copies libpq's message as one line: its newlines and tabs become single
+ * spaces, trailing space dropped. */
 static void pq_msg(char *buf, size_t len, const char *msg)
 {
-    size_t n;
+    size_t n = 0;
 
-    ab_strlcpy(buf, msg != NULL ? msg : "", len);
-    n = strlen(buf);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-        buf[--n] = '\0';
+    if (len == 0)
+        return;
+    for (const char *p = msg != NULL ? msg : ""; *p != '\0' && n + 1 < len; p++) {
+        char c = (*p == '\n' || *p == '\t' || *p == '\r') ? ' ' : *p;
+        if (c == ' ' && (n == 0 || buf[n - 1] == ' '))
+            continue;
+        buf[n++] = c;
+    }
+    while (n > 0 && buf[n - 1] == ' ')
+        n--;
+    buf[n] = '\0';
 }
 
 static int connect_db(const struct migrate_options *o, PGconn **out, char *err, size_t errlen)

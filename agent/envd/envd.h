@@ -78,7 +78,7 @@ struct envd_stream {
     int64_t last_ms;
     int64_t deadline_ms;      /* monotonic; 0 none */
     struct loop_timer deadline_timer;
-    bool ka_nested;           /* WatchDir: {"keepalive":{}}; else {"event":{...}} */
+    bool ka_flat;             /* WatchDir: {"keepalive":{}}; else {"event":{"keepalive":{}}} */
     void (*on_gone)(struct envd_stream *s);   /* peer went away: owner unlinks */
     void (*on_drain)(struct envd_stream *s);  /* output fell below the high water */
     void *owner;

@@ -214,8 +214,9 @@ json_t *envd_entry_from_stat(const char *path, const struct stat *st,
 
     name = name != NULL && name[1] != '\0' ? name + 1 : path;
     if (S_ISLNK(st->st_mode)) {
-        type = file_type(target_st);
-        perm = target_st != NULL ? target_st->st_mode & 0777 : 0;
+        /* The SDK maps FILE_TYPE_SYMLINK (3) to "symlink"; mode is the target's. */
+        type = "FILE_TYPE_SYMLINK";
+        perm = target_st != NULL ? target_st->st_mode & 0777 : st->st_mode & 0777;
     } else {
         type = file_type(st);
         perm = st->st_mode & 0777;

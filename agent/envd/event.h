@@ -30,10 +30,11 @@ void envd_mode_string(mode_t mode, char *out, size_t outlen);
 /* protobuf Timestamp JSON: RFC 3339 UTC with 0, 3, 6 or 9 fraction digits. */
 void envd_timestamp(const struct timespec *ts, char *out, size_t outlen);
 
-/* EntryInfo for a path whose lstat() is st. symlink_target is the resolved
- * target of a symlink (NULL otherwise) and target_st its stat (NULL when the
- * target is dangling: the type is then unspecified). metadata is borrowed
- * (NULL for none). */
+/* EntryInfo for a path whose lstat() is st. A symlink is typed
+ * FILE_TYPE_SYMLINK with symlink_target (resolved) and the mode of its
+ * target (target_st; NULL when dangling: the link's own). Other non-regular
+ * files get no type (the SDK drops them). metadata is borrowed (NULL for
+ * none). */
 json_t *envd_entry_from_stat(const char *path, const struct stat *st,
                              const char *symlink_target, const struct stat *target_st,
                              json_t *metadata);

@@ -1,4 +1,124 @@
-int main(void)
+/* agentbox-envd: the envd-compatible daemon inside a local sandbox
+ * (DESIGN §10). One thread: the loop owns the HTTP server, the children's
+ * pipes and PTYs, SIGCHLD (signalfd) and inotify. */
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentbox/common.h"
+#include "agentbox/config.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "envd.h"
+#include "fdwatch.h"
+
+struct envd_config {
+    char *listen;
+    char *state_dir;
+    char *log_level;
+};
+
+static const struct cfg_option options[] = {
+    {"listen", CFG_STRING, NULL, false, offsetof(struct envd_config, listen),
+     "where to serve: unix:/path/envd.sock or 127.0.0.1:49983 (default "
+     "unix:<state-dir>/envd.sock)",
+     NULL},
+    {"state_dir", CFG_STRING, ".", false, offsetof(struct envd_config, state_dir),
+     "the sandbox directory that holds envd.sock", NULL},
+    {"log_level", CFG_STRING, "info", false, offsetof(struct envd_config, log_level),
+     "debug, info, warn or error", NULL},
+};
+
+static struct loop *g_loop;
+
+static void on_signal(int sig)
 {
-    return 0;
+    if (g_loop != NULL)
+        loop_stop(g_loop);
+}
+
+int main(int argc, char **argv)
+{
+    struct envd_config cfg;
+    struct cfg_result res;
+    struct envd e;
+    struct http_server_options so;
+    struct http_server *srv = NULL;
+    enum log_level level;
+    char listen[PATH_MAX + 8];
+    char err[512];
+    sigset_t chld;
+    int rc = 1;
+
+    memset(&cfg, 0, sizeof(cfg));
+    memset(&e, 0, sizeof(e));
+    /* Before any thread exists, so that only the signalfd sees SIGCHLD. */
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (cfg_load(options, AB_ARRAY_LEN(options), &cfg, argc - 1, argv + 1, &res, err,
+                 sizeof(err)) != 0) {
+        fprintf(stderr, "agentbox-envd: %s\n", err);
+        return 2;
+    }
+    if (res.help) {
+        cfg_print_help(stdout, "agentbox-envd [flags]",
+                       "envd-compatible process, filesystem and /files server for one sandbox",
+                       options, AB_ARRAY_LEN(options));
+        cfg_free(options, AB_ARRAY_LEN(options), &cfg);
+        return 0;
+    }
+    if (log_parse_level(cfg.log_level, &level) != 0) {
+        fprintf(stderr, "agentbox-envd: log_level must be debug, info, warn or error\n");
+        goto out;
+    }
+    log_set_level(level);
+    log_set_component("envd");
+    if (cfg.listen != NULL && cfg.listen[0] != '\0')
+        ab_strlcpy(listen, cfg.listen, sizeof(listen));
+    else
+        snprintf(listen, sizeof(listen), "unix:%s/envd.sock", cfg.state_dir);
+
+    g_loop = loop_new(&(struct loop_options){.workers = 1});
+    if (g_loop == NULL)
+        goto out;
+    e.loop = g_loop;
+    if (envd_fd_init(g_loop) != 0 || envd_proc_init(&e) != 0)
+        goto out;
+    e.router = envd_router_new(&e);
+    if (e.router == NULL)
+        goto out;
+    memset(&so, 0, sizeof(so));
+    so.listen = listen;
+    so.router = e.router;
+    so.name = "envd";
+    so.idle_timeout_ms = 600000; /* Connect streams may be quiet between keepalives */
+    if (http_server_start(g_loop, &so, &srv, err, sizeof(err)) != 0) {
+        LOG_ERROR("cannot listen", "listen", listen, "error", err);
+        goto out;
+    }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    LOG_INFO("envd serving", "listen", listen, "version", ENVD_VERSION);
+    loop_run(g_loop);
+    rc = 0;
+    LOG_INFO("envd stopping");
+    envd_proc_shutdown(&e);
+    envd_fs_shutdown(&e);
+out:
+    if (srv != NULL)
+        http_server_stop(srv);
+    if (g_loop != NULL)
+        loop_free(g_loop);
+    if (e.router != NULL)
+        http_router_free(e.router);
+    json_decref(e.env_vars);
+    free(e.token);
+    cfg_free(options, AB_ARRAY_LEN(options), &cfg);
+    return rc;
 }

@@ -143,7 +143,7 @@ static void stream_keepalive(struct loop_timer *t)
     if (s->ex == NULL)
         return;
     if (idle >= s->ka_ms - 5) {
-        json_t *v = s->ka_nested ? json_pack("{s:{}}", "keepalive")
+        json_t *v = s->ka_flat ? json_pack("{s:{}}", "keepalive")
                                  : json_pack("{s:{s:{}}}", "event", "keepalive");
         envd_stream_send(s, v);
         idle = 0;

@@ -21,8 +21,8 @@ void tun_backoff_init(struct tun_backoff *b, uint32_t base_ms, uint32_t cap_ms,
 
 uint32_t tun_backoff_ceiling(const struct tun_backoff *b)
 {
-    uint64_t c = (uint64_t)b->base_ms << (b->attempt > BACKOFF_ATTEMPT_MAX ? BACKOFF_ATTEMPT_MAX
-                                                                           : b->attempt);
+    uint64_t c = (uint64_t)b->base_ms
+                 << (b->attempt > BACKOFF_ATTEMPT_MAX ? BACKOFF_ATTEMPT_MAX : b->attempt);
 
     return c > b->cap_ms ? b->cap_ms : (uint32_t)c;
 }

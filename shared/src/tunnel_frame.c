@@ -21,35 +21,41 @@ static void put_be32(uint8_t *p, uint32_t v)
 
 bool tun_type_is_connection(uint8_t type)
 {
-    return type == TUN_HELLO || type == TUN_WELCOME || type == TUN_REPORT ||
-           type == TUN_EVENT || type == TUN_SYNC;
+    return type == TUN_HELLO || type == TUN_WELCOME || type == TUN_REPORT || type == TUN_EVENT ||
+           type == TUN_SYNC;
 }
 
 size_t tun_frame_max_payload(uint8_t type)
 {
     switch (type) {
-    case TUN_DATA: return TUN_DATA_MAX;
-    case TUN_REPORT: return TUN_REPORT_MAX;
-    case TUN_WINDOW: return 4;
-    case TUN_END: return 0;
+    case TUN_DATA:
+        return TUN_DATA_MAX;
+    case TUN_REPORT:
+        return TUN_REPORT_MAX;
+    case TUN_WINDOW:
+        return 4;
+    case TUN_END:
+        return 0;
     case TUN_HELLO:
     case TUN_WELCOME:
     case TUN_OPEN:
     case TUN_RESPONSE:
     case TUN_RESET:
     case TUN_EVENT:
-    case TUN_SYNC: return TUN_CONTROL_MAX;
-    default: return 0;
+    case TUN_SYNC:
+        return TUN_CONTROL_MAX;
+    default:
+        return 0;
     }
 }
 
 const char *tun_type_name(uint8_t type)
 {
     static const char *const names[] = {
-        [TUN_HELLO] = "HELLO",   [TUN_WELCOME] = "WELCOME", [TUN_OPEN] = "OPEN",
-        [TUN_RESPONSE] = "RESPONSE", [TUN_DATA] = "DATA",   [TUN_END] = "END",
-        [TUN_RESET] = "RESET",   [TUN_WINDOW] = "WINDOW",   [TUN_REPORT] = "REPORT",
-        [TUN_EVENT] = "EVENT",   [TUN_SYNC] = "SYNC",
+        [TUN_HELLO] = "HELLO",       [TUN_WELCOME] = "WELCOME", [TUN_OPEN] = "OPEN",
+        [TUN_RESPONSE] = "RESPONSE", [TUN_DATA] = "DATA",       [TUN_END] = "END",
+        [TUN_RESET] = "RESET",       [TUN_WINDOW] = "WINDOW",   [TUN_REPORT] = "REPORT",
+        [TUN_EVENT] = "EVENT",       [TUN_SYNC] = "SYNC",
     };
 
     if (type == 0 || type > TUN_TYPE_MAX)
@@ -60,18 +66,28 @@ const char *tun_type_name(uint8_t type)
 const char *tun_frame_strerror(int err)
 {
     switch (err) {
-    case TUN_FRAME_ESHORT: return "frame shorter than the 8-byte header";
-    case TUN_FRAME_EVERSION: return "frame version is not 1";
-    case TUN_FRAME_ETYPE: return "unknown frame type";
+    case TUN_FRAME_ESHORT:
+        return "frame shorter than the 8-byte header";
+    case TUN_FRAME_EVERSION:
+        return "frame version is not 1";
+    case TUN_FRAME_ETYPE:
+        return "unknown frame type";
     case TUN_FRAME_ETOOBIG:
         return "frame payload over its limit (DATA 32 KiB, control 64 KiB, REPORT 1 MiB)";
-    case TUN_FRAME_ESTREAM0: return "stream frame on stream 0";
-    case TUN_FRAME_ECONNID: return "connection frame on a non-zero stream id";
-    case TUN_FRAME_EWINDOW: return "WINDOW payload must be a u32 increment of 1..2^31-1";
-    case TUN_FRAME_ESYNC: return "SYNC payload must be a non-empty multiple of 4 bytes";
-    case TUN_FRAME_EEND: return "END must have an empty payload";
-    case TUN_FRAME_ECAP: return "frame does not fit the output buffer";
-    default: return ab_strerror(err);
+    case TUN_FRAME_ESTREAM0:
+        return "stream frame on stream 0";
+    case TUN_FRAME_ECONNID:
+        return "connection frame on a non-zero stream id";
+    case TUN_FRAME_EWINDOW:
+        return "WINDOW payload must be a u32 increment of 1..2^31-1";
+    case TUN_FRAME_ESYNC:
+        return "SYNC payload must be a non-empty multiple of 4 bytes";
+    case TUN_FRAME_EEND:
+        return "END must have an empty payload";
+    case TUN_FRAME_ECAP:
+        return "frame does not fit the output buffer";
+    default:
+        return ab_strerror(err);
     }
 }
 

@@ -69,8 +69,8 @@ static bool is_path(const char *s, size_t len)
 static int check_headers(const struct tun_header *h, int n, char *err, size_t errlen)
 {
     if (n < 0 || n > TUN_MAX_HEADERS)
-        return fail(err, errlen, AB_ELIMIT, "headers: at most %d allowed, got %d",
-                    TUN_MAX_HEADERS, n);
+        return fail(err, errlen, AB_ELIMIT, "headers: at most %d allowed, got %d", TUN_MAX_HEADERS,
+                    n);
     for (int i = 0; i < n; i++) {
         size_t nl, vl;
         if (h[i].name == NULL || h[i].value == NULL)
@@ -161,8 +161,7 @@ static int dump(json_t *obj, char **out, size_t *out_len, char *err, size_t errl
     size_t len;
 
     if (obj == NULL)
-        return fail(err, errlen, AB_EINVAL,
-                    "head: a string is not valid UTF-8, or out of memory");
+        return fail(err, errlen, AB_EINVAL, "head: a string is not valid UTF-8, or out of memory");
     text = json_dumps(obj, JSON_COMPACT);
     json_decref(obj);
     if (text == NULL)
@@ -170,8 +169,8 @@ static int dump(json_t *obj, char **out, size_t *out_len, char *err, size_t errl
     len = strlen(text);
     if (len > TUN_CONTROL_MAX) {
         free(text);
-        return fail(err, errlen, AB_ELIMIT, "head: %zu bytes of JSON, over the %d-byte limit",
-                    len, TUN_CONTROL_MAX);
+        return fail(err, errlen, AB_ELIMIT, "head: %zu bytes of JSON, over the %d-byte limit", len,
+                    TUN_CONTROL_MAX);
     }
     *out = text;
     *out_len = len;
@@ -192,8 +191,8 @@ int tun_open_head_encode(const struct tun_head *h, char **out, size_t *out_len, 
     hdrs = headers_to_json(h->headers, h->nheaders);
     if (hdrs == NULL)
         return fail(err, errlen, AB_EINVAL, "headers: a value is not valid UTF-8");
-    return dump(json_pack("{ss ss ss so sI}", "service", h->service, "method", h->method,
-                          "path", h->path, "headers", hdrs, "window", (json_int_t)h->window),
+    return dump(json_pack("{ss ss ss so sI}", "service", h->service, "method", h->method, "path",
+                          h->path, "headers", hdrs, "window", (json_int_t)h->window),
                 out, out_len, err, errlen);
 }
 
@@ -224,8 +223,7 @@ void tun_head_release(struct tun_head *h)
     memset(h, 0, sizeof(*h));
 }
 
-static json_t *load_object(const void *buf, size_t len, const char *what, char *err,
-                           size_t errlen)
+static json_t *load_object(const void *buf, size_t len, const char *what, char *err, size_t errlen)
 {
     json_error_t jerr;
     json_t *root;
@@ -285,8 +283,8 @@ static int parse_common(json_t *root, struct tun_head *h, char *err, size_t errl
     if (!json_is_array(hdrs))
         return fail(err, errlen, AB_EINVAL, "field 'headers' must be an array of [name, value]");
     if (json_array_size(hdrs) > TUN_MAX_HEADERS)
-        return fail(err, errlen, AB_ELIMIT, "headers: at most %d allowed, got %zu",
-                    TUN_MAX_HEADERS, json_array_size(hdrs));
+        return fail(err, errlen, AB_ELIMIT, "headers: at most %d allowed, got %zu", TUN_MAX_HEADERS,
+                    json_array_size(hdrs));
     for (size_t i = 0; i < json_array_size(hdrs); i++) {
         json_t *pair = json_array_get(hdrs, i);
         json_t *n = json_array_get(pair, 0), *v = json_array_get(pair, 1);
@@ -304,8 +302,7 @@ static int parse_common(json_t *root, struct tun_head *h, char *err, size_t errl
     return check_headers(h->headers, h->nheaders, err, errlen);
 }
 
-int tun_open_head_parse(const void *buf, size_t len, struct tun_head *out, char *err,
-                        size_t errlen)
+int tun_open_head_parse(const void *buf, size_t len, struct tun_head *out, char *err, size_t errlen)
 {
     json_t *root;
     size_t n;

@@ -28,8 +28,8 @@ struct tun_link {
     struct tun_link *prev, *next;
 };
 
-#define LINK_OWNER(ptr, field) \
-    ((struct tun_stream *)((char *)(ptr) - offsetof(struct tun_stream, field)))
+#define LINK_OWNER(ptr, field)                                                                     \
+    ((struct tun_stream *)((char *)(ptr)-offsetof(struct tun_stream, field)))
 
 static void link_init(struct tun_link *l)
 {
@@ -67,10 +67,10 @@ struct tun_stream {
     struct tun_session *s;
     uint32_t id;
     void *user;
-    bool local;        /* we opened it */
-    bool responded;    /* local: RESPONSE received; remote: RESPONSE queued */
+    bool local;     /* we opened it */
+    bool responded; /* local: RESPONSE received; remote: RESPONSE queued */
     bool end_requested;
-    bool end_sent;     /* END is in the control FIFO */
+    bool end_sent; /* END is in the control FIFO */
     bool remote_end;
     bool closed;
     bool drain_wanted;
@@ -94,6 +94,7 @@ struct tun_session {
     struct tun_callbacks cb;
     bool hello_done; /* agent: HELLO queued; hub: HELLO received */
     bool established;
+    bool closing; /* tun_session_free is running: no new streams */
     int failed;
     int in_cb;
     uint64_t next_id;     /* next id we open; > UINT32_MAX when exhausted */
@@ -112,13 +113,13 @@ struct tun_session {
     char err[256];
 };
 
-#define CALL(s, fn, ...)                \
-    do {                                \
-        if ((s)->cb.fn != NULL) {       \
-            (s)->in_cb++;               \
-            (s)->cb.fn(__VA_ARGS__);    \
-            (s)->in_cb--;               \
-        }                               \
+#define CALL(s, fn, ...)                                                                           \
+    do {                                                                                           \
+        if ((s)->cb.fn != NULL) {                                                                  \
+            (s)->in_cb++;                                                                          \
+            (s)->cb.fn(__VA_ARGS__);                                                               \
+            (s)->in_cb--;                                                                          \
+        }                                                                                          \
     } while (0)
 
 static void set_error(struct tun_session *s, const char *fmt, ...)
@@ -283,8 +284,7 @@ static void queue_reset(struct tun_session *s, uint32_t id, const char *code, co
 
 static void queue_window(struct tun_session *s, uint32_t id, uint32_t inc)
 {
-    uint8_t p[4] = {(uint8_t)(inc >> 24), (uint8_t)(inc >> 16), (uint8_t)(inc >> 8),
-                    (uint8_t)inc};
+    uint8_t p[4] = {(uint8_t)(inc >> 24), (uint8_t)(inc >> 16), (uint8_t)(inc >> 8), (uint8_t)inc};
 
     ctl_push_owed(s, TUN_WINDOW, id, p, sizeof(p));
 }
@@ -367,7 +367,10 @@ static void send_end(struct tun_stream *st)
  * once a quarter of buf_max is free again. */
 static void after_room(struct tun_session *s)
 {
-    while (s->nblocked > 0 && buffered(s) <= s->cfg.buf_max - s->cfg.buf_max / 4) {
+    /* At most one turn per stream blocked now: an on_drain that writes too
+     * much blocks again and waits for the next room. */
+    for (uint32_t n = s->nblocked;
+         n > 0 && s->nblocked > 0 && buffered(s) <= s->cfg.buf_max - s->cfg.buf_max / 4; n--) {
         struct tun_stream *st = LINK_OWNER(s->blocked.next, blink);
         unblock(st);
         CALL(s, on_drain, st, s->cfg.arg);
@@ -384,11 +387,11 @@ int tun_session_new(const struct tun_config *cfg, struct tun_session **out, char
     uint32_t nb = 16;
 
     *out = NULL;
-#define REFUSE(...)                               \
-    do {                                          \
-        if (err != NULL && errlen > 0)            \
-            snprintf(err, errlen, __VA_ARGS__);   \
-        return AB_EINVAL;                         \
+#define REFUSE(...)                                                                                \
+    do {                                                                                           \
+        if (err != NULL && errlen > 0)                                                             \
+            snprintf(err, errlen, __VA_ARGS__);                                                    \
+        return AB_EINVAL;                                                                          \
     } while (0)
     if (c.role != TUN_ROLE_AGENT && c.role != TUN_ROLE_HUB)
         REFUSE("tunnel role must be agent or hub");
@@ -421,7 +424,9 @@ int tun_session_new(const struct tun_config *cfg, struct tun_session **out, char
     s = calloc(1, sizeof(*s));
     if (s == NULL)
         return AB_ENOMEM;
-    while (nb < c.max_streams * 2)
+    /* Chains of about four when the table is full: a hub holds thousands
+     * of sessions, most of them nearly idle. */
+    while (nb < c.max_streams / 4)
         nb <<= 1;
     s->buckets = calloc(nb, sizeof(*s->buckets));
     if (s->buckets == NULL) {
@@ -497,6 +502,7 @@ void tun_session_free(struct tun_session *s)
 {
     if (s == NULL || s->in_cb > 0)
         return;
+    s->closing = true;
     close_batch(s, match_all, NULL, false, TUN_RESET_TUNNEL_CLOSED, "the tunnel session closed");
     tun_session_gc(s);
     while (s->ctl_head != NULL) {
@@ -666,8 +672,8 @@ static void on_response_frame(struct tun_session *s, struct tun_stream *st,
     st->responded = true;
     /* The RESPONSE window counts from the start of the stream and never
      * retracts the initial credit the request body may already have used. */
-    st->send_credit += (int64_t)AB_MAX(head.window, (uint32_t)TUN_INITIAL_WINDOW) -
-                       TUN_INITIAL_WINDOW;
+    st->send_credit +=
+        (int64_t)AB_MAX(head.window, (uint32_t)TUN_INITIAL_WINDOW) - TUN_INITIAL_WINDOW;
     update_ready(st);
     CALL(s, on_response, st, &head, s->cfg.arg);
     tun_head_release(&head);
@@ -675,8 +681,7 @@ static void on_response_frame(struct tun_session *s, struct tun_stream *st,
         CALL(s, on_window_opened, st, s->cfg.arg);
 }
 
-static void on_data_frame(struct tun_session *s, struct tun_stream *st,
-                          const struct tun_frame *f)
+static void on_data_frame(struct tun_session *s, struct tun_stream *st, const struct tun_frame *f)
 {
     char msg[120];
 
@@ -716,8 +721,7 @@ static void on_end_frame(struct tun_session *s, struct tun_stream *st)
     maybe_finish(st);
 }
 
-static void on_reset_frame(struct tun_session *s, struct tun_stream *st,
-                           const struct tun_frame *f)
+static void on_reset_frame(struct tun_session *s, struct tun_stream *st, const struct tun_frame *f)
 {
     char code[TUN_RESET_CODE_MAX + 1], msg[TUN_RESET_MESSAGE_MAX + 1], err[160];
 
@@ -732,8 +736,7 @@ static void on_reset_frame(struct tun_session *s, struct tun_stream *st,
     CALL(s, on_reset, st, code, msg, s->cfg.arg);
 }
 
-static void on_window_frame(struct tun_session *s, struct tun_stream *st,
-                            const struct tun_frame *f)
+static void on_window_frame(struct tun_session *s, struct tun_stream *st, const struct tun_frame *f)
 {
     int64_t before = st->send_credit;
 
@@ -1036,6 +1039,8 @@ int tun_stream_open(struct tun_session *s, const struct tun_head *head, void *us
     *out = NULL;
     if (s->failed != 0)
         return s->failed;
+    if (s->closing)
+        return AB_ECLOSED;
     if (!s->established) {
         set_error(s, "cannot open a stream before the handshake completed");
         return AB_EBUSY;
@@ -1059,8 +1064,7 @@ int tun_stream_open(struct tun_session *s, const struct tun_head *head, void *us
         return rc;
     st = stream_new(s, (uint32_t)s->next_id, true);
     if (st == NULL) /* the OPEN is queued: the peer must hear that it is gone */
-        return session_fail(s, AB_ENOMEM, "out of memory opening stream %u",
-                            (uint32_t)s->next_id);
+        return session_fail(s, AB_ENOMEM, "out of memory opening stream %u", (uint32_t)s->next_id);
     s->next_id += 2;
     st->user = user;
     st->send_credit = TUN_INITIAL_WINDOW;

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -163,6 +164,7 @@ static void fake_command(int c, char *line)
     } else if (!strcmp(line, "spawn")) {
         pid_t p = fork();
         if (p == 0) {
+            close(c);
             for (;;)
                 pause();
         }
@@ -224,6 +226,10 @@ static void ask(const struct lsbx *s, const char *cmd, char *out, size_t outlen)
         if (ab_now_ms() > deadline)
             fail_msg("sandbox socket %s never answered", s->socket);
         poll(NULL, 0, 5);
+    }
+    {
+        struct timeval tv = {.tv_sec = 5};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)); /* fail, never hang */
     }
     assert_int_equal(write(fd, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
     assert_int_equal(write(fd, "\n", 1), 1);

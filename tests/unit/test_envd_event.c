@@ -128,14 +128,19 @@ static void test_entry_from_stat(void **state)
                    "\"size\":\"5\",\"mode\":420,\"permissions\":\"-rw-r--r--\",\"owner\":\"root\","
                    "\"group\":\"root\",\"modifiedTime\":\"2026-11-30T00:13:56.866Z\"}");
 
-    /* A dangling symlink: no type (the SDK drops it), target kept. */
+    /* A dangling symlink: typed symlink, its own mode, target kept. */
     st.st_mode = S_IFLNK | 0777;
     st.st_size = 4;
     v = envd_entry_from_stat("/tmp/l", &st, "/gone", NULL, NULL);
-    assert_null(json_object_get(v, "type"));
-    assert_null(json_object_get(v, "mode"));
+    assert_string_equal(json_string_value(json_object_get(v, "type")), "FILE_TYPE_SYMLINK");
+    assert_int_equal(json_integer_value(json_object_get(v, "mode")), 0777);
     assert_string_equal(json_string_value(json_object_get(v, "symlinkTarget")), "/gone");
     assert_string_equal(json_string_value(json_object_get(v, "permissions")), "Lrwxrwxrwx");
+    json_decref(v);
+    /* A socket: no type, so the SDK drops it. */
+    st.st_mode = S_IFSOCK | 0755;
+    v = envd_entry_from_stat("/tmp/s", &st, NULL, NULL, NULL);
+    assert_null(json_object_get(v, "type"));
     json_decref(v);
 }
 
@@ -168,7 +173,8 @@ static void test_entry_info_reads_disk(void **state)
     snprintf(link, sizeof(link), "%s/l", dir);
     assert_int_equal(symlink(path, link), 0);
     assert_int_equal(envd_entry_info(link, &v), 0);
-    assert_string_equal(json_string_value(json_object_get(v, "type")), "FILE_TYPE_FILE");
+    assert_string_equal(json_string_value(json_object_get(v, "type")), "FILE_TYPE_SYMLINK");
+    assert_int_equal(json_integer_value(json_object_get(v, "mode")), 0600);
     assert_string_equal(json_string_value(json_object_get(v, "symlinkTarget")), path);
     json_decref(v);
 

@@ -155,8 +155,8 @@ static void test_unknown_type(void **state)
 static void test_oversized(void **state)
 {
     struct tun_frame f;
-    struct tun_frame big_data = {.type = TUN_DATA, .stream_id = 1, .payload = payload,
-                                 .len = TUN_DATA_MAX + 1};
+    struct tun_frame big_data = {
+        .type = TUN_DATA, .stream_id = 1, .payload = payload, .len = TUN_DATA_MAX + 1};
     size_t n;
 
     assert_int_equal(tun_frame_decode(big, raw(big, 1, TUN_DATA, 1, TUN_DATA_MAX + 1), &f),
@@ -230,9 +230,9 @@ static void test_sync_and_end_payload(void **state)
 
 static void test_errors_are_distinct_and_named(void **state)
 {
-    const int errs[] = {TUN_FRAME_ESHORT,   TUN_FRAME_EVERSION, TUN_FRAME_ETYPE,
-                        TUN_FRAME_ETOOBIG,  TUN_FRAME_ESTREAM0, TUN_FRAME_ECONNID,
-                        TUN_FRAME_EWINDOW,  TUN_FRAME_ESYNC,    TUN_FRAME_EEND,
+    const int errs[] = {TUN_FRAME_ESHORT,  TUN_FRAME_EVERSION, TUN_FRAME_ETYPE,
+                        TUN_FRAME_ETOOBIG, TUN_FRAME_ESTREAM0, TUN_FRAME_ECONNID,
+                        TUN_FRAME_EWINDOW, TUN_FRAME_ESYNC,    TUN_FRAME_EEND,
                         TUN_FRAME_ECAP};
 
     for (size_t i = 0; i < AB_ARRAY_LEN(errs); i++) {
@@ -248,8 +248,8 @@ static void test_errors_are_distinct_and_named(void **state)
 static void test_encode_capacity(void **state)
 {
     uint8_t m[16];
-    struct tun_frame f = {.type = TUN_DATA, .stream_id = 1, .payload = (const uint8_t *)"12345678",
-                          .len = 8};
+    struct tun_frame f = {
+        .type = TUN_DATA, .stream_id = 1, .payload = (const uint8_t *)"12345678", .len = 8};
     size_t n = 99;
 
     assert_int_equal(tun_frame_encode(m, 15, &f, &n), TUN_FRAME_ECAP);
@@ -265,8 +265,11 @@ static void test_encode_capacity(void **state)
 
 static void test_open_head_roundtrip(void **state)
 {
-    struct tun_head h = {.service = "e2b", .method = "POST", .path = "/sandboxes?x=1",
-                         .window = 1 << 20, .nheaders = 3};
+    struct tun_head h = {.service = "e2b",
+                         .method = "POST",
+                         .path = "/sandboxes?x=1",
+                         .window = 1 << 20,
+                         .nheaders = 3};
     struct tun_head out;
     char *text, err[200];
     size_t len;
@@ -335,12 +338,11 @@ static void test_open_head_refusals(void **state)
     expect_parse_open("{\"service\":\"e2b\",\"method\":\"GET\"}", AB_EINVAL, "path");
     expect_parse_open("{\"service\":\"e2b\",\"method\":\"G T\",\"path\":\"/\"}", AB_EINVAL,
                       "method");
-    expect_parse_open("{\"service\":\"e2b\",\"method\":\"GET\",\"path\":\"x\"}", AB_EINVAL,
-                      "path");
+    expect_parse_open("{\"service\":\"e2b\",\"method\":\"GET\",\"path\":\"x\"}", AB_EINVAL, "path");
     expect_parse_open("{\"service\":\"e2b\",\"method\":\"GET\",\"path\":\"/a b\"}", AB_EINVAL,
                       "path");
-    expect_parse_open("{\"service\":\"e2b\",\"method\":\"GET\",\"path\":\"/\\u0000\"}",
-                      AB_EINVAL, "NUL");
+    expect_parse_open("{\"service\":\"e2b\",\"method\":\"GET\",\"path\":\"/\\u0000\"}", AB_EINVAL,
+                      "NUL");
     expect_parse_open("{\"service\":\"e2b\",\"method\":\"GET\",\"path\":\"/\",\"window\":-1}",
                       AB_EINVAL, "window");
     expect_parse_open("{\"service\":\"e2b\",\"method\":\"GET\",\"path\":\"/\",\"window\":"
@@ -422,8 +424,12 @@ static void test_response_head_refusals(void **state)
     struct tun_head h = {.status = 99};
     char err[200], *text;
     size_t len;
-    const char *bad[] = {"{}", "{\"status\":\"200\"}", "{\"status\":600}", "{\"status\":99}",
-                         "{\"status\":200,\"window\":1.5}", "nope"};
+    const char *bad[] = {"{}",
+                         "{\"status\":\"200\"}",
+                         "{\"status\":600}",
+                         "{\"status\":99}",
+                         "{\"status\":200,\"window\":1.5}",
+                         "nope"};
 
     for (size_t i = 0; i < AB_ARRAY_LEN(bad); i++)
         assert_int_equal(tun_response_head_parse(bad[i], strlen(bad[i]), &out, err, sizeof(err)),
@@ -440,18 +446,16 @@ static void test_reset_payload(void **state)
     size_t len;
 
     assert_int_equal(tun_reset_encode(TUN_RESET_BUSY, "too much", &text, &len), 0);
-    assert_int_equal(tun_reset_parse(text, len, code, sizeof(code), msg, sizeof(msg), err,
-                                     sizeof(err)),
-                     0);
+    assert_int_equal(
+        tun_reset_parse(text, len, code, sizeof(code), msg, sizeof(msg), err, sizeof(err)), 0);
     assert_string_equal(code, "busy");
     assert_string_equal(msg, "too much");
     free(text);
 
     memset(longmsg, 'm', sizeof(longmsg) - 1);
     assert_int_equal(tun_reset_encode("cancel", longmsg, &text, &len), 0);
-    assert_int_equal(tun_reset_parse(text, len, code, sizeof(code), msg, sizeof(msg), err,
-                                     sizeof(err)),
-                     0);
+    assert_int_equal(
+        tun_reset_parse(text, len, code, sizeof(code), msg, sizeof(msg), err, sizeof(err)), 0);
     assert_int_equal(strlen(msg), TUN_RESET_MESSAGE_MAX);
     free(text);
 
@@ -463,9 +467,9 @@ static void test_reset_payload(void **state)
                                      sizeof(msg), err, sizeof(err)),
                      AB_EINVAL);
     assert_non_null(strstr(err, "code"));
-    assert_int_equal(tun_reset_parse("{\"code\":1}", 10, code, sizeof(code), msg, sizeof(msg),
-                                     err, sizeof(err)),
-                     AB_EINVAL);
+    assert_int_equal(
+        tun_reset_parse("{\"code\":1}", 10, code, sizeof(code), msg, sizeof(msg), err, sizeof(err)),
+        AB_EINVAL);
 }
 
 int main(void)

@@ -267,7 +267,7 @@ static int mkdir_p1(const char *path, mode_t mode)
 static int start_slirp(const struct lsbx_options *o, pid_t target, int ready_w, pid_t *out)
 {
     posix_spawn_file_actions_t fa;
-    char pid_s[16], ready_s[32];
+    char pid_s[16], ready_s[32], log[LSBX_DIR_MAX + 16];
     const char *bin = o->slirp ? o->slirp : "slirp4netns";
     char *argv[] = {(char *)bin, "--configure", "--disable-host-loopback", "--mtu=65520",
                     ready_s, pid_s, "tap0", NULL};
@@ -278,7 +278,10 @@ static int start_slirp(const struct lsbx_options *o, pid_t target, int ready_w, 
     if (posix_spawn_file_actions_init(&fa) != 0)
         return AB_ENOMEM;
     posix_spawn_file_actions_adddup2(&fa, ready_w, 3);
+    snprintf(log, sizeof(log), "%s/slirp.log", o->dir);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
     posix_spawn_file_actions_addclosefrom_np(&fa, 4);
     rc = posix_spawnp(out, bin, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);

@@ -8,7 +8,7 @@
  *                run/envd.sock (inside: /run/agentbox/envd.sock). A fixed
  *                inner path keeps the socket reachable even when the state
  *                directory itself lives under /tmp or /home/user.
- *   envd.log     stdout and stderr of the program
+ *   envd.log     stdout and stderr of the program (slirp.log: of slirp4netns)
  *   state.json   what a restarted agent needs to re-adopt or reap it
  *
  * Process tree: pid 1 of the namespace is a small init (a copy of the agent

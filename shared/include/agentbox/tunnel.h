@@ -103,9 +103,9 @@
 
 #define TUN_VERSION 1
 #define TUN_HDR_LEN 8
-#define TUN_DATA_MAX (32 * 1024)        /* DATA payload */
-#define TUN_CONTROL_MAX (64 * 1024)     /* JSON payloads and SYNC */
-#define TUN_REPORT_MAX (1024 * 1024)    /* REPORT payload */
+#define TUN_DATA_MAX (32 * 1024)                     /* DATA payload */
+#define TUN_CONTROL_MAX (64 * 1024)                  /* JSON payloads and SYNC */
+#define TUN_REPORT_MAX (1024 * 1024)                 /* REPORT payload */
 #define TUN_FRAME_MAX (TUN_HDR_LEN + TUN_REPORT_MAX) /* a buffer this big fits any frame */
 #define TUN_WINDOW_INCREMENT_MAX 0x7fffffffu
 
@@ -127,21 +127,21 @@ enum tun_type {
 /* Why a frame was refused. Negative and distinct from enum ab_err, so they
  * can travel through the same int returns. */
 enum tun_frame_err {
-    TUN_FRAME_ESHORT = -100,     /* fewer than TUN_HDR_LEN bytes */
-    TUN_FRAME_EVERSION = -101,   /* version byte is not TUN_VERSION */
-    TUN_FRAME_ETYPE = -102,      /* unknown type */
-    TUN_FRAME_ETOOBIG = -103,    /* payload over the type's limit */
-    TUN_FRAME_ESTREAM0 = -104,   /* stream frame on stream 0 */
-    TUN_FRAME_ECONNID = -105,    /* connection frame on a non-zero stream */
-    TUN_FRAME_EWINDOW = -106,    /* WINDOW payload not 4 bytes, or increment 0 / > 2^31-1 */
-    TUN_FRAME_ESYNC = -107,      /* SYNC payload empty or not a multiple of 4 */
-    TUN_FRAME_EEND = -108,       /* END with a payload */
-    TUN_FRAME_ECAP = -109,       /* encode: the caller's buffer is too small */
+    TUN_FRAME_ESHORT = -100,   /* fewer than TUN_HDR_LEN bytes */
+    TUN_FRAME_EVERSION = -101, /* version byte is not TUN_VERSION */
+    TUN_FRAME_ETYPE = -102,    /* unknown type */
+    TUN_FRAME_ETOOBIG = -103,  /* payload over the type's limit */
+    TUN_FRAME_ESTREAM0 = -104, /* stream frame on stream 0 */
+    TUN_FRAME_ECONNID = -105,  /* connection frame on a non-zero stream */
+    TUN_FRAME_EWINDOW = -106,  /* WINDOW payload not 4 bytes, or increment 0 / > 2^31-1 */
+    TUN_FRAME_ESYNC = -107,    /* SYNC payload empty or not a multiple of 4 */
+    TUN_FRAME_EEND = -108,     /* END with a payload */
+    TUN_FRAME_ECAP = -109,     /* encode: the caller's buffer is too small */
 };
 
 /* A decoded frame; payload points into the decoded buffer (borrowed). */
 struct tun_frame {
-    uint8_t type;  /* enum tun_type */
+    uint8_t type; /* enum tun_type */
     uint8_t flags;
     uint32_t stream_id;
     const uint8_t *payload;
@@ -205,8 +205,8 @@ struct tun_head {
     int status;          /* RESPONSE: 100..599 */
     struct tun_header headers[TUN_MAX_HEADERS];
     int nheaders;
-    uint32_t window;     /* parse: TUN_INITIAL_WINDOW when absent */
-    json_t *json;        /* parse: the whole object (extra fields too); NULL when built */
+    uint32_t window; /* parse: TUN_INITIAL_WINDOW when absent */
+    json_t *json;    /* parse: the whole object (extra fields too); NULL when built */
 };
 
 /* Serialise a head into a malloc'd JSON text (*out, caller frees), checking
@@ -283,33 +283,34 @@ struct tun_callbacks {
 /* Zero fields take the defaults in brackets. */
 struct tun_config {
     enum tun_role role;
-    uint32_t window;        /* receive window granted per stream [TUN_INITIAL_WINDOW],
-                               TUN_WINDOW_MIN..TUN_WINDOW_MAX */
-    uint32_t max_streams;   /* [4096], at most TUN_MAX_STREAMS_LIMIT */
-    size_t stream_buf_max;  /* queued output per stream [1 MiB]; a write past it: AB_ELIMIT */
-    size_t low_water;       /* on_drain threshold per stream [64 KiB] */
-    size_t busy_bytes;      /* queued output per session from which peer OPENs get
-                               RESET busy [8 MiB] */
-    size_t buf_max;         /* queued output per session; writes past it: AB_EBUSY [16 MiB] */
-    size_t ctl_max;         /* queued control bytes [4 MiB], at least TUN_FRAME_MAX */
+    uint32_t window;       /* receive window granted per stream [TUN_INITIAL_WINDOW],
+                              TUN_WINDOW_MIN..TUN_WINDOW_MAX; streams the peer opens
+                              get at least TUN_INITIAL_WINDOW */
+    uint32_t max_streams;  /* [4096], at most TUN_MAX_STREAMS_LIMIT */
+    size_t stream_buf_max; /* queued output per stream [1 MiB]; a write past it: AB_ELIMIT */
+    size_t low_water;      /* on_drain threshold per stream [64 KiB] */
+    size_t busy_bytes;     /* queued output per session from which peer OPENs get
+                              RESET busy [8 MiB] */
+    size_t buf_max;        /* queued output per session; writes past it: AB_EBUSY [16 MiB] */
+    size_t ctl_max;        /* queued control bytes [4 MiB], at least TUN_FRAME_MAX */
     const struct tun_callbacks *cb; /* copied */
     void *arg;
 };
 
 #define TUN_MAX_STREAMS_DEFAULT 4096
-#define TUN_MAX_STREAMS_LIMIT 16000 /* so one SYNC lists them all within 64 KiB */
+#define TUN_MAX_STREAMS_LIMIT 16000        /* so one SYNC lists them all within 64 KiB */
 #define TUN_STREAM_HIGH_WATER (256 * 1024) /* producers: stop writing above this pending */
 
 struct tun_stats {
     uint64_t frames_in, frames_out;
-    uint64_t bytes_in, bytes_out;       /* DATA payload bytes */
+    uint64_t bytes_in, bytes_out; /* DATA payload bytes */
     uint64_t resets_in, resets_out;
-    uint64_t ignored_frames;            /* for streams already closed */
-    uint64_t credit_stalls;             /* a stream ran out of credit with data queued */
-    uint64_t refused_busy;              /* peer OPENs refused with busy */
-    uint64_t reaped;                    /* streams reset by SYNC */
-    uint32_t streams;                   /* live streams */
-    size_t buffered;                    /* queued output bytes (DATA + control) */
+    uint64_t ignored_frames; /* for streams already closed */
+    uint64_t credit_stalls;  /* a stream ran out of credit with data queued */
+    uint64_t refused_busy;   /* peer OPENs refused with busy */
+    uint64_t reaped;         /* streams reset by SYNC */
+    uint32_t streams;        /* live streams */
+    size_t buffered;         /* queued output bytes (DATA + control) */
 };
 
 /* Creates a session. Returns 0, AB_EINVAL (bad config, message names the
