@@ -1,5 +1,7 @@
 /* agentbox-agent serve: configuration, listeners, lifecycle. */
 #include "agent.h"
+#include "tunnel_client.h"
+#include "native/native.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"
@@ -44,6 +46,16 @@ const struct cfg_option agent_serve_options[] = {
      NULL},
     {"log_json", CFG_BOOL, "false", false, AOPT(log_json), "log JSON lines instead of key=value",
      NULL},
+    {"tunnel_ping_interval", CFG_DURATION, "10s", false, AOPT(tunnel_ping_interval_ms),
+     "WebSocket ping to the hub every this long", NULL},
+    {"tunnel_timeout", CFG_DURATION, "30s", false, AOPT(tunnel_timeout_ms),
+     "drop the tunnel after this long without hearing from the hub", NULL},
+    {"reconnect_min", CFG_DURATION, "500ms", false, AOPT(reconnect_min_ms),
+     "first reconnect backoff (doubles, full jitter)", NULL},
+    {"reconnect_max", CFG_DURATION, "30s", false, AOPT(reconnect_max_ms),
+     "reconnect backoff cap", NULL},
+    {"reconnect_reset", CFG_DURATION, "60s", false, AOPT(reconnect_reset_ms),
+     "a tunnel up this long starts the backoff again from reconnect_min", NULL},
 };
 const size_t agent_serve_noptions = AB_ARRAY_LEN(agent_serve_options);
 
@@ -103,6 +115,14 @@ static void h_healthz(struct http_exchange *ex, void *arg)
     http_respond_json(ex, 200, body);
 }
 
+static void h_ping(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    json_t *body = json_pack("{s:b,s:s,s:s}", "pong", 1, "cluster", a->cfg->cluster_id,
+                             "version", AGENTBOX_VERSION);
+    http_respond_json(ex, 200, body);
+}
+
 static void h_metrics(struct http_exchange *ex, void *arg)
 {
     size_t len = 0;
@@ -150,7 +170,12 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         if (agent_add_routes(a, (enum agent_listener)i, common, AB_ARRAY_LEN(common), err,
                              errlen))
             return AB_ELIMIT;
-    return 0;
+    const struct http_route native[] = {
+        {"GET", "/v1/ping", h_ping, a, 0},
+    };
+    if (agent_add_routes(a, AGENT_NATIVE, native, AB_ARRAY_LEN(native), err, errlen))
+        return AB_ELIMIT;
+    return native_relay_add_routes(a, err, errlen);
 }
 
 int agent_start(struct agent *a, char *err, size_t errlen)
@@ -174,6 +199,21 @@ int agent_start(struct agent *a, char *err, size_t errlen)
             return AB_EIO;
         }
         LOG_INFO("listening", "listener", ls->name, "address", listen[i]);
+    }
+    if (a->cfg->hub_url) {
+        struct agent_tunnel_options to = {
+            .hub_url = a->cfg->hub_url,
+            .token = a->cfg->join_token,
+            .cluster = a->cfg->cluster_id,
+            .hub_ca = a->cfg->hub_ca,
+            .ping_interval_ms = a->cfg->tunnel_ping_interval_ms,
+            .timeout_ms = a->cfg->tunnel_timeout_ms,
+            .backoff_min_ms = a->cfg->reconnect_min_ms,
+            .backoff_max_ms = a->cfg->reconnect_max_ms,
+            .backoff_reset_ms = a->cfg->reconnect_reset_ms,
+        };
+        if (agent_tunnel_start(a, &to, &a->tunnel, err, errlen))
+            return AB_EINVAL;
     }
     return 0;
 }
@@ -202,6 +242,8 @@ int agent_run(struct agent *a)
 
 void agent_fini(struct agent *a)
 {
+    agent_tunnel_stop(a->tunnel);
+    a->tunnel = NULL;
     for (int i = 0; i < AGENT_NLISTENERS; i++) {
         if (a->l[i].server)
             http_server_stop(a->l[i].server);

@@ -16,6 +16,7 @@
 #define AGENT_MAX_ROUTES 128
 
 struct loop;
+struct agent_tunnel;
 
 struct agent_config {
     char *cluster_id;
@@ -31,6 +32,11 @@ struct agent_config {
     char *native_listen;
     char *log_level;
     bool log_json;
+    int64_t tunnel_ping_interval_ms;
+    int64_t tunnel_timeout_ms;
+    int64_t reconnect_min_ms;
+    int64_t reconnect_max_ms;
+    int64_t reconnect_reset_ms;
 };
 
 extern const struct cfg_option agent_serve_options[];
@@ -50,6 +56,7 @@ struct agent {
     const struct agent_config *cfg; /* not owned */
     struct loop *loop;
     struct agent_listener_state l[AGENT_NLISTENERS];
+    struct agent_tunnel *tunnel; /* NULL when standalone */
 };
 
 /* Validates cfg (each failure names the key and what to set). */

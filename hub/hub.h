@@ -18,6 +18,8 @@
 
 struct loop;
 struct db_pool;
+struct clusters;
+struct tunnel_server;
 
 /* `serve` configuration (flags, AGENTBOX_* environment, YAML keys). */
 struct hub_serve_config {
@@ -31,6 +33,13 @@ struct hub_serve_config {
     int64_t ready_timeout_ms;
     char *log_level;
     bool log_json;
+    char *tunnel_listen;
+    char *tls_cert;
+    char *tls_key;
+    int64_t tunnel_timeout_ms;
+    int64_t tunnel_sync_interval_ms;
+    char *hub_secret;      /* keys and vault encryption (auth.h); required */
+    char *hub_secret_file;
 };
 
 extern const struct cfg_option hub_serve_options[];
@@ -44,6 +53,12 @@ struct hub {
     size_t nroutes;
     struct http_router *router;
     struct http_server *api; /* :7700 */
+    /* The `hub` service behind the tunnel (/internal/v1/...): never on a socket. */
+    struct http_route internal_routes[HUB_MAX_ROUTES];
+    size_t ninternal;
+    struct http_router *internal_router;
+    struct clusters *clusters;     /* registered clusters (clusters.c) */
+    struct tunnel_server *tunnel;  /* :7701 (tunnel_server.c) */
 };
 
 /* Creates the loop and the database pool (which connects lazily: a hub
@@ -53,12 +68,20 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
  * (the strings and args it points to must outlive the hub). */
 int hub_add_routes(struct hub *h, const struct http_route *routes, size_t n, char *err,
                    size_t errlen);
+/* Adds routes to the internal router (the `hub` service that agents reach
+ * over the tunnel; the handler finds the calling cluster's id as a string in
+ * http_req(ex)->transport_data). Only before hub_start. */
+int hub_add_internal_routes(struct hub *h, const struct http_route *routes, size_t n, char *err,
+                            size_t errlen);
 /* Builds the router and starts the listeners. */
 int hub_start(struct hub *h, char *err, size_t errlen);
 /* Runs the loop until loop_stop (SIGINT/SIGTERM). */
 int hub_run(struct hub *h);
 /* Stops listeners, drains the pool, frees everything hub_init created. */
 void hub_fini(struct hub *h);
+
+/* The `hub` service's own routes: GET /internal/v1/ping (internal.c). */
+int hub_internal_add_routes(struct hub *h, char *err, size_t errlen);
 
 /* GET /healthz, /readyz, /metrics (health.c). */
 int hub_health_add_routes(struct hub *h, char *err, size_t errlen);

@@ -38,4 +38,7 @@ int iam_check_name(const char *what, const char *s, char *err, size_t errlen);
 int iam_team_namespace_set_conn(PGconn *c, const char *team, const char *ns, const char *actor,
                                 char *err, size_t errlen);
 
+/* `agentbox-hub team set-namespace|clear-namespace|list` (key_cli.c). Exit status. */
+int iam_team_cli_main(int argc, char **argv);
+
 #endif

@@ -6,6 +6,7 @@
 #include "agentbox/common.h"
 #include "agentbox/config.h"
 #include "agentbox/version.h"
+#include "clusters.h"
 #include "hub.h"
 #include "migrate.h"
 
@@ -100,6 +101,7 @@ static void usage(FILE *f)
             "Commands:\n"
             "  serve           run the hub (HTTP API on :7700: /healthz, /readyz, /metrics)\n"
             "  migrate         apply migrations/NNNN_name.sql; --status lists them\n"
+            "  cluster CMD     add, list, rotate-token, disable, enable member clusters\n"
             "  help [COMMAND]  show this, or a command's flags\n"
             "  version         print the version\n"
             "\n"
@@ -121,6 +123,8 @@ int main(int argc, char **argv)
         return hub_serve_main(argc - 2, argv + 2);
     if (strcmp(cmd, "migrate") == 0)
         return cmd_migrate(argc - 2, argv + 2);
+    if (strcmp(cmd, "cluster") == 0)
+        return hub_cluster_main(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("agentbox-hub %s\n", AGENTBOX_VERSION);
         return 0;
@@ -133,6 +137,8 @@ int main(int argc, char **argv)
                 return hub_serve_main(1, help_argv);
             if (strcmp(argv[2], "migrate") == 0)
                 return cmd_migrate(1, help_argv);
+            if (strcmp(argv[2], "cluster") == 0)
+                return hub_cluster_main(1, help_argv);
             fprintf(stderr, "agentbox-hub help: unknown command '%s'\n\n", argv[2]);
             usage(stderr);
             return 2;

@@ -12,6 +12,9 @@
 #include "agentbox/loop.h"
 #include "agentbox/version.h"
 #include "db.h"
+#include "clusters.h"
+#include "tunnel_server.h"
+#include "auth.h"
 
 #define OPT(field) offsetof(struct hub_serve_config, field)
 
@@ -34,6 +37,20 @@ const struct cfg_option hub_serve_options[] = {
      "/readyz answers 503 when PostgreSQL has not answered within this", NULL},
     {"log_level", CFG_STRING, "info", false, OPT(log_level), "debug, info, warn or error", NULL},
     {"log_json", CFG_BOOL, "false", false, OPT(log_json), "log JSON lines instead of text", NULL},
+    {"tunnel_listen", CFG_STRING, ":7701", false, OPT(tunnel_listen),
+     "tunnel (WebSocket /v1/tunnel) address: host:port or :port", NULL},
+    {"tls_cert", CFG_STRING, NULL, false, OPT(tls_cert),
+     "PEM certificate for the tunnel listener (with tls_key: agents dial wss://)", NULL},
+    {"tls_key", CFG_STRING, NULL, false, OPT(tls_key), "PEM private key for tls_cert", NULL},
+    {"tunnel_timeout", CFG_DURATION, "30s", false, OPT(tunnel_timeout_ms),
+     "drop a tunnel session silent this long (agents ping every 10 s)", NULL},
+    {"tunnel_sync_interval", CFG_DURATION, "60s", false, OPT(tunnel_sync_interval_ms),
+     "how often each session's live streams are reconciled (SYNC)", NULL},
+    {"hub_secret", CFG_STRING, NULL, false, OPT(hub_secret),
+     "≥ 32 bytes that encrypt the vault and stored API keys (openssl rand -hex 32); "
+     "prefer the environment or hub_secret_file", NULL},
+    {"hub_secret_file", CFG_STRING, NULL, false, OPT(hub_secret_file),
+     "file whose first line is the hub secret (instead of hub_secret)", NULL},
 };
 const size_t hub_serve_noptions = AB_ARRAY_LEN(hub_serve_options);
 
@@ -100,6 +117,23 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     h->db = db_pool_new(h->loop, &dbo, err, errlen);
     if (h->db == NULL)
         return AB_EIO;
+    if (clusters_new(h, &h->clusters, err, errlen) != 0)
+        return AB_EIO;
+    if (clusters_add_routes(h, h->clusters, err, errlen) != 0 ||
+        tunnel_server_add_routes(h, &h->tunnel, err, errlen) != 0)
+        return AB_ELIMIT;
+    return hub_internal_add_routes(h, err, errlen);
+}
+
+int hub_add_internal_routes(struct hub *h, const struct http_route *routes, size_t n, char *err,
+                            size_t errlen)
+{
+    if (h->internal_router != NULL || n > HUB_MAX_ROUTES - h->ninternal) {
+        snprintf(err, errlen, "internal routes: too many, or added after the hub started");
+        return AB_ELIMIT;
+    }
+    memcpy(&h->internal_routes[h->ninternal], routes, n * sizeof(*routes));
+    h->ninternal += n;
     return 0;
 }
 
@@ -136,6 +170,23 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     rc = http_server_start(h->loop, &so, &h->api, err, errlen);
     if (rc != 0)
         return rc;
+    h->internal_router = http_router_new(h->internal_routes, h->ninternal);
+    if (h->internal_router == NULL) {
+        snprintf(err, errlen, "cannot create the internal router");
+        return AB_ENOMEM;
+    }
+    http_router_set_extra_header(h->internal_router, "X-AgentBox-Server-Version",
+                                 AGENTBOX_VERSION);
+    struct tunnel_server_options to = {
+        .listen = h->cfg->tunnel_listen,
+        .tls_cert = h->cfg->tls_cert,
+        .tls_key = h->cfg->tls_key,
+        .timeout_ms = h->cfg->tunnel_timeout_ms,
+        .sync_interval_ms = h->cfg->tunnel_sync_interval_ms,
+    };
+    rc = tunnel_server_start(h, h->clusters, h->internal_router, &to, &h->tunnel, err, errlen);
+    if (rc != 0)
+        return rc;
     LOG_INFO("hub listening", "listen", h->cfg->listen, "version", AGENTBOX_VERSION);
     return 0;
 }
@@ -170,11 +221,19 @@ void hub_fini(struct hub *h)
      * then the listeners, the router and the loop. */
     db_pool_free(h->db);
     h->db = NULL;
+    hub_identity_stop(); /* after the pool: pending jobs' done() use it */
+    tunnel_server_stop(h->tunnel); /* after the pool: epoch jobs point at sessions */
+    h->tunnel = NULL;
+    clusters_free(h->clusters);
+    h->clusters = NULL;
     http_server_stop(h->api);
     h->api = NULL;
     if (h->router != NULL)
         http_router_free(h->router);
     h->router = NULL;
+    if (h->internal_router != NULL)
+        http_router_free(h->internal_router);
+    h->internal_router = NULL;
     signal_loop = NULL;
     loop_free(h->loop);
     h->loop = NULL;
@@ -222,6 +281,8 @@ int hub_serve_main(int argc, char **argv)
     rc = hub_init(&h, &cfg, err, sizeof(err));
     if (rc == 0)
         rc = hub_health_add_routes(&h, err, sizeof(err));
+    if (rc == 0)
+        rc = hub_identity_start(&h, cfg.hub_secret, cfg.hub_secret_file, err, sizeof(err));
     if (rc == 0)
         rc = hub_start(&h, err, sizeof(err));
     if (rc != 0) {

@@ -32,6 +32,7 @@ struct envd {
     struct loop *loop;
     struct http_router *router;
     bool armed;         /* POST /init has been called */
+    bool stopping;      /* loop ended: watch callbacks only let go */
     char *token;        /* NULL: no access token */
     json_t *env_vars;   /* from /init envVars: object of strings */
     char default_user[33];
@@ -96,11 +97,14 @@ bool envd_stream_is_congested(const struct envd_stream *s);
 /* proc.c */
 int envd_proc_init(struct envd *e);
 void envd_proc_shutdown(struct envd *e);
+/* After loop_free: frees what is left. */
+void envd_proc_free_all(struct envd *e);
 void envd_proc_rpc(struct envd_call *c);
 
 /* fs.c */
 void envd_fs_rpc(struct envd_call *c);
 void envd_fs_shutdown(struct envd *e);
+void envd_fs_free_all(struct envd *e);
 
 /* files.c: GET and POST /files (HTTP_ROUTE_STREAM routes). */
 void envd_files_get(struct http_exchange *ex, void *arg);

@@ -18,6 +18,7 @@
 #include "auth.h"
 #include "envd.h"
 #include "event.h"
+#include "gunzip.h"
 #include "multipart.h"
 
 #define DOWNLOAD_CHUNK (64 * 1024)
@@ -226,6 +227,7 @@ struct upload {
     struct http_exchange *ex;
     struct files_ctx fc;
     struct envd_mp *mp;       /* NULL for octet-stream */
+    struct envd_gunzip *gz;   /* Content-Encoding: gzip (octet-stream only) */
     int fd;                   /* the file being written; -1 none */
     char cur[PATH_MAX];
     json_t *written;          /* response array */
@@ -239,6 +241,7 @@ static void upload_free(struct upload *u)
         close(u->fd);
     if (u->mp != NULL)
         envd_mp_free(u->mp);
+    envd_gunzip_free(u->gz);
     json_decref(u->written);
     json_decref(u->metadata);
     free(u);
@@ -389,6 +392,11 @@ static void up_data(struct http_exchange *ex, const void *data, size_t len, void
 
     if (u->failed)
         return;
+    if (u->gz != NULL) {
+        if (envd_gunzip_feed(u->gz, data, len) != 0 && !u->failed)
+            upload_fail(u, 400, "the gzip body of '%s' is corrupt%s", u->cur, "");
+        return;
+    }
     if (u->mp == NULL) {
         write_all(u, data, len);
         return;
@@ -404,6 +412,8 @@ static void up_end(struct http_exchange *ex, void *arg)
 
     if (!u->failed && u->mp != NULL && envd_mp_finish(u->mp) != 0)
         upload_fail(u, 400, "%s%s", envd_mp_error(u->mp), "");
+    if (!u->failed && u->gz != NULL && envd_gunzip_finish(u->gz) != 0)
+        upload_fail(u, 400, "the gzip body of '%s' ends early%s", u->cur, "");
     if (!u->failed && u->mp == NULL && u->fd >= 0)
         close_target(u);
     if (!u->failed && json_array_size(u->written) == 0)
@@ -420,6 +430,11 @@ static void up_abort(struct http_exchange *ex, void *arg)
     if (!u->failed)
         http_abort(ex);
     upload_free(u);
+}
+
+static int gz_sink(void *arg, const void *data, size_t len)
+{
+    return write_all(arg, data, len);
 }
 
 static const struct http_body_handler upload_bh = {up_data, up_end, up_abort, NULL};
@@ -479,13 +494,23 @@ void envd_files_post(struct http_exchange *ex, void *arg)
         upload_free(u);
         return;
     }
-    if (ce != NULL && strcasecmp(ce, "identity") != 0) {
-        http_respond_error(ex, 415, "Content-Encoding %s is not accepted: upload without "
-                                    "gzip", ce);
+    bool octet = ct != NULL && strncasecmp(ct, "application/octet-stream", 24) == 0;
+    bool gzip = ce != NULL && strcasecmp(ce, "gzip") == 0;
+    if (ce != NULL && strcasecmp(ce, "identity") != 0 && !(gzip && octet)) {
+        http_respond_error(ex, 415, "Content-Encoding %s is accepted only as gzip on "
+                                    "application/octet-stream uploads", ce);
         upload_free(u);
         return;
     }
-    if (ct != NULL && strncasecmp(ct, "application/octet-stream", 24) == 0) {
+    if (gzip) {
+        u->gz = envd_gunzip_new(gz_sink, u, err, sizeof(err));
+        if (u->gz == NULL) {
+            http_respond_error(ex, 415, "%s", err);
+            upload_free(u);
+            return;
+        }
+    }
+    if (octet) {
         if (!u->fc.has_path) {
             http_respond_error(ex, 400, "query 'path' is required for application/octet-stream "
                                         "uploads");

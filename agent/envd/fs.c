@@ -400,6 +400,8 @@ static int on_inotify(struct envd_fd *fdw, enum envd_fd_event ev, void *arg)
 
     if (ev == ENVD_FD_CLOSED) {
         w->w = NULL;
+        if (w->e->stopping && !w->gone)
+            return 0; /* envd_fs_free_all frees it */
         if (!w->gone) {
             watch_unlink(w);
             envd_stream_close(&w->s, NULL, NULL);
@@ -545,9 +547,15 @@ void envd_fs_rpc(struct envd_call *c)
 
 void envd_fs_shutdown(struct envd *e)
 {
+    for (struct envd_watch *w = e->watches; w != NULL; w = w->next)
+        envd_stream_close(&w->s, "unavailable", "envd is shutting down");
+}
+
+void envd_fs_free_all(struct envd *e)
+{
     while (e->watches != NULL) {
         struct envd_watch *w = e->watches;
-        envd_stream_close(&w->s, "unavailable", "envd is shutting down");
-        watch_gone(&w->s);
+        watch_unlink(w);
+        watch_free(w);
     }
 }

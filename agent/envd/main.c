@@ -115,6 +115,8 @@ out:
         http_server_stop(srv);
     if (g_loop != NULL)
         loop_free(g_loop);
+    envd_proc_free_all(&e);
+    envd_fs_free_all(&e);
     if (e.router != NULL)
         http_router_free(e.router);
     json_decref(e.env_vars);

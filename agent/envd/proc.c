@@ -325,8 +325,6 @@ static int on_stdin(struct envd_fd *w, enum envd_fd_event ev, void *arg)
     if (ev == ENVD_FD_CLOSED) {
         p->in_w = NULL;
         p->in_len = 0;
-        if (p->ended)
-            return 0;
         return 0;
     }
     if (ev == ENVD_FD_WRITE)
@@ -348,7 +346,8 @@ static int on_output(struct envd_fd *w, enum envd_fd_event ev, void *arg)
             p->err_w = NULL;
         else if (w == p->pty_w)
             p->pty_w = NULL;
-        maybe_finalize(p);
+        if (!p->e->stopping)
+            maybe_finalize(p);
         return 0;
     }
     if (ev == ENVD_FD_WRITE) {
@@ -1061,9 +1060,27 @@ int envd_proc_init(struct envd *e)
     return g_sigw != NULL ? 0 : AB_EIO;
 }
 
+void envd_proc_free_all(struct envd *e)
+{
+    while (e->procs != NULL) {
+        struct envd_proc *p = e->procs;
+        while (p->subs != NULL)
+            sub_unlink(p->subs);
+        proc_free(p);
+    }
+}
+
 void envd_proc_shutdown(struct envd *e)
 {
+    e->stopping = true;
     for (struct envd_proc *p = e->procs; p != NULL; p = p->next) {
+        /* The loop is freed before the procs: no timer may outlive it. */
+        loop_timer_cancel(&p->deadline);
+        loop_timer_cancel(&p->grace);
+        loop_timer_cancel(&p->retain);
+        memset(&p->deadline, 0, sizeof(p->deadline));
+        memset(&p->grace, 0, sizeof(p->grace));
+        memset(&p->retain, 0, sizeof(p->retain));
         if (!p->exited)
             kill(-p->pid, SIGKILL);
         for (struct envd_sub *s = p->subs; s != NULL; s = s->next)

@@ -68,11 +68,12 @@ before(async () => {
 });
 
 after(async () => {
-  if (envd) {
-    envd.kill('SIGTERM');
-    await new Promise((r) => envd.once('exit', r));
-  }
   if (work) rmSync(work, { recursive: true, force: true });
+  if (envd) {
+    const code = envd.exitCode ?? await new Promise((r) => { envd.once('exit', r); envd.kill('SIGTERM'); });
+    // Under ASan a leak or memory error makes the exit code non-zero.
+    assert.equal(code, 0, `envd exited with ${code}:\n${envdLog}`);
+  }
 });
 
 test('commands.run: stdout, stderr, exit code 0', async () => {
@@ -170,6 +171,9 @@ test('files: write and read text, binary, 10 MB, octet-stream', async () => {
   assert.equal(readFileSync(join(process.env.HOME || '/root', 'rel.txt'), 'utf8'), 'relative');
   rmSync(join(process.env.HOME || '/root', 'rel.txt'));
 
+  await sbx.files.write(join(work, 'z.txt'), 'zipped '.repeat(1000), { gzip: true });
+  assert.equal(readFileSync(join(work, 'z.txt'), 'utf8'), 'zipped '.repeat(1000));
+
   const many = await sbx.files.write([
     { path: join(work, 'm', '1.txt'), data: 'one' },
     { path: join(work, 'm', '2.txt'), data: 'two' },
@@ -180,6 +184,13 @@ test('files: write and read text, binary, 10 MB, octet-stream', async () => {
   await sbx.files.write(join(work, 'empty.txt'), '');
   assert.equal(await sbx.files.read(join(work, 'empty.txt')), '');
   await assert.rejects(sbx.files.read(join(work, 'missing.txt')), FileNotFoundError);
+});
+
+test('files: metadata is stored as user.e2b.* xattrs', async () => {
+  const p = join(work, 'meta.txt');
+  await sbx.files.write(p, 'm', { metadata: { Owner: 'me' } });
+  const info = await sbx.files.getInfo(p);
+  assert.deepEqual(info.metadata, { owner: 'me' });
 });
 
 test('files: list, makeDir, rename, remove, exists, getInfo', async () => {

@@ -30,6 +30,8 @@
 
 #include "agentbox/common.h"
 #include "runtime/local/sandbox.h"
+#include "runtime/local/local.h"
+#include "agentbox/loop.h"
 
 static char self_exe[512];
 static char state_dir[128];
@@ -231,8 +233,11 @@ static void ask(const struct lsbx *s, const char *cmd, char *out, size_t outlen)
         struct timeval tv = {.tv_sec = 5};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)); /* fail, never hang */
     }
-    assert_int_equal(write(fd, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
-    assert_int_equal(write(fd, "\n", 1), 1);
+    {
+        char line[256];
+        int len = snprintf(line, sizeof(line), "%s\n", cmd);
+        assert_int_equal(write(fd, line, (size_t)len), len); /* one write: envd reads once */
+    }
     for (;;) {
         ssize_t r = read(fd, out + have, outlen - 1 - have);
         if (r <= 0)
@@ -541,6 +546,328 @@ static void test_spawn_failures_leave_nothing(void **state)
     assert_non_null(strstr(err, "108 bytes"));
 }
 
+
+/* ---- warm pools (local runtime over a real loop) ------------------------------------ */
+
+static const char *MANIFESTS =
+    "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxTemplate\nmetadata: {name: t}\n"
+    "spec: {version: '1'}\n"
+    "---\n"
+    "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxEnv\nmetadata: {name: e}\n"
+    "spec:\n  templateRef: {name: t}\n  clusters:\n  - clusterID: here\n    members:\n"
+    "    - name: e-1c2gi\n      config: {inlineResources: {requests: {cpu: 1, memory: 2Gi}}}\n"
+    "      spec: {replicas: 2}\n"
+    "---\n"
+    "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxPool\nmetadata: {name: cold}\n"
+    "spec: {replicas: 0}\n";
+
+struct script {
+    struct loop *loop;
+    struct rt *rt;
+    struct loop_timer t;
+    int step;
+    int64_t deadline;
+    char failure[512];
+    /* claim results */
+    int ncb, cb_err;
+    char cb_msg[256];
+    struct rt_sandbox got;
+    int (*fn)(struct script *sc); /* returns 1: next step, 0: wait, -1: failed */
+};
+
+static void claim_cb(void *arg, int err, const char *msg, const struct rt_sandbox *s)
+{
+    struct script *sc = arg;
+
+    sc->ncb++;
+    sc->cb_err = err;
+    ab_strlcpy(sc->cb_msg, msg ? msg : "", sizeof(sc->cb_msg));
+    if (s) {
+        sc->got = *s;
+        sc->got.metadata = NULL;
+    }
+}
+
+static void script_tick(struct loop_timer *t)
+{
+    struct script *sc = t->arg;
+    int r = sc->fn(sc);
+
+    if (r < 0 || ab_now_ms() > sc->deadline) {
+        if (r >= 0)
+            snprintf(sc->failure, sizeof(sc->failure), "step %d timed out", sc->step);
+        loop_stop(sc->loop);
+        return;
+    }
+    if (r == 1 && sc->step < 0) {
+        loop_stop(sc->loop);
+        return;
+    }
+    loop_timer_start(sc->loop, &sc->t, 5, script_tick, sc);
+}
+
+static void run_script(struct script *sc, int (*fn)(struct script *), int timeout_ms)
+{
+    sc->fn = fn;
+    sc->deadline = ab_now_ms() + timeout_ms;
+    loop_timer_start(sc->loop, &sc->t, 0, script_tick, sc);
+    loop_run(sc->loop);
+    if (sc->failure[0])
+        fail_msg("%s", sc->failure);
+}
+
+#define CHECK(cond)                                                                              \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            snprintf(sc->failure, sizeof(sc->failure), "step %d: %s", sc->step, #cond);          \
+            return -1;                                                                           \
+        }                                                                                        \
+    } while (0)
+
+static char claimed_id[64];
+static char claimed_socket[300];
+
+static int status_is(struct script *sc, const char *pool, int idle, int running)
+{
+    struct rt_pool_status st;
+
+    if (rt_pool_status(sc->rt, "default", pool, &st) != 0)
+        return 0;
+    return st.idle == idle && st.running == running && st.starting == 0 && st.stopping == 0;
+}
+
+static int pool_steps(struct script *sc)
+{
+    struct rt_claim_options o = {0};
+    char err[256];
+    json_t *env;
+    int rc;
+
+    switch (sc->step) {
+    case 0: /* the env's member warms up to replicas */
+        if (!status_is(sc, "e-1c2gi", 2, 0))
+            return 0;
+        sc->step++;
+        return 1;
+    case 1:
+        env = json_pack("{s:s}", "FOO", "bar");
+        o.id = "sbx-one";
+        o.env_vars = env;
+        o.access_token = "tok-123";
+        o.timeout_s = 60;
+        rc = rt_claim(sc->rt, "default", "e", RT_TARGET_ENV, NULL, &o, claim_cb, sc, NULL, err,
+                      sizeof(err));
+        json_decref(env);
+        o.env_vars = NULL;
+        CHECK(rc == 0);
+        CHECK(sc->ncb == 0); /* never synchronously */
+        /* unknown names and bare-name rules are refused at once */
+        o.id = "sbx-x";
+        CHECK(rt_claim(sc->rt, "default", "nope", RT_TARGET_ENV, NULL, &o, claim_cb, sc, NULL, err,
+                       sizeof(err)) == AB_ENOENT);
+        CHECK(strstr(err, "env 'nope' not found") != NULL);
+        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_ENV, NULL, &o, claim_cb, sc, NULL,
+                       err, sizeof(err)) == AB_ENOENT);
+        CHECK(rt_claim(sc->rt, "default", "e", RT_TARGET_ENV, "9c9gi", &o, claim_cb, sc, NULL,
+                       err, sizeof(err)) == AB_ENOENT);
+        CHECK(strstr(err, "scaling group '9c9gi'") != NULL);
+        sc->step++;
+        return 1;
+    case 2:
+        if (sc->ncb == 0)
+            return 0;
+        CHECK(sc->cb_err == 0);
+        CHECK(!strcmp(sc->got.id, "sbx-one"));
+        CHECK(sc->got.state == RT_RUNNING);
+        CHECK(!strcmp(sc->got.pool, "e-1c2gi"));
+        CHECK(!strcmp(sc->got.env, "e"));
+        CHECK(sc->got.end_ms - sc->got.claimed_ms == 60000);
+        ab_strlcpy(claimed_id, sc->got.id, sizeof(claimed_id));
+        ab_strlcpy(claimed_socket, sc->got.envd_addr + 5, sizeof(claimed_socket));
+        sc->step++;
+        return 1;
+    case 3: /* a replacement keeps the pool at 2 idle */
+        if (!status_is(sc, "e-1c2gi", 2, 1))
+            return 0;
+        sc->step = -1;
+        return 1;
+    }
+    return -1;
+}
+
+static int cold_steps(struct script *sc)
+{
+    struct rt_claim_options o = {0};
+    char err[256];
+
+    switch (sc->step) {
+    case 0:
+        if (!status_is(sc, "e-1c2gi", 2, 1))
+            return 0;
+        o.id = "sbx-cold";
+        o.timeout_s = 30;
+        sc->ncb = 0;
+        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_POOL, NULL, &o, claim_cb, sc, NULL,
+                       err, sizeof(err)) == 0);
+        o.id = "sbx-cold2";
+        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_ENV_OR_POOL, NULL, &o, claim_cb, sc,
+                       NULL, err, sizeof(err)) == AB_EBUSY); /* waiters_max 1 */
+        CHECK(strstr(err, "claims waiting") != NULL);
+        sc->step++;
+        return 1;
+    case 1: /* a pool of 0 replicas starts one on demand */
+        if (sc->ncb == 0)
+            return 0;
+        CHECK(sc->cb_err == 0);
+        CHECK(!strcmp(sc->got.pool, "cold"));
+        CHECK(rt_release(sc->rt, "sbx-cold") == 0);
+        CHECK(rt_release(sc->rt, "sbx-cold") == AB_ENOENT);
+        sc->step++;
+        return 1;
+    case 2: /* released: destroyed, not returned to the pool */
+        if (!status_is(sc, "cold", 0, 0))
+            return 0;
+        o.id = "sbx-late";
+        o.startup_timeout_ms = 1;
+        sc->ncb = 0;
+        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_POOL, NULL, &o, claim_cb, sc, NULL,
+                       err, sizeof(err)) == 0);
+        sc->step++;
+        return 1;
+    case 3:
+        if (sc->ncb == 0)
+            return 0;
+        CHECK(sc->cb_err == AB_ETIMEOUT);
+        CHECK(strstr(sc->cb_msg, "became ready within") != NULL);
+        sc->step++;
+        return 1;
+    case 4: /* the on-demand start for the timed-out claim is not kept (replicas 0) */
+        if (!status_is(sc, "cold", 0, 0))
+            return 0;
+        sc->step = -1;
+        return 1;
+    }
+    return -1;
+}
+
+static int adopt_steps(struct script *sc)
+{
+    struct rt_sandbox s;
+
+    switch (sc->step) {
+    case 0: /* immediately after restart: the same sandboxes, nothing new started */
+        CHECK(status_is(sc, "e-1c2gi", 2, 1));
+        CHECK(rt_get(sc->rt, claimed_id, &s) == 0);
+        CHECK(s.state == RT_RUNNING);
+        CHECK(!strcmp(s.envd_addr + 5, claimed_socket));
+        json_decref(s.metadata);
+        CHECK(rt_set_timeout(sc->rt, claimed_id, 0) == 0); /* ends it now */
+        sc->step++;
+        return 1;
+    case 1:
+        if (!status_is(sc, "e-1c2gi", 2, 0))
+            return 0;
+        CHECK(rt_get(sc->rt, claimed_id, &s) == AB_ENOENT);
+        sc->step = -1;
+        return 1;
+    }
+    return -1;
+}
+
+static void reap_all(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+
+    while (d && (de = readdir(d)) != NULL) {
+        char path[512];
+        struct lsbx x;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (lsbx_state_read(path, &x) == 0)
+            lsbx_destroy(&x, 2000);
+    }
+    if (d)
+        closedir(d);
+}
+
+static void test_warm_pools_claim_release_readopt(void **state)
+{
+    const char *args[] = {NULL};
+    struct loop_options lopts = {.workers = getenv("LRT_WORKERS") ? atoi(getenv("LRT_WORKERS")) : 0};
+    struct lrt_options o = {0};
+    struct script sc;
+    char mdir[256], sdir[256], sbxdir[300], err[512], body[2048], path[600];
+    FILE *f;
+    size_t n;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    snprintf(mdir, sizeof(mdir), "%s/m", state_dir);
+    snprintf(sdir, sizeof(sdir), "%s/st", state_dir);
+    snprintf(sbxdir, sizeof(sbxdir), "%s/sandboxes", sdir);
+    assert_int_equal(mkdir(mdir, 0700), 0);
+    snprintf(path, sizeof(path), "%s/all.yaml", mdir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(MANIFESTS, f);
+    fclose(f);
+
+    memset(&sc, 0, sizeof(sc));
+    sc.loop = loop_new(&lopts);
+    assert_non_null(sc.loop);
+    o.loop = sc.loop;
+    o.cluster_id = "here";
+    o.state_dir = sdir;
+    o.manifests_dir = mdir;
+    o.envd_path = self_exe;
+    o.envd_args = args;
+    o.waiters_max = 1;
+    o.reload_ms = 200;
+    if (lrt_new(&o, &sc.rt, err, sizeof(err)) != 0)
+        fail_msg("lrt_new: %s", err);
+    run_script(&sc, pool_steps, 20000);
+
+    /* envd got /init with the token and env vars */
+    snprintf(path, sizeof(path), "%s", claimed_socket);
+    *strrchr(path, '/') = '\0';
+    *strrchr(path, '/') = '\0';
+    strncat(path, "/tmp/init-body", sizeof(path) - strlen(path) - 1);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = fread(body, 1, sizeof(body) - 1, f);
+    body[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(body, "\"envVars\":{\"FOO\":\"bar\"}"));
+    assert_non_null(strstr(body, "\"accessToken\":\"tok-123\""));
+    assert_non_null(strstr(body, "\"defaultUser\":\"user\""));
+    assert_non_null(strstr(body, "\"defaultWorkdir\":\"/home/user\""));
+
+    sc.step = 0;
+    run_script(&sc, cold_steps, 20000);
+    rt_free(sc.rt);
+    loop_free(sc.loop);
+
+    /* "Restart": a new runtime on the same state directory re-adopts. */
+    memset(&sc, 0, sizeof(sc));
+    sc.loop = loop_new(&lopts);
+    o.loop = sc.loop;
+    if (lrt_new(&o, &sc.rt, err, sizeof(err)) != 0)
+        fail_msg("lrt_new: %s", err);
+    run_script(&sc, adopt_steps, 20000);
+    rt_free(sc.rt);
+    loop_free(sc.loop);
+
+    reap_all(sbxdir);
+    rmdir(sbxdir);
+    rmdir(sdir);
+    snprintf(path, sizeof(path), "%s/all.yaml", mdir);
+    unlink(path);
+    rmdir(mdir);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -551,12 +878,16 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_readopt_or_reap),
         cmocka_unit_test(test_adopted_sandbox_is_killed_without_waitpid),
         cmocka_unit_test(test_spawn_failures_leave_nothing),
+        cmocka_unit_test(test_warm_pools_claim_release_readopt),
     };
     ssize_t n;
     int rc;
 
     if (argc == 3 && !strcmp(argv[1], "--fake-envd"))
         return fake_envd(argv[2]);
+    if (argc >= 3 && !strcmp(argv[1], "--listen") && !strncmp(argv[2], "unix:", 5))
+        return fake_envd(argv[2] + 5); /* as the local runtime runs envd */
+    signal(SIGPIPE, SIG_IGN);
     n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
     if (n <= 0)
         return 1;

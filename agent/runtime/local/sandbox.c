@@ -264,11 +264,11 @@ static int mkdir_p1(const char *path, mode_t mode)
     return -1;
 }
 
-static int start_slirp(const struct lsbx_options *o, pid_t target, int ready_w, pid_t *out)
+static int start_slirp(const char *dir, const char *slirp, pid_t target, int ready_w, pid_t *out)
 {
     posix_spawn_file_actions_t fa;
     char pid_s[16], ready_s[32], log[LSBX_DIR_MAX + 16];
-    const char *bin = o->slirp ? o->slirp : "slirp4netns";
+    const char *bin = slirp ? slirp : "slirp4netns";
     char *argv[] = {(char *)bin, "--configure", "--disable-host-loopback", "--mtu=65520",
                     ready_s, pid_s, "tap0", NULL};
     int rc;
@@ -278,7 +278,7 @@ static int start_slirp(const struct lsbx_options *o, pid_t target, int ready_w, 
     if (posix_spawn_file_actions_init(&fa) != 0)
         return AB_ENOMEM;
     posix_spawn_file_actions_adddup2(&fa, ready_w, 3);
-    snprintf(log, sizeof(log), "%s/slirp.log", o->dir);
+    snprintf(log, sizeof(log), "%s/slirp.log", dir);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
@@ -320,6 +320,56 @@ static bool id_is_valid(const char *id)
     size_t n = strlen(id);
 
     return n > 0 && n <= LSBX_ID_MAX && strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
+}
+
+/* Starts slirp4netns for s->pid's network namespace and waits until it has
+ * configured tap0. ready[] is a pipe; ready[1] is closed here. */
+static int attach(struct lsbx *s, const char *slirp, int ready[2], char *err, size_t errlen)
+{
+    char c;
+
+    if (start_slirp(s->dir, slirp, s->pid, ready[1], &s->slirp_pid) != 0) {
+        snprintf(err, errlen, "cannot start %s: %s (install the slirp4netns package, or "
+                 "create the sandbox without internet access)", slirp ? slirp : "slirp4netns",
+                 strerror(errno));
+        return AB_EIO;
+    }
+    close(ready[1]);
+    ready[1] = -1;
+    s->slirp_start = lsbx_proc_start_time(s->slirp_pid);
+    s->internet = true;
+    if (wait_readable(ready[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0 ||
+        read(ready[0], &c, 1) != 1) {
+        snprintf(err, errlen, "slirp4netns did not configure the sandbox network within %d ms",
+                 LSBX_SETUP_TIMEOUT_MS);
+        return AB_EIO;
+    }
+    return 0;
+}
+
+int lsbx_attach_internet(struct lsbx *s, const char *slirp, char *err, size_t errlen)
+{
+    int ready[2] = {-1, -1}, rc;
+
+    if (s->slirp_pid > 0)
+        return 0;
+    if (pipe2(ready, O_CLOEXEC) != 0) {
+        snprintf(err, errlen, "cannot create a pipe: %s", strerror(errno));
+        return AB_EIO;
+    }
+    rc = attach(s, slirp, ready, err, errlen);
+    if (rc != 0 && s->slirp_pid > 0) {
+        kill(s->slirp_pid, SIGKILL);
+        waitpid(s->slirp_pid, NULL, 0);
+        s->slirp_pid = 0;
+        s->internet = false;
+    }
+    close(ready[0]);
+    if (ready[1] >= 0)
+        close(ready[1]);
+    if (rc == 0)
+        rc = lsbx_state_write(s);
+    return rc;
 }
 
 int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t errlen)
@@ -417,23 +467,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     syncp[0] = -1;
     s->start_time = lsbx_proc_start_time(s->pid);
 
-    if (o->internet) {
-        if (start_slirp(o, s->pid, readyp[1], &s->slirp_pid) != 0) {
-            snprintf(err, errlen, "cannot start %s: %s (install the slirp4netns package, or "
-                     "create the sandbox without internet access)",
-                     o->slirp ? o->slirp : "slirp4netns", strerror(errno));
-            goto fail;
-        }
-        close(readyp[1]);
-        readyp[1] = -1;
-        s->slirp_start = lsbx_proc_start_time(s->slirp_pid);
-        if (wait_readable(readyp[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0 ||
-            read(readyp[0], &c, 1) != 1) {
-            snprintf(err, errlen, "slirp4netns did not configure the sandbox network within "
-                     "%d ms", LSBX_SETUP_TIMEOUT_MS);
-            goto fail;
-        }
-    }
+    if (o->internet && attach(s, o->slirp, readyp, err, errlen) != 0)
+        goto fail;
     if (send(syncp[1], &c, 1, MSG_NOSIGNAL) != 1) {
         snprintf(err, errlen, "sandbox init exited during setup");
         goto fail;

@@ -68,6 +68,10 @@ struct lsbx {
  * killed, directory removed) and err says which step failed. */
 int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t errlen);
 
+/* Gives a running sandbox outbound networking (slirp4netns, never the host's
+ * loopback) and rewrites state.json. No-op when it already has it. */
+int lsbx_attach_internet(struct lsbx *s, const char *slirp, char *err, size_t errlen);
+
 /* Writes <dir>/state.json atomically (also after changing s->info). */
 int lsbx_state_write(const struct lsbx *s);
 

@@ -332,9 +332,11 @@ export function runMigrate(databaseUrl, args = [], { dir = migrationsDir(), env 
 
 // Starts `agentbox-hub serve` on a free port; resolves {proc, port, base}
 // once /healthz answers.
-export async function startHub(databaseUrl, { args = [], env = {} } = {}) {
-    const port = await freePort();
-    const proc = spawnProc('hub', hubBin(), ['serve', '--listen', `127.0.0.1:${port}`, ...args], {
+export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPort, tunnelPort: fixedTunnel } = {}) {
+    const port = fixedPort || (await freePort());
+    const tunnelPort = fixedTunnel || (await freePort());
+    const proc = spawnProc('hub', hubBin(), ['serve', '--listen', `127.0.0.1:${port}`,
+        '--tunnel-listen', `127.0.0.1:${tunnelPort}`, ...args], {
         ...process.env,
         DATABASE_URL: databaseUrl,
         ...env,
@@ -345,5 +347,50 @@ export async function startHub(databaseUrl, { args = [], env = {} } = {}) {
         const r = await httpGet(`${base}/healthz`, { timeoutMs: 1000 });
         return r.status === 200;
     }, { timeoutMs: 15000, what: `hub /healthz on port ${port}` });
-    return { proc, port, base };
+    return { proc, port, base, tunnelPort, tunnelUrl: `ws://127.0.0.1:${tunnelPort}` };
+}
+
+// --- agents and clusters ---------------------------------------------------------------
+
+export const agentBin = () => path.join(buildDir(), 'agentbox-agent');
+
+// `agentbox-hub cluster add ID`: resolves the join token (the last stdout line).
+export async function addCluster(databaseUrl, id, args = []) {
+    const r = await run(hubBin(), ['cluster', 'add', id, ...args], {
+        env: { ...process.env, DATABASE_URL: databaseUrl },
+    });
+    if (r.code !== 0) throw new Error(`cluster add ${id} failed (${r.code}): ${r.stderr}`);
+    return r.stdout.trim().split('\n').pop().trim();
+}
+
+// Starts `agentbox-agent serve` for cluster id on free ports; resolves
+// {proc, id, e2b, data, native (base URLs), stateDir} once /healthz answers.
+// Tunnel timings default to test-friendly values (fast reconnects).
+export async function startAgent(id, { hubUrl, token, args = [], env = {}, stateDir } = {}) {
+    const [e2b, data, native] = [await freePort(), await freePort(), await freePort()];
+    const dir = stateDir || tempDir(`agentbox-${id}-state-`);
+    const a = ['serve', '--cluster-id', id, '--state-dir', dir,
+        '--e2b-listen', `127.0.0.1:${e2b}`, '--data-listen', `127.0.0.1:${data}`,
+        '--native-listen', `127.0.0.1:${native}`,
+        '--reconnect-min', '100ms', '--reconnect-max', '1s'];
+    if (hubUrl) a.push('--hub-url', hubUrl, '--join-token', token);
+    const proc = spawnProc(`agent-${id}`, agentBin(), [...a, ...args], { ...process.env, ...env });
+    const agent = {
+        proc, id, stateDir: dir,
+        e2b: `http://127.0.0.1:${e2b}`, data: `http://127.0.0.1:${data}`, native: `http://127.0.0.1:${native}`,
+    };
+    await waitFor(async () => {
+        if (!proc.running()) throw new Error(`agent ${id} exited (${proc.exitCode}):\n${proc.logs()}`);
+        return (await httpGet(`${agent.e2b}/healthz`, { timeoutMs: 1000 })).status === 200;
+    }, { timeoutMs: 15000, what: `agent ${id} /healthz` });
+    return agent;
+}
+
+// Waits until the hub's GET /api/clusters shows id online (or offline).
+export async function waitClusterOnline(hubBase, id, online = true, timeoutMs = 10000) {
+    return waitFor(async () => {
+        const r = await httpJson(`${hubBase}/api/clusters`, { timeoutMs: 1000 });
+        const c = r.json && r.json.clusters && r.json.clusters.find((x) => x.id === id);
+        return c && c.online === online ? c : null;
+    }, { timeoutMs, what: `cluster ${id} ${online ? 'online' : 'offline'} on the hub` });
 }

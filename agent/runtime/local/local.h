@@ -1,0 +1,39 @@
+/* The local runtime: runtime.h implemented with manifests from a directory
+ * (manifest.h) and namespaced sandboxes (sandbox.h). Loop thread only, except
+ * that sandbox start, internet attach and directory removal run on the
+ * loop's workers. */
+#ifndef AGENTBOX_RUNTIME_LOCAL_LOCAL_H
+#define AGENTBOX_RUNTIME_LOCAL_LOCAL_H
+
+#include <stddef.h>
+
+#include "runtime/runtime.h"
+
+struct loop;
+struct mf_set;
+
+struct lrt_options {
+    struct loop *loop;
+    const char *cluster_id;     /* selects the Env member segment (spec.clusters[].clusterID) */
+    const char *state_dir;      /* sandboxes live in <state_dir>/sandboxes/<sid> */
+    const char *manifests_dir;
+    const char *envd_path;      /* absolute; run as `envd --listen unix:/run/agentbox/envd.sock` */
+    const char *const *envd_args; /* extra arguments, NULL-terminated, or NULL */
+    const char *slirp;          /* NULL → slirp4netns from PATH */
+    int reload_ms;              /* manifest change check and health check; 0 → 2000 */
+    int max_sandboxes;          /* all pools together; 0 → 256 */
+    int waiters_max;            /* waiting claims per pool; 0 → 1024 */
+};
+
+/* Loads the manifests (bad objects are logged, not fatal), re-adopts live
+ * sandboxes found under the state directory and reaps the rest, then starts
+ * warming the pools. AB_EIO (err says why) when the directories are unusable. */
+int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errlen);
+
+/* Reloads the manifest directory now if it changed (the timer does it too). */
+void lrt_reload(struct rt *rt);
+
+/* The manifest set in use (errors included); borrowed until the next reload. */
+const struct mf_set *lrt_manifests(struct rt *rt);
+
+#endif

@@ -1,0 +1,453 @@
+/* See tunnel_client.h. */
+#include "tunnel_client.h"
+
+#include "agent.h"
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "agentbox/metrics.h"
+#include "agentbox/tunnel.h"
+#include "agentbox/tunnel_http.h"
+#include "agentbox/tunnel_ws.h"
+#include "agentbox/version.h"
+
+#include <libwebsockets.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROTOCOL "agentbox.tunnel.v1"
+#define STATS_INTERVAL_MS 5000
+
+struct agent_tunnel {
+    struct agent *a;
+    struct loop *loop;
+    struct lws_vhost *vh;
+    struct lws_protocols protocols[2];
+    struct tun_callbacks cb;
+    struct agent_tunnel_options o;
+    char host[256], cluster[32], auth[128], ca[512];
+    int port;
+    bool tls;
+
+    struct lws *wsi;          /* the current connection, or NULL */
+    struct tun_ws ws;
+    struct tun_session *s;
+    bool established, stopping;
+    int64_t connected_at_ms;  /* 0 while not connected */
+    int64_t epoch;
+    char close_reason[128];
+    uint64_t stalls_seen;
+
+    struct tun_backoff bo;
+    struct loop_timer retry_timer, ping_timer, watchdog_timer, stats_timer;
+    agent_tunnel_event_fn event_fn;
+    void *event_arg;
+
+    struct metric_family *m_connected, *m_reconnects, *m_rtt, *m_streams, *m_buffered, *m_stalls;
+};
+
+static void schedule_retry(struct agent_tunnel *t, int64_t connected_ms, const char *why);
+
+struct tun_session *agent_tunnel_session(struct agent_tunnel *t)
+{
+    return t && t->established && t->s ? t->s : NULL;
+}
+
+int64_t agent_tunnel_epoch(struct agent_tunnel *t)
+{
+    return t ? t->epoch : 0;
+}
+
+void agent_tunnel_set_event_hook(struct agent_tunnel *t, agent_tunnel_event_fn fn, void *arg)
+{
+    t->event_fn = fn;
+    t->event_arg = arg;
+}
+
+/* --- session callbacks -------------------------------------------------------------- */
+
+static void on_welcome(struct tun_session *s, json_t *msg, void *arg)
+{
+    struct agent_tunnel *t = arg;
+    t->established = true;
+    t->epoch = (int64_t)json_integer_value(json_object_get(msg, "epoch"));
+    metrics_set(t->m_connected, NULL, 1);
+    char ep[24];
+    snprintf(ep, sizeof(ep), "%lld", (long long)t->epoch);
+    LOG_INFO("tunnel up", "hub", t->o.hub_url, "cluster", t->cluster, "epoch", ep);
+}
+
+static void on_event(struct tun_session *s, json_t *msg, void *arg)
+{
+    struct agent_tunnel *t = arg;
+    if (t->event_fn)
+        t->event_fn(msg, t->event_arg);
+}
+
+static void on_open(struct tun_stream *st, const struct tun_head *head, void *arg)
+{
+    struct agent_tunnel *t = arg;
+    enum agent_listener which;
+    if (strcmp(head->service, "e2b") == 0)
+        which = AGENT_E2B;
+    else if (strcmp(head->service, "data") == 0)
+        which = AGENT_DATA;
+    else if (strcmp(head->service, "native") == 0)
+        which = AGENT_NATIVE;
+    else {
+        tun_stream_reset(st, TUN_RESET_NOT_FOUND, "the agent serves only e2b, data and native");
+        return;
+    }
+    tun_http_serve(st, head, agent_router(t->a, which), "tunnel:hub", t);
+}
+
+static void want_write(struct tun_session *s, void *arg)
+{
+    struct agent_tunnel *t = arg;
+    if (t->wsi)
+        tun_ws_want_write(&t->ws);
+}
+
+/* --- timers --------------------------------------------------------------------------- */
+
+static void ping_tick(struct loop_timer *tm)
+{
+    struct agent_tunnel *t = tm->arg;
+    if (!t->wsi)
+        return;
+    tun_ws_ping(&t->ws);
+    loop_timer_start(t->loop, &t->ping_timer, t->o.ping_interval_ms, ping_tick, t);
+}
+
+static void watchdog_tick(struct loop_timer *tm)
+{
+    struct agent_tunnel *t = tm->arg;
+    if (!t->wsi)
+        return;
+    int64_t silent = ab_now_ms() - t->ws.last_rx_ms;
+    if (silent >= t->o.timeout_ms) {
+        char s[32];
+        snprintf(s, sizeof(s), "%lld", (long long)silent);
+        LOG_WARN("hub silent; dropping the tunnel", "silent_ms", s);
+        ab_strlcpy(t->close_reason, "hub silent", sizeof(t->close_reason));
+        tun_ws_kill(&t->ws, "silent");
+        return;
+    }
+    loop_timer_start(t->loop, &t->watchdog_timer, t->o.timeout_ms - silent, watchdog_tick, t);
+}
+
+static void stats_tick(struct loop_timer *tm)
+{
+    struct agent_tunnel *t = tm->arg;
+    if (t->s) {
+        struct tun_stats st;
+        tun_session_stats(t->s, &st);
+        metrics_set(t->m_streams, NULL, st.streams);
+        metrics_set(t->m_buffered, NULL, (double)st.buffered);
+        if (st.credit_stalls > t->stalls_seen) {
+            metrics_add(t->m_stalls, NULL, (double)(st.credit_stalls - t->stalls_seen));
+            t->stalls_seen = st.credit_stalls;
+        }
+        if (t->ws.last_rtt_us)
+            metrics_set(t->m_rtt, NULL, (double)t->ws.last_rtt_us / 1e6);
+    }
+    loop_timer_start(t->loop, &t->stats_timer, STATS_INTERVAL_MS, stats_tick, t);
+}
+
+/* --- connection ---------------------------------------------------------------------- */
+
+static void teardown(struct agent_tunnel *t)
+{
+    loop_timer_cancel(&t->ping_timer);
+    loop_timer_cancel(&t->watchdog_timer);
+    if (t->s) {
+        tun_session_free(t->s); /* resets every stream: pending calls fail fast */
+        t->s = NULL;
+    }
+    tun_ws_fini(&t->ws);
+    t->wsi = NULL;
+    t->established = false;
+    metrics_set(t->m_connected, NULL, 0);
+}
+
+static void connect_now(struct loop_timer *tm)
+{
+    struct agent_tunnel *t = tm->arg;
+    if (t->stopping || t->wsi)
+        return;
+    struct lws_client_connect_info i;
+    memset(&i, 0, sizeof(i));
+    i.context = loop_lws(t->loop);
+    i.vhost = t->vh;
+    i.address = t->host;
+    i.port = t->port;
+    i.path = "/v1/tunnel";
+    i.host = t->host;
+    i.origin = t->host;
+    i.protocol = PROTOCOL;
+    i.local_protocol_name = PROTOCOL;
+    i.ssl_connection = t->tls ? LCCSCF_USE_SSL : 0;
+    i.opaque_user_data = t;
+    i.pwsi = &t->wsi;
+    t->close_reason[0] = '\0';
+    if (!lws_client_connect_via_info(&i)) {
+        t->wsi = NULL;
+        schedule_retry(t, 0, "cannot start the connection");
+    }
+}
+
+static void schedule_retry(struct agent_tunnel *t, int64_t connected_ms, const char *why)
+{
+    if (t->stopping)
+        return;
+    uint32_t rnd = 0;
+    crypto_random(&rnd, sizeof(rnd));
+    uint32_t delay = tun_backoff_next(&t->bo, connected_ms, rnd);
+    char d[24], cap[24];
+    snprintf(d, sizeof(d), "%u", delay);
+    snprintf(cap, sizeof(cap), "%u", tun_backoff_ceiling(&t->bo));
+    LOG_WARN("tunnel down; reconnecting", "hub", t->o.hub_url, "reason", why, "retry_in_ms", d,
+             "backoff_cap_ms", cap);
+    metrics_add(t->m_reconnects, NULL, 1);
+    loop_timer_start(t->loop, &t->retry_timer, delay, connect_now, t);
+}
+
+static const char *refusal_reason(struct lws *wsi, const char *in, char *buf, size_t len,
+                                  const char *cluster)
+{
+    unsigned status = wsi ? lws_http_client_http_response(wsi) : 0;
+    if (status == 401 || (in && strstr(in, "unauthorized")))
+        snprintf(buf, len,
+                 "hub refused the join token (HTTP 401): cluster '%s' is unknown or the token "
+                 "is wrong; check --join-token (agentbox-hub cluster rotate-token %s)",
+                 cluster, cluster);
+    else if (status == 403)
+        snprintf(buf, len,
+                 "hub refused the tunnel (HTTP 403): cluster '%s' is disabled "
+                 "(agentbox-hub cluster enable %s)",
+                 cluster, cluster);
+    else if (status)
+        snprintf(buf, len, "hub answered HTTP %u instead of a WebSocket upgrade", status);
+    else
+        snprintf(buf, len, "%s", in ? in : "connection failed");
+    return buf;
+}
+
+static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                           void *in, size_t len)
+{
+    struct agent_tunnel *t = lws_get_opaque_user_data(wsi);
+    if (!t)
+        return 0;
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+        unsigned char **p = (unsigned char **)in, *end = (*p) + len;
+        if (lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
+                                        (const unsigned char *)t->auth, (int)strlen(t->auth), p,
+                                        end) ||
+            lws_add_http_header_by_name(wsi, (const unsigned char *)"x-agentbox-cluster:",
+                                        (const unsigned char *)t->cluster,
+                                        (int)strlen(t->cluster), p, end))
+            return -1;
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
+        char buf[300];
+        const char *why = refusal_reason(wsi, in, buf, sizeof(buf), t->cluster);
+        if (t->wsi == wsi || !t->s)
+            t->wsi = NULL;
+        teardown(t);
+        schedule_retry(t, 0, why);
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_ESTABLISHED: {
+        struct tun_config cfg;
+        char err[128];
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.role = TUN_ROLE_AGENT;
+        cfg.cb = &t->cb;
+        cfg.arg = t;
+        t->wsi = wsi;
+        if (tun_session_new(&cfg, &t->s, err, sizeof(err)) != 0 ||
+            tun_ws_init(&t->ws, wsi, t->s) != 0) {
+            LOG_ERROR("cannot create the tunnel session", "error", err);
+            return -1;
+        }
+        t->connected_at_ms = ab_now_ms();
+        json_t *hello = json_pack("{s:s,s:s,s:i,s:[s,s,s]}", "cluster", t->cluster, "version",
+                                  AGENTBOX_VERSION, "protocol", 1, "services", "e2b", "data",
+                                  "native");
+        tun_session_send_json(t->s, TUN_HELLO, hello);
+        json_decref(hello);
+        tun_ws_want_write(&t->ws);
+        loop_timer_start(t->loop, &t->ping_timer, t->o.ping_interval_ms, ping_tick, t);
+        loop_timer_start(t->loop, &t->watchdog_timer, t->o.timeout_ms, watchdog_tick, t);
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_RECEIVE: {
+        if (!t->s || t->ws.closing)
+            return 0;
+        int rc = tun_ws_receive(&t->ws, in, len, lws_is_first_fragment(wsi),
+                                lws_is_final_fragment(wsi));
+        if (rc < 0) {
+            LOG_WARN("tunnel protocol error; reconnecting", "error",
+                     rc == AB_ELIMIT ? "message over 1 MiB" : tun_session_error(t->s));
+            ab_strlcpy(t->close_reason, "protocol error", sizeof(t->close_reason));
+            return -1;
+        }
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
+        tun_ws_pong(&t->ws);
+        return 0;
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        if (!t->s)
+            return -1;
+        return tun_ws_writeable(&t->ws);
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+        if (len > 2) {
+            size_t n = AB_MIN(len - 2, sizeof(t->close_reason) - 1);
+            memcpy(t->close_reason, (const char *)in + 2, n);
+            t->close_reason[n] = '\0';
+            if (strcmp(t->close_reason, "superseded") == 0)
+                LOG_ERROR("tunnel superseded: another agent connected with the same cluster id",
+                          "cluster", t->cluster);
+        }
+        return 0;
+    case LWS_CALLBACK_CLIENT_CLOSED: {
+        int64_t up = t->connected_at_ms ? ab_now_ms() - t->connected_at_ms : 0;
+        t->connected_at_ms = 0;
+        char why[160];
+        snprintf(why, sizeof(why), "%s", t->close_reason[0] ? t->close_reason : "connection closed");
+        teardown(t);
+        schedule_retry(t, up, why);
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int parse_url(struct agent_tunnel *t, const char *url, char *err, size_t errlen)
+{
+    const char *p;
+    if (strncmp(url, "wss://", 6) == 0) {
+        t->tls = true;
+        p = url + 6;
+    } else if (strncmp(url, "ws://", 5) == 0) {
+        p = url + 5;
+    } else {
+        snprintf(err, errlen, "hub_url '%s' must start with wss:// or ws://", url);
+        return AB_EINVAL;
+    }
+    const char *slash = strchr(p, '/');
+    size_t hl = slash ? (size_t)(slash - p) : strlen(p);
+    char hp[300];
+    if (hl == 0 || hl >= sizeof(hp)) {
+        snprintf(err, errlen, "hub_url '%s' has no host", url);
+        return AB_EINVAL;
+    }
+    memcpy(hp, p, hl);
+    hp[hl] = '\0';
+    char *colon = strrchr(hp, ':');
+    t->port = t->tls ? 443 : 80;
+    if (colon && !strchr(colon, ']')) {
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (*end || port <= 0 || port > 65535) {
+            snprintf(err, errlen, "hub_url '%s' has a bad port", url);
+            return AB_EINVAL;
+        }
+        t->port = (int)port;
+        *colon = '\0';
+    }
+    ab_strlcpy(t->host, hp, sizeof(t->host));
+    return 0;
+}
+
+int agent_tunnel_start(struct agent *a, const struct agent_tunnel_options *o,
+                       struct agent_tunnel **out, char *err, size_t errlen)
+{
+    struct agent_tunnel *t = calloc(1, sizeof(*t));
+    if (!t)
+        return AB_ENOMEM;
+    t->a = a;
+    t->loop = a->loop;
+    t->o = *o;
+    if (t->o.ping_interval_ms <= 0)
+        t->o.ping_interval_ms = 10000;
+    if (t->o.timeout_ms <= 0)
+        t->o.timeout_ms = 30000;
+    if (parse_url(t, o->hub_url, err, errlen)) {
+        free(t);
+        return AB_EINVAL;
+    }
+    ab_strlcpy(t->cluster, o->cluster, sizeof(t->cluster));
+    snprintf(t->auth, sizeof(t->auth), "Bearer %s", o->token);
+    tun_backoff_init(&t->bo, (uint32_t)(o->backoff_min_ms > 0 ? o->backoff_min_ms : 500),
+                     (uint32_t)(o->backoff_max_ms > 0 ? o->backoff_max_ms : 30000),
+                     (uint32_t)(o->backoff_reset_ms > 0 ? o->backoff_reset_ms : 60000));
+    tun_ep_callbacks_init(&t->cb);
+    t->cb.on_welcome = on_welcome;
+    t->cb.on_event = on_event;
+    t->cb.on_open = on_open;
+    t->cb.want_write = want_write;
+
+    struct metrics_registry *mr = metrics_default();
+    t->m_connected = metrics_register(mr, "agentbox_tunnel_connected",
+                                      "1 while the tunnel to the hub is established.",
+                                      METRIC_GAUGE, NULL, NULL, 0);
+    t->m_reconnects = metrics_register(mr, "agentbox_tunnel_reconnects_total",
+                                       "Tunnel connections lost or refused.", METRIC_COUNTER,
+                                       NULL, NULL, 0);
+    t->m_rtt = metrics_register(mr, "agentbox_tunnel_ping_rtt_seconds",
+                                "Round trip of the last WebSocket ping to the hub.",
+                                METRIC_GAUGE, NULL, NULL, 0);
+    t->m_streams = metrics_register(mr, "agentbox_tunnel_streams", "Open tunnel streams.",
+                                    METRIC_GAUGE, NULL, NULL, 0);
+    t->m_buffered = metrics_register(mr, "agentbox_tunnel_buffered_bytes",
+                                     "Bytes queued for sending on the tunnel.", METRIC_GAUGE,
+                                     NULL, NULL, 0);
+    t->m_stalls = metrics_register(mr, "agentbox_tunnel_window_stalls_total",
+                                   "Times a stream ran out of send credit with data queued.",
+                                   METRIC_COUNTER, NULL, NULL, 0);
+
+    t->protocols[0].name = PROTOCOL;
+    t->protocols[0].callback = client_callback;
+    t->protocols[0].rx_buffer_size = 64 * 1024;
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof(info));
+    info.vhost_name = "tunnel-client";
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    info.protocols = t->protocols;
+    if (o->hub_ca) {
+        ab_strlcpy(t->ca, o->hub_ca, sizeof(t->ca));
+        info.client_ssl_ca_filepath = t->ca;
+    }
+    t->vh = lws_create_vhost(loop_lws(a->loop), &info);
+    if (!t->vh) {
+        snprintf(err, errlen, "cannot set up the tunnel client (bad hub_ca '%s'?)",
+                 o->hub_ca ? o->hub_ca : "");
+        free(t);
+        return AB_EIO;
+    }
+    loop_timer_start(t->loop, &t->retry_timer, 0, connect_now, t);
+    loop_timer_start(t->loop, &t->stats_timer, STATS_INTERVAL_MS, stats_tick, t);
+    *out = t;
+    return 0;
+}
+
+void agent_tunnel_stop(struct agent_tunnel *t)
+{
+    if (!t)
+        return;
+    t->stopping = true;
+    loop_timer_cancel(&t->retry_timer);
+    loop_timer_cancel(&t->stats_timer);
+    if (t->wsi) /* the context closes it later: it must not find us */
+        lws_set_opaque_user_data(t->wsi, NULL);
+    teardown(t);
+    free(t);
+}

@@ -1,0 +1,108 @@
+/* Request authentication on the hub, and the identity context that the
+ * key, vault and internal routes share.
+ *
+ * A request carries an API key; the hub hashes it and looks the hash up in
+ * PostgreSQL on a database worker (no cache: a revocation through any hub or
+ * the CLI takes effect on the next request). Headers by surface:
+ *   AUTH_SURFACE_API  /api/v1/...  Authorization: Bearer agbx_…, then AGENTBOX-API-KEY;
+ *                     errors {"error": …, "errorCode": …}
+ *   AUTH_SURFACE_E2B  /e2b/...    X-API-Key, then AGENTBOX-API-KEY, then
+ *                     Authorization: Bearer; errors {"code": …, "message": …}
+ * 401 says which of missing / malformed / unknown / revoked / expired and
+ * what to do; a database outage is 503. Keys are never logged or echoed.
+ *
+ * Use of a key is recorded in memory and written to api_keys.last_used_at in
+ * one batch every scan interval; the same tick finds keys revoked (also by
+ * the CLI) or expired since the last one and passes them to the revocation
+ * hook (keys.h).
+ *
+ * Everything here runs on the loop thread. */
+#ifndef AGENTBOX_HUB_AUTH_H
+#define AGENTBOX_HUB_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentbox/http.h"
+#include "keys.h"
+
+struct loop;
+struct db_pool;
+struct hub;
+struct vault_keyring;
+
+#define AUTH_SCAN_INTERVAL_MS 10000 /* last_used batch and revocation scan */
+#define AUTH_USED_MAX 4096          /* distinct keys remembered between batches */
+
+struct auth_ctx;
+
+struct auth_options {
+    struct loop *loop;       /* not owned */
+    struct db_pool *db;      /* not owned; must outlive the context's jobs */
+    const char *hub_secret;  /* ≥ VAULT_HUB_SECRET_MIN bytes; copied into a key ring */
+    size_t hub_secret_len;
+    int64_t scan_interval_ms; /* 0 → AUTH_SCAN_INTERVAL_MS */
+};
+
+/* NULL with err on failure. Starts the scan timer. */
+struct auth_ctx *auth_new(const struct auth_options *o, char *err, size_t errlen);
+/* Cancels the timer, wipes the key ring. Call after db_pool_free (pending
+ * jobs' done() may still use the context) and before loop_free. */
+void auth_free(struct auth_ctx *a);
+
+const struct vault_keyring *auth_keyring(const struct auth_ctx *a);
+struct db_pool *auth_db(const struct auth_ctx *a);
+
+enum auth_surface { AUTH_SURFACE_API, AUTH_SURFACE_E2B };
+
+/* Runs on the loop thread with the caller's principal (valid during the
+ * call only); the handler then finishes ex as usual. */
+typedef void (*auth_ok_fn)(struct http_exchange *ex, const struct keys_principal *p, void *arg);
+
+/* Authenticates ex. On success ok(ex, principal, arg) runs later; on failure
+ * ex is answered (401 or 503) and ok never runs. arg must stay valid until
+ * one of the two happened. */
+void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s,
+                  auth_ok_fn ok, void *arg);
+
+/* For the tunnel: validates a key by its SHA-256 hex. cb runs on the loop
+ * thread exactly once when this returns 0: status 0 with ks KEYS_VALID and p
+ * set, or 0 with another ks (p NULL), or a negative ab_err (AB_EIO database
+ * down, AB_EBUSY queue full, AB_ECLOSED shutting down) with p NULL. Returns
+ * AB_EINVAL for a malformed hash (cb not called) or the db_submit error. */
+typedef void (*auth_validate_fn)(void *arg, int status, enum keys_status ks,
+                                 const struct keys_principal *p);
+int auth_validate_hash(struct auth_ctx *a, const char *hash, auth_validate_fn cb, void *arg);
+
+/* {keyId, name, team, user, namespace, role, mode, expiresAt}: no hash, no token. */
+json_t *auth_principal_json(const struct keys_principal *p);
+
+/* Records that a key was used (batched into last_used_at). */
+void auth_mark_used(struct auth_ctx *a, const char *key_id);
+
+/* Error bodies: API surface {"error": msg, "errorCode": code}. */
+void auth_respond_api_error(struct http_exchange *ex, int status, const char *code,
+                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The answer to a failed db_submit or job status (503 naming the cause; 500
+ * never), in the surface's error shape. err: the job's message or "". */
+void auth_respond_db_error(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s,
+                           int status, const char *err);
+
+/* --- wiring into `serve` --------------------------------------------------------- */
+
+/* Loads the hub secret (secret_value, else the first line of secret_file;
+ * missing or short → AB_EINVAL saying how to make one), creates the
+ * process's identity context and adds every identity route: /api/v1/auth/whoami,
+ * /api/v1/api-keys, /api/v1/admin/api-keys, /e2b/secrets on the API router,
+ * and /internal/v1/keys/validate, /internal/v1/vault/resolve on the internal
+ * (tunnel-only) router. Between hub_init and hub_start. */
+int hub_identity_start(struct hub *h, const char *secret_value, const char *secret_file,
+                       char *err, size_t errlen);
+/* The context hub_identity_start made (NULL before), for the tunnel code. */
+struct auth_ctx *hub_identity_ctx(void);
+/* In hub_fini after db_pool_free (pending jobs' done() still use the
+ * context), before loop_free. Safe when never started. */
+void hub_identity_stop(void);
+
+#endif

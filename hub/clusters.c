@@ -1,0 +1,740 @@
+/* The cluster registry of a running hub: the clusters table in memory
+ * (clusters_table.c), reloaded from PostgreSQL every 2 s, session rows in
+ * cluster_sessions, batched last_seen writes, GET /api/clusters.
+ *
+ * Loop thread only. Database work runs as db pool jobs; each job struct owns
+ * its inputs and outputs, and its done() applies the result on the loop.
+ * clusters_free while jobs are in flight leaves the struct "closing": the
+ * last done() frees it. */
+#include "clusters.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "clusters_table.h"
+#include "db.h"
+#include "hub.h"
+
+#define CLUSTERS_ERR_MAX 256
+#define CLUSTERS_INSTANCE_MAX 96
+/* Disconnected session rows older than this are deleted when the cluster
+ * opens a new session, so reconnect loops cannot grow the table without end. */
+#define CLUSTERS_SESSION_KEEP "7 days"
+
+struct clusters {
+    struct hub *hub;
+    struct loop *loop;
+    struct db_pool *db;
+    struct clusters_table table;
+    struct loop_timer refresh_timer;
+    struct loop_timer flush_timer;
+    bool refreshing;    /* a refresh job is in flight */
+    bool refresh_again; /* refresh_now came while one was in flight */
+    bool closing;       /* clusters_free ran; the last done() frees */
+    int inflight;       /* jobs submitted, done() not yet run */
+    bool failing;       /* the last refresh failed (logged once per episode) */
+    char last_error[CLUSTERS_ERR_MAX];
+    char instance[CLUSTERS_INSTANCE_MAX];
+    void (*revoke_fn)(void *arg, const char *cluster_id, const char *reason);
+    void *revoke_arg;
+};
+
+static void destroy(struct clusters *c)
+{
+    clusters_table_free(&c->table);
+    free(c);
+}
+
+/* Every done() ends with this: returns true when c is gone (or going). */
+static bool job_finished(struct clusters *c)
+{
+    c->inflight--;
+    if (c->closing) {
+        if (c->inflight == 0)
+            destroy(c);
+        return true;
+    }
+    return false;
+}
+
+static int submit(struct clusters *c, db_job_fn job, db_done_fn done, void *arg)
+{
+    int rc = db_submit(c->db, job, done, arg);
+
+    if (rc == 0)
+        c->inflight++;
+    return rc;
+}
+
+/* Rolls back after a failed statement inside a transaction, so the
+ * connection goes back idle (db.h). */
+static void rollback(PGconn *conn)
+{
+    PQclear(PQexec(conn, "ROLLBACK"));
+}
+
+static void sql_error(PGconn *conn, const PGresult *r, const char *what, char *err, size_t errlen)
+{
+    const char *state = r != NULL ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    const char *hint = "";
+    char line[200];
+
+    /* 42P01 undefined table, 42703 undefined column: the schema is behind. */
+    if (state != NULL && (strcmp(state, "42P01") == 0 || strcmp(state, "42703") == 0))
+        hint = " (run 'agentbox-hub migrate')";
+    snprintf(err, errlen, "%s: %s%s", what, db_error_line(conn, r, line, sizeof(line)), hint);
+}
+
+/* --- refresh ------------------------------------------------------------------ */
+
+struct refresh_job {
+    struct clusters *c;
+    struct clusters_row *rows; /* owned */
+    size_t n;
+    char err[CLUSTERS_ERR_MAX];
+};
+
+static const char REFRESH_SQL[] =
+    "SELECT c.id, c.name, c.region, c.token_hash, c.disabled, COALESCE(s.epoch, 0), "
+    "COALESCE((extract(epoch FROM s.last_seen) * 1000)::bigint, 0), "
+    "COALESCE(s.disconnected_at IS NULL AND s.last_seen > now() - make_interval(secs => $1), "
+    "false), COALESCE(s.agent_version, '') "
+    "FROM clusters c LEFT JOIN LATERAL (SELECT epoch, last_seen, disconnected_at, agent_version "
+    "FROM cluster_sessions WHERE cluster_id = c.id ORDER BY epoch DESC LIMIT 1) s ON true "
+    "ORDER BY c.id LIMIT $2";
+
+static int refresh_run(PGconn *conn, void *arg)
+{
+    struct refresh_job *j = arg;
+    char window[16], limit[16];
+    const char *vals[2] = {window, limit};
+    PGresult *r;
+    int rc = 0, n;
+
+    snprintf(window, sizeof(window), "%d", CLUSTERS_ONLINE_WINDOW_S);
+    snprintf(limit, sizeof(limit), "%d", CLUSTERS_MAX + 1);
+    r = PQexecParams(conn, REFRESH_SQL, 2, NULL, vals, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        sql_error(conn, r, "cannot read the clusters table", j->err, sizeof(j->err));
+        rc = AB_EIO;
+        goto out;
+    }
+    n = PQntuples(r);
+    if (n > CLUSTERS_MAX) {
+        snprintf(j->err, sizeof(j->err),
+                 "more than %d clusters registered: the hub keeps at most CLUSTERS_MAX in memory",
+                 CLUSTERS_MAX);
+        rc = AB_ELIMIT;
+        goto out;
+    }
+    if (n > 0) {
+        j->rows = calloc((size_t)n, sizeof(*j->rows));
+        if (j->rows == NULL) {
+            snprintf(j->err, sizeof(j->err), "out of memory reading %d clusters", n);
+            rc = AB_ENOMEM;
+            goto out;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        struct clusters_row *row = &j->rows[i];
+
+        ab_strlcpy(row->id, PQgetvalue(r, i, 0), sizeof(row->id));
+        ab_strlcpy(row->name, PQgetvalue(r, i, 1), sizeof(row->name));
+        ab_strlcpy(row->region, PQgetvalue(r, i, 2), sizeof(row->region));
+        ab_strlcpy(row->token_hash, PQgetvalue(r, i, 3), sizeof(row->token_hash));
+        row->disabled = PQgetvalue(r, i, 4)[0] == 't';
+        row->db_epoch = strtoll(PQgetvalue(r, i, 5), NULL, 10);
+        row->db_last_seen_ms = strtoll(PQgetvalue(r, i, 6), NULL, 10);
+        row->db_online = PQgetvalue(r, i, 7)[0] == 't';
+        ab_strlcpy(row->agent_version, PQgetvalue(r, i, 8), sizeof(row->agent_version));
+    }
+    j->n = (size_t)n;
+out:
+    PQclear(r);
+    return rc;
+}
+
+static void start_refresh(struct clusters *c);
+
+static void refresh_failed(struct clusters *c, const char *why)
+{
+    if (!c->failing || strcmp(c->last_error, why) != 0)
+        LOG_WARN("cannot refresh the cluster registry; retrying every 2 s", "error", why);
+    c->failing = true;
+    ab_strlcpy(c->last_error, why, sizeof(c->last_error));
+}
+
+static void refresh_done(void *arg, int status)
+{
+    struct refresh_job *j = arg;
+    struct clusters *c = j->c;
+    struct clusters_revocation *revs = NULL;
+    size_t nrevs = 0;
+    bool was_loaded;
+    int rc;
+
+    if (job_finished(c))
+        goto out;
+    c->refreshing = false;
+    if (status != 0) {
+        char why[CLUSTERS_ERR_MAX];
+
+        if (j->err[0] != '\0')
+            ab_strlcpy(why, j->err, sizeof(why));
+        else
+            db_pool_last_error(c->db, why, sizeof(why));
+        refresh_failed(c, why[0] != '\0' ? why : ab_strerror(status));
+        goto again;
+    }
+    if (c->table.n > 0) {
+        revs = calloc(c->table.n, sizeof(*revs));
+        if (revs == NULL) {
+            refresh_failed(c, "out of memory applying a refresh");
+            goto again;
+        }
+    }
+    was_loaded = c->table.loaded;
+    rc = clusters_table_replace(&c->table, j->rows, j->n, revs, &nrevs);
+    if (rc != 0) {
+        refresh_failed(c, rc == AB_EINVAL ? "duplicate cluster id in a refresh"
+                                          : "out of memory applying a refresh");
+        goto again;
+    }
+    if (c->failing || !was_loaded) {
+        char count[24];
+
+        snprintf(count, sizeof(count), "%zu", j->n);
+        LOG_INFO("cluster registry loaded", "clusters", count);
+    }
+    c->failing = false;
+    c->last_error[0] = '\0';
+    /* Hooks last: they may call back into the registry. */
+    for (size_t i = 0; i < nrevs; i++) {
+        LOG_INFO("cluster session revoked", "cluster", revs[i].id, "reason", revs[i].reason);
+        if (c->revoke_fn != NULL)
+            c->revoke_fn(c->revoke_arg, revs[i].id, revs[i].reason);
+    }
+again:
+    if (c->refresh_again) {
+        c->refresh_again = false;
+        start_refresh(c);
+    }
+out:
+    free(revs);
+    free(j->rows);
+    free(j);
+}
+
+static void start_refresh(struct clusters *c)
+{
+    struct refresh_job *j;
+    int rc;
+
+    if (c->refreshing) {
+        c->refresh_again = true;
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        refresh_failed(c, "out of memory starting a refresh");
+        return;
+    }
+    j->c = c;
+    rc = submit(c, refresh_run, refresh_done, j);
+    if (rc != 0) {
+        char why[CLUSTERS_ERR_MAX], line[200];
+
+        free(j);
+        if (rc == AB_EIO && db_pool_last_error(c->db, line, sizeof(line))[0] != '\0')
+            snprintf(why, sizeof(why), "database unavailable: %s", line);
+        else
+            snprintf(why, sizeof(why), "database unavailable: %s", ab_strerror(rc));
+        refresh_failed(c, why);
+        return;
+    }
+    c->refreshing = true;
+}
+
+static void refresh_tick(struct loop_timer *t)
+{
+    struct clusters *c = t->arg;
+
+    start_refresh(c);
+    loop_timer_start(c->loop, &c->refresh_timer, CLUSTERS_REFRESH_MS, refresh_tick, c);
+}
+
+void clusters_refresh_now(struct clusters *c)
+{
+    if (c != NULL && !c->closing)
+        start_refresh(c);
+}
+
+bool clusters_is_loaded(struct clusters *c)
+{
+    return c != NULL && c->table.loaded;
+}
+
+const char *clusters_hub_instance(struct clusters *c)
+{
+    return c->instance;
+}
+
+/* --- sessions ------------------------------------------------------------------- */
+
+struct begin_job {
+    struct clusters *c;
+    char id[25];
+    char version[64];
+    char instance[CLUSTERS_INSTANCE_MAX];
+    void (*done)(void *arg, int status, int64_t epoch);
+    void *arg;
+    int64_t epoch;
+    char err[CLUSTERS_ERR_MAX];
+};
+
+static int begin_run(PGconn *conn, void *arg)
+{
+    struct begin_job *j = arg;
+    const char *vals[3] = {j->id, j->instance, j->version};
+    PGresult *r;
+    int rc = 0;
+
+    r = PQexec(conn, "BEGIN");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        sql_error(conn, r, "cannot start a transaction", j->err, sizeof(j->err));
+        PQclear(r);
+        return AB_EIO;
+    }
+    PQclear(r);
+    /* FOR SHARE: a concurrent disable waits for this session to be recorded
+     * (and then revokes it) instead of racing it. */
+    r = PQexecParams(conn, "SELECT disabled FROM clusters WHERE id = $1 FOR SHARE", 1, NULL, vals,
+                     NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        sql_error(conn, r, "cannot read the cluster", j->err, sizeof(j->err));
+        rc = AB_EIO;
+        goto fail;
+    }
+    if (PQntuples(r) == 0) {
+        snprintf(j->err, sizeof(j->err), "cluster '%s' is not registered", j->id);
+        rc = AB_ENOENT;
+        goto fail;
+    }
+    if (PQgetvalue(r, 0, 0)[0] == 't') {
+        snprintf(j->err, sizeof(j->err), "cluster '%s' is disabled", j->id);
+        rc = AB_EDENIED;
+        goto fail;
+    }
+    PQclear(r);
+    r = PQexecParams(conn,
+                     "WITH closed AS (UPDATE cluster_sessions SET connected = false, "
+                     "disconnected_at = now() WHERE cluster_id = $1 AND connected), "
+                     "pruned AS (DELETE FROM cluster_sessions WHERE cluster_id = $1 AND NOT "
+                     "connected AND disconnected_at < now() - interval '" CLUSTERS_SESSION_KEEP
+                     "') INSERT INTO cluster_sessions (cluster_id, hub_instance, agent_version) "
+                     "VALUES ($1, $2, $3) RETURNING epoch",
+                     3, NULL, vals, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        sql_error(conn, r, "cannot record the session", j->err, sizeof(j->err));
+        rc = AB_EIO;
+        goto fail;
+    }
+    j->epoch = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    r = PQexec(conn, "COMMIT");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        sql_error(conn, r, "cannot commit the session", j->err, sizeof(j->err));
+        j->epoch = 0;
+        rc = AB_EIO;
+    }
+    PQclear(r);
+    return rc;
+fail:
+    PQclear(r);
+    rollback(conn);
+    return rc;
+}
+
+static void begin_done(void *arg, int status)
+{
+    struct begin_job *j = arg;
+    struct clusters *c = j->c;
+
+    if (!c->closing && status == 0) {
+        struct clusters_entry *e = clusters_table_find(&c->table, j->id);
+
+        /* The next refresh would say the same; the API should not wait for it. */
+        if (e != NULL && e->row.db_epoch < j->epoch) {
+            e->row.db_epoch = j->epoch;
+            e->row.db_online = false;
+            ab_strlcpy(e->row.agent_version, j->version, sizeof(e->row.agent_version));
+        }
+    }
+    if (status != 0 && status != AB_ENOENT && status != AB_EDENIED)
+        LOG_WARN("cannot record a tunnel session", "cluster", j->id, "error",
+                 j->err[0] != '\0' ? j->err : ab_strerror(status));
+    job_finished(c);
+    j->done(j->arg, status, status == 0 ? j->epoch : 0);
+    free(j);
+}
+
+int clusters_session_begin(struct clusters *c, const char *cluster_id, const char *agent_version,
+                           void (*done)(void *arg, int status, int64_t epoch), void *arg)
+{
+    struct begin_job *j;
+    int rc;
+
+    if (c->closing)
+        return AB_ECLOSED;
+    if (cluster_id == NULL || strlen(cluster_id) >= sizeof(j->id) || done == NULL)
+        return AB_EINVAL;
+    j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return AB_ENOMEM;
+    j->c = c;
+    ab_strlcpy(j->id, cluster_id, sizeof(j->id));
+    ab_strlcpy(j->version, agent_version != NULL ? agent_version : "", sizeof(j->version));
+    ab_strlcpy(j->instance, c->instance, sizeof(j->instance));
+    j->done = done;
+    j->arg = arg;
+    rc = submit(c, begin_run, begin_done, j);
+    if (rc != 0)
+        free(j);
+    return rc;
+}
+
+void clusters_session_online(struct clusters *c, const char *cluster_id, int64_t epoch)
+{
+    if (c == NULL || c->closing)
+        return;
+    clusters_table_online(&c->table, cluster_id, epoch, ab_wall_ms());
+}
+
+struct end_job {
+    struct clusters *c;
+    char id[25];
+    int64_t epoch;
+    char err[CLUSTERS_ERR_MAX];
+};
+
+static int end_run(PGconn *conn, void *arg)
+{
+    struct end_job *j = arg;
+    char epoch[24];
+    const char *vals[1] = {epoch};
+    PGresult *r;
+    int rc = 0;
+
+    snprintf(epoch, sizeof(epoch), "%" PRId64, j->epoch);
+    r = PQexecParams(conn,
+                     "UPDATE cluster_sessions SET connected = false, disconnected_at = now() "
+                     "WHERE epoch = $1 AND connected",
+                     1, NULL, vals, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        sql_error(conn, r, "cannot record the disconnection", j->err, sizeof(j->err));
+        rc = AB_EIO;
+    }
+    PQclear(r);
+    return rc;
+}
+
+static void end_done(void *arg, int status)
+{
+    struct end_job *j = arg;
+    char epoch[24];
+
+    if (status != 0) {
+        snprintf(epoch, sizeof(epoch), "%" PRId64, j->epoch);
+        LOG_WARN("cannot record a tunnel disconnection (the session turns offline in the "
+                 "database once last_seen is 30 s old)",
+                 "cluster", j->id, "epoch", epoch, "error",
+                 j->err[0] != '\0' ? j->err : ab_strerror(status));
+    }
+    job_finished(j->c);
+    free(j);
+}
+
+void clusters_session_end(struct clusters *c, const char *cluster_id, int64_t epoch)
+{
+    struct end_job *j;
+
+    if (c == NULL || c->closing || cluster_id == NULL || epoch <= 0)
+        return;
+    clusters_table_end(&c->table, cluster_id, epoch);
+    j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return;
+    j->c = c;
+    ab_strlcpy(j->id, cluster_id, sizeof(j->id));
+    j->epoch = epoch;
+    if (submit(c, end_run, end_done, j) != 0) {
+        LOG_WARN("cannot queue a tunnel disconnection write", "cluster", cluster_id);
+        free(j);
+    }
+}
+
+void clusters_set_revoke_hook(struct clusters *c,
+                              void (*fn)(void *arg, const char *cluster_id, const char *reason),
+                              void *arg)
+{
+    c->revoke_fn = fn;
+    c->revoke_arg = arg;
+}
+
+/* --- last_seen ------------------------------------------------------------------ */
+
+void clusters_touch(struct clusters *c, const char *cluster_id, int64_t epoch)
+{
+    if (c == NULL || c->closing)
+        return;
+    clusters_table_touch(&c->table, cluster_id, epoch, ab_wall_ms());
+}
+
+struct flush_job {
+    struct clusters *c;
+    char *epochs; /* owned: a PostgreSQL array literal "{1,2,3}" */
+    char err[CLUSTERS_ERR_MAX];
+};
+
+static int flush_run(PGconn *conn, void *arg)
+{
+    struct flush_job *j = arg;
+    const char *vals[1] = {j->epochs};
+    PGresult *r;
+    int rc = 0;
+
+    r = PQexecParams(conn,
+                     "UPDATE cluster_sessions SET last_seen = now() "
+                     "WHERE epoch = ANY($1::bigint[]) AND connected",
+                     1, NULL, vals, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        sql_error(conn, r, "cannot write last_seen", j->err, sizeof(j->err));
+        rc = AB_EIO;
+    }
+    PQclear(r);
+    return rc;
+}
+
+static void flush_done(void *arg, int status)
+{
+    struct flush_job *j = arg;
+
+    if (status != 0)
+        LOG_WARN("cannot write cluster last_seen (retried with the next touches)", "error",
+                 j->err[0] != '\0' ? j->err : ab_strerror(status));
+    job_finished(j->c);
+    free(j->epochs);
+    free(j);
+}
+
+static void flush_touched(struct clusters *c)
+{
+    struct flush_job *j = NULL;
+    int64_t *epochs = NULL;
+    size_t n, cap = c->table.n, len = 0, size;
+
+    if (cap == 0)
+        return;
+    epochs = calloc(cap, sizeof(*epochs));
+    if (epochs == NULL)
+        return;
+    n = clusters_table_take_touched(&c->table, epochs, cap);
+    if (n == 0)
+        goto out;
+    j = calloc(1, sizeof(*j));
+    size = n * 21 + 3; /* each epoch: at most 19 digits and a comma */
+    if (j == NULL || (j->epochs = malloc(size)) == NULL)
+        goto out;
+    j->epochs[len++] = '{';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(j->epochs + len, size - len, "%s%" PRId64, i > 0 ? "," : "",
+                                epochs[i]);
+    snprintf(j->epochs + len, size - len, "}");
+    j->c = c;
+    if (submit(c, flush_run, flush_done, j) == 0)
+        j = NULL;
+out:
+    if (j != NULL)
+        free(j->epochs);
+    free(j);
+    free(epochs);
+}
+
+static void flush_tick(struct loop_timer *t)
+{
+    struct clusters *c = t->arg;
+
+    flush_touched(c);
+    loop_timer_start(c->loop, &c->flush_timer, CLUSTERS_TOUCH_FLUSH_MS, flush_tick, c);
+}
+
+/* --- lookups and the API ------------------------------------------------------------ */
+
+int clusters_check_token(struct clusters *c, const char *cluster_id, const char *token, char *why,
+                         size_t whylen)
+{
+    return clusters_table_check_token(&c->table, cluster_id, token, why, whylen);
+}
+
+int clusters_get(struct clusters *c, const char *cluster_id, struct cluster_info *out)
+{
+    struct clusters_entry *e = clusters_table_find(&c->table, cluster_id);
+
+    if (e == NULL)
+        return AB_ENOENT;
+    clusters_table_info(e, out);
+    return 0;
+}
+
+static json_t *info_json(const struct cluster_info *ci)
+{
+    char seen[32];
+    json_t *o = json_object();
+
+    if (o == NULL)
+        return NULL;
+    clusters_format_time(ci->last_seen_ms, seen, sizeof(seen));
+    json_object_set_new(o, "id", json_string(ci->id));
+    json_object_set_new(o, "name", json_string(ci->name));
+    json_object_set_new(o, "region", json_string(ci->region));
+    json_object_set_new(o, "online", json_boolean(ci->online));
+    json_object_set_new(o, "disabled", json_boolean(ci->disabled));
+    json_object_set_new(o, "lastSeen",
+                        ci->last_seen_ms > 0 && seen[0] != '\0' ? json_string(seen) : json_null());
+    json_object_set_new(o, "agentVersion",
+                        ci->agent_version[0] != '\0' ? json_string(ci->agent_version)
+                                                     : json_null());
+    return o;
+}
+
+static bool answer_not_loaded(struct clusters *c, struct http_exchange *ex)
+{
+    if (c->table.loaded)
+        return false;
+    http_respond_error(ex, 503, "cluster registry not loaded yet: %s",
+                       c->last_error[0] != '\0' ? c->last_error : "first refresh in progress");
+    return true;
+}
+
+static void api_list(struct http_exchange *ex, void *arg)
+{
+    struct clusters *c = arg;
+    json_t *body, *arr;
+
+    if (answer_not_loaded(c, ex))
+        return;
+    body = json_object();
+    arr = json_array();
+    if (body == NULL || arr == NULL)
+        goto oom;
+    for (size_t i = 0; i < c->table.n; i++) {
+        struct cluster_info ci;
+
+        clusters_table_info(&c->table.v[i], &ci);
+        if (json_array_append_new(arr, info_json(&ci)) != 0)
+            goto oom;
+    }
+    json_object_set_new(body, "clusters", arr);
+    http_respond_json(ex, 200, body);
+    return;
+oom:
+    json_decref(arr);
+    json_decref(body);
+    http_respond_error(ex, 503, "out of memory listing clusters");
+}
+
+static void api_get(struct http_exchange *ex, void *arg)
+{
+    struct clusters *c = arg;
+    const char *id = http_param(ex, "id");
+    struct cluster_info ci;
+    json_t *o;
+
+    if (answer_not_loaded(c, ex))
+        return;
+    if (id == NULL || clusters_get(c, id, &ci) != 0) {
+        http_respond_error(ex, 404, "no cluster '%.64s': list the clusters with GET /api/clusters",
+                           id != NULL ? id : "");
+        return;
+    }
+    o = info_json(&ci);
+    if (o == NULL) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    http_respond_json(ex, 200, o);
+}
+
+int clusters_add_routes(struct hub *h, struct clusters *c, char *err, size_t errlen)
+{
+    const struct http_route routes[] = {
+        {"GET", "/api/clusters", api_list, c, 0},
+        {"GET", "/api/clusters/{id}", api_get, c, 0},
+    };
+
+    return hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
+}
+
+/* --- lifetime --------------------------------------------------------------------- */
+
+static void make_instance(char *out, size_t len)
+{
+    char host[64] = "";
+    uint8_t rnd[4] = {0};
+    char hex[9];
+
+    if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+        ab_strlcpy(host, "hub", sizeof(host));
+    host[sizeof(host) - 1] = '\0';
+    crypto_random(rnd, sizeof(rnd));
+    crypto_hex_encode(rnd, sizeof(rnd), hex);
+    snprintf(out, len, "%s-%s", host, hex);
+}
+
+int clusters_new(struct hub *h, struct clusters **out, char *err, size_t errlen)
+{
+    struct clusters *c;
+
+    *out = NULL;
+    if (h == NULL || h->loop == NULL || h->db == NULL) {
+        snprintf(err, errlen, "clusters_new needs an initialised hub (hub_init first)");
+        return AB_EINVAL;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory creating the cluster registry");
+        return AB_ENOMEM;
+    }
+    c->hub = h;
+    c->loop = h->loop;
+    c->db = h->db;
+    make_instance(c->instance, sizeof(c->instance));
+    loop_timer_start(c->loop, &c->refresh_timer, 0, refresh_tick, c);
+    loop_timer_start(c->loop, &c->flush_timer, CLUSTERS_TOUCH_FLUSH_MS, flush_tick, c);
+    *out = c;
+    return 0;
+}
+
+void clusters_free(struct clusters *c)
+{
+    if (c == NULL)
+        return;
+    loop_timer_cancel(&c->refresh_timer);
+    loop_timer_cancel(&c->flush_timer);
+    c->revoke_fn = NULL;
+    if (c->inflight > 0) {
+        c->closing = true;
+        return;
+    }
+    destroy(c);
+}

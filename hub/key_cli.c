@@ -1,0 +1,352 @@
+/* `agentbox-hub key …` and `agentbox-hub team …`: synchronous CLIs over
+ * libpq (never inside `serve`). */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "agentbox/common.h"
+#include "agentbox/config.h"
+#include "db.h"
+#include "iam.h"
+#include "keys.h"
+#include "vault.h"
+
+struct key_cli_config {
+    char *database_url;
+    int64_t connect_timeout_ms;
+    char *hub_secret;
+    char *hub_secret_file;
+    char *team;
+    char *user;
+    char *name;
+    bool agent;
+    bool admin;
+    int64_t expires_ms;
+    bool all;
+};
+
+#define KOPT(field) offsetof(struct key_cli_config, field)
+
+static const struct cfg_option key_options[] = {
+    {"database_url", CFG_STRING, NULL, false, KOPT(database_url),
+     "PostgreSQL URL (postgres://user:pass@host/db); unset: libpq's PG* variables", "DATABASE_URL"},
+    {"db_connect_timeout", CFG_DURATION, "10s", false, KOPT(connect_timeout_ms),
+     "give up connecting to PostgreSQL after this", NULL},
+    {"hub_secret", CFG_STRING, NULL, false, KOPT(hub_secret),
+     "the hub secret (create: encrypts the stored token); prefer the environment or a file", NULL},
+    {"hub_secret_file", CFG_STRING, NULL, false, KOPT(hub_secret_file),
+     "file holding the hub secret (first line)", NULL},
+    {"team", CFG_STRING, NULL, false, KOPT(team), "create: the key's team", NULL},
+    {"user", CFG_STRING, NULL, false, KOPT(user), "create: the key's user", NULL},
+    {"name", CFG_STRING, "", false, KOPT(name), "create: a description", NULL},
+    {"agent", CFG_BOOL, "false", false, KOPT(agent),
+     "create: agent mode (may not mint keys; native writes need approval)", NULL},
+    {"admin", CFG_BOOL, "false", false, KOPT(admin), "create: role admin instead of tenant", NULL},
+    {"expires", CFG_DURATION, "0", false, KOPT(expires_ms),
+     "create: the key expires after this (e.g. 720h, 90s); 0 never", NULL},
+    {"all", CFG_BOOL, "false", false, KOPT(all), "list: include revoked keys", NULL},
+};
+
+static const char KEY_USAGE[] =
+    "agentbox-hub key create --team T --user U [--name N] [--agent] [--admin] [--expires D]\n"
+    "       agentbox-hub key list [--team T] [--user U] [--all]\n"
+    "       agentbox-hub key revoke ID";
+static const char KEY_DESCRIPTION[] =
+    "Manages API keys (agbx_…) in PostgreSQL. create prints the new key once, alone on\n"
+    "stdout's last line; only its SHA-256 and an encrypted copy are stored (the hub\n"
+    "secret is needed to encrypt it). revoke takes effect on the hub's next request and\n"
+    "reaches agents within the hub's scan interval.\n"
+    "Exit status: 0 done, 1 failed, 2 bad usage.";
+
+PGconn *keys_cli_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
+{
+    const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
+    char timeout[24], line[256];
+    const char *vals[4];
+    PGconn *c;
+
+    snprintf(timeout, sizeof(timeout), "%lld",
+             (long long)(timeout_ms < 2000 ? 2 : (timeout_ms + 999) / 1000));
+    vals[0] = url != NULL && url[0] != '\0' ? url : NULL;
+    vals[1] = timeout;
+    vals[2] = "agentbox-hub-cli";
+    vals[3] = NULL;
+    if (vals[0] == NULL) {
+        keys[0] = "connect_timeout";
+        keys[1] = "application_name";
+        keys[2] = NULL;
+        vals[0] = timeout;
+        vals[1] = "agentbox-hub-cli";
+        vals[2] = NULL;
+    }
+    c = PQconnectdbParams(keys, vals, 1);
+    if (c == NULL || PQstatus(c) != CONNECTION_OK) {
+        snprintf(err, errlen,
+                 "cannot connect to PostgreSQL: %s (set --database-url, DATABASE_URL or PG* "
+                 "variables)",
+                 c != NULL ? db_error_line(c, NULL, line, sizeof(line)) : "out of memory");
+        PQfinish(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Loads the hub secret of a CLI into a key ring. */
+int keys_cli_keyring(const char *value, const char *file, const char *prev_file,
+                     struct vault_keyring *kr, char *err, size_t errlen)
+{
+    char *s = NULL, *p = NULL;
+    size_t n = 0, pn = 0;
+    int rc;
+
+    rc = vault_hub_secret_load("hub_secret", value, file, &s, &n, err, errlen);
+    if (rc == 0 && prev_file != NULL && prev_file[0] != '\0')
+        rc = vault_hub_secret_load("previous_hub_secret", NULL, prev_file, &p, &pn, err, errlen);
+    if (rc == 0)
+        rc = vault_keyring_init(kr, s, n, p, pn, err, errlen);
+    if (s != NULL)
+        OPENSSL_cleanse(s, n);
+    if (p != NULL)
+        OPENSSL_cleanse(p, pn);
+    free(s);
+    free(p);
+    return rc;
+}
+
+static const char *str_or(json_t *o, const char *k, const char *def)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+
+    return s != NULL ? s : def;
+}
+
+static int key_list(PGconn *c, const struct key_cli_config *cfg, char *err, size_t errlen)
+{
+    json_t *arr = NULL, *k;
+    size_t i;
+    int rc;
+
+    rc = keys_list_conn(c, NULL, cfg->team, cfg->user, cfg->all, &arr, err, errlen);
+    if (rc != 0)
+        return rc;
+    printf("%-19s  %-9s  %-16s  %-16s  %-24s  %-6s  %-12s  %-20s  %-20s  %s\n", "ID", "PREFIX",
+           "TEAM", "USER", "NAMESPACE", "ROLE", "MODE", "CREATED", "EXPIRES", "STATUS");
+    json_array_foreach(arr, i, k) {
+        const char *status = "active";
+        if (str_or(k, "revokedAt", NULL) != NULL)
+            status = "revoked";
+        printf("%-19s  %-9s  %-16s  %-16s  %-24s  %-6s  %-12s  %-20s  %-20s  %s\n",
+               str_or(k, "id", ""), str_or(k, "prefix", ""), str_or(k, "team", ""),
+               str_or(k, "user", ""), str_or(k, "namespace", ""), str_or(k, "role", ""),
+               str_or(k, "mode", ""), str_or(k, "createdAt", ""), str_or(k, "expiresAt", "never"),
+               status);
+    }
+    printf("%zu key(s)\n", json_array_size(arr));
+    json_decref(arr);
+    return 0;
+}
+
+static int key_create(PGconn *c, const struct key_cli_config *cfg, char *err, size_t errlen)
+{
+    struct keys_create_request rq = {0};
+    struct vault_keyring kr;
+    char token[KEYS_TOKEN_LEN + 1];
+    json_t *k = NULL;
+    int rc;
+
+    if (cfg->team == NULL || cfg->user == NULL) {
+        snprintf(err, errlen, "create needs --team and --user");
+        return AB_EINVAL;
+    }
+    rc = keys_cli_keyring(cfg->hub_secret, cfg->hub_secret_file, NULL, &kr, err, errlen);
+    if (rc != 0)
+        return rc;
+    rq.team = cfg->team;
+    rq.user = cfg->user;
+    rq.name = cfg->name;
+    rq.role = cfg->admin ? KEYS_ROLE_ADMIN : KEYS_ROLE_TENANT;
+    rq.mode = cfg->agent ? KEYS_MODE_AGENT : KEYS_MODE_UNRESTRICTED;
+    rq.expires_in_ms = cfg->expires_ms;
+    rq.actor = "cli";
+    rc = keys_create_conn(c, &kr, &rq, token, &k, err, errlen);
+    vault_keyring_clear(&kr);
+    if (rc != 0)
+        return rc;
+    printf("created api key %s (%s) for %s/%s in namespace %s, role %s, mode %s, expires %s\n",
+           str_or(k, "id", ""), str_or(k, "prefix", ""), cfg->team, cfg->user,
+           str_or(k, "namespace", ""), str_or(k, "role", ""), str_or(k, "mode", ""),
+           str_or(k, "expiresAt", "never"));
+    printf("the key is shown once; store it now:\n%s\n", token);
+    OPENSSL_cleanse(token, sizeof(token));
+    json_decref(k);
+    return 0;
+}
+
+int keys_cli_main(int argc, char **argv)
+{
+    struct key_cli_config cfg;
+    struct cfg_result res;
+    char err[1024] = "";
+    const char *sub;
+    PGconn *c = NULL;
+    int rc;
+
+    memset(&cfg, 0, sizeof(cfg));
+    rc = cfg_load(key_options, AB_ARRAY_LEN(key_options), &cfg, argc, argv, &res, err,
+                  sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "agentbox-hub key: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    if (res.help || res.npositional == 0) {
+        cfg_print_help(res.help ? stdout : stderr, KEY_USAGE, KEY_DESCRIPTION, key_options,
+                       AB_ARRAY_LEN(key_options));
+        rc = res.help ? 0 : 2;
+        goto out;
+    }
+    sub = res.positional[0];
+    if (strcmp(sub, "create") != 0 && strcmp(sub, "list") != 0 && strcmp(sub, "revoke") != 0) {
+        fprintf(stderr, "agentbox-hub key: unknown command '%s': use create, list or revoke\n",
+                sub);
+        rc = 2;
+        goto out;
+    }
+    if (res.npositional != (strcmp(sub, "revoke") == 0 ? 2 : 1)) {
+        fprintf(stderr, "agentbox-hub key %s: %s\n", sub,
+                strcmp(sub, "revoke") == 0 ? "takes exactly one key id (see key list)"
+                                           : "takes no arguments besides flags");
+        rc = 2;
+        goto out;
+    }
+    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
+    if (c == NULL) {
+        rc = 1;
+        fprintf(stderr, "agentbox-hub key %s: %s\n", sub, err);
+        goto out;
+    }
+    if (strcmp(sub, "create") == 0)
+        rc = key_create(c, &cfg, err, sizeof(err));
+    else if (strcmp(sub, "list") == 0)
+        rc = key_list(c, &cfg, err, sizeof(err));
+    else {
+        rc = keys_revoke_conn(c, res.positional[1], NULL, NULL, "cli", NULL, err, sizeof(err));
+        if (rc == 0)
+            printf("revoked api key %s\n", res.positional[1]);
+    }
+    if (rc != 0) {
+        fflush(stdout);
+        fprintf(stderr, "agentbox-hub key %s: %s\n", sub, err);
+        rc = rc == AB_EINVAL ? 2 : 1;
+    }
+out:
+    PQfinish(c);
+    cfg_free(key_options, AB_ARRAY_LEN(key_options), &cfg);
+    return rc;
+}
+
+/* --- team ------------------------------------------------------------------------------- */
+
+struct team_cli_config {
+    char *database_url;
+    int64_t connect_timeout_ms;
+};
+
+#define TOPT(field) offsetof(struct team_cli_config, field)
+
+static const struct cfg_option team_options[] = {
+    {"database_url", CFG_STRING, NULL, false, TOPT(database_url),
+     "PostgreSQL URL (postgres://user:pass@host/db); unset: libpq's PG* variables", "DATABASE_URL"},
+    {"db_connect_timeout", CFG_DURATION, "10s", false, TOPT(connect_timeout_ms),
+     "give up connecting to PostgreSQL after this", NULL},
+};
+
+static const char TEAM_USAGE[] = "agentbox-hub team set-namespace TEAM NAMESPACE\n"
+                                 "       agentbox-hub team clear-namespace TEAM\n"
+                                 "       agentbox-hub team list";
+static const char TEAM_DESCRIPTION[] =
+    "Overrides the namespace of every key of a team (default: t-<team>-<user> per\n"
+    "user). Takes effect on the next request of each key.\n"
+    "Exit status: 0 done, 1 failed, 2 bad usage.";
+
+static int team_list(PGconn *c, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(c, "SELECT team, namespace, updated_by, "
+                            "to_char(updated_at AT TIME ZONE 'UTC', "
+                            "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM team_namespaces ORDER BY team");
+    char line[256];
+    int i;
+
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        snprintf(err, errlen, "cannot list teams: %s", db_error_line(c, r, line, sizeof(line)));
+        PQclear(r);
+        return AB_EIO;
+    }
+    printf("%-24s  %-32s  %-20s  %s\n", "TEAM", "NAMESPACE", "UPDATED", "BY");
+    for (i = 0; i < PQntuples(r); i++)
+        printf("%-24s  %-32s  %-20s  %s\n", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+               PQgetvalue(r, i, 3), PQgetvalue(r, i, 2));
+    PQclear(r);
+    return 0;
+}
+
+int iam_team_cli_main(int argc, char **argv)
+{
+    struct team_cli_config cfg;
+    struct cfg_result res;
+    char err[1024] = "";
+    const char *sub;
+    PGconn *c = NULL;
+    int rc, want;
+
+    memset(&cfg, 0, sizeof(cfg));
+    rc = cfg_load(team_options, AB_ARRAY_LEN(team_options), &cfg, argc, argv, &res, err,
+                  sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "agentbox-hub team: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    if (res.help || res.npositional == 0) {
+        cfg_print_help(res.help ? stdout : stderr, TEAM_USAGE, TEAM_DESCRIPTION, team_options,
+                       AB_ARRAY_LEN(team_options));
+        rc = res.help ? 0 : 2;
+        goto out;
+    }
+    sub = res.positional[0];
+    want = strcmp(sub, "set-namespace") == 0     ? 3
+           : strcmp(sub, "clear-namespace") == 0 ? 2
+           : strcmp(sub, "list") == 0            ? 1
+                                                 : 0;
+    if (want == 0 || res.npositional != want) {
+        fprintf(stderr, "usage: %s\n", TEAM_USAGE);
+        rc = 2;
+        goto out;
+    }
+    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
+    if (c == NULL) {
+        fprintf(stderr, "agentbox-hub team %s: %s\n", sub, err);
+        rc = 1;
+        goto out;
+    }
+    if (want == 1)
+        rc = team_list(c, err, sizeof(err));
+    else
+        rc = iam_team_namespace_set_conn(c, res.positional[1], want == 3 ? res.positional[2] : NULL,
+                                         "cli", err, sizeof(err));
+    if (rc == 0 && want == 3)
+        printf("team %s now uses namespace %s\n", res.positional[1], res.positional[2]);
+    else if (rc == 0 && want == 2)
+        printf("team %s uses t-<team>-<user> namespaces again\n", res.positional[1]);
+    if (rc != 0) {
+        fprintf(stderr, "agentbox-hub team %s: %s\n", sub, err);
+        rc = rc == AB_EINVAL ? 2 : 1;
+    }
+out:
+    PQfinish(c);
+    cfg_free(team_options, AB_ARRAY_LEN(team_options), &cfg);
+    return rc;
+}

@@ -1,0 +1,622 @@
+/* The hub's tunnel listener and its sessions. See tunnel_server.h.
+ *
+ * Handshake: the token is checked in FILTER_PROTOCOL_CONNECTION, before the
+ * upgrade, against the in-memory cluster registry (clusters.c), so the
+ * decision is synchronous; a refusal is answered 401/403 with a JSON reason.
+ * After the upgrade the agent sends HELLO; the hub allocates the session's
+ * epoch in PostgreSQL, supersedes an older session of the same cluster, and
+ * answers WELCOME. */
+#include "tunnel_server.h"
+
+#include "agentbox/common.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "agentbox/metrics.h"
+#include "agentbox/tunnel.h"
+#include "agentbox/tunnel_http.h"
+#include "agentbox/tunnel_ws.h"
+#include "agentbox/version.h"
+#include "clusters.h"
+#include "hub.h"
+
+#include <libwebsockets.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define TS_BUCKETS 4096
+#define TS_PROTOCOL "agentbox.tunnel.v1"
+#define STATS_INTERVAL_MS 5000
+
+struct hub_session {
+    struct tunnel_server *ts;
+    struct tun_ws ws;
+    struct tun_session *s;
+    char cluster[25];
+    char peer[40];          /* "tunnel:<cluster>" */
+    char agent_version[64];
+    int64_t epoch;
+    bool established;       /* WELCOME sent */
+    bool registered;        /* in the by-cluster table */
+    bool closed;            /* the WebSocket is gone */
+    bool begin_pending;     /* an epoch allocation is in flight */
+    const char *close_reason;
+    uint64_t stalls_seen;
+    struct hub_session *hnext;         /* bucket chain */
+    struct hub_session *prev, *next;   /* all sessions */
+};
+
+struct tunnel_server {
+    struct hub *hub;
+    struct clusters *clusters;
+    struct http_router *internal;
+    struct lws_vhost *vh;
+    struct lws_protocols protocols[3];
+    struct tun_callbacks cb;
+    int64_t timeout_ms, sync_interval_ms;
+    struct hub_session *buckets[TS_BUCKETS];
+    struct hub_session *all;
+    size_t online;
+    struct loop_timer sync_timer, stats_timer;
+    char iface[128];
+    struct metric_family *m_online, *m_streams, *m_buffered, *m_stalls, *m_sessions_total;
+};
+
+/* --- registry ------------------------------------------------------------------- */
+
+static unsigned bucket_of(const char *id)
+{
+    unsigned h = 2166136261u;
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 16777619u;
+    return h % TS_BUCKETS;
+}
+
+static struct hub_session *lookup(struct tunnel_server *ts, const char *id)
+{
+    for (struct hub_session *hs = ts->buckets[bucket_of(id)]; hs; hs = hs->hnext)
+        if (strcmp(hs->cluster, id) == 0)
+            return hs;
+    return NULL;
+}
+
+static void unregister(struct hub_session *hs)
+{
+    if (!hs->registered)
+        return;
+    struct tunnel_server *ts = hs->ts;
+    struct hub_session **pp = &ts->buckets[bucket_of(hs->cluster)];
+    while (*pp && *pp != hs)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = hs->hnext;
+    hs->registered = false;
+    ts->online--;
+    metrics_set(ts->m_online, NULL, (double)ts->online);
+    const char *lv[] = {hs->cluster};
+    metrics_remove(ts->m_streams, lv);
+    metrics_remove(ts->m_buffered, lv);
+}
+
+struct tun_session *tunnel_server_session(struct tunnel_server *ts, const char *cluster_id)
+{
+    if (!ts)
+        return NULL;
+    struct hub_session *hs = lookup(ts, cluster_id);
+    return hs && hs->established && !hs->closed ? hs->s : NULL;
+}
+
+size_t tunnel_server_online(struct tunnel_server *ts)
+{
+    return ts ? ts->online : 0;
+}
+
+/* Closes a session with a WebSocket close reason (agents log it). */
+static void close_session(struct hub_session *hs, const char *reason)
+{
+    if (hs->closed || hs->close_reason)
+        return;
+    hs->close_reason = reason;
+    LOG_INFO("closing tunnel session", "cluster", hs->cluster, "reason", reason);
+    unregister(hs);
+    lws_callback_on_writable(hs->ws.wsi);
+}
+
+static void session_free_if_done(struct hub_session *hs)
+{
+    if (!hs->closed || hs->begin_pending)
+        return;
+    struct tunnel_server *ts = hs->ts;
+    if (hs->prev)
+        hs->prev->next = hs->next;
+    else
+        ts->all = hs->next;
+    if (hs->next)
+        hs->next->prev = hs->prev;
+    free(hs);
+}
+
+/* --- session callbacks ------------------------------------------------------------- */
+
+static void epoch_done(void *arg, int status, int64_t epoch)
+{
+    struct hub_session *hs = arg;
+    struct tunnel_server *ts = hs->ts;
+    hs->begin_pending = false;
+    if (hs->closed) {
+        if (status == 0)
+            clusters_session_end(ts->clusters, hs->cluster, epoch);
+        session_free_if_done(hs);
+        return;
+    }
+    if (status != 0) {
+        LOG_WARN("cannot record the tunnel session; dropping it", "cluster", hs->cluster,
+                 "error", ab_strerror(status));
+        close_session(hs, status == AB_EDENIED ? "cluster disabled" : "hub database unavailable");
+        return;
+    }
+    hs->epoch = epoch;
+    struct hub_session *old = lookup(ts, hs->cluster);
+    if (old && old->epoch > epoch) {
+        close_session(hs, "superseded");
+        return;
+    }
+    if (old)
+        close_session(old, "superseded");
+    hs->registered = true;
+    hs->hnext = ts->buckets[bucket_of(hs->cluster)];
+    ts->buckets[bucket_of(hs->cluster)] = hs;
+    ts->online++;
+    metrics_set(ts->m_online, NULL, (double)ts->online);
+    metrics_add(ts->m_sessions_total, NULL, 1);
+    clusters_session_online(ts->clusters, hs->cluster, epoch);
+
+    json_t *w = json_pack("{s:s,s:I,s:i,s:i,s:s,s:i}", "cluster", hs->cluster, "epoch",
+                          (json_int_t)epoch, "reportIntervalMs", 5000, "ttlMs", 30000,
+                          "hubVersion", AGENTBOX_VERSION, "protocol", 1);
+    tun_session_send_json(hs->s, TUN_WELCOME, w);
+    json_decref(w);
+    hs->established = true;
+    tun_ws_want_write(&hs->ws);
+    char ep[24];
+    snprintf(ep, sizeof(ep), "%lld", (long long)epoch);
+    LOG_INFO("tunnel session up", "cluster", hs->cluster, "epoch", ep, "agent_version",
+             hs->agent_version);
+}
+
+static void on_hello(struct tun_session *s, json_t *msg, void *arg)
+{
+    struct hub_session *hs = tun_session_arg(s);
+    const char *cluster = json_string_value(json_object_get(msg, "cluster"));
+    const char *ver = json_string_value(json_object_get(msg, "version"));
+    if (!cluster || strcmp(cluster, hs->cluster) != 0) {
+        LOG_WARN("HELLO names another cluster than the token's; dropping", "cluster",
+                 hs->cluster, "hello_cluster", cluster ? cluster : "(none)");
+        close_session(hs, "HELLO cluster does not match X-AgentBox-Cluster");
+        return;
+    }
+    ab_strlcpy(hs->agent_version, ver ? ver : "unknown", sizeof(hs->agent_version));
+    int rc = clusters_session_begin(hs->ts->clusters, hs->cluster, hs->agent_version, epoch_done,
+                                    hs);
+    if (rc != 0) {
+        LOG_WARN("cannot start the tunnel session", "cluster", hs->cluster, "error",
+                 ab_strerror(rc));
+        close_session(hs, "hub database unavailable");
+        return;
+    }
+    hs->begin_pending = true;
+}
+
+static void on_report(struct tun_session *s, json_t *msg, void *arg)
+{
+    /* capacity reports arrive with the federation issue */
+}
+
+static const char *header_of(const struct tun_head *h, const char *name)
+{
+    for (int i = 0; i < h->nheaders; i++)
+        if (strcasecmp(h->headers[i].name, name) == 0)
+            return h->headers[i].value;
+    return NULL;
+}
+
+static void relay(struct hub_session *hs, struct tun_stream *st, const struct tun_head *head)
+{
+    const char *target = header_of(head, "X-AgentBox-Target-Cluster");
+    const char *service = header_of(head, "X-AgentBox-Target-Service");
+    char msg[200];
+    if (!target || !service) {
+        tun_stream_respond_json(st, 400,
+                                "{\"code\":400,\"message\":\"a relay stream needs "
+                                "X-AgentBox-Target-Cluster and X-AgentBox-Target-Service\"}");
+        return;
+    }
+    if (strcmp(service, "e2b") != 0 && strcmp(service, "data") != 0 &&
+        strcmp(service, "native") != 0) {
+        tun_stream_respond_json(st, 400,
+                                "{\"code\":400,\"message\":\"X-AgentBox-Target-Service must be "
+                                "e2b, data or native\"}");
+        return;
+    }
+    struct tun_head out;
+    memset(&out, 0, sizeof(out));
+    out.service = service;
+    out.method = head->method;
+    out.path = head->path;
+    for (int i = 0; i < head->nheaders && out.nheaders < TUN_MAX_HEADERS - 1; i++) {
+        const char *n = head->headers[i].name;
+        if (strcasecmp(n, "X-AgentBox-Target-Cluster") == 0 ||
+            strcasecmp(n, "X-AgentBox-Target-Service") == 0 ||
+            strcasecmp(n, "X-Source-Cluster") == 0)
+            continue;
+        out.headers[out.nheaders++] = head->headers[i];
+    }
+    out.headers[out.nheaders].name = "X-Source-Cluster";
+    out.headers[out.nheaders].value = hs->cluster;
+    out.nheaders++;
+    snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", target);
+    tun_splice(st, tunnel_server_session(hs->ts, target), &out, msg);
+}
+
+static void on_open(struct tun_stream *st, const struct tun_head *head, void *arg)
+{
+    struct hub_session *hs = tun_session_arg(tun_stream_session(st));
+    if (strcmp(head->service, "hub") == 0)
+        tun_http_serve(st, head, hs->ts->internal, hs->peer, hs->cluster);
+    else if (strcmp(head->service, "relay") == 0)
+        relay(hs, st, head);
+    else
+        tun_stream_reset(st, TUN_RESET_NOT_FOUND, "the hub serves only 'hub' and 'relay'");
+}
+
+static void want_write(struct tun_session *s, void *arg)
+{
+    struct hub_session *hs = tun_session_arg(s);
+    if (!hs->closed)
+        tun_ws_want_write(&hs->ws);
+}
+
+/* --- WebSocket callbacks ---------------------------------------------------------- */
+
+static int refuse(struct lws *wsi, unsigned status, const char *message)
+{
+    json_t *j = json_pack("{s:i,s:s}", "code", (int)status, "message", message);
+    char *body = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    size_t len = body ? strlen(body) : 0;
+    uint8_t buf[LWS_PRE + 1024], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
+    if (lws_add_http_common_headers(wsi, status, "application/json", len, &p, end) == 0 &&
+        lws_finalize_write_http_header(wsi, start, &p, end) == 0 && body)
+        lws_write(wsi, (unsigned char *)body, len, LWS_WRITE_HTTP_FINAL);
+    free(body);
+    return 1;
+}
+
+static int filter(struct tunnel_server *ts, struct lws *wsi)
+{
+    char uri[64] = "", auth[256] = "", cluster[64] = "", why[256];
+    lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI);
+    if (strcmp(uri, "/v1/tunnel") != 0)
+        return refuse(wsi, 404, "the tunnel lives at /v1/tunnel");
+    lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION);
+    lws_hdr_custom_copy(wsi, cluster, sizeof(cluster), "x-agentbox-cluster:",
+                        (int)strlen("x-agentbox-cluster:"));
+    if (!cluster[0])
+        return refuse(wsi, 401, "missing X-AgentBox-Cluster header: send the cluster id");
+    if (strncmp(auth, "Bearer ", 7) != 0)
+        return refuse(wsi, 401, "missing 'Authorization: Bearer <join token>'");
+    int rc = clusters_check_token(ts->clusters, cluster, auth + 7, why, sizeof(why));
+    if (rc == AB_EDENIED) {
+        LOG_WARN("tunnel refused: cluster disabled", "cluster", cluster);
+        return refuse(wsi, 403, why);
+    }
+    if (rc != 0) {
+        LOG_WARN("tunnel refused: unknown cluster or wrong token", "cluster", cluster, "reason",
+                 why);
+        return refuse(wsi, 401, why);
+    }
+    struct hub_session *hs = calloc(1, sizeof(*hs));
+    if (!hs)
+        return 1;
+    hs->ts = ts;
+    ab_strlcpy(hs->cluster, cluster, sizeof(hs->cluster));
+    snprintf(hs->peer, sizeof(hs->peer), "tunnel:%s", hs->cluster);
+    hs->next = ts->all;
+    if (ts->all)
+        ts->all->prev = hs;
+    ts->all = hs;
+    lws_set_opaque_user_data(wsi, hs);
+    return 0;
+}
+
+static void established(struct tunnel_server *ts, struct lws *wsi, struct hub_session *hs)
+{
+    struct tun_config cfg;
+    char err[128];
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.role = TUN_ROLE_HUB;
+    cfg.cb = &ts->cb;
+    cfg.arg = hs;
+    if (tun_session_new(&cfg, &hs->s, err, sizeof(err)) != 0 ||
+        tun_ws_init(&hs->ws, wsi, hs->s) != 0) {
+        LOG_ERROR("cannot create a tunnel session", "error", err);
+        close_session(hs, "hub out of memory");
+    }
+}
+
+static void closed(struct hub_session *hs)
+{
+    struct tunnel_server *ts = hs->ts;
+    hs->closed = true;
+    bool was_live = hs->registered;
+    unregister(hs);
+    if (hs->epoch && !hs->begin_pending)
+        clusters_session_end(ts->clusters, hs->cluster, hs->epoch);
+    if (was_live)
+        LOG_INFO("tunnel session down", "cluster", hs->cluster);
+    if (hs->s) {
+        tun_session_free(hs->s); /* resets its streams: relays and proxies fail fast */
+        hs->s = NULL;
+    }
+    tun_ws_fini(&hs->ws);
+    session_free_if_done(hs);
+}
+
+static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                       size_t len)
+{
+    struct tunnel_server *ts = lws_vhost_user(lws_get_vhost(wsi));
+    struct hub_session *hs = lws_get_opaque_user_data(wsi);
+    switch (reason) {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        return ts ? filter(ts, wsi) : 1;
+    case LWS_CALLBACK_ESTABLISHED:
+        if (hs)
+            established(ts, wsi, hs);
+        return 0;
+    case LWS_CALLBACK_RECEIVE: {
+        if (!hs || !hs->s || hs->closed || hs->close_reason)
+            return 0;
+        if (!lws_frame_is_binary(wsi)) {
+            close_session(hs, "text frames are not part of the protocol");
+            return 0;
+        }
+        int rc = tun_ws_receive(&hs->ws, in, len, lws_is_first_fragment(wsi),
+                                lws_is_final_fragment(wsi));
+        if (hs->registered)
+            clusters_touch(ts->clusters, hs->cluster, hs->epoch);
+        if (rc < 0) {
+            LOG_WARN("tunnel protocol error; dropping the session", "cluster", hs->cluster,
+                     "error", rc == AB_ELIMIT ? "message over 1 MiB" : tun_session_error(hs->s));
+            close_session(hs, "protocol error");
+        }
+        return 0;
+    }
+    case LWS_CALLBACK_RECEIVE_PONG:
+        if (hs)
+            tun_ws_pong(&hs->ws);
+        return 0;
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        if (!hs || !hs->s)
+            return -1;
+        if (hs->close_reason) {
+            lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
+                             (unsigned char *)hs->close_reason, strlen(hs->close_reason));
+            return -1;
+        }
+        return tun_ws_writeable(&hs->ws);
+    case LWS_CALLBACK_CLOSED:
+    case LWS_CALLBACK_WSI_DESTROY:
+        if (hs) {
+            lws_set_opaque_user_data(wsi, NULL);
+            closed(hs);
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                         size_t len)
+{
+    if (reason == LWS_CALLBACK_HTTP) {
+        refuse(wsi, 426, "this port speaks the agentbox tunnel: open a WebSocket to /v1/tunnel "
+                         "with subprotocol agentbox.tunnel.v1");
+        return -1;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+/* --- timers -------------------------------------------------------------------------- */
+
+static void sync_tick(struct loop_timer *t)
+{
+    struct tunnel_server *ts = t->arg;
+    for (struct hub_session *hs = ts->all; hs; hs = hs->next)
+        if (hs->established && !hs->closed && hs->s) {
+            /* liveness: the agent pings every 10 s, so silence means a dead peer */
+            if (ab_now_ms() - hs->ws.last_rx_ms > ts->timeout_ms) {
+                LOG_WARN("tunnel silent; dropping the session", "cluster", hs->cluster);
+                tun_ws_kill(&hs->ws, "silent");
+                continue;
+            }
+            tun_session_send_sync(hs->s);
+            tun_ws_want_write(&hs->ws);
+        }
+    loop_timer_start(ts->hub->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
+}
+
+static void stats_tick(struct loop_timer *t)
+{
+    struct tunnel_server *ts = t->arg;
+    int64_t now = ab_now_ms();
+    for (struct hub_session *hs = ts->all; hs; hs = hs->next) {
+        if (!hs->registered || !hs->s)
+            continue;
+        if (now - hs->ws.last_rx_ms > ts->timeout_ms) {
+            LOG_WARN("tunnel silent; dropping the session", "cluster", hs->cluster);
+            tun_ws_kill(&hs->ws, "silent");
+            continue;
+        }
+        struct tun_stats st;
+        tun_session_stats(hs->s, &st);
+        const char *lv[] = {hs->cluster};
+        metrics_set(ts->m_streams, lv, st.streams);
+        metrics_set(ts->m_buffered, lv, (double)st.buffered);
+        if (st.credit_stalls > hs->stalls_seen) {
+            metrics_add(ts->m_stalls, lv, (double)(st.credit_stalls - hs->stalls_seen));
+            hs->stalls_seen = st.credit_stalls;
+        }
+    }
+    loop_timer_start(ts->hub->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
+}
+
+/* --- revocation, events, lifecycle ----------------------------------------------------- */
+
+static void on_revoke(void *arg, const char *cluster_id, const char *reason)
+{
+    struct tunnel_server *ts = arg;
+    struct hub_session *hs = lookup(ts, cluster_id);
+    if (hs)
+        close_session(hs, reason);
+}
+
+void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg)
+{
+    for (struct hub_session *hs = ts->all; hs; hs = hs->next)
+        if (hs->established && !hs->closed && hs->s) {
+            tun_session_send_json(hs->s, TUN_EVENT, msg);
+            tun_ws_want_write(&hs->ws);
+        }
+}
+
+int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *internal,
+                        const struct tunnel_server_options *o, struct tunnel_server **out,
+                        char *err, size_t errlen)
+{
+    struct tunnel_server *ts = calloc(1, sizeof(*ts));
+    if (!ts)
+        return AB_ENOMEM;
+    ts->hub = h;
+    ts->clusters = c;
+    ts->internal = internal;
+    ts->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
+    ts->sync_interval_ms = o->sync_interval_ms > 0 ? o->sync_interval_ms : 60000;
+    tun_ep_callbacks_init(&ts->cb);
+    ts->cb.on_hello = on_hello;
+    ts->cb.on_report = on_report;
+    ts->cb.on_open = on_open;
+    ts->cb.want_write = want_write;
+
+    struct metrics_registry *mr = metrics_default();
+    static const char *const cl[] = {"cluster", NULL};
+    ts->m_online = metrics_register(mr, "agentbox_tunnel_sessions_online",
+                                    "Clusters with a live tunnel session.", METRIC_GAUGE, NULL,
+                                    NULL, 0);
+    ts->m_sessions_total = metrics_register(mr, "agentbox_tunnel_sessions_total",
+                                            "Tunnel sessions established since start.",
+                                            METRIC_COUNTER, NULL, NULL, 0);
+    ts->m_streams = metrics_register(mr, "agentbox_tunnel_streams",
+                                     "Open streams per tunnel session.", METRIC_GAUGE, cl, NULL,
+                                     0);
+    ts->m_buffered = metrics_register(mr, "agentbox_tunnel_buffered_bytes",
+                                      "Bytes queued for sending per tunnel session.",
+                                      METRIC_GAUGE, cl, NULL, 0);
+    ts->m_stalls = metrics_register(mr, "agentbox_tunnel_window_stalls_total",
+                                    "Times a stream ran out of send credit with data queued.",
+                                    METRIC_COUNTER, cl, NULL, 0);
+    metrics_set(ts->m_online, NULL, 0);
+
+    const char *colon = strrchr(o->listen, ':');
+    long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+    if (!colon || port <= 0 || port > 65535 || (size_t)(colon - o->listen) >= sizeof(ts->iface)) {
+        snprintf(err, errlen, "tunnel_listen '%s' must be HOST:PORT or :PORT", o->listen);
+        free(ts);
+        return AB_EINVAL;
+    }
+    memcpy(ts->iface, o->listen, (size_t)(colon - o->listen));
+
+    ts->protocols[0].name = "http";
+    ts->protocols[0].callback = http_callback;
+    ts->protocols[1].name = TS_PROTOCOL;
+    ts->protocols[1].callback = ws_callback;
+    ts->protocols[1].rx_buffer_size = 64 * 1024;
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof(info));
+    info.vhost_name = "tunnel";
+    info.protocols = ts->protocols;
+    info.port = (int)port;
+    info.iface = ts->iface[0] ? ts->iface : NULL;
+    info.user = ts;
+    if (o->tls_cert && o->tls_key) {
+        info.ssl_cert_filepath = o->tls_cert;
+        info.ssl_private_key_filepath = o->tls_key;
+    } else if (o->tls_cert || o->tls_key) {
+        snprintf(err, errlen, "tls_cert and tls_key go together: set both or neither");
+        free(ts);
+        return AB_EINVAL;
+    }
+    ts->vh = lws_create_vhost(loop_lws(h->loop), &info);
+    if (!ts->vh) {
+        snprintf(err, errlen, "cannot listen on %s for the tunnel (in use? bad certificate?)",
+                 o->listen);
+        free(ts);
+        return AB_EIO;
+    }
+    clusters_set_revoke_hook(c, on_revoke, ts);
+    loop_timer_start(h->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
+    loop_timer_start(h->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
+    LOG_INFO("tunnel listening", "listen", o->listen, "tls", o->tls_cert ? "on" : "off");
+    *out = ts;
+    return 0;
+}
+
+void tunnel_server_stop(struct tunnel_server *ts)
+{
+    if (!ts)
+        return;
+    loop_timer_cancel(&ts->sync_timer);
+    loop_timer_cancel(&ts->stats_timer);
+    clusters_set_revoke_hook(ts->clusters, NULL, NULL);
+    /* sessions are closed by the context's destruction (CLOSED per wsi) */
+    lws_vhost_destroy(ts->vh);
+    while (ts->all) {
+        struct hub_session *hs = ts->all;
+        ts->all = hs->next;
+        if (hs->s)
+            tun_session_free(hs->s);
+        tun_ws_fini(&hs->ws);
+        free(hs);
+    }
+    free(ts);
+}
+
+/* --- the hub API's reach into a cluster ------------------------------------------------ */
+
+static void h_cluster_native(struct http_exchange *ex, void *arg)
+{
+    struct tunnel_server *ts = *(struct tunnel_server **)arg;
+    const char *id = http_param(ex, "id");
+    const char *target = http_req(ex)->target;
+    /* the raw target after /api/clusters/<id>, so escapes reach the agent as sent */
+    const char *rest = strstr(target + strlen("/api/clusters/"), "/v1");
+    char msg[160];
+    snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", id);
+    if (!rest) {
+        http_respond_error(ex, 400, "path must be /api/clusters/{id}/v1/...");
+        return;
+    }
+    tun_http_proxy(ex, tunnel_server_session(ts, id), "native", rest, NULL, 0, msg);
+}
+
+int tunnel_server_add_routes(struct hub *h, struct tunnel_server **ts, char *err, size_t errlen)
+{
+    const struct http_route routes[] = {
+        {"*", "/api/clusters/{id}/v1/{*rest}", h_cluster_native, ts, HTTP_ROUTE_STREAM},
+        {"*", "/api/clusters/{id}/v1", h_cluster_native, ts, HTTP_ROUTE_STREAM},
+    };
+    return hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
+}

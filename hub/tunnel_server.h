@@ -1,0 +1,44 @@
+/* The hub's end of the tunnel (DESIGN §5): a WebSocket listener on :7701
+ * (/v1/tunnel), one session per cluster, the `hub` service (internal API)
+ * and the `relay` service (splice to another cluster), and the hub API's
+ * reach into a cluster (/api/clusters/{id}/v1/... → its native service).
+ * Loop thread only. */
+#ifndef AGENTBOX_HUB_TUNNEL_SERVER_H
+#define AGENTBOX_HUB_TUNNEL_SERVER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct hub;
+struct clusters;
+struct http_router;
+struct tun_session;
+struct tunnel_server;
+
+struct tunnel_server_options {
+    const char *listen;       /* ":7701", "127.0.0.1:7701" */
+    const char *tls_cert;     /* PEM; with tls_key: wss:// */
+    const char *tls_key;
+    int64_t timeout_ms;       /* drop a session silent this long [30000] */
+    int64_t sync_interval_ms; /* SYNC cadence [60000] */
+};
+
+/* internal: the router behind the `hub` service (not owned; must outlive ts). */
+int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *internal,
+                        const struct tunnel_server_options *o, struct tunnel_server **out,
+                        char *err, size_t errlen);
+/* Closes every session and the listener. */
+void tunnel_server_stop(struct tunnel_server *ts);
+
+/* The cluster's live, established session, or NULL. */
+struct tun_session *tunnel_server_session(struct tunnel_server *ts, const char *cluster_id);
+size_t tunnel_server_online(struct tunnel_server *ts);
+/* Queues an EVENT to every established session (msg borrowed). */
+void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg);
+
+/* Registers ANY /api/clusters/{id}/v1/{*rest} (relayed to the cluster's
+ * native service). Before hub_start. */
+int tunnel_server_add_routes(struct hub *h, struct tunnel_server **ts, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,103 @@
+/* `agentbox-hub vault rotate-key`: re-encrypts every vault value and stored
+ * API key token under a new key generation (synchronous, libpq). */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agentbox/common.h"
+#include "agentbox/config.h"
+#include "keys.h"
+#include "vault.h"
+
+struct vault_cli_config {
+    char *database_url;
+    int64_t connect_timeout_ms;
+    char *hub_secret;
+    char *hub_secret_file;
+    char *previous_hub_secret_file;
+};
+
+#define VOPT(field) offsetof(struct vault_cli_config, field)
+
+static const struct cfg_option vault_options[] = {
+    {"database_url", CFG_STRING, NULL, false, VOPT(database_url),
+     "PostgreSQL URL (postgres://user:pass@host/db); unset: libpq's PG* variables", "DATABASE_URL"},
+    {"db_connect_timeout", CFG_DURATION, "10s", false, VOPT(connect_timeout_ms),
+     "give up connecting to PostgreSQL after this", NULL},
+    {"hub_secret", CFG_STRING, NULL, false, VOPT(hub_secret),
+     "the hub secret every row is re-encrypted under; prefer the environment or a file", NULL},
+    {"hub_secret_file", CFG_STRING, NULL, false, VOPT(hub_secret_file),
+     "file holding the hub secret (first line)", NULL},
+    {"previous_hub_secret_file", CFG_STRING, NULL, false, VOPT(previous_hub_secret_file),
+     "when changing the hub secret: file holding the old one, to decrypt rows written under it",
+     NULL},
+};
+
+static const char VAULT_USAGE[] = "agentbox-hub vault rotate-key [--previous-hub-secret-file F]";
+static const char VAULT_DESCRIPTION[] =
+    "rotate-key adds a key generation and re-encrypts every vault value and every stored\n"
+    "API key token under it, in one transaction: all rows or none. Names, versions,\n"
+    "metadata and timestamps stay as they were. To change the hub secret itself, run it\n"
+    "with the new secret and --previous-hub-secret-file holding the old one, then restart\n"
+    "the hubs with the new secret.\n"
+    "Exit status: 0 done, 1 failed, 2 bad usage.";
+
+int vault_cli_main(int argc, char **argv)
+{
+    struct vault_cli_config cfg;
+    struct vault_keyring kr;
+    struct cfg_result res;
+    char err[1024] = "";
+    size_t secrets = 0, tokens = 0;
+    PGconn *c = NULL;
+    int rc, gen = 0;
+
+    memset(&cfg, 0, sizeof(cfg));
+    memset(&kr, 0, sizeof(kr));
+    rc = cfg_load(vault_options, AB_ARRAY_LEN(vault_options), &cfg, argc, argv, &res, err,
+                  sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "agentbox-hub vault: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    if (res.help || res.npositional == 0) {
+        cfg_print_help(res.help ? stdout : stderr, VAULT_USAGE, VAULT_DESCRIPTION, vault_options,
+                       AB_ARRAY_LEN(vault_options));
+        rc = res.help ? 0 : 2;
+        goto out;
+    }
+    if (strcmp(res.positional[0], "rotate-key") != 0 || res.npositional != 1) {
+        fprintf(stderr, "agentbox-hub vault: unknown command '%s': use rotate-key\n",
+                res.positional[0]);
+        rc = 2;
+        goto out;
+    }
+    rc = keys_cli_keyring(cfg.hub_secret, cfg.hub_secret_file, cfg.previous_hub_secret_file, &kr,
+                          err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "agentbox-hub vault rotate-key: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
+    if (c == NULL) {
+        fprintf(stderr, "agentbox-hub vault rotate-key: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    rc = vault_rotate_conn(c, &kr, "cli", &gen, &secrets, &tokens, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "agentbox-hub vault rotate-key: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    printf("rotated to key generation %d: re-encrypted %zu secret(s) and %zu api key token(s)\n",
+           gen, secrets, tokens);
+out:
+    vault_keyring_clear(&kr);
+    if (c != NULL)
+        PQfinish(c);
+    cfg_free(vault_options, AB_ARRAY_LEN(vault_options), &cfg);
+    return rc;
+}

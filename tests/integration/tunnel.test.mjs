@@ -1,0 +1,215 @@
+// The hub–agent tunnel with real PostgreSQL, hub and agent processes:
+// registration, refusals, reconnects, superseding, relay between clusters,
+// isolation of a stalled stream, TLS.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import {
+    startPostgres, startHub, runMigrate, httpGet, httpJson, waitFor, run, hubBin, tempDir,
+    addCluster, startAgent, waitClusterOnline,
+} from './lib/harness.mjs';
+
+const cleanups = [];
+after(async () => {
+    for (const fn of cleanups.reverse()) await fn();
+});
+
+let shared;
+async function stack() {
+    if (shared) return shared;
+    const pg = await startPostgres();
+    cleanups.push(() => pg.cleanup());
+    const m = await runMigrate(pg.url);
+    assert.equal(m.code, 0, m.stderr);
+    const hub = await startHub(pg.url, { args: ['--tunnel-timeout', '3s'] });
+    cleanups.push(() => hub.proc.stop());
+    shared = { pg, hub };
+    return shared;
+}
+
+async function agentFor(id, opts = {}) {
+    const { pg, hub } = await stack();
+    const token = opts.token || (await addCluster(pg.url, id));
+    const agent = await startAgent(id, { hubUrl: opts.hubUrl || hub.tunnelUrl, token, args: opts.args || [] });
+    cleanups.push(() => agent.proc.stop());
+    natives.set(id, agent.native);
+    return { agent, token };
+}
+
+const natives = new Map();
+async function findAgentNative(id) {
+    if (!natives.has(id)) throw new Error(`no agent ${id} started yet`);
+    return natives.get(id);
+}
+
+function request(url, { method = 'GET', body, headers = {}, timeoutMs = 10000 } = {}) {
+    const t0 = process.hrtime.bigint();
+    return new Promise((resolve, reject) => {
+        const req = http.request(url, { method, headers, agent: false }, (res) => {
+            const chunks = [];
+            res.on('data', (c) => chunks.push(c));
+            res.on('end', () => resolve({
+                status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks),
+                ms: Number(process.hrtime.bigint() - t0) / 1e6,
+            }));
+            res.on('error', reject);
+        });
+        req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${url}: no answer in ${timeoutMs} ms`)));
+        req.on('error', reject);
+        req.end(body);
+    });
+}
+
+const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
+
+test('an agent connects, the hub lists it online, and the hub reaches its native API', async () => {
+    const { hub } = await stack();
+    const { agent } = await agentFor('alpha');
+    const c = await waitClusterOnline(hub.base, 'alpha');
+    assert.equal(c.online, true);
+    const r = await httpJson(`${hub.base}/api/clusters/alpha/v1/ping`);
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.deepEqual({ pong: r.json.pong, cluster: r.json.cluster }, { pong: true, cluster: 'alpha' });
+    // the CLI sees it too
+    const list = await run(hubBin(), ['cluster', 'list'], { env: { ...process.env, DATABASE_URL: shared.pg.url } });
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, /alpha/);
+    assert.match(agent.proc.logs(), /tunnel up/);
+});
+
+test('a wrong token is refused with 401; the agent says why and keeps backing off', async () => {
+    const { pg, hub } = await stack();
+    await addCluster(pg.url, 'wrongtok');
+    const bad = 'abxc_' + '0'.repeat(64);
+    const agent = await startAgent('wrongtok', { hubUrl: hub.tunnelUrl, token: bad });
+    cleanups.push(() => agent.proc.stop());
+    await waitFor(() => (agent.proc.logs().match(/HTTP 401/g) || []).length >= 2, {
+        timeoutMs: 10000, what: 'two refused attempts logged with HTTP 401',
+    });
+    assert.match(agent.proc.logs(), /join-token/);
+    const listed = await waitFor(async () => {
+        const r = await httpJson(`${hub.base}/api/clusters`);
+        return r.json.clusters.find((c) => c.id === 'wrongtok');
+    }, { what: 'wrongtok listed by the hub' });
+    assert.equal(listed.online, false);
+    // the refusal is a JSON reason for anyone who asks
+    const raw = await request(`http://127.0.0.1:${hub.tunnelPort}/v1/tunnel`, {
+        headers: {
+            Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13',
+            'Sec-WebSocket-Key': crypto.randomBytes(16).toString('base64'),
+            'Sec-WebSocket-Protocol': 'agentbox.tunnel.v1',
+            Authorization: `Bearer ${bad}`, 'X-AgentBox-Cluster': 'wrongtok',
+        },
+    });
+    assert.equal(raw.status, 401);
+    assert.equal(JSON.parse(raw.body).code, 401);
+});
+
+test('a disabled cluster is refused with 403 and a live one is closed', async () => {
+    const { pg, hub } = await stack();
+    const { agent } = await agentFor('discl');
+    await waitClusterOnline(hub.base, 'discl');
+    const env = { ...process.env, DATABASE_URL: pg.url };
+    assert.equal((await run(hubBin(), ['cluster', 'disable', 'discl'], { env })).code, 0);
+    await waitClusterOnline(hub.base, 'discl', false);
+    await waitFor(() => /HTTP 403/.test(agent.proc.logs()), { timeoutMs: 10000, what: 'a 403 refusal in the agent log' });
+    assert.equal((await run(hubBin(), ['cluster', 'enable', 'discl'], { env })).code, 0);
+    await waitClusterOnline(hub.base, 'discl', true, 15000);
+});
+
+test('kill -9 of the hub: the agent is back once the hub returns', async () => {
+    const { pg } = await stack();
+    const hub = await startHub(pg.url);
+    const token = await addCluster(pg.url, 'phoenix');
+    const agent = await startAgent('phoenix', { hubUrl: hub.tunnelUrl, token });
+    cleanups.push(() => agent.proc.stop());
+    await waitClusterOnline(hub.base, 'phoenix');
+    await hub.proc.kill();
+    const again = await startHub(pg.url, { port: hub.port, tunnelPort: hub.tunnelPort });
+    cleanups.push(() => again.proc.stop());
+    // backoff cap is 1 s in tests: back well within a few seconds
+    await waitFor(async () => (await httpJson(`${again.base}/api/clusters/phoenix/v1/ping`)).status === 200, {
+        timeoutMs: 5000, what: 'phoenix reachable through the restarted hub',
+    });
+    await waitClusterOnline(again.base, 'phoenix', true, 1000);
+});
+
+test('two agents with one id: the first is closed as superseded', async () => {
+    const { hub } = await stack();
+    const { agent: first, token } = await agentFor('twin');
+    await waitClusterOnline(hub.base, 'twin');
+    await waitFor(() => /tunnel up/.test(first.proc.logs()), { what: 'first twin up' });
+    const second = await startAgent('twin', { hubUrl: hub.tunnelUrl, token });
+    cleanups.push(() => second.proc.stop());
+    await waitFor(() => /superseded/.test(first.proc.logs()), { timeoutMs: 10000, what: 'first twin superseded' });
+    await second.proc.stop();
+});
+
+test('200 concurrent relayed streams alpha → hub → beta each deliver their exact bytes', async () => {
+    const { hub } = await stack();
+    await waitClusterOnline(hub.base, 'alpha');
+    await agentFor('beta');
+    await waitClusterOnline(hub.base, 'beta');
+    const alpha = await findAgentNative('alpha');
+    const bodies = Array.from({ length: 200 }, (_, i) => crypto.randomBytes(1024 + i * 97));
+    const results = await Promise.all(bodies.map((b) => request(`${alpha}/v1/relay/beta/native/v1/diag/echo`, {
+        method: 'POST', body: b, headers: { 'Content-Type': 'application/octet-stream' }, timeoutMs: 30000,
+    })));
+    results.forEach((r, i) => {
+        assert.equal(r.status, 200, r.body.toString());
+        assert.equal(sha(r.body), sha(bodies[i]), `stream ${i} bytes differ`);
+    });
+});
+
+test('a relay to a cluster without a session fails fast with 503 naming it', async () => {
+    const { hub } = await stack();
+    const alpha = await findAgentNative('alpha');
+    const r = await request(`${alpha}/v1/relay/nowhere/native/v1/ping`);
+    assert.equal(r.status, 503);
+    assert.match(JSON.parse(r.body).message, /cluster 'nowhere' is not connected/);
+    assert.ok(r.ms < 100, `took ${r.ms} ms`);
+    const h = await request(`${hub.base}/api/clusters/nowhere/v1/ping`);
+    assert.equal(h.status, 503);
+    assert.match(JSON.parse(h.body).message, /nowhere/);
+    assert.ok(h.ms < 100, `hub took ${h.ms} ms`);
+});
+
+test('one stalled stream does not hold back the others', async () => {
+    const { hub } = await stack();
+    await waitClusterOnline(hub.base, 'beta');
+    const alpha = await findAgentNative('alpha');
+    const pings = async () => {
+        const times = [];
+        for (let i = 0; i < 20; i++) {
+            const r = await request(`${alpha}/v1/relay/beta/native/v1/ping`);
+            assert.equal(r.status, 200);
+            times.push(r.ms);
+        }
+        return times.sort((a, b) => a - b)[10];
+    };
+    const baseline = await pings();
+    const u = new URL(`${alpha}/v1/relay/beta/native/v1/diag/bytes?n=1000000000`);
+    // a reader that never reads
+    const sock = net.connect(Number(u.port), u.hostname);
+    await new Promise((r) => sock.once('connect', r));
+    sock.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    sock.pause();
+    cleanups.push(() => sock.destroy());
+    await new Promise((r) => setTimeout(r, 300)); // let the stalled stream fill its windows
+    const p50 = await pings();
+    console.log(`relayed ping p50: ${baseline.toFixed(2)} ms alone, ${p50.toFixed(2)} ms beside a stalled stream`);
+    // DESIGN §12: a stalled stream adds at most 5 ms to other streams' round trips
+    assert.ok(p50 - baseline < 5, `stalled stream added ${(p50 - baseline).toFixed(2)} ms`);
+    // the hub holds at most about one window for the stalled stream
+    const m = await waitFor(async () => {
+        const r = await httpGet(`${hub.base}/metrics`);
+        const line = r.body.split('\n').find((l) => l.startsWith('agentbox_tunnel_buffered_bytes{cluster="alpha"}'));
+        return line ? Number(line.split(' ').pop()) : null;
+    }, { timeoutMs: 8000, what: 'buffered-bytes metric for alpha' });
+    assert.ok(m <= 2 * 256 * 1024 + 64 * 1024, `hub buffers ${m} bytes for alpha`);
+});
+
