@@ -7,6 +7,9 @@
 #include "agentbox/config.h"
 #include "agentbox/version.h"
 #include "clusters.h"
+#include "iam.h"
+#include "keys.h"
+#include "vault.h"
 #include "hub.h"
 #include "migrate.h"
 
@@ -102,6 +105,9 @@ static void usage(FILE *f)
             "  serve           run the hub (HTTP API on :7700: /healthz, /readyz, /metrics)\n"
             "  migrate         apply migrations/NNNN_name.sql; --status lists them\n"
             "  cluster CMD     add, list, rotate-token, disable, enable member clusters\n"
+            "  key CMD         create, list, revoke API keys (create prints the key once)\n"
+            "  team CMD        set-namespace, clear-namespace, list team namespace overrides\n"
+            "  vault CMD       rotate-key: re-encrypt the vault under a new key generation\n"
             "  help [COMMAND]  show this, or a command's flags\n"
             "  version         print the version\n"
             "\n"
@@ -125,6 +131,12 @@ int main(int argc, char **argv)
         return cmd_migrate(argc - 2, argv + 2);
     if (strcmp(cmd, "cluster") == 0)
         return hub_cluster_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "key") == 0)
+        return keys_cli_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "team") == 0)
+        return iam_team_cli_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "vault") == 0)
+        return vault_cli_main(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("agentbox-hub %s\n", AGENTBOX_VERSION);
         return 0;
@@ -139,6 +151,12 @@ int main(int argc, char **argv)
                 return cmd_migrate(1, help_argv);
             if (strcmp(argv[2], "cluster") == 0)
                 return hub_cluster_main(1, help_argv);
+            if (strcmp(argv[2], "key") == 0)
+                return keys_cli_main(1, help_argv);
+            if (strcmp(argv[2], "team") == 0)
+                return iam_team_cli_main(1, help_argv);
+            if (strcmp(argv[2], "vault") == 0)
+                return vault_cli_main(1, help_argv);
             fprintf(stderr, "agentbox-hub help: unknown command '%s'\n\n", argv[2]);
             usage(stderr);
             return 2;

@@ -47,7 +47,7 @@ const struct cfg_option hub_serve_options[] = {
     {"tunnel_sync_interval", CFG_DURATION, "60s", false, OPT(tunnel_sync_interval_ms),
      "how often each session's live streams are reconciled (SYNC)", NULL},
     {"hub_secret", CFG_STRING, NULL, false, OPT(hub_secret),
-     "≥ 32 bytes that encrypt the vault and stored API keys (openssl rand -hex 32); "
+     ">= 32 bytes that encrypt the vault and stored API keys (openssl rand -hex 32); "
      "prefer the environment or hub_secret_file", NULL},
     {"hub_secret_file", CFG_STRING, NULL, false, OPT(hub_secret_file),
      "file whose first line is the hub secret (instead of hub_secret)", NULL},

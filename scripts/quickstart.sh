@@ -78,6 +78,11 @@ bash scripts/pg.sh init "$RUN/pg"
 bash scripts/pg.sh start "$RUN/pg"
 DATABASE_URL=$(cat "$RUN/pg/url")
 export DATABASE_URL
+# The hub secret encrypts the vault and stored API keys: made once, kept.
+if [ ! -s "$RUN/hub-secret" ]; then
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/hub-secret")
+fi
+export AGENTBOX_HUB_SECRET_FILE=$RUN/hub-secret
 "$BUILD/agentbox-hub" migrate --migrations-dir "$ROOT/migrations" >"$RUN/logs/migrate.log" 2>&1 \
   || { cat "$RUN/logs/migrate.log" >&2; exit 1; }
 
@@ -87,18 +92,36 @@ start() { # name, command...
   echo $! > "$RUN/pids/$name.pid"
 }
 
-start hub "$BUILD/agentbox-hub" serve --listen "127.0.0.1:$HUB_PORT"
+# Each agent gets a join token: a new cluster is added, a known one gets a
+# fresh token (the old one is only ever stored as a hash).
+join_token() { # id
+  local out
+  out=$("$BUILD/agentbox-hub" cluster add "$1" --name "$1" --region local 2>/dev/null) \
+    || out=$("$BUILD/agentbox-hub" cluster rotate-token "$1") \
+    || { echo "quickstart: cannot register cluster $1" >&2; exit 1; }
+  tail -n 1 <<<"$out"
+}
+ALPHA_TOKEN=$(join_token alpha)
+BETA_TOKEN=$(join_token beta)
 
-start_agent() { # id, e2b, data, native
-  local id=$1
+start hub "$BUILD/agentbox-hub" serve --listen "127.0.0.1:$HUB_PORT" \
+  --tunnel-listen "127.0.0.1:$HUB_TUNNEL_PORT"
+
+start_agent() { # id, token, e2b, data, native
+  local id=$1 token=$2
+  shift 2
   mkdir -p "$RUN/$id/state"
+  # the token goes by environment, not argv, so ps does not show it
+  export AGENTBOX_JOIN_TOKEN=$token
   start "$id" "$BUILD/agentbox-agent" serve --cluster-id "$id" \
+    --hub-url "ws://127.0.0.1:$HUB_TUNNEL_PORT" \
     --state-dir "$RUN/$id/state" --manifests-dir "$ROOT/scripts/quickstart-manifests" \
     --envd-path "$BUILD/agentbox-envd" \
-    --e2b-listen "127.0.0.1:$2" --data-listen "127.0.0.1:$3" --native-listen "127.0.0.1:$4"
+    --e2b-listen "127.0.0.1:$1" --data-listen "127.0.0.1:$2" --native-listen "127.0.0.1:$3"
+  unset AGENTBOX_JOIN_TOKEN
 }
-start_agent alpha "${ALPHA_PORTS[@]}"
-start_agent beta "${BETA_PORTS[@]}"
+start_agent alpha "$ALPHA_TOKEN" "${ALPHA_PORTS[@]}"
+start_agent beta "$BETA_TOKEN" "${BETA_PORTS[@]}"
 
 wait_healthy() { # name, url
   local deadline=$((SECONDS + 60))
@@ -118,6 +141,9 @@ wait_healthy() { # name, url
 wait_healthy hub "http://127.0.0.1:$HUB_PORT/readyz"
 wait_healthy alpha "http://127.0.0.1:${ALPHA_PORTS[0]}/healthz"
 wait_healthy beta "http://127.0.0.1:${BETA_PORTS[0]}/healthz"
+# both tunnels up: the hub reaches each agent's native API through it
+wait_healthy alpha "http://127.0.0.1:$HUB_PORT/api/clusters/alpha/v1/ping"
+wait_healthy beta "http://127.0.0.1:$HUB_PORT/api/clusters/beta/v1/ping"
 
 cat > "$RUN/quickstart.env" <<ENV
 export AGENTBOX_HUB_URL=http://127.0.0.1:$HUB_PORT
@@ -139,6 +165,8 @@ Logs are in .run/logs/. Try:
   source .run/quickstart.env
   curl \$AGENTBOX_HUB_URL/readyz
   curl \$ALPHA_E2B_API_URL/healthz
+  curl \$AGENTBOX_HUB_URL/api/clusters
+  curl \$AGENTBOX_HUB_URL/api/clusters/beta/v1/ping
   curl \$BETA_E2B_API_URL/metrics
 
 MSG

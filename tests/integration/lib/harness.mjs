@@ -332,6 +332,10 @@ export function runMigrate(databaseUrl, args = [], { dir = migrationsDir(), env 
 
 // Starts `agentbox-hub serve` on a free port; resolves {proc, port, base}
 // once /healthz answers.
+// The hub secret (keys and vault encryption) that startHub passes as
+// AGENTBOX_HUB_SECRET unless env overrides it; CLIs of a test use it too.
+export const hubSecret = randomBytes(32).toString('hex');
+
 export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPort, tunnelPort: fixedTunnel } = {}) {
     const port = fixedPort || (await freePort());
     const tunnelPort = fixedTunnel || (await freePort());
@@ -339,6 +343,7 @@ export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPo
         '--tunnel-listen', `127.0.0.1:${tunnelPort}`, ...args], {
         ...process.env,
         DATABASE_URL: databaseUrl,
+        AGENTBOX_HUB_SECRET: hubSecret,
         ...env,
     });
     const base = `http://127.0.0.1:${port}`;
