@@ -1,7 +1,12 @@
 /* agentbox-agent serve: configuration, listeners, lifecycle. */
 #include "agent.h"
 #include "tunnel_client.h"
+#include "auth.h"
 #include "native/native.h"
+#include "native/sandboxes.h"
+#include "dataplane.h"
+#include "runtime/runtime.h"
+#include "runtime/local/local.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"
@@ -15,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <errno.h>
+#include <limits.h>
+#include <unistd.h>
 
 #define AOPT(field) offsetof(struct agent_config, field)
 
@@ -36,6 +44,9 @@ const struct cfg_option agent_serve_options[] = {
      "local runtime: directory of SandboxTemplate/SandboxEnv/SandboxPool YAML", NULL},
     {"envd_path", CFG_STRING, NULL, false, AOPT(envd_path),
      "local runtime: the agentbox-envd binary (default: next to agentbox-agent)", NULL},
+    {"data_domain", CFG_STRING, NULL, false, AOPT(data_domain),
+     "data plane: route hosts <port>-<sandbox id>.<data_domain> (unset: headers and paths, "
+     "and hosts whose first label parses as <port>-<sandbox id>)", NULL},
     {"e2b_listen", CFG_STRING, ":8090", false, AOPT(e2b_listen),
      "E2B-compatible API listen address (HOST:PORT, :PORT or unix:PATH)", NULL},
     {"data_listen", CFG_STRING, ":8091", false, AOPT(data_listen), "data plane listen address",
@@ -123,13 +134,85 @@ static void h_ping(struct http_exchange *ex, void *arg)
     http_respond_json(ex, 200, body);
 }
 
-static void h_metrics(struct http_exchange *ex, void *arg)
+/* Pool gauges, refreshed when /metrics is rendered; series of pools that
+ * went away are removed. */
+#define POOL_SEEN_MAX 1024
+
+struct agent_pool_seen {
+    int n, next_n;
+    char key[POOL_SEEN_MAX][2][64];
+    char next[POOL_SEEN_MAX][2][64];
+};
+
+static const char *const POOL_GAUGES[] = {"idle", "running", "starting", "stopping", "pending"};
+
+static struct metric_family *pool_family(int i)
+{
+    static const char *const labels[] = {"namespace", "pool", NULL};
+    char name[64], help[128];
+    snprintf(name, sizeof(name), "agentbox_pool_%s", POOL_GAUGES[i]);
+    if (strcmp(POOL_GAUGES[i], "pending") == 0)
+        snprintf(help, sizeof(help), "Claims waiting for a sandbox of the pool");
+    else
+        snprintf(help, sizeof(help), "Sandboxes of the pool that are %s", POOL_GAUGES[i]);
+    return metrics_register(metrics_default(), name, help, METRIC_GAUGE, labels, NULL, 0);
+}
+
+static void pool_gauge(void *arg, const struct rt_pool *p)
+{
+    struct agent_pool_seen *ps = arg;
+    const char *v[] = {p->ns, p->name};
+    const int val[] = {p->status.idle, p->status.running, p->status.starting, p->status.stopping,
+                       p->status.pending};
+    for (size_t i = 0; i < AB_ARRAY_LEN(POOL_GAUGES); i++)
+        metrics_set(pool_family((int)i), v, val[i]);
+    if (ps->next_n < POOL_SEEN_MAX) {
+        ab_strlcpy(ps->next[ps->next_n][0], p->ns, 64);
+        ab_strlcpy(ps->next[ps->next_n][1], p->name, 64);
+        ps->next_n++;
+    }
+}
+
+static void pool_gauges_refresh(struct agent *a)
+{
+    struct agent_pool_seen *ps = a->pool_seen;
+    if (!a->rt || !ps)
+        return;
+    ps->next_n = 0;
+    rt_list_pools(a->rt, NULL, pool_gauge, ps);
+    for (int i = 0; i < ps->n; i++) {
+        bool still = false;
+        for (int j = 0; j < ps->next_n && !still; j++)
+            still = !strcmp(ps->key[i][0], ps->next[j][0]) &&
+                    !strcmp(ps->key[i][1], ps->next[j][1]);
+        if (!still) {
+            const char *v[] = {ps->key[i][0], ps->key[i][1]};
+            for (size_t k = 0; k < AB_ARRAY_LEN(POOL_GAUGES); k++)
+                metrics_remove(pool_family((int)k), v);
+        }
+    }
+    memcpy(ps->key, ps->next, sizeof(ps->key[0]) * (size_t)ps->next_n);
+    ps->n = ps->next_n;
+}
+
+void agent_respond_healthz(struct http_exchange *ex, struct agent *a)
+{
+    h_healthz(ex, a);
+}
+
+void agent_respond_metrics(struct http_exchange *ex, struct agent *a)
 {
     size_t len = 0;
+    pool_gauges_refresh(a);
     char *txt = metrics_render(metrics_default(), &len);
     http_respond(ex, 200, "text/plain; version=0.0.4; charset=utf-8", txt ? txt : "",
                  txt ? len : 0, NULL, 0);
     free(txt);
+}
+
+static void h_metrics(struct http_exchange *ex, void *arg)
+{
+    agent_respond_metrics(ex, arg);
 }
 
 int agent_add_routes(struct agent *a, enum agent_listener which, const struct http_route *routes,
@@ -150,6 +233,76 @@ struct http_router *agent_router(struct agent *a, enum agent_listener which)
     return a->l[which].router;
 }
 
+/* runtime=local: the local runtime over <state_dir>, with the manifests
+ * directory (absent: <state_dir>/manifests, empty unless the operator adds
+ * files) and agentbox-envd (default: next to this binary). */
+static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
+{
+    const struct agent_config *cfg = a->cfg;
+    char self[PATH_MAX], envd[PATH_MAX], mdir[PATH_MAX];
+    const char *envd_path = cfg->envd_path, *manifests = cfg->manifests_dir;
+
+    if (strcmp(cfg->runtime, "kube") == 0) {
+        snprintf(err, errlen, "runtime 'kube' is not available yet: run with --runtime local "
+                 "(Linux namespaces on this host)");
+        return AB_EINVAL;
+    }
+    if (!envd_path) {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        char *slash;
+        if (n <= 0 || n >= (ssize_t)sizeof(self) - 1) {
+            snprintf(err, errlen, "cannot find this binary's directory to locate agentbox-envd; "
+                     "set --envd-path");
+            return AB_EINVAL;
+        }
+        self[n] = '\0';
+        slash = strrchr(self, '/');
+        *slash = '\0';
+        snprintf(envd, sizeof(envd), "%s/agentbox-envd", self);
+        envd_path = envd;
+    }
+    if (access(envd_path, X_OK) != 0) {
+        snprintf(err, errlen, "envd_path %s is not an executable (%s): build agentbox-envd or set "
+                 "--envd-path", envd_path, strerror(errno));
+        return AB_EINVAL;
+    }
+    if (!manifests) {
+        snprintf(mdir, sizeof(mdir), "%s/manifests", cfg->state_dir);
+        if (mkdir(cfg->state_dir, 0700) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create state_dir %s: %s", cfg->state_dir,
+                     strerror(errno));
+            return AB_EIO;
+        }
+        if (mkdir(mdir, 0700) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create %s: %s", mdir, strerror(errno));
+            return AB_EIO;
+        }
+        LOG_WARN("no manifests_dir: the local runtime starts with no envs; set --manifests-dir",
+                 "watching", mdir);
+        manifests = mdir;
+    }
+    struct lrt_options o = {
+        .loop = a->loop,
+        .cluster_id = cfg->cluster_id,
+        .state_dir = cfg->state_dir,
+        .manifests_dir = manifests,
+        .envd_path = envd_path,
+    };
+    if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
+        snprintf(err, errlen, "out of memory");
+        return AB_ENOMEM;
+    }
+    char why[512];
+    int rc = lrt_new(&o, &a->rt, why, sizeof(why));
+    if (rc) {
+        snprintf(err, errlen, "local runtime: %s", why);
+        return rc;
+    }
+    LOG_INFO("local runtime started", "state_dir", cfg->state_dir, "manifests", manifests,
+             "envd", envd_path);
+    return 0;
+}
+
 int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_t errlen)
 {
     memset(a, 0, sizeof(*a));
@@ -158,10 +311,13 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     a->l[AGENT_DATA].name = "data";
     a->l[AGENT_NATIVE].name = "native";
     a->loop = loop_new(NULL);
-    if (!a->loop) {
+    if (!a->loop || agent_auth_new(a, &a->auth) != 0) {
         snprintf(err, errlen, "cannot create the event loop");
         return AB_ENOMEM;
     }
+    /* the data plane's catch-all comes first: a sandbox's own /metrics is proxied */
+    if (dataplane_add_routes(a, err, errlen))
+        return AB_ELIMIT;
     const struct http_route common[] = {
         {"GET", "/healthz", h_healthz, a, 0},
         {"GET", "/metrics", h_metrics, a, 0},
@@ -175,7 +331,19 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     };
     if (agent_add_routes(a, AGENT_NATIVE, native, AB_ARRAY_LEN(native), err, errlen))
         return AB_ELIMIT;
-    return native_relay_add_routes(a, err, errlen);
+    int rc = native_relay_add_routes(a, err, errlen);
+    if (rc == 0)
+        rc = native_sandboxes_add_routes(a, err, errlen);
+    if (rc == 0)
+        rc = agent_runtime_new(a, err, errlen);
+    return rc;
+}
+
+/* EVENT frames from the hub: key revocations today. */
+static void agent_on_hub_event(json_t *event, void *arg)
+{
+    struct agent *a = arg;
+    agent_auth_on_event(a->auth, event);
 }
 
 int agent_start(struct agent *a, char *err, size_t errlen)
@@ -214,6 +382,7 @@ int agent_start(struct agent *a, char *err, size_t errlen)
         };
         if (agent_tunnel_start(a, &to, &a->tunnel, err, errlen))
             return AB_EINVAL;
+        agent_tunnel_set_event_hook(a->tunnel, agent_on_hub_event, a);
     }
     return 0;
 }
@@ -248,9 +417,13 @@ void agent_fini(struct agent *a)
         if (a->l[i].server)
             http_server_stop(a->l[i].server);
     }
+    rt_free(a->rt); /* sandboxes keep running: the next agent re-adopts them */
+    a->rt = NULL;
+    free(a->pool_seen);
     loop_free(a->loop);
     for (int i = 0; i < AGENT_NLISTENERS; i++)
         http_router_free(a->l[i].router);
+    agent_auth_free(a->auth);
     memset(a, 0, sizeof(*a));
 }
 

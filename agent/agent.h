@@ -17,6 +17,9 @@
 
 struct loop;
 struct agent_tunnel;
+struct agent_auth;
+struct rt;
+struct agent_pool_seen;
 
 struct agent_config {
     char *cluster_id;
@@ -27,6 +30,7 @@ struct agent_config {
     char *state_dir;
     char *manifests_dir;
     char *envd_path;
+    char *data_domain;
     char *e2b_listen;
     char *data_listen;
     char *native_listen;
@@ -57,6 +61,9 @@ struct agent {
     struct loop *loop;
     struct agent_listener_state l[AGENT_NLISTENERS];
     struct agent_tunnel *tunnel; /* NULL when standalone */
+    struct agent_auth *auth;     /* API keys, validated through the hub */
+    struct rt *rt;               /* the sandbox runtime (local); NULL until agent_init made it */
+    struct agent_pool_seen *pool_seen; /* pool gauge series exported so far (agent.c) */
 };
 
 /* Validates cfg (each failure names the key and what to set). */
@@ -68,6 +75,10 @@ int agent_add_routes(struct agent *a, enum agent_listener which, const struct ht
 /* The router of a listener, for tunnel streams to dispatch into (after agent_start). */
 struct http_router *agent_router(struct agent *a, enum agent_listener which);
 int agent_start(struct agent *a, char *err, size_t errlen);
+/* The /healthz and /metrics answers, for a listener whose catch-all route
+ * answers them itself (the data plane). */
+void agent_respond_healthz(struct http_exchange *ex, struct agent *a);
+void agent_respond_metrics(struct http_exchange *ex, struct agent *a);
 int agent_run(struct agent *a);
 void agent_fini(struct agent *a);
 

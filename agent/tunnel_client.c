@@ -422,6 +422,8 @@ int agent_tunnel_start(struct agent *a, const struct agent_tunnel_options *o,
     info.vhost_name = "tunnel-client";
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = t->protocols;
+    /* lws builds a vhost's client TLS context only with this option */
+    info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     if (o->hub_ca) {
         ab_strlcpy(t->ca, o->hub_ca, sizeof(t->ca));
         info.client_ssl_ca_filepath = t->ca;

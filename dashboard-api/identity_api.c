@@ -23,8 +23,8 @@ struct key_op {
     struct auth_ctx *a;
     struct http_exchange *ex;
     enum key_op_kind kind;
-    bool admin;        /* admin route: no owner restriction */
-    bool with_tokens;  /* listing: decrypt rawToken */
+    bool admin;       /* admin route: no owner restriction */
+    bool with_tokens; /* listing: decrypt rawToken */
     bool include_revoked;
     char actor[KEYS_ID_MAX + 8];
     /* owner (self-service) or filter (admin); "" = none */
@@ -71,8 +71,8 @@ static int key_op_job(PGconn *c, void *arg)
         return keys_create_conn(c, auth_keyring(o->a), &rq, o->token, &o->out, o->err,
                                 sizeof(o->err));
     case OP_REVOKE:
-        return keys_revoke_conn(c, o->id, o->admin ? NULL : team, o->admin ? NULL : user,
-                                o->actor, o->hash, o->err, sizeof(o->err));
+        return keys_revoke_conn(c, o->id, o->admin ? NULL : team, o->admin ? NULL : user, o->actor,
+                                o->hash, o->err, sizeof(o->err));
     }
     return AB_EINVAL;
 }
@@ -89,8 +89,8 @@ static void key_op_done(void *arg, int status)
         auth_respond_db_error(o->a, o->ex, AUTH_SURFACE_API, status, o->err);
     } else if (o->kind == OP_LIST) {
         size_t n = json_array_size(o->out);
-        http_respond_json(o->ex, 200, json_pack("{s:O,s:I}", "items", o->out, "total",
-                                                (json_int_t)n));
+        http_respond_json(o->ex, 200,
+                          json_pack("{s:O,s:I}", "items", o->out, "total", (json_int_t)n));
     } else if (o->kind == OP_CREATE) {
         json_object_set_new(o->out, "key", json_string(o->token));
         http_respond_json(o->ex, 201, json_incref(o->out));
@@ -201,9 +201,8 @@ static void whoami_ok(struct http_exchange *ex, const struct keys_principal *p, 
     (void)arg;
     http_respond_json(ex, 200,
                       json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "role", keys_role_name(p->role),
-                                "user", p->user, "team", p->team, "mode",
-                                keys_mode_name(p->mode), "namespace", p->namespace, "keyId",
-                                p->key_id, "name", p->name));
+                                "user", p->user, "team", p->team, "mode", keys_mode_name(p->mode),
+                                "namespace", p->namespace, "keyId", p->key_id, "name", p->name));
 }
 
 static void whoami(struct http_exchange *ex, void *arg)

@@ -41,8 +41,8 @@ struct auth_ctx {
 
 /* --- error answers ----------------------------------------------------------------- */
 
-void auth_respond_api_error(struct http_exchange *ex, int status, const char *code,
-                            const char *fmt, ...)
+void auth_respond_api_error(struct http_exchange *ex, int status, const char *code, const char *fmt,
+                            ...)
 {
     char msg[512];
     va_list ap;
@@ -74,7 +74,8 @@ void auth_respond_db_error(struct auth_ctx *a, struct http_exchange *ex, enum au
     char why[256], msg[400];
 
     if (status == AB_EBUSY) {
-        snprintf(msg, sizeof(msg), "database unavailable: %zu jobs queued, the limit; retry shortly",
+        snprintf(msg, sizeof(msg),
+                 "database unavailable: %zu jobs queued, the limit; retry shortly",
                  db_pool_pending(a->db));
     } else if (status == AB_ECLOSED) {
         snprintf(msg, sizeof(msg), "database unavailable: the hub is shutting down");
@@ -345,8 +346,8 @@ static void request_done(void *arg, int status)
                      "key",
                      l->when);
         else if (l->ks == KEYS_EXPIRED)
-            snprintf(msg, sizeof(msg),
-                     "invalid api key: this key expired at %s; create a new key", l->when);
+            snprintf(msg, sizeof(msg), "invalid api key: this key expired at %s; create a new key",
+                     l->when);
         else
             snprintf(msg, sizeof(msg),
                      "invalid api key: no such key; create one with `agentbox-hub key create` "
@@ -399,8 +400,8 @@ static bool credential(const struct http_request *r, enum auth_surface s, char *
            take(http_header_get(r, "AGENTBOX-API-KEY"), out, cap);
 }
 
-void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s,
-                  auth_ok_fn ok, void *arg)
+void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s, auth_ok_fn ok,
+                  void *arg)
 {
     char token[KEYS_TOKEN_LEN + 2];
     struct lookup *l;
@@ -518,8 +519,8 @@ static void validate_route(struct http_exchange *ex, void *arg)
     int rc;
 
     body = json_parse_object(r->body, r->body_len, 4096, err, sizeof(err));
-    if (body == NULL || json_get_str(body, "hash", true, KEYS_HASH_LEN, &hash, err,
-                                     sizeof(err)) != 0) {
+    if (body == NULL ||
+        json_get_str(body, "hash", true, KEYS_HASH_LEN, &hash, err, sizeof(err)) != 0) {
         http_respond_error(ex, 400, "%s", err);
         json_decref(body);
         return;
@@ -536,8 +537,9 @@ static void validate_route(struct http_exchange *ex, void *arg)
     json_decref(body);
     if (rc == AB_EINVAL) {
         free(v);
-        http_respond_error(ex, 400, "field 'hash' must be 64 lowercase hex characters (SHA-256 "
-                                    "of the key)");
+        http_respond_error(ex, 400,
+                           "field 'hash' must be 64 lowercase hex characters (SHA-256 "
+                           "of the key)");
     } else if (rc != 0) {
         free(v);
         auth_respond_db_error(a, ex, AUTH_SURFACE_E2B, rc, NULL);
@@ -549,8 +551,8 @@ static void validate_route(struct http_exchange *ex, void *arg)
 /* The identity context of the one hub in this process (hub_identity_start). */
 static struct auth_ctx *hub_identity;
 
-int hub_identity_start(struct hub *h, const char *secret_value, const char *secret_file,
-                       char *err, size_t errlen)
+int hub_identity_start(struct hub *h, const char *secret_value, const char *secret_file, char *err,
+                       size_t errlen)
 {
     struct auth_options o = {0};
     const struct http_route routes[1] = {
@@ -565,8 +567,7 @@ int hub_identity_start(struct hub *h, const char *secret_value, const char *secr
         snprintf(err, errlen, "the identity routes are already started");
         return AB_EEXIST;
     }
-    rc = vault_hub_secret_load("hub_secret", secret_value, secret_file, &secret, &len, err,
-                               errlen);
+    rc = vault_hub_secret_load("hub_secret", secret_value, secret_file, &secret, &len, err, errlen);
     if (rc != 0)
         return rc;
     o.loop = h->loop;

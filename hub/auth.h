@@ -38,9 +38,9 @@ struct vault_keyring;
 struct auth_ctx;
 
 struct auth_options {
-    struct loop *loop;       /* not owned */
-    struct db_pool *db;      /* not owned; must outlive the context's jobs */
-    const char *hub_secret;  /* ≥ VAULT_HUB_SECRET_MIN bytes; copied into a key ring */
+    struct loop *loop;      /* not owned */
+    struct db_pool *db;     /* not owned; must outlive the context's jobs */
+    const char *hub_secret; /* ≥ VAULT_HUB_SECRET_MIN bytes; copied into a key ring */
     size_t hub_secret_len;
     int64_t scan_interval_ms; /* 0 → AUTH_SCAN_INTERVAL_MS */
 };
@@ -63,8 +63,8 @@ typedef void (*auth_ok_fn)(struct http_exchange *ex, const struct keys_principal
 /* Authenticates ex. On success ok(ex, principal, arg) runs later; on failure
  * ex is answered (401 or 503) and ok never runs. arg must stay valid until
  * one of the two happened. */
-void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s,
-                  auth_ok_fn ok, void *arg);
+void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s, auth_ok_fn ok,
+                  void *arg);
 
 /* For the tunnel: validates a key by its SHA-256 hex. cb runs on the loop
  * thread exactly once when this returns 0: status 0 with ks KEYS_VALID and p
@@ -82,8 +82,8 @@ json_t *auth_principal_json(const struct keys_principal *p);
 void auth_mark_used(struct auth_ctx *a, const char *key_id);
 
 /* Error bodies: API surface {"error": msg, "errorCode": code}. */
-void auth_respond_api_error(struct http_exchange *ex, int status, const char *code,
-                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void auth_respond_api_error(struct http_exchange *ex, int status, const char *code, const char *fmt,
+                            ...) __attribute__((format(printf, 4, 5)));
 /* The answer to a failed db_submit or job status (503 naming the cause; 500
  * never), in the surface's error shape. err: the job's message or "". */
 void auth_respond_db_error(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s,
@@ -97,8 +97,8 @@ void auth_respond_db_error(struct auth_ctx *a, struct http_exchange *ex, enum au
  * /api/v1/api-keys, /api/v1/admin/api-keys, /e2b/secrets on the API router,
  * and /internal/v1/keys/validate, /internal/v1/vault/resolve on the internal
  * (tunnel-only) router. Between hub_init and hub_start. */
-int hub_identity_start(struct hub *h, const char *secret_value, const char *secret_file,
-                       char *err, size_t errlen);
+int hub_identity_start(struct hub *h, const char *secret_value, const char *secret_file, char *err,
+                       size_t errlen);
 /* The context hub_identity_start made (NULL before), for the tunnel code. */
 struct auth_ctx *hub_identity_ctx(void);
 /* In hub_fini after db_pool_free (pending jobs' done() still use the

@@ -541,14 +541,14 @@ static void flush_touched(struct clusters *c)
 {
     struct flush_job *j = NULL;
     int64_t *epochs = NULL;
-    size_t n, cap = c->table.n, len = 0, size;
+    size_t n, cap = 2 * c->table.n, len = 0, size;
 
     if (cap == 0)
         return;
     epochs = calloc(cap, sizeof(*epochs));
     if (epochs == NULL)
         return;
-    n = clusters_table_take_touched(&c->table, epochs, cap);
+    n = clusters_table_take_seen(&c->table, epochs, cap);
     if (n == 0)
         goto out;
     j = calloc(1, sizeof(*j));
@@ -663,8 +663,15 @@ static void api_get(struct http_exchange *ex, void *arg)
     if (answer_not_loaded(c, ex))
         return;
     if (id == NULL || clusters_get(c, id, &ci) != 0) {
-        http_respond_error(ex, 404, "no cluster '%.64s': list the clusters with GET /api/clusters",
-                           id != NULL ? id : "");
+        char shown[65];
+        size_t n = 0;
+
+        /* Echo the id, but only as printable ASCII (it came off the wire). */
+        for (const char *p = id != NULL ? id : ""; *p != '\0' && n + 1 < sizeof(shown); p++)
+            shown[n++] = (*p >= 0x20 && *p < 0x7f && *p != '\'') ? *p : '?';
+        shown[n] = '\0';
+        http_respond_error(ex, 404, "no cluster '%s': list the clusters with GET /api/clusters",
+                           shown);
         return;
     }
     o = info_json(&ci);

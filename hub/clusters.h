@@ -88,7 +88,8 @@ void clusters_touch(struct clusters *c, const char *cluster_id, int64_t epoch);
 int clusters_get(struct clusters *c, const char *cluster_id, struct cluster_info *out);
 
 /* GET /api/clusters → {"clusters":[{"id","name","region","online","lastSeen",
- * "agentVersion"}]} sorted by id; lastSeen RFC 3339 or null.
+ * "agentVersion"}]} sorted by id; lastSeen RFC 3339 or null (also "disabled";
+ * agentVersion null before the first session).
  * GET /api/clusters/{id} → one cluster's object, 404 naming the id.
  * Both answer 503 until the first refresh succeeded. */
 int clusters_add_routes(struct hub *h, struct clusters *c, char *err, size_t errlen);

@@ -212,15 +212,24 @@ void clusters_table_touch(struct clusters_table *t, const char *id, int64_t epoc
         e->live_last_seen_ms = now_ms;
 }
 
-size_t clusters_table_take_touched(struct clusters_table *t, int64_t *epochs, size_t max)
+size_t clusters_table_take_seen(struct clusters_table *t, int64_t *epochs, size_t max)
 {
     size_t n = 0;
 
-    for (size_t i = 0; i < t->n && n < max; i++) {
-        if (t->v[i].touched_epoch == 0)
+    for (size_t i = 0; i < t->n; i++) {
+        struct clusters_entry *e = &t->v[i];
+        size_t need =
+            (e->live_epoch != 0) + (e->touched_epoch != 0 && e->touched_epoch != e->live_epoch);
+
+        if (need == 0)
             continue;
-        epochs[n++] = t->v[i].touched_epoch;
-        t->v[i].touched_epoch = 0;
+        if (n + need > max)
+            break;
+        if (e->live_epoch != 0)
+            epochs[n++] = e->live_epoch;
+        if (e->touched_epoch != 0 && e->touched_epoch != e->live_epoch)
+            epochs[n++] = e->touched_epoch;
+        e->touched_epoch = 0;
     }
     return n;
 }

@@ -75,9 +75,12 @@ void clusters_table_online(struct clusters_table *t, const char *id, int64_t epo
 /* Returns true when epoch was the live session (now cleared). */
 bool clusters_table_end(struct clusters_table *t, const char *id, int64_t epoch);
 void clusters_table_touch(struct clusters_table *t, const char *id, int64_t epoch, int64_t now_ms);
-/* Moves the touched epochs into epochs (room for max) and clears them;
- * returns how many. Entries past max stay marked for the next flush. */
-size_t clusters_table_take_touched(struct clusters_table *t, int64_t *epochs, size_t max);
+/* The epochs whose last_seen the next flush writes: every session live on
+ * this hub (the tunnel server drops a silent one within its timeout, so a
+ * live session is a seen one even while no frame arrives) and every touched
+ * one; the touched marks are cleared. Room for max (2 per entry is always
+ * enough); returns how many. Entries past max stay marked for the next flush. */
+size_t clusters_table_take_seen(struct clusters_table *t, int64_t *epochs, size_t max);
 
 void clusters_table_free(struct clusters_table *t);
 

@@ -134,7 +134,8 @@ static int key_list(PGconn *c, const struct key_cli_config *cfg, char *err, size
         return rc;
     printf("%-19s  %-9s  %-16s  %-16s  %-24s  %-6s  %-12s  %-20s  %-20s  %s\n", "ID", "PREFIX",
            "TEAM", "USER", "NAMESPACE", "ROLE", "MODE", "CREATED", "EXPIRES", "STATUS");
-    json_array_foreach(arr, i, k) {
+    json_array_foreach(arr, i, k)
+    {
         const char *status = "active";
         if (str_or(k, "revokedAt", NULL) != NULL)
             status = "revoked";
@@ -195,8 +196,7 @@ int keys_cli_main(int argc, char **argv)
     int rc;
 
     memset(&cfg, 0, sizeof(cfg));
-    rc = cfg_load(key_options, AB_ARRAY_LEN(key_options), &cfg, argc, argv, &res, err,
-                  sizeof(err));
+    rc = cfg_load(key_options, AB_ARRAY_LEN(key_options), &cfg, argc, argv, &res, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "agentbox-hub key: %s\n", err);
         rc = 2;

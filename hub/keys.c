@@ -13,7 +13,8 @@
 #include "db.h"
 #include "vault.h"
 
-#define TS(col) "coalesce(to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '')"
+#define TS(col)                                                                                    \
+    "coalesce(to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '')"
 
 const char *keys_role_name(enum keys_role r)
 {
@@ -28,10 +29,14 @@ const char *keys_mode_name(enum keys_mode m)
 const char *keys_status_name(enum keys_status s)
 {
     switch (s) {
-    case KEYS_VALID: return "valid";
-    case KEYS_UNKNOWN: return "unknown";
-    case KEYS_REVOKED: return "revoked";
-    case KEYS_EXPIRED: return "expired";
+    case KEYS_VALID:
+        return "valid";
+    case KEYS_UNKNOWN:
+        return "unknown";
+    case KEYS_REVOKED:
+        return "revoked";
+    case KEYS_EXPIRED:
+        return "expired";
     }
     return "unknown";
 }
@@ -102,11 +107,12 @@ static int finish_tx(PGconn *c, int rc, char *err, size_t errlen)
 }
 
 /* Columns of a listing row, in this order. */
-#define LIST_FIELDS                                                                            \
-    "k.id, k.name, k.prefix, k.team, k.user_name, coalesce(tn.namespace, k.namespace), "       \
-    "k.role, k.mode, " TS("k.created_at") ", " TS("k.expires_at") ", " TS("k.revoked_at")     \
-    ", " TS("k.last_used_at") ", coalesce(encode(k.token_ciphertext, 'hex'), ''), "            \
-    "coalesce(encode(k.token_nonce, 'hex'), ''), coalesce(k.token_key_id, ''), k.hash"
+#define LIST_FIELDS                                                                                \
+    "k.id, k.name, k.prefix, k.team, k.user_name, coalesce(tn.namespace, k.namespace), "           \
+    "k.role, k.mode, " TS("k.created_at") ", " TS("k.expires_at") ", " TS("k.revoked_at") ", " TS( \
+        "k.last_used_at") ", coalesce(encode(k.token_ciphertext, 'hex'), ''), "                    \
+                          "coalesce(encode(k.token_nonce, 'hex'), ''), coalesce(k.token_key_id, "  \
+                          "''), k.hash"
 
 static json_t *opt_time(const char *s)
 {
@@ -116,26 +122,24 @@ static json_t *opt_time(const char *s)
 /* One listing row → JSON; with kr, the decrypted token as rawToken. */
 static json_t *key_json(const PGresult *r, int row, const struct vault_keyring *kr)
 {
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:o,s:o}", "id",
-                          PQgetvalue(r, row, 0), "name", PQgetvalue(r, row, 1), "prefix",
-                          PQgetvalue(r, row, 2), "team", PQgetvalue(r, row, 3), "user",
-                          PQgetvalue(r, row, 4), "namespace", PQgetvalue(r, row, 5), "role",
-                          PQgetvalue(r, row, 6), "mode", PQgetvalue(r, row, 7), "createdAt",
-                          PQgetvalue(r, row, 8), "expiresAt", opt_time(PQgetvalue(r, row, 9)),
-                          "revokedAt", opt_time(PQgetvalue(r, row, 10)), "lastUsedAt",
-                          opt_time(PQgetvalue(r, row, 11)));
+    json_t *o = json_pack(
+        "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:o,s:o}", "id", PQgetvalue(r, row, 0), "name",
+        PQgetvalue(r, row, 1), "prefix", PQgetvalue(r, row, 2), "team", PQgetvalue(r, row, 3),
+        "user", PQgetvalue(r, row, 4), "namespace", PQgetvalue(r, row, 5), "role",
+        PQgetvalue(r, row, 6), "mode", PQgetvalue(r, row, 7), "createdAt", PQgetvalue(r, row, 8),
+        "expiresAt", opt_time(PQgetvalue(r, row, 9)), "revokedAt", opt_time(PQgetvalue(r, row, 10)),
+        "lastUsedAt", opt_time(PQgetvalue(r, row, 11)));
 
     if (o != NULL && kr != NULL && PQgetvalue(r, row, 12)[0] != '\0') {
         uint8_t aad[256];
-        size_t aadlen = vault_token_aad(PQgetvalue(r, row, 0), PQgetvalue(r, row, 15), aad,
-                                        sizeof(aad));
+        size_t aadlen =
+            vault_token_aad(PQgetvalue(r, row, 0), PQgetvalue(r, row, 15), aad, sizeof(aad));
         uint8_t *pt = NULL;
         size_t len = 0;
 
         if (aadlen <= sizeof(aad) &&
-            vault_open_hex(kr, VAULT_PURPOSE_TOKENS, PQgetvalue(r, row, 14),
-                           PQgetvalue(r, row, 12), PQgetvalue(r, row, 13), aad, aadlen, &pt,
-                           &len) == 0) {
+            vault_open_hex(kr, VAULT_PURPOSE_TOKENS, PQgetvalue(r, row, 14), PQgetvalue(r, row, 12),
+                           PQgetvalue(r, row, 13), aad, aadlen, &pt, &len) == 0) {
             json_object_set_new(o, "rawToken", json_stringn((const char *)pt, len));
             OPENSSL_cleanse(pt, len);
             free(pt);
@@ -199,8 +203,8 @@ int keys_create_conn(PGconn *c, const struct vault_keyring *kr,
         rc = vault_generation_conn(c, &gen, err, errlen);
         aadlen = vault_token_aad(id, hash, aad, sizeof(aad));
         if (rc == 0)
-            rc = vault_seal_hex(kr, VAULT_PURPOSE_TOKENS, gen, aad, aadlen, token,
-                                KEYS_TOKEN_LEN, &ct, &nonce, key_id);
+            rc = vault_seal_hex(kr, VAULT_PURPOSE_TOKENS, gen, aad, aadlen, token, KEYS_TOKEN_LEN,
+                                &ct, &nonce, key_id);
         if (rc != 0)
             goto out;
     }
@@ -227,9 +231,9 @@ int keys_create_conn(PGconn *c, const struct vault_keyring *kr,
         rc = fail(c, r, "cannot store the key", err, errlen);
         goto out;
     }
-    details = json_pack("{s:s,s:s,s:s,s:s,s:s}", "team", rq->team, "user", rq->user, "role",
-                        keys_role_name(rq->role), "mode", keys_mode_name(rq->mode), "prefix",
-                        prefix);
+    details =
+        json_pack("{s:s,s:s,s:s,s:s,s:s}", "team", rq->team, "user", rq->user, "role",
+                  keys_role_name(rq->role), "mode", keys_mode_name(rq->mode), "prefix", prefix);
     ae.actor = rq->actor != NULL ? rq->actor : "unknown";
     ae.action = "apikey.create";
     ae.target = id;
@@ -267,8 +271,7 @@ out_notx:
 }
 
 int keys_lookup_conn(PGconn *c, const char *hash, enum keys_status *status,
-                     struct keys_principal *p, char when[KEYS_TIME_MAX], char *err,
-                     size_t errlen)
+                     struct keys_principal *p, char when[KEYS_TIME_MAX], char *err, size_t errlen)
 {
     const char *vals[1] = {hash};
     PGresult *r;
@@ -277,14 +280,15 @@ int keys_lookup_conn(PGconn *c, const char *hash, enum keys_status *status,
     memset(p, 0, sizeof(*p));
     when[0] = '\0';
     *status = KEYS_UNKNOWN;
-    r = PQexecParams(c,
-                     "SELECT k.id, k.name, k.team, k.user_name, "
-                     "coalesce(tn.namespace, k.namespace), k.role, k.mode, " TS("k.expires_at")
-                     ", " TS("k.revoked_at") ", k.revoked_at IS NOT NULL, "
-                     "k.expires_at IS NOT NULL AND k.expires_at <= now() "
-                     "FROM api_keys k LEFT JOIN team_namespaces tn ON tn.team = k.team "
-                     "WHERE k.hash = $1",
-                     1, NULL, vals, NULL, NULL, 0);
+    r = PQexecParams(
+        c,
+        "SELECT k.id, k.name, k.team, k.user_name, "
+        "coalesce(tn.namespace, k.namespace), k.role, k.mode, " TS("k.expires_at") ", " TS(
+            "k.revoked_at") ", k.revoked_at IS NOT NULL, "
+                            "k.expires_at IS NOT NULL AND k.expires_at <= now() "
+                            "FROM api_keys k LEFT JOIN team_namespaces tn ON tn.team = k.team "
+                            "WHERE k.hash = $1",
+        1, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         rc = fail(c, r, "cannot look the key up", err, errlen);
         goto out;

@@ -56,9 +56,9 @@ struct keys_principal {
 /* Why a lookup found no valid key. */
 enum keys_status {
     KEYS_VALID = 0,
-    KEYS_UNKNOWN,  /* no key with that hash */
-    KEYS_REVOKED,  /* when: revoked_at */
-    KEYS_EXPIRED,  /* when: expires_at */
+    KEYS_UNKNOWN, /* no key with that hash */
+    KEYS_REVOKED, /* when: revoked_at */
+    KEYS_EXPIRED, /* when: expires_at */
 };
 
 const char *keys_role_name(enum keys_role r);
@@ -81,11 +81,11 @@ bool keys_hash_is_wellformed(const char *hash);
 struct keys_create_request {
     const char *team;
     const char *user;
-    const char *name;       /* NULL → "" */
+    const char *name; /* NULL → "" */
     enum keys_role role;
     enum keys_mode mode;
-    int64_t expires_in_ms;  /* 0: never */
-    const char *actor;      /* audit: "cli", "key:<id>" */
+    int64_t expires_in_ms; /* 0: never */
+    const char *actor;     /* audit: "cli", "key:<id>" */
 };
 
 /* Creates a key: validates team/user/name (AB_EINVAL naming the field),
@@ -100,8 +100,7 @@ int keys_create_conn(PGconn *c, const struct vault_keyring *kr,
 /* Looks a hash up. KEYS_VALID fills p; the other statuses set when (revoked
  * or expiry time, "" for unknown). Returns 0, or AB_EIO with err. */
 int keys_lookup_conn(PGconn *c, const char *hash, enum keys_status *status,
-                     struct keys_principal *p, char when[KEYS_TIME_MAX], char *err,
-                     size_t errlen);
+                     struct keys_principal *p, char when[KEYS_TIME_MAX], char *err, size_t errlen);
 
 /* Lists keys as a JSON array, newest first: {id, name, prefix, team, user,
  * namespace, role, mode, createdAt, expiresAt, revokedAt, lastUsedAt, and

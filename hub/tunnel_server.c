@@ -19,6 +19,7 @@
 #include "agentbox/version.h"
 #include "clusters.h"
 #include "hub.h"
+#include "keys.h"
 
 #include <libwebsockets.h>
 #include <stdio.h>
@@ -59,7 +60,9 @@ struct tunnel_server {
     struct hub_session *buckets[TS_BUCKETS];
     struct hub_session *all;
     size_t online;
-    struct loop_timer sync_timer, stats_timer;
+    struct loop_timer sync_timer, stats_timer, ping_timer;
+    int64_t ping_interval_ms;
+    int64_t last_forced_refresh_ms;
     char iface[128];
     struct metric_family *m_online, *m_streams, *m_buffered, *m_stalls, *m_sessions_total;
 };
@@ -313,6 +316,12 @@ static int filter(struct tunnel_server *ts, struct lws *wsi)
         return refuse(wsi, 403, why);
     }
     if (rc != 0) {
+        /* a cluster added a moment ago: look again now rather than at the next refresh */
+        int64_t now = ab_now_ms();
+        if (now - ts->last_forced_refresh_ms > 1000) {
+            ts->last_forced_refresh_ms = now;
+            clusters_refresh_now(ts->clusters);
+        }
         LOG_WARN("tunnel refused: unknown cluster or wrong token", "cluster", cluster, "reason",
                  why);
         return refuse(wsi, 401, why);
@@ -437,30 +446,39 @@ static void sync_tick(struct loop_timer *t)
     struct tunnel_server *ts = t->arg;
     for (struct hub_session *hs = ts->all; hs; hs = hs->next)
         if (hs->established && !hs->closed && hs->s) {
-            /* liveness: the agent pings every 10 s, so silence means a dead peer */
-            if (ab_now_ms() - hs->ws.last_rx_ms > ts->timeout_ms) {
-                LOG_WARN("tunnel silent; dropping the session", "cluster", hs->cluster);
-                tun_ws_kill(&hs->ws, "silent");
-                continue;
-            }
             tun_session_send_sync(hs->s);
             tun_ws_want_write(&hs->ws);
         }
     loop_timer_start(ts->hub->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
 }
 
-static void stats_tick(struct loop_timer *t)
+/* The hub pings each agent too (lws answers the agent's pings without telling
+ * us), so an idle session still proves it is alive, and drops the silent. */
+static void ping_tick(struct loop_timer *t)
 {
     struct tunnel_server *ts = t->arg;
     int64_t now = ab_now_ms();
     for (struct hub_session *hs = ts->all; hs; hs = hs->next) {
-        if (!hs->registered || !hs->s)
+        if (!hs->s || hs->closed || hs->ws.closing)
             continue;
         if (now - hs->ws.last_rx_ms > ts->timeout_ms) {
             LOG_WARN("tunnel silent; dropping the session", "cluster", hs->cluster);
             tun_ws_kill(&hs->ws, "silent");
             continue;
         }
+        tun_ws_ping(&hs->ws);
+        if (hs->registered)
+            clusters_touch(ts->clusters, hs->cluster, hs->epoch);
+    }
+    loop_timer_start(ts->hub->loop, &ts->ping_timer, ts->ping_interval_ms, ping_tick, ts);
+}
+
+static void stats_tick(struct loop_timer *t)
+{
+    struct tunnel_server *ts = t->arg;
+    for (struct hub_session *hs = ts->all; hs; hs = hs->next) {
+        if (!hs->registered || !hs->s)
+            continue;
         struct tun_stats st;
         tun_session_stats(hs->s, &st);
         const char *lv[] = {hs->cluster};
@@ -484,6 +502,15 @@ static void on_revoke(void *arg, const char *cluster_id, const char *reason)
         close_session(hs, reason);
 }
 
+/* A key stopped being valid: every agent drops it from its cache at once. */
+static void on_key_revoked(void *arg, const char *key_id, const char *hash, const char *reason)
+{
+    json_t *ev = json_pack("{s:s,s:s,s:s}", "type", "key_revoked", "hash", hash, "reason",
+                           reason ? reason : "revoked");
+    tunnel_server_broadcast(arg, ev);
+    json_decref(ev);
+}
+
 void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg)
 {
     for (struct hub_session *hs = ts->all; hs; hs = hs->next)
@@ -505,6 +532,7 @@ int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *i
     ts->internal = internal;
     ts->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     ts->sync_interval_ms = o->sync_interval_ms > 0 ? o->sync_interval_ms : 60000;
+    ts->ping_interval_ms = AB_MIN(10000, ts->timeout_ms / 3);
     tun_ep_callbacks_init(&ts->cb);
     ts->cb.on_hello = on_hello;
     ts->cb.on_report = on_report;
@@ -554,6 +582,8 @@ int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *i
     if (o->tls_cert && o->tls_key) {
         info.ssl_cert_filepath = o->tls_cert;
         info.ssl_private_key_filepath = o->tls_key;
+        /* lws sets up a vhost's TLS context only with this option */
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     } else if (o->tls_cert || o->tls_key) {
         snprintf(err, errlen, "tls_cert and tls_key go together: set both or neither");
         free(ts);
@@ -567,8 +597,10 @@ int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *i
         return AB_EIO;
     }
     clusters_set_revoke_hook(c, on_revoke, ts);
+    keys_set_revocation_hook(on_key_revoked, ts);
     loop_timer_start(h->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
     loop_timer_start(h->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
+    loop_timer_start(h->loop, &ts->ping_timer, ts->ping_interval_ms, ping_tick, ts);
     LOG_INFO("tunnel listening", "listen", o->listen, "tls", o->tls_cert ? "on" : "off");
     *out = ts;
     return 0;
@@ -580,7 +612,9 @@ void tunnel_server_stop(struct tunnel_server *ts)
         return;
     loop_timer_cancel(&ts->sync_timer);
     loop_timer_cancel(&ts->stats_timer);
+    loop_timer_cancel(&ts->ping_timer);
     clusters_set_revoke_hook(ts->clusters, NULL, NULL);
+    keys_set_revocation_hook(NULL, NULL);
     /* sessions are closed by the context's destruction (CLOSED per wsi) */
     lws_vhost_destroy(ts->vh);
     while (ts->all) {

@@ -13,9 +13,9 @@
 #include "audit.h"
 #include "db.h"
 
-#define SECRET_FIELDS                                                                          \
-    "name, version, metadata::text, "                                                          \
-    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "               \
+#define SECRET_FIELDS                                                                              \
+    "name, version, metadata::text, "                                                              \
+    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "                   \
     "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
 /* --- hub secret and key ring ------------------------------------------------------- */
@@ -265,8 +265,8 @@ int vault_name_normalize(const char *in, char out[VAULT_NAME_MAX + 1], char *err
         return AB_EINVAL;
     }
     if (n > VAULT_NAME_MAX) {
-        snprintf(err, errlen, "secret name must be at most %d characters, got %zu",
-                 VAULT_NAME_MAX, n);
+        snprintf(err, errlen, "secret name must be at most %d characters, got %zu", VAULT_NAME_MAX,
+                 n);
         return AB_EINVAL;
     }
     for (i = 0; i < n; i++) {
@@ -321,15 +321,16 @@ int vault_metadata_check(const json_t *md, char *err, size_t errlen)
                  VAULT_META_ENTRIES_MAX, json_object_size(md));
         return AB_ELIMIT;
     }
-    json_object_foreach((json_t *)md, k, v) {
+    json_object_foreach((json_t *)md, k, v)
+    {
         size_t kl = strlen(k), vl;
         if (kl == 0) {
             snprintf(err, errlen, "metadata keys must not be empty");
             return AB_EINVAL;
         }
         if (kl > VAULT_META_KEY_MAX) {
-            snprintf(err, errlen, "metadata key '%.32s…' is longer than %d bytes",
-                     k, VAULT_META_KEY_MAX);
+            snprintf(err, errlen, "metadata key '%.32s…' is longer than %d bytes", k,
+                     VAULT_META_KEY_MAX);
             return AB_ELIMIT;
         }
         if (!json_is_string(v)) {
@@ -346,8 +347,8 @@ int vault_metadata_check(const json_t *md, char *err, size_t errlen)
     }
     if (total > VAULT_META_TOTAL_MAX) {
         snprintf(err, errlen,
-                 "metadata is %zu bytes in all (keys and values), more than the %d allowed",
-                 total, VAULT_META_TOTAL_MAX);
+                 "metadata is %zu bytes in all (keys and values), more than the %d allowed", total,
+                 VAULT_META_TOTAL_MAX);
         return AB_ELIMIT;
     }
     return 0;
@@ -591,13 +592,14 @@ int vault_update_conn(PGconn *c, const struct vault_keyring *kr, const struct va
     vals[5] = key_id;
     vals[6] = md;
     vals[7] = ver;
-    r = PQexecParams(c,
-                     "UPDATE vault_secrets SET ciphertext = decode($4, 'hex'), "
-                     "nonce = decode($5, 'hex'), key_id = $6, "
-                     "metadata = coalesce($7::jsonb, metadata), version = $8::integer, "
-                     "updated_at = now() "
-                     "WHERE namespace = $1 AND user_name = $2 AND name = $3 RETURNING " SECRET_FIELDS,
-                     8, NULL, vals, NULL, NULL, 0);
+    r = PQexecParams(
+        c,
+        "UPDATE vault_secrets SET ciphertext = decode($4, 'hex'), "
+        "nonce = decode($5, 'hex'), key_id = $6, "
+        "metadata = coalesce($7::jsonb, metadata), version = $8::integer, "
+        "updated_at = now() "
+        "WHERE namespace = $1 AND user_name = $2 AND name = $3 RETURNING " SECRET_FIELDS,
+        8, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
         rc = fail(c, r, "cannot update the secret", err, errlen);
         goto out;
@@ -707,8 +709,8 @@ out:
 }
 
 int vault_open_hex(const struct vault_keyring *kr, const char *purpose, const char *key_id,
-                    const char *ct_hex, const char *nonce_hex, const uint8_t *aad, size_t aadlen,
-                    uint8_t **pt, size_t *ptlen)
+                   const char *ct_hex, const char *nonce_hex, const uint8_t *aad, size_t aadlen,
+                   uint8_t **pt, size_t *ptlen)
 {
     uint8_t key[CRYPTO_AES_KEY_LEN];
     uint8_t *ct = NULL, *nonce = NULL, *out = NULL;
@@ -722,8 +724,7 @@ int vault_open_hex(const struct vault_keyring *kr, const char *purpose, const ch
         return rc;
     ct = unhex(ct_hex, &ctlen);
     nonce = unhex(nonce_hex, &nlen);
-    if (ct == NULL || nonce == NULL || nlen != CRYPTO_GCM_NONCE_LEN ||
-        ctlen < CRYPTO_GCM_TAG_LEN) {
+    if (ct == NULL || nonce == NULL || nlen != CRYPTO_GCM_NONCE_LEN || ctlen < CRYPTO_GCM_TAG_LEN) {
         rc = AB_EINVAL;
         goto out;
     }
@@ -842,7 +843,7 @@ int vault_resolve_conn(PGconn *c, const struct vault_keyring *kr, const struct v
             break;
         }
         rc = vault_open_hex(kr, VAULT_PURPOSE_SECRETS, PQgetvalue(r, row, 4), PQgetvalue(r, row, 2),
-                      PQgetvalue(r, row, 3), aad, aadlen, &pt, &len);
+                            PQgetvalue(r, row, 3), aad, aadlen, &pt, &len);
         if (rc != 0) {
             snprintf(err, errlen,
                      "secret \"%s\" does not decrypt with this hub secret (key %s): %s", name,
@@ -985,8 +986,7 @@ static int rotate_table(PGconn *c, const struct vault_keyring *kr, bool tokens, 
                          "secret \"%s\" of %s/%s does not decrypt (key %s): nothing was "
                          "changed; pass the secret it was written with as "
                          "--previous-hub-secret-file",
-                         name, PQgetvalue(r, row, 1), PQgetvalue(r, row, 2),
-                         PQgetvalue(r, row, 6));
+                         name, PQgetvalue(r, row, 1), PQgetvalue(r, row, 2), PQgetvalue(r, row, 6));
             rc = AB_EDENIED;
             free(ct);
             free(nonce);
@@ -1011,8 +1011,8 @@ out:
     return rc;
 }
 
-int vault_rotate_conn(PGconn *c, const struct vault_keyring *kr, const char *actor,
-                      int *generation, size_t *secrets, size_t *tokens, char *err, size_t errlen)
+int vault_rotate_conn(PGconn *c, const struct vault_keyring *kr, const char *actor, int *generation,
+                      size_t *secrets, size_t *tokens, char *err, size_t errlen)
 {
     struct audit_entry ae = {0};
     json_t *d = NULL;
@@ -1027,8 +1027,7 @@ int vault_rotate_conn(PGconn *c, const struct vault_keyring *kr, const char *act
                   "SELECT coalesce(max(generation), 0) + 1 FROM hub_key_generations "
                   "RETURNING generation");
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        rc = fail(c, r, "cannot add a key generation (is another rotation running?)", err,
-                  errlen);
+        rc = fail(c, r, "cannot add a key generation (is another rotation running?)", err, errlen);
         PQclear(r);
         goto out;
     }

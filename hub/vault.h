@@ -29,10 +29,10 @@
 
 #include "agentbox/crypto.h"
 
-#define VAULT_HUB_SECRET_MIN 32    /* bytes */
-#define VAULT_HUB_SECRET_MAX 4096  /* bytes */
-#define VAULT_KEY_ID_MAX 32        /* "v12.1a2b3c4d" */
-#define VAULT_NAME_MAX 128         /* after normalisation */
+#define VAULT_HUB_SECRET_MIN 32   /* bytes */
+#define VAULT_HUB_SECRET_MAX 4096 /* bytes */
+#define VAULT_KEY_ID_MAX 32       /* "v12.1a2b3c4d" */
+#define VAULT_NAME_MAX 128        /* after normalisation */
 #define VAULT_VALUE_MAX (64 * 1024)
 #define VAULT_META_ENTRIES_MAX 32
 #define VAULT_META_KEY_MAX 128
@@ -169,8 +169,8 @@ void vault_values_free(struct vault_value *v, size_t n);
  * vault row and every stored API key token under it (rows under the previous
  * secret included). Metadata, versions and timestamps are kept. Counts go to
  * *secrets and *tokens. */
-int vault_rotate_conn(PGconn *c, const struct vault_keyring *kr, const char *actor,
-                      int *generation, size_t *secrets, size_t *tokens, char *err, size_t errlen);
+int vault_rotate_conn(PGconn *c, const struct vault_keyring *kr, const char *actor, int *generation,
+                      size_t *secrets, size_t *tokens, char *err, size_t errlen);
 
 /* The newest key generation (hub_key_generations). */
 int vault_generation_conn(PGconn *c, int *generation, char *err, size_t errlen);

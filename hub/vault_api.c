@@ -80,8 +80,7 @@ static int vop_job(PGconn *c, void *arg)
     case VOP_RESOLVE:
         for (i = 0; i < o->nnames; i++)
             names[i] = o->names[i];
-        return vault_resolve_conn(c, kr, &s, names, o->nnames, o->values, o->err,
-                                  sizeof(o->err));
+        return vault_resolve_conn(c, kr, &s, names, o->nnames, o->values, o->err, sizeof(o->err));
     }
     return AB_EINVAL;
 }
@@ -134,11 +133,11 @@ static void vop_done(void *arg, int status)
         size_t i;
         for (i = 0; i < o->nnames; i++) {
             const struct vault_value *v = &o->values[i];
-            json_array_append_new(
-                arr, v->found ? json_pack("{s:s,s:b,s:i,s:s%}", "name", v->name, "found", 1,
-                                          "version", v->version, "value",
-                                          (const char *)v->value, v->len)
-                              : json_pack("{s:s,s:b}", "name", v->name, "found", 0));
+            json_array_append_new(arr, v->found
+                                           ? json_pack("{s:s,s:b,s:i,s:s%}", "name", v->name,
+                                                       "found", 1, "version", v->version, "value",
+                                                       (const char *)v->value, v->len)
+                                           : json_pack("{s:s,s:b}", "name", v->name, "found", 0));
         }
         http_respond_json(o->ex, 200, json_pack("{s:o}", "secrets", arr));
     } else {

@@ -28,8 +28,8 @@ int vault_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t er
  * after it: copy what you keep, keep it in memory only). Otherwise
  * values is NULL and err says why (AB_EDENIED: a row does not decrypt with
  * this hub secret; AB_EIO/AB_EBUSY/AB_ECLOSED: database). */
-typedef void (*vault_resolve_fn)(void *arg, int status, const struct vault_value *values,
-                                 size_t n, const char *err);
+typedef void (*vault_resolve_fn)(void *arg, int status, const struct vault_value *values, size_t n,
+                                 const char *err);
 
 /* Resolves names (1..VAULT_RESOLVE_MAX, names or sec_<name>) in the scope
  * (ns, user) of the principal an agent arms a sandbox for. Returns 0 and cb

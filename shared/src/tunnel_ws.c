@@ -66,6 +66,7 @@ void tun_ws_ping(struct tun_ws *w)
 
 void tun_ws_pong(struct tun_ws *w)
 {
+    LOG_DEBUG("tunnel pong received");
     w->last_rx_ms = ab_now_ms();
     if (w->ping_sent_us) {
         w->last_rtt_us = ab_now_us() - w->ping_sent_us;
@@ -79,9 +80,12 @@ int tun_ws_writeable(struct tun_ws *w)
         return -1;
     if (w->ping_due) {
         w->ping_due = false;
-        if (lws_write(w->wsi, w->tx + LWS_PRE, 0, LWS_WRITE_PING) < 0)
+        /* a payload: some peers only report pongs that carry one */
+        memcpy(w->tx + LWS_PRE, "abxping!", 8);
+        if (lws_write(w->wsi, w->tx + LWS_PRE, 8, LWS_WRITE_PING) < 0)
             return -1;
         w->ping_sent_us = ab_now_us();
+        LOG_DEBUG("tunnel ping sent");
         lws_callback_on_writable(w->wsi);
         return 0;
     }

@@ -253,6 +253,9 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     const missing = await httpJson(`${hub.base}/api/clusters/nowhere`);
     assert.equal(missing.status, 404);
     assert.match(missing.json.message, /'nowhere'/);
+    const weird = await httpJson(`${hub.base}/api/clusters/%FFx%27`);
+    assert.equal(weird.status, 404);
+    assert.match(weird.json.message, /no cluster '\?x\?'/);
 
     // Added while the hub runs: visible within 3 s, without a restart.
     const t0 = Date.now();

@@ -270,6 +270,20 @@ test('last_used_at is written in a batch', async () => {
     });
 });
 
+test('revocations by the CLI and expiries reach the revocation hook within a scan', async () => {
+    const a = await createKey('ml', 'kim');
+    const b = await createKey('ml', 'lee', ['--expires', '2s']);
+    assert.equal((await cli(['key', 'revoke', a.id])).code, 0);
+    // the hook's caller logs each key it reports (ids only)
+    await waitFor(() => new RegExp(`api key no longer valid.*${a.id}.*revoked`).test(hub.proc.logs()), {
+        timeoutMs: 25000, intervalMs: 250, what: 'the CLI revocation to be found by the scan',
+    });
+    await waitFor(() => new RegExp(`api key no longer valid.*${b.id}.*expired`).test(hub.proc.logs()), {
+        timeoutMs: 25000, intervalMs: 250, what: 'the expiry to be found by the scan',
+    });
+    assert.ok(!hub.proc.logs().includes(a.token.slice(9)), 'no key material in the log');
+});
+
 test('serve refuses to start without a hub secret and says how to make one', async () => {
     for (const secret of ['', 'too-short']) {
         const r = await run(hubBin(), ['serve', '--listen', '127.0.0.1:0', '--tunnel-listen', '127.0.0.1:0'], {
@@ -280,4 +294,9 @@ test('serve refuses to start without a hub secret and says how to make one', asy
         assert.match(r.stdout + r.stderr, /hub_secret/);
         assert.match(r.stdout + r.stderr, /openssl rand -hex 32/);
     }
+});
+
+test('the hub stops cleanly after all that (under ASan: no leaks)', async () => {
+    const ex = await hub.proc.stop('SIGTERM', 15000);
+    assert.deepEqual(ex, { code: 0, signal: null }, `hub did not exit cleanly${logs()}`);
 });

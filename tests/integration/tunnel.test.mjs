@@ -79,6 +79,10 @@ test('an agent connects, the hub lists it online, and the hub reaches its native
     assert.equal(list.code, 0, list.stderr);
     assert.match(list.stdout, /alpha/);
     assert.match(agent.proc.logs(), /tunnel up/);
+    // idle for longer than the hub's 3 s silence timeout: pings keep it up
+    await new Promise((r) => setTimeout(r, 4500));
+    assert.equal((agent.proc.logs().match(/tunnel up/g) || []).length, 1, agent.proc.logs());
+    assert.equal((await httpJson(`${hub.base}/api/clusters/alpha/v1/ping`)).status, 200);
 });
 
 test('a wrong token is refused with 401; the agent says why and keeps backing off', async () => {

@@ -71,8 +71,7 @@ static void test_token_check(void **state)
     assert_non_null(strstr(why, "cluster add nope"));
 
     /* Disabled: 403 only for the holder of the right token. */
-    assert_int_equal(clusters_table_check_token(&t, "lab", TOKEN_B, why, sizeof(why)),
-                     AB_EDENIED);
+    assert_int_equal(clusters_table_check_token(&t, "lab", TOKEN_B, why, sizeof(why)), AB_EDENIED);
     assert_non_null(strstr(why, "'lab' is disabled"));
     assert_int_equal(clusters_table_check_token(&t, "lab", TOKEN_A, why, sizeof(why)), AB_ENOENT);
     assert_non_null(strstr(why, "wrong token"));
@@ -140,11 +139,11 @@ static void test_replace_sorts_and_finds(void **state)
 static void test_replace_revokes(void **state)
 {
     struct clusters_table t = {0};
-    struct clusters_row first[] = {row("keep", TOKEN_A, false), row("dis", TOKEN_A, false),
-                                   row("rot", TOKEN_A, false), row("gone", TOKEN_A, false),
+    struct clusters_row first[] = {row("keep", TOKEN_A, false),   row("dis", TOKEN_A, false),
+                                   row("rot", TOKEN_A, false),    row("gone", TOKEN_A, false),
                                    row("was-off", TOKEN_A, true), row("still-off", TOKEN_A, true)};
-    struct clusters_row second[] = {row("keep", TOKEN_A, false), row("dis", TOKEN_A, true),
-                                    row("rot", TOKEN_B, false), row("was-off", TOKEN_A, false),
+    struct clusters_row second[] = {row("keep", TOKEN_A, false),     row("dis", TOKEN_A, true),
+                                    row("rot", TOKEN_B, false),      row("was-off", TOKEN_A, false),
                                     row("still-off", TOKEN_A, true), row("new", TOKEN_B, false)};
     struct clusters_revocation revs[6];
     size_t n;
@@ -222,15 +221,26 @@ static void test_sessions_in_memory(void **state)
     clusters_table_touch(&t, "unknown", 3, 2500);
     clusters_table_info(clusters_table_find(&t, "a"), &ci);
     assert_int_equal(ci.last_seen_ms, 2000);
-    assert_int_equal(clusters_table_take_touched(&t, epochs, 4), 2);
+    assert_int_equal(clusters_table_take_seen(&t, epochs, 4), 2);
     assert_int_equal(epochs[0], 10);
     assert_int_equal(epochs[1], 7);
-    assert_int_equal(clusters_table_take_touched(&t, epochs, 4), 0);
+    /* Touches are taken once; a live session is seen at every flush. */
+    assert_int_equal(clusters_table_take_seen(&t, epochs, 4), 1);
+    assert_int_equal(epochs[0], 10);
     /* Bounded: entries past max wait for the next flush. */
     clusters_table_touch(&t, "a", 10, 3000);
     clusters_table_touch(&t, "b", 7, 3000);
-    assert_int_equal(clusters_table_take_touched(&t, epochs, 1), 1);
-    assert_int_equal(clusters_table_take_touched(&t, epochs, 4), 1);
+    assert_int_equal(clusters_table_take_seen(&t, epochs, 1), 1);
+    assert_int_equal(epochs[0], 10);
+    assert_int_equal(clusters_table_take_seen(&t, epochs, 4), 2);
+    assert_int_equal(epochs[1], 7);
+    /* A touch of an older session than the live one is written too. */
+    clusters_table_touch(&t, "a", 9, 3000);
+    assert_int_equal(clusters_table_take_seen(&t, epochs, 4), 2);
+    assert_int_equal(epochs[0], 10);
+    assert_int_equal(epochs[1], 9);
+    clusters_table_info(clusters_table_find(&t, "a"), &ci);
+    assert_int_equal(ci.last_seen_ms, 3000);
 
     /* Ending an older epoch leaves the live session. */
     assert_false(clusters_table_end(&t, "a", 9));

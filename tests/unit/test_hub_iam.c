@@ -19,20 +19,20 @@ static void test_namespace_table(void **state)
 {
     static const struct ns_case cases[] = {
         {"ml", "alice", "t-ml-alice"},
-        {"ML", "Alice", "t-ml-alice"},                /* lower-cased */
+        {"ML", "Alice", "t-ml-alice"},                     /* lower-cased */
         {"data_eng", "bob.smith", "t-data-eng-bob-smith"}, /* outside [a-z0-9-] → '-' */
         {"a b", "c@d", "t-a-b-c-d"},
-        {"-team-", "--u--", "t-team-u"},              /* '-' trimmed per part */
-        {"_x_", "y", "t-x-y"},                        /* replaced, then trimmed */
-        {"team", "", "t-team-unknown"},               /* empty user → unknown */
-        {"team", "___", "t-team-unknown"},            /* empty after trimming */
+        {"-team-", "--u--", "t-team-u"},   /* '-' trimmed per part */
+        {"_x_", "y", "t-x-y"},             /* replaced, then trimmed */
+        {"team", "", "t-team-unknown"},    /* empty user → unknown */
+        {"team", "___", "t-team-unknown"}, /* empty after trimming */
         {"!!!", "bob", "t-unknown-bob"},
-        {"", "bob", "default"},                       /* empty team → default */
+        {"", "bob", "default"}, /* empty team → default */
         {"  ", "bob", "default"},
         {NULL, "bob", "default"},
-        {"Ops", "ÉLodie", "t-ops-lodie"},             /* non-ASCII bytes become '-', trimmed */
+        {"Ops", "ÉLodie", "t-ops-lodie"}, /* non-ASCII bytes become '-', trimmed */
         {"x1", "u-2", "t-x1-u-2"},
-        {"a--b", "c", "t-a--b-c"},                    /* runs are kept, not collapsed */
+        {"a--b", "c", "t-a--b-c"}, /* runs are kept, not collapsed */
     };
     char out[IAM_NAMESPACE_MAX + 1];
 
@@ -41,8 +41,7 @@ static void test_namespace_table(void **state)
         iam_namespace_for(cases[i].team, cases[i].user, out);
         if (strcmp(out, cases[i].want) != 0)
             fail_msg("case %zu (%s, %s): got '%s', want '%s'", i,
-                     cases[i].team ? cases[i].team : "(null)", cases[i].user, out,
-                     cases[i].want);
+                     cases[i].team ? cases[i].team : "(null)", cases[i].user, out, cases[i].want);
         assert_true(iam_namespace_is_valid(out));
     }
 }
@@ -63,8 +62,8 @@ static void test_namespace_long_names_are_cut_with_a_hash(void **state)
     assert_int_equal(strlen(a), 63);
     assert_true(iam_namespace_is_valid(a));
     assert_true(iam_namespace_is_valid(b));
-    assert_memory_equal(a, b, 57);     /* same 56-char prefix and '-' */
-    assert_string_not_equal(a, b);     /* told apart by the hash */
+    assert_memory_equal(a, b, 57); /* same 56-char prefix and '-' */
+    assert_string_not_equal(a, b); /* told apart by the hash */
     assert_int_equal(strncmp(a, "t-aaaa", 6), 0);
     /* deterministic */
     iam_namespace_for(team, user1, b);

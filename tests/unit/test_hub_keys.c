@@ -115,10 +115,8 @@ static void test_revocation_hook(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_token_format),
-        cmocka_unit_test(test_token_wellformed),
-        cmocka_unit_test(test_hash_and_prefix),
-        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_token_format),    cmocka_unit_test(test_token_wellformed),
+        cmocka_unit_test(test_hash_and_prefix), cmocka_unit_test(test_names),
         cmocka_unit_test(test_revocation_hook),
     };
 

@@ -1,0 +1,239 @@
+/* See auth.h. The cache is a small open hash keyed by the key's SHA-256. */
+#include "auth.h"
+
+#include "agent.h"
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+#include "agentbox/metrics.h"
+#include "agentbox/tunnel.h"
+#include "agentbox/tunnel_http.h"
+#include "tunnel_client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define CACHE_SLOTS 4096          /* power of two; entries beyond are evicted */
+#define HIT_TTL_MS 60000
+#define MISS_TTL_MS 5000
+#define GRACE_MS (5 * 60 * 1000)  /* cached keys stay valid this long with the hub unreachable */
+#define KEY_MAX 256
+
+struct cache_entry {
+    bool used;
+    bool valid;
+    int64_t fetched_ms;          /* when the hub last answered for it */
+    char reason[48];             /* for misses: revoked, expired, unknown */
+    struct agent_principal p;
+};
+
+struct pending;
+
+struct agent_auth {
+    struct agent *a;
+    struct cache_entry cache[CACHE_SLOTS];
+    struct metric_family *m_result;
+};
+
+static unsigned slot_of(const char *hash)
+{
+    unsigned h = 0;
+    for (int i = 0; i < 8 && hash[i]; i++)
+        h = h * 16 + (unsigned)(hash[i] <= '9' ? hash[i] - '0' : hash[i] - 'a' + 10);
+    return h & (CACHE_SLOTS - 1);
+}
+
+static struct cache_entry *find(struct agent_auth *au, const char *hash)
+{
+    struct cache_entry *e = &au->cache[slot_of(hash)];
+    return e->used && strcmp(e->p.key_hash, hash) == 0 ? e : NULL;
+}
+
+int agent_auth_new(struct agent *a, struct agent_auth **out)
+{
+    struct agent_auth *au = calloc(1, sizeof(*au));
+    if (!au)
+        return AB_ENOMEM;
+    au->a = a;
+    static const char *const labels[] = {"result", NULL};
+    au->m_result = metrics_register(metrics_default(), "agentbox_auth_requests_total",
+                                    "API-key checks on the agent by result.", METRIC_COUNTER,
+                                    labels, NULL, 0);
+    *out = au;
+    return 0;
+}
+
+void agent_auth_free(struct agent_auth *au)
+{
+    free(au);
+}
+
+static void count(struct agent_auth *au, const char *result)
+{
+    const char *v[] = {result};
+    metrics_add(au->m_result, v, 1);
+}
+
+/* The presented key, from X-API-Key, AGENTBOX-API-KEY or a Bearer token. */
+static const char *presented_key(const struct http_request *r)
+{
+    const char *k = http_header_get(r, "X-API-Key");
+    if (!k || !*k)
+        k = http_header_get(r, "AGENTBOX-API-KEY");
+    if (!k || !*k) {
+        const char *auth = http_header_get(r, "Authorization");
+        if (auth && strncasecmp(auth, "Bearer ", 7) == 0)
+            k = auth + 7;
+    }
+    return k && *k ? k : NULL;
+}
+
+static void refuse_miss(struct http_exchange *ex, const char *reason)
+{
+    if (strcmp(reason, "revoked") == 0)
+        http_respond_error(ex, 401, "API key has been revoked: create a new one");
+    else if (strcmp(reason, "expired") == 0)
+        http_respond_error(ex, 401, "API key has expired: create a new one");
+    else
+        http_respond_error(ex, 401, "invalid API key: check X-API-Key (keys start with agbx_)");
+}
+
+struct pending {
+    struct agent_auth *au;
+    struct http_exchange *ex;
+    agent_auth_fn done;
+    void *arg;
+    char hash[65];
+};
+
+static void fill_principal(struct agent_principal *p, json_t *j, const char *hash)
+{
+    memset(p, 0, sizeof(*p));
+    ab_strlcpy(p->key_hash, hash, sizeof(p->key_hash));
+#define COPY(field, key)                                                                        \
+    ab_strlcpy(p->field,                                                                        \
+               json_string_value(json_object_get(j, key)) ? json_string_value(json_object_get(j, key)) \
+                                                          : "",                                 \
+               sizeof(p->field))
+    COPY(key_id, "keyId");
+    COPY(name, "name");
+    COPY(team, "team");
+    COPY(user, "user");
+    COPY(namespace, "namespace");
+#undef COPY
+    const char *role = json_string_value(json_object_get(j, "role"));
+    const char *mode = json_string_value(json_object_get(j, "mode"));
+    p->admin = role && strcmp(role, "admin") == 0;
+    p->agent_mode = mode && strcmp(mode, "agent") == 0;
+}
+
+static void validated(const struct tun_call_result *res, void *arg)
+{
+    struct pending *pd = arg;
+    struct agent_auth *au = pd->au;
+    struct cache_entry *stale = find(au, pd->hash);
+    json_t *body = res->status == 200 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+    if (!body) {
+        /* the hub could not be asked: a cached key within its grace still works */
+        if (stale && stale->valid && ab_now_ms() - stale->fetched_ms < GRACE_MS) {
+            count(au, "grace");
+            struct agent_principal p = stale->p;
+            pd->done(pd->ex, &p, pd->arg);
+        } else {
+            count(au, "unreachable");
+            LOG_WARN("cannot validate an API key with the hub", "error",
+                     res->error ? res->error : "bad answer");
+            http_respond_error(pd->ex, 503,
+                               "control plane unreachable: the agent cannot validate API keys "
+                               "right now; retry shortly");
+        }
+        free(pd);
+        return;
+    }
+    struct cache_entry *e = &au->cache[slot_of(pd->hash)];
+    memset(e, 0, sizeof(*e));
+    e->used = true;
+    e->fetched_ms = ab_now_ms();
+    if (json_is_true(json_object_get(body, "valid"))) {
+        e->valid = true;
+        fill_principal(&e->p, json_object_get(body, "principal"), pd->hash);
+        count(au, "valid");
+        struct agent_principal p = e->p;
+        json_decref(body);
+        pd->done(pd->ex, &p, pd->arg);
+    } else {
+        const char *reason = json_string_value(json_object_get(body, "reason"));
+        ab_strlcpy(e->p.key_hash, pd->hash, sizeof(e->p.key_hash));
+        ab_strlcpy(e->reason, reason ? reason : "unknown", sizeof(e->reason));
+        count(au, "invalid");
+        refuse_miss(pd->ex, e->reason);
+        json_decref(body);
+    }
+    free(pd);
+}
+
+void agent_auth_request(struct agent_auth *au, struct http_exchange *ex, agent_auth_fn done,
+                        void *arg)
+{
+    const char *key = presented_key(http_req(ex));
+    if (!key) {
+        count(au, "missing");
+        http_respond_error(ex, 401, "missing API key: send it in the X-API-Key header");
+        return;
+    }
+    if (strlen(key) > KEY_MAX) {
+        count(au, "invalid");
+        http_respond_error(ex, 401, "invalid API key: longer than %d characters", KEY_MAX);
+        return;
+    }
+    char hash[65];
+    crypto_sha256_hex(key, hash);
+    struct cache_entry *e = find(au, hash);
+    int64_t now = ab_now_ms();
+    if (e && now - e->fetched_ms < (e->valid ? HIT_TTL_MS : MISS_TTL_MS)) {
+        if (e->valid) {
+            count(au, "cached");
+            struct agent_principal p = e->p;
+            done(ex, &p, arg);
+        } else {
+            count(au, "invalid");
+            refuse_miss(ex, e->reason);
+        }
+        return;
+    }
+    struct tun_session *s = agent_tunnel_session(au->a->tunnel);
+    struct pending *pd = calloc(1, sizeof(*pd));
+    if (!pd) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    pd->au = au;
+    pd->ex = ex;
+    pd->done = done;
+    pd->arg = arg;
+    memcpy(pd->hash, hash, sizeof(hash));
+    char body[96];
+    int n = snprintf(body, sizeof(body), "{\"hash\":\"%s\"}", hash);
+    struct tun_header h[] = {{"Content-Type", "application/json"}};
+    if (!s || tun_call(s, "hub", "POST", "/internal/v1/keys/validate", h, 1, body, (size_t)n,
+                       16 * 1024, validated, pd) != 0) {
+        struct tun_call_result res = {.status = 0, .error = "tunnel down"};
+        validated(&res, pd); /* grace or 503 */
+    }
+}
+
+void agent_auth_on_event(struct agent_auth *au, json_t *event)
+{
+    const char *type = json_string_value(json_object_get(event, "type"));
+    const char *hash = json_string_value(json_object_get(event, "hash"));
+    if (!type || !hash || strcmp(type, "key_revoked") != 0)
+        return;
+    struct cache_entry *e = find(au, hash);
+    if (e) {
+        memset(e, 0, sizeof(*e));
+        LOG_INFO("API key revoked by the hub; dropped from the cache");
+    }
+}

@@ -1,0 +1,50 @@
+/* API-key authentication on the agent (DESIGN §9): the presented key is
+ * hashed here and validated by the hub over the tunnel (`hub` service,
+ * POST /internal/v1/keys/validate with the hash — a raw key never crosses
+ * the tunnel). Answers are cached 60 s (misses 5 s); a hub EVENT
+ * {"type":"key_revoked","hash":…} drops an entry at once. With the tunnel
+ * down, cached keys stay valid for a bounded grace (5 min) and unknown keys
+ * get 503 "control plane unreachable" — not 401. Loop thread only. */
+#ifndef AGENTBOX_AGENT_AUTH_H
+#define AGENTBOX_AGENT_AUTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct agent;
+struct http_exchange;
+struct agent_auth;
+
+struct agent_principal {
+    char key_id[64];
+    char key_hash[65];   /* SHA-256 hex of the presented key */
+    char name[128];
+    char team[64];
+    char user[64];
+    char namespace[64];
+    bool admin;          /* role admin */
+    bool agent_mode;     /* mode agent: no key minting, approvals apply */
+};
+
+/* How a refusal is shaped: E2B {"code","message"} or native {"error"}. The
+ * router's error format decides; this only picks the words. */
+typedef void (*agent_auth_fn)(struct http_exchange *ex, const struct agent_principal *p,
+                              void *arg);
+
+int agent_auth_new(struct agent *a, struct agent_auth **out);
+void agent_auth_free(struct agent_auth *au);
+
+/* Authenticates ex from X-API-Key, then AGENTBOX-API-KEY, then
+ * "Authorization: Bearer agbx_…". On success calls done(ex, principal, arg),
+ * possibly before returning (cache hit); the principal is valid during the
+ * call only. On failure answers ex itself (401 naming what is wrong, or 503
+ * when the hub cannot be asked) and does not call done. */
+void agent_auth_request(struct agent_auth *au, struct http_exchange *ex, agent_auth_fn done,
+                        void *arg);
+
+/* A hub EVENT (tunnel_client's event hook forwards them here). */
+void agent_auth_on_event(struct agent_auth *au, json_t *event);
+
+#endif

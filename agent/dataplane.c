@@ -1,0 +1,572 @@
+/* The data plane: target extraction, the local proxy to envd's unix socket,
+ * and the relay to other clusters. See dataplane.h. */
+#include "dataplane.h"
+
+#include "agent.h"
+#include "runtime/runtime.h"
+#include "tunnel_client.h"
+
+#include "agentbox/common.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+#include "agentbox/metrics.h"
+#include "agentbox/sbxid.h"
+#include "agentbox/tunnel_http.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define DP_UPSTREAM_TIMEOUT_MS (3600 * 1000) /* response head; Connect streams may idle */
+#define DP_TOUCH_EVERY_MS 1000               /* activity refresh during long transfers */
+
+static const char MSG_NOT_FOUND[] = "sandbox not found";
+static const char MSG_UNHEALTHY[] = "sandbox is not in a healthy state";
+
+/* Process-wide families (the registry is process-wide too); set once. */
+static struct metric_family *m_requests, *m_bytes, *m_latency;
+
+static void count_request(const char *outcome, int64_t t0_us)
+{
+    const char *v[] = {outcome};
+    metrics_add(m_requests, v, 1);
+    metrics_observe(m_latency, v, (double)(ab_now_us() - t0_us) / 1e6);
+}
+
+static void count_bytes(const char *direction, uint64_t n)
+{
+    const char *v[] = {direction};
+    if (n)
+        metrics_add(m_bytes, v, (double)n);
+}
+
+/* {"error": msg} with the given status. */
+static void respond_error(struct http_exchange *ex, int status, const char *msg)
+{
+    http_respond_json(ex, status, json_pack("{s:s}", "error", msg));
+}
+
+/* ---- target extraction -------------------------------------------------------------------- */
+
+/* A port 1..65535 written as plain decimal digits (len bytes of s). */
+static int parse_port(const char *s, size_t len)
+{
+    int port = 0;
+    if (len == 0 || len > 5)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        port = port * 10 + (s[i] - '0');
+    }
+    return port >= 1 && port <= 65535 ? port : 0;
+}
+
+static int from_headers(const struct http_request *r, struct dp_target *t, char *err,
+                        size_t errlen)
+{
+    static const char *const pairs[][2] = {
+        {"E2b-Sandbox-Id", "E2b-Sandbox-Port"},
+        {"X-Sandbox-Id", "X-Sandbox-Port"},
+    };
+    for (size_t i = 0; i < AB_ARRAY_LEN(pairs); i++) {
+        const char *id = http_header_get(r, pairs[i][0]);
+        const char *port = http_header_get(r, pairs[i][1]);
+        if ((!id || !id[0]) && !port)
+            continue;
+        if (!id || !id[0]) {
+            snprintf(err, errlen, "missing %s header when %s is set", pairs[i][0], pairs[i][1]);
+            return AB_EINVAL;
+        }
+        if (!port) {
+            snprintf(err, errlen, "missing %s header when %s is set", pairs[i][1], pairs[i][0]);
+            return AB_EINVAL;
+        }
+        if (!(t->port = parse_port(port, strlen(port)))) {
+            snprintf(err, errlen, "invalid port in %s header: must be an integer from 1 to 65535",
+                     pairs[i][1]);
+            return AB_EINVAL;
+        }
+        if (ab_strlcpy(t->id, id, sizeof(t->id)) >= sizeof(t->id)) {
+            snprintf(err, errlen, "%s is longer than %zu characters", pairs[i][0],
+                     sizeof(t->id) - 1);
+            return AB_EINVAL;
+        }
+        if (ab_strlcpy(t->path, r->target, sizeof(t->path)) >= sizeof(t->path)) {
+            snprintf(err, errlen, "request target is longer than %zu bytes", sizeof(t->path) - 1);
+            return AB_EINVAL;
+        }
+        return 0;
+    }
+    return AB_ENOENT;
+}
+
+/* label = "<port>-<id>"; strict decides whether a mismatch is an error. */
+static int from_label(const char *label, size_t len, const char *host, const char *domain,
+                      const struct http_request *r, struct dp_target *t, char *err,
+                      size_t errlen)
+{
+    const char *dash = memchr(label, '-', len);
+    char cluster[SBXID_CLUSTER_MAX + 1];
+    size_t idlen = dash ? len - (size_t)(dash + 1 - label) : 0;
+
+    t->port = dash ? parse_port(label, (size_t)(dash - label)) : 0;
+    if (t->port && idlen > 0 && idlen < sizeof(t->id)) {
+        memcpy(t->id, dash + 1, idlen);
+        t->id[idlen] = '\0';
+        if (!domain && sbxid_cluster_of(t->id, cluster) != 0)
+            return AB_ENOENT; /* not ours to read without a configured domain */
+        if (ab_strlcpy(t->path, r->target, sizeof(t->path)) >= sizeof(t->path)) {
+            snprintf(err, errlen, "request target is longer than %zu bytes", sizeof(t->path) - 1);
+            return AB_EINVAL;
+        }
+        return 0;
+    }
+    if (!domain)
+        return AB_ENOENT;
+    snprintf(err, errlen, "host '%.200s' must be <port>-<sandbox id>.%s", host, domain);
+    return AB_EINVAL;
+}
+
+static int from_host(const struct http_request *r, const char *domain, struct dp_target *t,
+                     char *err, size_t errlen)
+{
+    const char *h = http_header_get(r, "Host");
+    char host[256];
+    size_t n;
+
+    if (!h || !h[0] || strlen(h) >= sizeof(host))
+        return AB_ENOENT;
+    ab_strlcpy(host, h, sizeof(host));
+    if (host[0] != '[') { /* drop :port (not from an IPv6 literal) */
+        char *colon = strrchr(host, ':');
+        if (colon)
+            *colon = '\0';
+    }
+    n = strlen(host);
+    if (n && host[n - 1] == '.')
+        host[--n] = '\0';
+    if (domain && domain[0]) {
+        size_t dl = strlen(domain);
+        if (n <= dl + 1 || host[n - dl - 1] != '.' || strcasecmp(host + n - dl, domain) != 0)
+            return AB_ENOENT;
+        size_t ll = n - dl - 1;
+        if (memchr(host, '.', ll)) {
+            snprintf(err, errlen, "host '%.200s' must be <port>-<sandbox id>.%s (one label)",
+                     host, domain);
+            return AB_EINVAL;
+        }
+        return from_label(host, ll, host, domain, r, t, err, errlen);
+    }
+    const char *dot = strchr(host, '.');
+    if (!dot)
+        return AB_ENOENT;
+    return from_label(host, (size_t)(dot - host), host, NULL, r, t, err, errlen);
+}
+
+static int from_path(const struct http_request *r, struct dp_target *t, char *err,
+                     size_t errlen)
+{
+    const char *target = r->target;
+    const char *q = strpbrk(target, "?#");
+    size_t plen = q ? (size_t)(q - target) : strlen(target);
+    const char *at = NULL;
+
+    for (const char *p = target; p + 11 <= target + plen; p++) {
+        if (memcmp(p, "/sandboxes/", 11) == 0) {
+            at = p + 11;
+            break;
+        }
+    }
+    if (!at)
+        return AB_ENOENT;
+    const char *end = target + plen;
+    const char *s1 = memchr(at, '/', (size_t)(end - at));
+    if (!s1 || s1 == at) {
+        snprintf(err, errlen, "URL path after sandboxes/ must contain at least sandbox ID and port");
+        return AB_EINVAL;
+    }
+    const char *pstart = s1 + 1;
+    const char *s2 = memchr(pstart, '/', (size_t)(end - pstart));
+    const char *pend = s2 ? s2 : end;
+    if (pend == pstart) {
+        snprintf(err, errlen, "URL path after sandboxes/ must contain at least sandbox ID and port");
+        return AB_EINVAL;
+    }
+    if (!(t->port = parse_port(pstart, (size_t)(pend - pstart)))) {
+        snprintf(err, errlen, "invalid port number \"%.*s\" in URL path",
+                 (int)AB_MIN(pend - pstart, 16), pstart);
+        return AB_EINVAL;
+    }
+    size_t idlen = (size_t)(s1 - at);
+    if (idlen >= sizeof(t->id)) {
+        snprintf(err, errlen, "sandbox id in the URL path is longer than %zu characters",
+                 sizeof(t->id) - 1);
+        return AB_EINVAL;
+    }
+    memcpy(t->id, at, idlen);
+    t->id[idlen] = '\0';
+    /* "/" + the rest of the path, then the original query */
+    int k = snprintf(t->path, sizeof(t->path), "/%.*s%s", s2 ? (int)(end - s2 - 1) : 0,
+                     s2 ? s2 + 1 : "", q ? q : "");
+    if (k < 0 || (size_t)k >= sizeof(t->path)) {
+        snprintf(err, errlen, "request target is longer than %zu bytes", sizeof(t->path) - 1);
+        return AB_EINVAL;
+    }
+    return 0;
+}
+
+int dp_extract_target(const struct http_request *r, const char *domain, struct dp_target *t,
+                      char *err, size_t errlen)
+{
+    int rc;
+
+    memset(t, 0, sizeof(*t));
+    if ((rc = from_headers(r, t, err, errlen)) != AB_ENOENT)
+        return rc;
+    if ((rc = from_host(r, domain, t, err, errlen)) != AB_ENOENT)
+        return rc;
+    return from_path(r, t, err, errlen);
+}
+
+/* ---- the local proxy ------------------------------------------------------------------------- */
+
+struct proxy {
+    struct agent *a;
+    struct http_exchange *ex;
+    struct http_client *c; /* NULL once it delivered on_end/on_error or we closed it */
+    char id[SBXID_MAX + 1];
+    int64_t t0_us;
+    int64_t touched_ms;
+    uint64_t up, down;
+    bool body_paused;   /* we paused the request body (upstream is slow) */
+    bool resp_paused;   /* we paused the upstream (client is slow) */
+    bool req_done;
+};
+
+static bool is_hop_by_hop(const char *name)
+{
+    static const char *const hop[] = {"Connection", "Keep-Alive", "Transfer-Encoding", "TE",
+                                      "Trailer", "Upgrade", "Proxy-Connection", "Content-Length"};
+    for (size_t i = 0; i < AB_ARRAY_LEN(hop); i++)
+        if (strcasecmp(name, hop[i]) == 0)
+            return true;
+    return false;
+}
+
+static void touch(struct proxy *p, bool force)
+{
+    int64_t now = ab_now_ms();
+    if ((force || now - p->touched_ms >= DP_TOUCH_EVERY_MS) && p->a->rt) {
+        p->touched_ms = now;
+        rt_touch(p->a->rt, p->id);
+    }
+}
+
+/* The exchange has been finished: record and free. */
+static void proxy_done(struct proxy *p, const char *outcome)
+{
+    touch(p, true);
+    count_bytes("to_sandbox", p->up);
+    count_bytes("from_sandbox", p->down);
+    count_request(outcome, p->t0_us);
+    free(p);
+}
+
+static void up_head(struct http_client *c, int status, const struct http_header *h, int n,
+                    void *arg)
+{
+    struct proxy *p = arg;
+    struct http_header out[HTTP_MAX_HEADERS];
+    int64_t len = -1;
+    int k = 0;
+
+    (void)c;
+    for (int i = 0; i < n; i++) {
+        if (strcasecmp(h[i].name, "Content-Length") == 0) {
+            char *end;
+            long long v = strtoll(h[i].value, &end, 10);
+            if (*end == '\0' && v >= 0)
+                len = v;
+        }
+        if (!is_hop_by_hop(h[i].name) && k < HTTP_MAX_HEADERS - 4)
+            out[k++] = h[i];
+    }
+    if (status == 204 || status == 304 || status < 200)
+        len = 0;
+    http_begin(p->ex, status, out, k, len);
+}
+
+static void up_data(struct http_client *c, const void *d, size_t n, void *arg)
+{
+    struct proxy *p = arg;
+
+    p->down += n;
+    http_write(p->ex, d, n);
+    if (!p->resp_paused && http_pending(p->ex) > HTTP_STREAM_HIGH_WATER) {
+        p->resp_paused = true;
+        http_client_pause(c, true);
+    }
+    touch(p, false);
+}
+
+static void up_end(struct http_client *c, void *arg)
+{
+    struct proxy *p = arg;
+
+    (void)c;
+    p->c = NULL;
+    http_end(p->ex);
+    proxy_done(p, "ok");
+}
+
+static void up_error(struct http_client *c, int err, const char *msg, void *arg)
+{
+    struct proxy *p = arg;
+
+    (void)c;
+    p->c = NULL;
+    if (!http_has_begun(p->ex)) {
+        LOG_WARN("the sandbox's envd did not answer", "id", p->id, "error", msg ? msg : "",
+                 "code", ab_strerror(err));
+        respond_error(p->ex, 502, MSG_UNHEALTHY);
+        proxy_done(p, "unhealthy");
+        return;
+    }
+    http_abort(p->ex);
+    proxy_done(p, "upstream_reset");
+}
+
+static void up_drain(struct http_client *c, void *arg)
+{
+    struct proxy *p = arg;
+
+    (void)c;
+    if (p->body_paused) {
+        p->body_paused = false;
+        http_pause_body(p->ex, false);
+    }
+}
+
+static const struct http_client_handler up_handler = {
+    .on_head = up_head,
+    .on_data = up_data,
+    .on_end = up_end,
+    .on_error = up_error,
+    .on_drain = up_drain,
+};
+
+static void body_data(struct http_exchange *ex, const void *d, size_t n, void *arg)
+{
+    struct proxy *p = arg;
+
+    if (!p->c)
+        return;
+    p->up += n;
+    http_client_write(p->c, d, n);
+    if (!p->body_paused && http_client_pending(p->c) > HTTP_STREAM_HIGH_WATER) {
+        p->body_paused = true;
+        http_pause_body(ex, true);
+    }
+    touch(p, false);
+}
+
+static void body_end(struct http_exchange *ex, void *arg)
+{
+    struct proxy *p = arg;
+
+    (void)ex;
+    p->req_done = true;
+    if (p->c)
+        http_client_end(p->c);
+}
+
+static void body_abort(struct http_exchange *ex, void *arg)
+{
+    struct proxy *p = arg;
+
+    if (p->c) {
+        http_client_close(p->c);
+        p->c = NULL;
+    }
+    http_abort(ex);
+    proxy_done(p, "client_gone");
+}
+
+static void body_drain(struct http_exchange *ex, void *arg)
+{
+    struct proxy *p = arg;
+
+    (void)ex;
+    if (p->resp_paused && p->c) {
+        p->resp_paused = false;
+        http_client_pause(p->c, false);
+    }
+}
+
+static const struct http_body_handler body_handler = {body_data, body_end, body_abort,
+                                                      body_drain};
+
+static void proxy_local(struct http_exchange *ex, struct agent *a, const struct dp_target *t,
+                        const char *envd_addr, int64_t t0_us)
+{
+    const struct http_request *r = http_req(ex);
+    struct http_header h[HTTP_MAX_HEADERS];
+    struct http_client_options o = {0};
+    struct proxy *p = calloc(1, sizeof(*p));
+    int n = 0;
+
+    if (!p) {
+        respond_error(ex, 503, "out of memory; try again");
+        count_request("error", t0_us);
+        return;
+    }
+    p->a = a;
+    p->ex = ex;
+    p->t0_us = t0_us;
+    ab_strlcpy(p->id, t->id, sizeof(p->id));
+    for (int i = 0; i < r->nheaders && n < HTTP_MAX_HEADERS - 1; i++)
+        if (!is_hop_by_hop(r->headers[i].name))
+            h[n++] = r->headers[i];
+    o.addr = envd_addr;
+    o.method = r->method;
+    o.target = t->path;
+    o.headers = h;
+    o.nheaders = n;
+    o.content_length = r->content_length;
+    o.timeout_ms = DP_UPSTREAM_TIMEOUT_MS;
+    p->c = http_client_start(a->loop, &o, &up_handler, p);
+    if (!p->c) {
+        respond_error(ex, 502, MSG_UNHEALTHY);
+        proxy_done(p, "unhealthy");
+        return;
+    }
+    touch(p, true);
+    http_set_body_handler(ex, &body_handler, p);
+}
+
+/* ---- routing ------------------------------------------------------------------------------- */
+
+static void relay_remote(struct http_exchange *ex, struct agent *a, const char *cluster,
+                         const struct dp_target *t, int64_t t0_us)
+{
+    const struct http_request *r = http_req(ex);
+    struct tun_session *s = a->tunnel ? agent_tunnel_session(a->tunnel) : NULL;
+    char msg[256];
+
+    (void)t;
+    if (r->peer && strncmp(r->peer, "tunnel:", 7) == 0) {
+        /* a relayed request is never relayed again: no loops through the hub */
+        snprintf(msg, sizeof(msg), "sandbox belongs to cluster '%s', not to this cluster ('%s')",
+                 cluster, a->cfg->cluster_id);
+        respond_error(ex, 502, msg);
+        count_request("wrong_cluster", t0_us);
+        return;
+    }
+    if (!s) {
+        snprintf(msg, sizeof(msg), "cluster '%s' is not reachable: %s", cluster,
+                 a->tunnel ? "the tunnel to the hub is down" : "this agent has no hub configured");
+        respond_error(ex, 502, msg);
+        count_request("no_tunnel", t0_us);
+        return;
+    }
+    struct tun_header extra[] = {
+        {"X-AgentBox-Target-Cluster", cluster},
+        {"X-AgentBox-Target-Service", "data"},
+        {"X-Source-Cluster", a->cfg->cluster_id},
+    };
+    snprintf(msg, sizeof(msg), "cluster '%s' is not reachable through the hub", cluster);
+    /* the original target: the remote data plane extracts the sandbox again */
+    tun_http_proxy(ex, s, "relay", r->target, extra, (int)AB_ARRAY_LEN(extra), msg);
+    count_request("relayed", t0_us);
+}
+
+static void h_data(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    const struct http_request *r = http_req(ex);
+    int64_t t0 = ab_now_us();
+    struct dp_target t;
+    char err[512], cluster[SBXID_CLUSTER_MAX + 1];
+    struct rt_sandbox sb;
+    int rc;
+
+    rc = dp_extract_target(r, a->cfg->data_domain, &t, err, sizeof(err));
+    if (rc == AB_ENOENT) {
+        if (strcmp(r->method, "GET") == 0 && strcmp(r->path, "/healthz") == 0) {
+            agent_respond_healthz(ex, a);
+            return;
+        }
+        if (strcmp(r->method, "GET") == 0 && strcmp(r->path, "/metrics") == 0) {
+            agent_respond_metrics(ex, a);
+            return;
+        }
+        respond_error(ex, 400, "missing sandbox id: set the E2b-Sandbox-Id and E2b-Sandbox-Port "
+                               "headers, use the host <port>-<sandbox id>.<domain> or the path "
+                               "/sandboxes/<sandbox id>/<port>/...");
+        count_request("bad_request", t0);
+        return;
+    }
+    if (rc != 0) {
+        respond_error(ex, 400, err);
+        count_request("bad_request", t0);
+        return;
+    }
+    if (sbxid_cluster_of(t.id, cluster) != 0) {
+        snprintf(err, sizeof(err), "sandbox id '%.100s' is malformed: expected <cluster>-<%d "
+                 "characters [a-z0-9]>", t.id, SBXID_SUFFIX_LEN);
+        respond_error(ex, 400, err);
+        count_request("bad_request", t0);
+        return;
+    }
+    if (strcmp(cluster, a->cfg->cluster_id) != 0) {
+        relay_remote(ex, a, cluster, &t, t0);
+        return;
+    }
+    if (!a->rt || rt_get(a->rt, t.id, &sb) != 0) {
+        respond_error(ex, 502, MSG_NOT_FOUND);
+        count_request("not_found", t0);
+        return;
+    }
+    json_decref(sb.metadata);
+    if (sb.state != RT_RUNNING || !sb.envd_addr[0]) {
+        respond_error(ex, 502, MSG_UNHEALTHY);
+        count_request("unhealthy", t0);
+        return;
+    }
+    if (t.port != DP_ENVD_PORT) {
+        snprintf(err, sizeof(err), "port %d of sandbox %s is not reachable: the local runtime's "
+                 "data plane proxies only envd (port %d) for now", t.port, t.id, DP_ENVD_PORT);
+        respond_error(ex, 502, err);
+        count_request("unsupported_port", t0);
+        return;
+    }
+    proxy_local(ex, a, &t, sb.envd_addr, t0);
+}
+
+int dataplane_add_routes(struct agent *a, char *err, size_t errlen)
+{
+    static const char *const outcome[] = {"outcome", NULL};
+    static const char *const direction[] = {"direction", NULL};
+    struct metrics_registry *reg = metrics_default();
+
+    m_requests = metrics_register(reg, "agentbox_dataplane_requests_total",
+                                  "Data-plane requests by outcome (ok, relayed, bad_request, "
+                                  "not_found, unhealthy, ...)", METRIC_COUNTER, outcome, NULL, 0);
+    m_bytes = metrics_register(reg, "agentbox_dataplane_bytes_total",
+                               "Body bytes proxied to and from local sandboxes", METRIC_COUNTER,
+                               direction, NULL, 0);
+    m_latency = metrics_register(reg, "agentbox_dataplane_request_duration_seconds",
+                                 "Data-plane request duration, from the request head to the end "
+                                 "of the response", METRIC_HISTOGRAM, outcome, NULL, 0);
+    if (!m_requests || !m_bytes || !m_latency) {
+        snprintf(err, errlen, "data plane: cannot register metrics (out of memory)");
+        return AB_ENOMEM;
+    }
+    const struct http_route routes[] = {
+        {"*", "/{*rest}", h_data, a, HTTP_ROUTE_STREAM},
+    };
+    return agent_add_routes(a, AGENT_DATA, routes, AB_ARRAY_LEN(routes), err, errlen);
+}

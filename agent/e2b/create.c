@@ -1,0 +1,321 @@
+/* POST /sandboxes and POST /v2/sandboxes (reference §2.3, e2b-protocol §1.5).
+ *
+ * Order: templateID → the 400 list (refusals.c) → field types → reserved
+ * metadata (consumed and removed) → a prefix naming another cluster is
+ * forwarded verbatim through the hub → image override refused on the local
+ * runtime → claim. The answer (201, the Sandbox shape) waits until the
+ * runtime armed the sandbox (envd /init took the token and env vars) unless
+ * agentbox.scitix.ai/no-wait is "true". */
+#include "e2b.h"
+
+#include "agent.h"
+#include "auth.h"
+#include "runtime/runtime.h"
+
+#include "agentbox/common.h"
+#include "agentbox/json.h"
+#include "agentbox/log.h"
+#include "agentbox/metrics.h"
+#include "agentbox/ref.h"
+#include "agentbox/sbxid.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MD_PREFIX "agentbox.scitix.ai/"
+#define MAX_TIMEOUT_S (366LL * 24 * 3600)
+
+struct create {
+    struct e2b *e;
+    struct http_exchange *ex; /* NULL once answered (no-wait) */
+    int64_t t0_us;
+    char id[SBXID_MAX + 1];
+    char ns[RT_NAME_MAX + 1];
+    char name[RT_NAME_MAX + 1];
+    char group[RT_NAME_MAX + 1];
+    char team[RT_NAME_MAX + 1];
+    char user[RT_NAME_MAX + 1];
+};
+
+static void count(struct e2b *e, const char *result)
+{
+    const char *l[] = {result};
+    metrics_add(e->m_creates, l, 1);
+}
+
+/* The HTTP answer for a runtime error (runtime.h's table). */
+static int status_of(int err)
+{
+    switch (err) {
+    case AB_ENOENT:
+    case AB_EINVAL:
+        return 400;
+    case AB_EEXIST:
+        return 409;
+    case AB_EBUSY:
+    case AB_ECLOSED:
+    case AB_ENOMEM:
+        return 503;
+    case AB_ETIMEOUT:
+        return 504;
+    default:
+        return 502;
+    }
+}
+
+static void claimed(void *arg, int err, const char *msg, const struct rt_sandbox *s)
+{
+    struct create *c = arg;
+    struct e2b *e = c->e;
+
+    if (err == 0) {
+        count(e, "armed");
+        metrics_observe(e->m_create_seconds, NULL, (double)(ab_now_us() - c->t0_us) / 1e6);
+        e2b_event(e, "armed", s, NULL);
+        if (c->ex)
+            http_respond_json(c->ex, 201, e2b_sandbox_json(e, s));
+    } else {
+        count(e, "failed");
+        LOG_WARN("e2b create failed", "sandbox", c->id, "env", c->name, "error",
+                 msg ? msg : ab_strerror(err));
+        e2b_event_ids(e, "failed", c->id, c->ns, c->name, "", c->team, c->user, NULL,
+                      msg ? msg : ab_strerror(err));
+        if (c->ex)
+            http_respond_error(c->ex, status_of(err), "sandbox %s could not be started: %s",
+                               c->id, msg ? msg : ab_strerror(err));
+    }
+    free(c);
+}
+
+static bool env_exists(struct rt *rt, const char *ns, const char *name);
+
+struct env_find {
+    const char *name;
+    bool found;
+};
+
+static void env_cb(void *arg, const struct rt_env *en)
+{
+    struct env_find *f = arg;
+    if (strcmp(en->name, f->name) == 0)
+        f->found = true;
+}
+
+static bool env_exists(struct rt *rt, const char *ns, const char *name)
+{
+    struct env_find f = {name, false};
+    rt_list_envs(rt, ns, env_cb, &f);
+    return f.found;
+}
+
+/* Takes the reserved keys out of md (a copy the caller owns). */
+struct reserved {
+    char image[REF_MAX];
+    int64_t startup_ms;
+    char group[RT_NAME_MAX + 1];
+    bool no_wait;
+    bool private_networks;
+};
+
+static int take_reserved(json_t *md, struct reserved *r, char *err, size_t errlen)
+{
+    const char *v;
+    json_t *j;
+
+    memset(r, 0, sizeof(*r));
+    if ((j = json_object_get(md, MD_PREFIX "image")) && (v = json_string_value(j)))
+        ab_strlcpy(r->image, v, sizeof(r->image));
+    if ((j = json_object_get(md, MD_PREFIX "startup-timeout")) && (v = json_string_value(j))) {
+        char *end = NULL;
+        long long s = strtoll(v, &end, 10);
+        if (end && *end == '\0' && s > 0 && s <= 3600)
+            r->startup_ms = s * 1000; /* not a positive integer: ignored (reference §2.3) */
+    }
+    if ((j = json_object_get(md, MD_PREFIX "scaling-group")) && (v = json_string_value(j))) {
+        if (strlen(v) > RT_NAME_MAX) {
+            snprintf(err, errlen, "metadata '" MD_PREFIX "scaling-group' is longer than %d "
+                     "characters", RT_NAME_MAX);
+            return AB_EINVAL;
+        }
+        ab_strlcpy(r->group, v, sizeof(r->group));
+    }
+    if ((j = json_object_get(md, MD_PREFIX "no-wait")) && (v = json_string_value(j)))
+        r->no_wait = strcmp(v, "true") == 0;
+    if ((j = json_object_get(md, MD_PREFIX "allow-private-networks")) &&
+        (v = json_string_value(j)))
+        r->private_networks = strcmp(v, "true") == 0;
+    static const char *const keys[] = {"image", "startup-timeout", "scaling-group", "no-wait",
+                                       "allow-private-networks"};
+    for (size_t i = 0; i < AB_ARRAY_LEN(keys); i++) {
+        char k[64];
+        snprintf(k, sizeof(k), MD_PREFIX "%s", keys[i]);
+        json_object_del(md, k);
+    }
+    return 0;
+}
+
+static int check_strings(json_t *obj, const char *what, char *err, size_t errlen)
+{
+    const char *k;
+    json_t *v;
+    if (!json_is_object(obj)) {
+        snprintf(err, errlen, "%s must be an object of string values", what);
+        return AB_EINVAL;
+    }
+    json_object_foreach(obj, k, v) {
+        if (!json_is_string(v)) {
+            snprintf(err, errlen, "%s[\"%.64s\"] must be a string", what, k);
+            return AB_EINVAL;
+        }
+    }
+    return 0;
+}
+
+static void create_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    char err[1024];
+    const char *tmpl = NULL;
+    json_t *b, *md = NULL, *envs = NULL;
+    struct ref ref;
+    struct reserved res;
+    int64_t timeout = 0;
+    bool internet = true;
+    struct rt *rt = e2b_rt(e);
+    struct create *c = NULL;
+    int rc;
+
+    if (!(b = e2b_body(ex, true)))
+        return;
+    rc = json_get_str(b, "templateID", false, REF_MAX - 1, &tmpl, err, sizeof(err));
+    if (rc == 0 && (!tmpl || ref_parse(tmpl, &ref) != 0 || ref.name[0] == '\0')) {
+        snprintf(err, sizeof(err),
+                 "templateID is required: pass an env name (GET /templates lists them), "
+                 "optionally as <cluster>::<name>");
+        rc = AB_EINVAL;
+    }
+    if (rc == 0)
+        rc = e2b_refuse_create(e, b, err, sizeof(err));
+    if (rc == 0)
+        rc = json_get_int(b, "timeout", false, 0, MAX_TIMEOUT_S, &timeout, err, sizeof(err));
+    if (rc == 0)
+        rc = json_get_bool(b, "allow_internet_access", false, &internet, err, sizeof(err));
+    if (rc == 0 && (envs = json_object_get(b, "envVars")) && !json_is_null(envs))
+        rc = check_strings(envs, "envVars", err, sizeof(err));
+    else
+        envs = NULL;
+    if (rc == 0 && json_object_get(b, "metadata") && !json_is_null(json_object_get(b, "metadata"))) {
+        rc = check_strings(json_object_get(b, "metadata"), "metadata", err, sizeof(err));
+        if (rc == 0)
+            md = json_deep_copy(json_object_get(b, "metadata"));
+    }
+    if (rc == 0 && !md)
+        md = json_object();
+    if (rc == 0)
+        rc = take_reserved(md, &res, err, sizeof(err));
+    if (rc != 0) {
+        count(e, "refused");
+        http_respond_error(ex, 400, "%s", err);
+        goto out;
+    }
+    /* cluster::name: forwarded verbatim when the prefix is another cluster's */
+    if (ref.cluster[0] && strcmp(ref.cluster, e->cluster) != 0) {
+        if (!sbxid_cluster_is_valid(ref.cluster, NULL, 0)) {
+            http_respond_error(ex, 400, "templateID prefix '%.64s' is not a cluster id",
+                               ref.cluster);
+            goto out;
+        }
+        count(e, "forwarded");
+        e2b_forward(e, ex, ref.cluster, http_req(ex)->target);
+        goto out;
+    }
+    if (res.image[0] == '\0')
+        ab_strlcpy(res.image, ref.image, sizeof(res.image));
+    if (res.image[0] && e2b_runtime_is_local(e)) {
+        count(e, "refused");
+        http_respond_error(ex, 400,
+                           "image overrides need the kube runtime: cluster '%s' runs the local "
+                           "runtime, where a sandbox runs its env's own image; drop '//%.200s' "
+                           "(or the " MD_PREFIX "image metadata) or create on a cluster running "
+                           "--runtime kube",
+                           e->cluster, res.image);
+        goto out;
+    }
+    if (!rt) {
+        http_respond_error(ex, 503, "no sandbox runtime is running on cluster '%s'", e->cluster);
+        goto out;
+    }
+    if (strlen(ref.name) > RT_NAME_MAX) {
+        http_respond_error(ex, 400, "templateID name is longer than %d characters", RT_NAME_MAX);
+        goto out;
+    }
+    if (!(c = calloc(1, sizeof(*c)))) {
+        http_respond_error(ex, 503, "out of memory");
+        goto out;
+    }
+    c->e = e;
+    c->ex = ex;
+    c->t0_us = ab_now_us();
+    ab_strlcpy(c->ns, p->namespace, sizeof(c->ns));
+    ab_strlcpy(c->name, ref.name, sizeof(c->name));
+    ab_strlcpy(c->group, res.group, sizeof(c->group));
+    ab_strlcpy(c->team, p->team, sizeof(c->team));
+    ab_strlcpy(c->user, p->user, sizeof(c->user));
+    sbxid_generate(e->cluster, c->id, sizeof(c->id));
+
+    char token[E2B_TOKEN_HEX + 1];
+    e2b_token(e, c->id, token);
+    struct rt_claim_options o = {
+        .id = c->id,
+        .timeout_s = timeout,
+        .startup_timeout_ms = res.startup_ms,
+        .env_vars = envs,
+        .metadata = md,
+        .allow_internet = internet,
+        .access_token = token,
+        .team = p->team,
+        .owner = p->user,
+    };
+    enum rt_target target = ref.cluster[0] ? RT_TARGET_ENV_OR_POOL : RT_TARGET_ENV;
+    rc = rt_claim(rt, p->namespace, ref.name, target, res.group[0] ? res.group : NULL, &o,
+                  claimed, c, NULL, err, sizeof(err));
+    if (rc != 0) {
+        int status = status_of(rc);
+        count(e, "failed");
+        if (rc == AB_ENOENT && res.group[0] && env_exists(rt, p->namespace, ref.name)) {
+            http_respond_error(ex, 503,
+                               "sandbox env %s/%s has no eligible members in scaling group "
+                               "\"%s\": drop the " MD_PREFIX "scaling-group metadata or use a "
+                               "group the env declares",
+                               p->namespace, ref.name, res.group);
+        } else if (rc == AB_ENOENT) {
+            http_respond_error(ex, status, "%s: GET /templates lists the envs you can use", err);
+        } else {
+            http_respond_error(ex, status, "%s", err);
+        }
+        free(c);
+        goto out;
+    }
+    e2b_event_ids(e, "claimed", c->id, c->ns, c->name, "", c->team, c->user, md, NULL);
+    if (res.no_wait) {
+        /* answer now; the claim finishes in the background */
+        struct rt_sandbox s;
+        memset(&s, 0, sizeof(s));
+        ab_strlcpy(s.id, c->id, sizeof(s.id));
+        ab_strlcpy(s.ns, c->ns, sizeof(s.ns));
+        ab_strlcpy(s.pool, c->name, sizeof(s.pool));
+        c->ex = NULL;
+        http_respond_json(ex, 201, e2b_sandbox_json(e, &s));
+    }
+out:
+    json_decref(md);
+    json_decref(b);
+}
+
+int e2b_create_routes(struct e2b *e, char *err, size_t errlen)
+{
+    int rc = e2b_route(e, "POST", "/sandboxes", create_op, 0, err, errlen);
+    if (rc == 0)
+        rc = e2b_route(e, "POST", "/v2/sandboxes", create_op, 0, err, errlen);
+    return rc;
+}

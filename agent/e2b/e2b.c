@@ -1,0 +1,351 @@
+/* The E2B surface's glue: the route table with its authentication wrapper,
+ * the shared response shapes, envd access tokens and forwarding of
+ * id-addressed calls to the owning cluster. */
+#include "e2b.h"
+
+#include "agent.h"
+#include "auth.h"
+#include "runtime/runtime.h"
+#include "tunnel_client.h"
+
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/json.h"
+#include "agentbox/log.h"
+#include "agentbox/metrics.h"
+#include "agentbox/sbxid.h"
+#include "agentbox/tunnel.h"
+#include "agentbox/tunnel_http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define E2B_OPS_MAX 96
+#define FORWARD_BODY_MAX (4 * 1024 * 1024)
+
+static struct e2b g_e2b;
+static struct e2b_op g_ops[E2B_OPS_MAX];
+static size_t g_nops;
+
+struct rt *e2b_rt(struct e2b *e)
+{
+    return e->a->rt;
+}
+
+const char *e2b_domain(struct e2b *e)
+{
+    const char *d = e->a->cfg->data_domain;
+    return d && d[0] ? d : NULL;
+}
+
+const char *e2b_prometheus_url(struct e2b *e)
+{
+    const char *u = e->a->cfg->prometheus_url;
+    return u && u[0] ? u : NULL;
+}
+
+const char *e2b_log_service_url(struct e2b *e)
+{
+    const char *u = e->a->cfg->log_service_url;
+    return u && u[0] ? u : NULL;
+}
+
+bool e2b_runtime_is_local(struct e2b *e)
+{
+    struct rt *rt = e2b_rt(e);
+    return !rt || strcmp(rt->kind, "local") == 0;
+}
+
+void e2b_token(struct e2b *e, const char *id, char *out)
+{
+    uint8_t mac[CRYPTO_SHA256_LEN];
+    crypto_hmac_sha256(e->token_key, sizeof(e->token_key), id, strlen(id), mac);
+    crypto_hex_encode(mac, sizeof(mac), out);
+}
+
+bool e2b_owns(const struct agent_principal *p, const struct rt_sandbox *s)
+{
+    return strcmp(p->namespace, s->ns) == 0 && strcmp(p->team, s->team) == 0 &&
+           strcmp(p->user, s->owner) == 0;
+}
+
+void e2b_time(int64_t wall_ms, char *out, size_t len)
+{
+    time_t t = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Pools are named <env>-<ceil cpu>c<floor GiB>gi (reference §6.4): the
+ * sandbox's size as the E2B shapes want it, 0 when the name says nothing. */
+static void pool_size(const char *pool, int64_t *cpu, int64_t *mem_mb)
+{
+    const char *dash = strrchr(pool, '-');
+    long long c = 0, g = 0;
+    char tail[4] = "";
+    *cpu = 0;
+    *mem_mb = 0;
+    if (dash && sscanf(dash + 1, "%lldc%lld%3s", &c, &g, tail) == 3 && strcmp(tail, "gi") == 0 &&
+        c >= 0 && g >= 0 && c < 100000 && g < 100000000) {
+        *cpu = c;
+        *mem_mb = g * 1024;
+    }
+}
+
+json_t *e2b_sandbox_json(struct e2b *e, const struct rt_sandbox *s)
+{
+    char tok[E2B_TOKEN_HEX + 1];
+    const char *domain = e2b_domain(e);
+    e2b_token(e, s->id, tok);
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s}", "sandboxID", s->id, "templateID", s->pool,
+                     "clientID", s->ns, "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", tok,
+                     "domain", domain ? json_string(domain) : json_null(), "trafficAccessToken",
+                     "");
+}
+
+json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_domain)
+{
+    char started[32], end[32];
+    int64_t cpu, mem;
+    const char *domain = e2b_domain(e);
+    e2b_time(s->claimed_ms, started, sizeof(started));
+    e2b_time(s->end_ms > 0 ? s->end_ms : s->claimed_ms + 300000, end, sizeof(end));
+    pool_size(s->pool, &cpu, &mem);
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:i,s:s,s:s}", "sandboxID", s->id,
+                          "templateID", s->pool, "clientID", s->ns, "startedAt", started, "endAt",
+                          end, "cpuCount", (json_int_t)cpu, "memoryMB", (json_int_t)mem,
+                          "diskSizeMB", 0, "envdVersion", E2B_ENVD_VERSION, "state", "running");
+    if (!o)
+        return NULL;
+    if (s->metadata && json_object_size(s->metadata) > 0)
+        json_object_set_new(o, "metadata", json_deep_copy(s->metadata));
+    if (with_domain)
+        json_object_set_new(o, "domain", domain ? json_string(domain) : json_null());
+    return o;
+}
+
+json_t *e2b_body(struct http_exchange *ex, bool empty_ok)
+{
+    const struct http_request *r = http_req(ex);
+    char err[256];
+    size_t i = 0;
+    while (i < r->body_len && (r->body[i] == ' ' || r->body[i] == '\n' || r->body[i] == '\r' ||
+                               r->body[i] == '\t'))
+        i++;
+    if (i == r->body_len) {
+        if (empty_ok)
+            return json_object();
+        http_respond_error(ex, 400, "request body required: send a JSON object");
+        return NULL;
+    }
+    json_t *b = json_parse_object(r->body, r->body_len, 0, err, sizeof(err));
+    if (!b)
+        http_respond_error(ex, 400, "%s", err);
+    return b;
+}
+
+/* --- forwarding --------------------------------------------------------------------- */
+
+struct fwd {
+    struct http_exchange *ex;
+    char cluster[SBXID_CLUSTER_MAX + 1];
+};
+
+static void fwd_done(const struct tun_call_result *res, void *arg)
+{
+    struct fwd *f = arg;
+    if (res->status == 0) {
+        http_respond_error(f->ex, 503, "cluster '%s' could not be reached through the hub: %s",
+                           f->cluster, res->error ? res->error : "tunnel error");
+    } else {
+        const char *b = res->body ? res->body : "";
+        http_respond(f->ex, res->status, res->body_len ? "application/json" : NULL, b,
+                     res->body_len, NULL, 0);
+    }
+    free(f);
+}
+
+void e2b_forward(struct e2b *e, struct http_exchange *ex, const char *cluster, const char *target)
+{
+    static const char *const keep[] = {"X-API-Key", "Authorization", "AGENTBOX-API-KEY",
+                                       "Content-Type"};
+    const struct http_request *r = http_req(ex);
+    struct tun_header h[8];
+    int n = 0;
+    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
+
+    if (!s) {
+        http_respond_error(ex, 503,
+                           "this request belongs to cluster '%s', and %s; retry once the agent "
+                           "is connected to the hub",
+                           cluster,
+                           e->a->tunnel ? "the tunnel to the hub is down"
+                                        : "this agent has no hub configured (--hub-url)");
+        return;
+    }
+    for (size_t i = 0; i < AB_ARRAY_LEN(keep); i++) {
+        const char *v = http_header_get(r, keep[i]);
+        if (v)
+            h[n++] = (struct tun_header){keep[i], v};
+    }
+    h[n++] = (struct tun_header){"X-AgentBox-Target-Cluster", cluster};
+    h[n++] = (struct tun_header){"X-AgentBox-Target-Service", "e2b"};
+    h[n++] = (struct tun_header){"X-Source-Cluster", e->cluster};
+    struct fwd *f = calloc(1, sizeof(*f));
+    if (!f) {
+        http_respond_error(ex, 503, "out of memory while forwarding to cluster '%s'", cluster);
+        return;
+    }
+    f->ex = ex;
+    ab_strlcpy(f->cluster, cluster, sizeof(f->cluster));
+    int rc = tun_call(s, "relay", r->method, target, h, n, r->body, r->body_len,
+                      FORWARD_BODY_MAX, fwd_done, f);
+    if (rc != 0) {
+        free(f);
+        http_respond_error(ex, 503, "cannot open a stream to the hub for cluster '%s': %s",
+                           cluster, ab_strerror(rc));
+    }
+}
+
+bool e2b_lookup(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                struct rt_sandbox *s)
+{
+    const char *id = http_param(ex, "id");
+    char cluster[SBXID_CLUSTER_MAX + 1];
+    struct rt *rt = e2b_rt(e);
+
+    memset(s, 0, sizeof(*s));
+    if (!id || sbxid_cluster_of(id, cluster) != 0) {
+        http_respond_error(ex, 404, "sandbox \"%.80s\" not found", id ? id : "");
+        return false;
+    }
+    if (strcmp(cluster, e->cluster) != 0) {
+        e2b_forward(e, ex, cluster, http_req(ex)->target);
+        return false;
+    }
+    if (!rt || rt_get(rt, id, s) != 0 || s->state == RT_STOPPING || s->state == RT_IDLE ||
+        !e2b_owns(p, s)) {
+        json_decref(s->metadata);
+        s->metadata = NULL;
+        http_respond_error(ex, 404, "sandbox \"%s\" not found", id);
+        return false;
+    }
+    return true;
+}
+
+/* --- routes and authentication ------------------------------------------------------- */
+
+static void auth_done(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct e2b_op *op = arg;
+    op->fn(op->e, ex, p);
+}
+
+static void h_auth(struct http_exchange *ex, void *arg)
+{
+    struct e2b_op *op = arg;
+    agent_auth_request(op->e->a->auth, ex, auth_done, op);
+}
+
+int e2b_route(struct e2b *e, const char *method, const char *pattern, e2b_fn fn, int flags,
+              char *err, size_t errlen)
+{
+    if (g_nops >= E2B_OPS_MAX) {
+        snprintf(err, errlen, "e2b: more than %d routes", E2B_OPS_MAX);
+        return AB_ELIMIT;
+    }
+    struct e2b_op *op = &g_ops[g_nops++];
+    op->e = e;
+    op->fn = fn;
+    struct http_route r = {method, pattern, h_auth, op, flags};
+    return agent_add_routes(e->a, AGENT_E2B, &r, 1, err, errlen);
+}
+
+static void h_health(struct http_exchange *ex, void *arg)
+{
+    (void)arg;
+    http_respond(ex, 204, NULL, NULL, 0, NULL, 0);
+}
+
+/* The token key survives restarts so re-adopted sandboxes keep their tokens. */
+static void load_token_key(struct e2b *e, const char *state_dir)
+{
+    char path[1024], hex[65] = "";
+    size_t n = 0;
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/e2b-token.key", state_dir ? state_dir : ".");
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t got = read(fd, hex, 64);
+        close(fd);
+        if (got == 64 && crypto_hex_decode(hex, e->token_key, sizeof(e->token_key), &n) == 0 &&
+            n == sizeof(e->token_key))
+            return;
+    }
+    crypto_random(e->token_key, sizeof(e->token_key));
+    crypto_hex_encode(e->token_key, sizeof(e->token_key), hex);
+    if (state_dir)
+        mkdir(state_dir, 0700);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, hex, 64) != 64)
+        LOG_WARN("cannot keep the envd token key; tokens change on restart", "path", path,
+                 "error", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
+int e2b_add_routes(struct agent *a, char *err, size_t errlen)
+{
+    static const char *const op_labels[] = {"operation", "category", NULL};
+    static const char *const result_labels[] = {"result", NULL};
+    struct e2b *e = &g_e2b;
+    int rc;
+
+    memset(e, 0, sizeof(*e));
+    g_nops = 0;
+    e->a = a;
+    e->cluster = a->cfg->cluster_id;
+    load_token_key(e, a->cfg->state_dir);
+    e->m_unsupported = metrics_register(
+        metrics_default(), "agentbox_e2b_unsupported_total",
+        "E2B operations answered 501 because AgentBox does not offer them", METRIC_COUNTER,
+        op_labels, NULL, 0);
+    e->m_creates = metrics_register(metrics_default(), "agentbox_e2b_creates_total",
+                                    "E2B sandbox creates by result", METRIC_COUNTER,
+                                    result_labels, NULL, 0);
+    e->m_create_seconds = metrics_register(
+        metrics_default(), "agentbox_e2b_create_seconds",
+        "E2B create latency until the sandbox is armed (201)", METRIC_HISTOGRAM, NULL, NULL, 0);
+
+    const struct http_route open_routes[] = {
+        {"GET", "/health", h_health, e, 0},
+    };
+    rc = agent_add_routes(a, AGENT_E2B, open_routes, AB_ARRAY_LEN(open_routes), err, errlen);
+    if (rc == 0)
+        rc = e2b_events_new(e, &e->events);
+    if (rc == 0)
+        rc = e2b_create_routes(e, err, errlen);
+    /* first match wins: /sandboxes/metrics before /sandboxes/{id} */
+    if (rc == 0)
+        rc = e2b_metric_routes(e, err, errlen);
+    if (rc == 0)
+        rc = e2b_log_routes(e, err, errlen);
+    if (rc == 0)
+        rc = e2b_sandbox_routes(e, err, errlen);
+    if (rc == 0)
+        rc = e2b_template_routes(e, err, errlen);
+    if (rc == 0)
+        rc = e2b_key_routes(e, err, errlen);
+    if (rc == 0)
+        rc = e2b_unsupported_routes(e, err, errlen);
+    return rc;
+}

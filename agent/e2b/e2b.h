@@ -1,0 +1,125 @@
+/* The agent's E2B-compatible API on :8090 (DESIGN §7; reference
+ * agent-sandbox-behaviour.md §2, e2b-protocol.md §1): the surface the real
+ * `e2b` SDK talks to. One file per concept:
+ *   e2b.c        route table, authentication wrapper, shapes, tokens, forwarding
+ *   create.c     POST /sandboxes, POST /v2/sandboxes
+ *   sandboxes.c  list, get, kill, timeout, refreshes, connect, network
+ *   refusals.c   the 400 list of create and the 501 catalogue
+ *   templates.c  GET /templates, GET /templates/{id}
+ *   logs.c       GET /sandboxes/{id}/logs, /v2/sandboxes/{id}/logs
+ *   metrics.c    GET /sandboxes/{id}/metrics, /sandboxes/metrics, and the
+ *                per-sandbox cAdvisor-named series on /metrics
+ *   keys.c       /secrets and /api-keys relayed to the hub
+ *   events.c     lifecycle events queued to the hub
+ * Errors are {"code": <int>, "message": …}: the SDK reads `code`.
+ * Everything runs on the loop thread. */
+#ifndef AGENTBOX_AGENT_E2B_H
+#define AGENTBOX_AGENT_E2B_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "agentbox/http.h"
+
+struct agent;
+struct agent_principal;
+struct rt;
+struct rt_sandbox;
+struct metric_family;
+struct e2b_events;
+
+/* Wires every E2B route into the agent's e2b listener (called from agent_init). */
+int e2b_add_routes(struct agent *a, char *err, size_t errlen);
+
+/* --- private to agent/e2b ------------------------------------------------------------ */
+
+#define E2B_ENVD_VERSION "0.6.13" /* what agentbox-envd reports (agent/envd/envd.h) */
+#define E2B_TOKEN_HEX 64
+
+struct e2b {
+    struct agent *a;
+    const char *cluster;
+    uint8_t token_key[32];          /* envd access tokens are HMAC(key, sandbox id) */
+    struct metric_family *m_unsupported;
+    struct metric_family *m_creates;
+    struct metric_family *m_create_seconds;
+    struct e2b_events *events;
+};
+
+typedef void (*e2b_fn)(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p);
+
+/* A route's argument: the handler that runs once the caller is authenticated. */
+struct e2b_op {
+    struct e2b *e;
+    e2b_fn fn;
+};
+
+/* Runtime and settings (NULL when unset). */
+struct rt *e2b_rt(struct e2b *e);
+const char *e2b_domain(struct e2b *e);
+const char *e2b_prometheus_url(struct e2b *e);
+const char *e2b_log_service_url(struct e2b *e);
+bool e2b_runtime_is_local(struct e2b *e);
+
+/* The envd access token of a sandbox (out: E2B_TOKEN_HEX + 1 bytes). */
+void e2b_token(struct e2b *e, const char *id, char *out);
+
+/* True when p may see s (same namespace, team and user). */
+bool e2b_owns(const struct agent_principal *p, const struct rt_sandbox *s);
+
+/* Looks up the sandbox named by the {id} path parameter for p. Returns true
+ * with *s filled (metadata reference the caller drops), or false after
+ * answering: 404 for unknown or another principal's, or forwarding the
+ * whole request to the owning cluster. */
+bool e2b_lookup(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                struct rt_sandbox *s);
+
+/* Shapes (new references). */
+json_t *e2b_sandbox_json(struct e2b *e, const struct rt_sandbox *s);
+json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_domain);
+
+/* RFC 3339 UTC, second precision (out: at least 32 bytes). */
+void e2b_time(int64_t wall_ms, char *out, size_t len);
+
+/* Forwards the exchange (method, target, buffered body, and only X-API-Key,
+ * Authorization, AGENTBOX-API-KEY, Content-Type) to cluster's e2b service
+ * through the hub, and answers with what comes back. */
+void e2b_forward(struct e2b *e, struct http_exchange *ex, const char *cluster,
+                 const char *target);
+
+/* Parses the buffered body as a JSON object ({} when empty); NULL after a 400. */
+json_t *e2b_body(struct http_exchange *ex, bool empty_ok);
+
+/* Route tables of each file (refusals.c also counts). */
+int e2b_sandbox_routes(struct e2b *e, char *err, size_t errlen);
+int e2b_create_routes(struct e2b *e, char *err, size_t errlen);
+int e2b_template_routes(struct e2b *e, char *err, size_t errlen);
+int e2b_unsupported_routes(struct e2b *e, char *err, size_t errlen);
+int e2b_log_routes(struct e2b *e, char *err, size_t errlen);
+int e2b_metric_routes(struct e2b *e, char *err, size_t errlen);
+int e2b_key_routes(struct e2b *e, char *err, size_t errlen);
+/* Adds an authenticated route (method, pattern, fn) to the e2b listener. */
+int e2b_route(struct e2b *e, const char *method, const char *pattern, e2b_fn fn, int flags,
+              char *err, size_t errlen);
+
+/* refusals.c: checks a create body against the 400 list. Returns 0, or
+ * AB_EINVAL with the message (naming the alternative) in err. */
+int e2b_refuse_create(struct e2b *e, json_t *body, char *err, size_t errlen);
+/* The fail-closed answer to any egress filtering on this runtime (400). */
+int e2b_refuse_network(struct e2b *e, json_t *network, bool internet, bool live, char *err,
+                       size_t errlen);
+/* Answers 501 with the catalogue text and counts the operation. */
+void e2b_unsupported(struct e2b *e, struct http_exchange *ex, const char *operation,
+                     const char *category, const char *message);
+
+/* events.c: lifecycle events for the console, queued to the hub (never blocks). */
+int e2b_events_new(struct e2b *e, struct e2b_events **out);
+void e2b_event(struct e2b *e, const char *type, const struct rt_sandbox *s, const char *reason);
+void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *ns,
+                   const char *env, const char *pool, const char *team, const char *user,
+                   const json_t *metadata, const char *reason);
+
+#endif

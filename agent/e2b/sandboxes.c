@@ -1,0 +1,407 @@
+/* Sandboxes after create (reference §2.2): list, paginated list with
+ * filters, get, kill, timeout, refreshes, connect, live network update.
+ * Every call is scoped to the caller (namespace + team + user): another
+ * principal's sandbox is 404, exactly like one that never existed. An id of
+ * another cluster goes to that cluster through the hub (e2b_lookup). */
+#include "e2b.h"
+
+#include "agent.h"
+#include "auth.h"
+#include "runtime/runtime.h"
+
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIST_MAX 4096 /* sandboxes one principal can list */
+#define MD_FILTER_MAX 32
+
+struct collect {
+    const struct agent_principal *p;
+    struct rt_sandbox *v;
+    size_t n;
+};
+
+static void collect_cb(void *arg, const struct rt_sandbox *s)
+{
+    struct collect *c = arg;
+    if (c->n >= LIST_MAX || !e2b_owns(c->p, s) || s->state == RT_STOPPING ||
+        s->state == RT_IDLE)
+        return;
+    c->v[c->n] = *s;
+    c->v[c->n].metadata = s->metadata ? json_incref(s->metadata) : NULL;
+    c->n++;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const struct rt_sandbox *x = a, *y = b;
+    if (x->claimed_ms != y->claimed_ms)
+        return x->claimed_ms < y->claimed_ms ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+/* The caller's live sandboxes, oldest first (a stable order for pagination). */
+static int collect(struct e2b *e, const struct agent_principal *p, struct collect *c)
+{
+    struct rt *rt = e2b_rt(e);
+    struct rt_filter f = {.ns = p->namespace, .team = p->team};
+    memset(c, 0, sizeof(*c));
+    c->p = p;
+    if (!rt)
+        return 0;
+    if (!(c->v = calloc(LIST_MAX, sizeof(*c->v))))
+        return AB_ENOMEM;
+    rt_list(rt, &f, collect_cb, c);
+    qsort(c->v, c->n, sizeof(*c->v), by_start);
+    return 0;
+}
+
+static void collect_free(struct collect *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        json_decref(c->v[i].metadata);
+    free(c->v);
+}
+
+static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    struct collect c;
+    if (collect(e, p, &c) != 0) {
+        http_respond_error(ex, 503, "out of memory while listing sandboxes");
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < c.n; i++)
+        json_array_append_new(arr, e2b_detail_json(e, &c.v[i], false));
+    collect_free(&c);
+    http_respond_json(ex, 200, arr);
+}
+
+struct md_pair {
+    char k[256];
+    char v[1024];
+};
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes s[0..n) into out; false when malformed or too long. */
+static bool pct_decode(const char *s, size_t n, char *out, size_t outlen)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '%') {
+            int hi, lo;
+            if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 || (lo = hexval(s[i + 2])) < 0)
+                return false;
+            ch = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (ch == '+') {
+            ch = ' ';
+        }
+        if (j + 1 >= outlen)
+            return false;
+        out[j++] = ch;
+    }
+    out[j] = '\0';
+    return true;
+}
+
+/* "k=v&k2=v2" (each part URL-encoded once more by the SDK) → pairs. */
+static int parse_md_filter(const char *q, struct md_pair *pairs, size_t *n)
+{
+    *n = 0;
+    while (*q) {
+        const char *amp = strchr(q, '&');
+        size_t len = amp ? (size_t)(amp - q) : strlen(q);
+        const char *eq = memchr(q, '=', len);
+        if (!eq || eq == q || *n >= MD_FILTER_MAX)
+            return AB_EINVAL;
+        struct md_pair *m = &pairs[(*n)++];
+        if (!pct_decode(q, (size_t)(eq - q), m->k, sizeof(m->k)) ||
+            !pct_decode(eq + 1, len - (size_t)(eq - q) - 1, m->v, sizeof(m->v)))
+            return AB_EINVAL;
+        q += len;
+        if (*q == '&')
+            q++;
+    }
+    return 0;
+}
+
+static bool md_match(const struct rt_sandbox *s, const struct md_pair *pairs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *v = json_string_value(json_object_get(s->metadata, pairs[i].k));
+        if (!v || strcmp(v, pairs[i].v) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* nextToken: base64url without padding of the decimal offset; malformed → 0. */
+static int64_t token_offset(const char *t)
+{
+    char b64[64], num[48];
+    uint8_t dec[48];
+    size_t n = strlen(t), w = 0;
+    if (n == 0 || n > 40)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        b64[i] = t[i] == '-' ? '+' : t[i] == '_' ? '/' : t[i];
+    while (n % 4)
+        b64[n++] = '=';
+    b64[n] = '\0';
+    if (crypto_base64_decode(b64, n, dec, sizeof(dec) - 1, &w) != 0 || w == 0 || w >= sizeof(num))
+        return 0;
+    memcpy(num, dec, w);
+    num[w] = '\0';
+    char *end = NULL;
+    long long off = strtoll(num, &end, 10);
+    return end && *end == '\0' && off > 0 ? off : 0;
+}
+
+static void offset_token(int64_t off, char *out)
+{
+    char num[32], b64[64];
+    snprintf(num, sizeof(num), "%lld", (long long)off);
+    crypto_base64_encode(num, strlen(num), b64);
+    size_t j = 0;
+    for (size_t i = 0; b64[i] && b64[i] != '='; i++)
+        out[j++] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : b64[i];
+    out[j] = '\0';
+}
+
+static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    const struct http_request *r = http_req(ex);
+    char q[8192], state[256], tmpl[256], lim[32], tok[64];
+    struct md_pair *pairs = NULL;
+    size_t npairs = 0;
+    int64_t limit = 0, offset = 0;
+    bool running = true;
+    struct collect c;
+    int rc;
+
+    pairs = calloc(MD_FILTER_MAX, sizeof(*pairs));
+    if (!pairs) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    rc = http_query_get(r, "metadata", q, sizeof(q));
+    if (rc == AB_ELIMIT || (rc == 0 && parse_md_filter(q, pairs, &npairs) != 0)) {
+        http_respond_error(ex, 400,
+                           "invalid metadata filter: pass metadata=<url-encoded k=v&k2=v2> "
+                           "(at most %d pairs)",
+                           MD_FILTER_MAX);
+        goto out;
+    }
+    if (http_query_get(r, "state", state, sizeof(state)) == 0 && state[0]) {
+        /* only running exists here; a filter without it matches nothing */
+        running = false;
+        for (char *s = strtok(state, ","); s; s = strtok(NULL, ","))
+            if (strcmp(s, "running") == 0)
+                running = true;
+    }
+    if (http_query_get(r, "template", tmpl, sizeof(tmpl)) != 0)
+        tmpl[0] = '\0';
+    if (http_query_get(r, "limit", lim, sizeof(lim)) == 0 && lim[0]) {
+        char *end = NULL;
+        long long l = strtoll(lim, &end, 10);
+        if (!end || *end || l < 0 || l > 1000000) {
+            http_respond_error(ex, 400, "limit must be a non-negative integer");
+            goto out;
+        }
+        limit = l;
+    }
+    if (http_query_get(r, "nextToken", tok, sizeof(tok)) == 0)
+        offset = token_offset(tok);
+    if (collect(e, p, &c) != 0) {
+        http_respond_error(ex, 503, "out of memory while listing sandboxes");
+        goto out;
+    }
+    json_t *arr = json_array();
+    int64_t total = 0, shown = 0;
+    bool more = false;
+    for (size_t i = 0; running && i < c.n; i++) {
+        const struct rt_sandbox *s = &c.v[i];
+        if (!md_match(s, pairs, npairs))
+            continue;
+        if (tmpl[0] && strcmp(tmpl, s->pool) != 0 && strcmp(tmpl, s->env) != 0)
+            continue;
+        total++;
+        if (total <= offset)
+            continue;
+        if (limit > 0 && shown >= limit) {
+            more = true;
+            continue;
+        }
+        json_array_append_new(arr, e2b_detail_json(e, s, false));
+        shown++;
+    }
+    collect_free(&c);
+    char next[64] = "", tot[32];
+    if (more)
+        offset_token(offset + shown, next);
+    snprintf(tot, sizeof(tot), "%lld", (long long)total);
+    char *body = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    struct http_header h[2] = {{"X-Total-Running", tot}, {"X-Next-Token", next}};
+    http_respond(ex, 200, "application/json", body ? body : "[]", body ? strlen(body) : 2, h,
+                 more ? 2 : 1);
+    free(body);
+out:
+    free(pairs);
+}
+
+static void get_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    struct rt_sandbox s;
+    if (!e2b_lookup(e, ex, p, &s))
+        return;
+    http_respond_json(ex, 200, e2b_detail_json(e, &s, true));
+    json_decref(s.metadata);
+}
+
+static void kill_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    struct rt_sandbox s;
+    if (!e2b_lookup(e, ex, p, &s))
+        return;
+    if (rt_release(e2b_rt(e), s.id) != 0) {
+        http_respond_error(ex, 404, "sandbox \"%s\" not found", s.id);
+    } else {
+        e2b_event(e, "released", &s, "killed");
+        http_respond(ex, 204, NULL, NULL, 0, NULL, 0);
+    }
+    json_decref(s.metadata);
+}
+
+/* timeout: validated before anything else, forwarding included (reference §2.2). */
+static void timeout_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    struct rt_sandbox s;
+    int64_t t = 0;
+    char err[256];
+    json_t *b = e2b_body(ex, true);
+    if (!b)
+        return;
+    json_t *v = json_object_get(b, "timeout");
+    if (!json_is_integer(v) || (t = json_integer_value(v)) <= 0 || t > 366LL * 24 * 3600) {
+        json_decref(b);
+        http_respond_error(ex, 400, "timeout must be a positive integer number of seconds");
+        return;
+    }
+    json_decref(b);
+    (void)err;
+    if (!e2b_lookup(e, ex, p, &s))
+        return;
+    if (rt_set_timeout(e2b_rt(e), s.id, t) != 0)
+        http_respond_error(ex, 404, "sandbox \"%s\" not found", s.id);
+    else
+        http_respond(ex, 204, NULL, NULL, 0, NULL, 0);
+    json_decref(s.metadata);
+}
+
+static void refreshes_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    struct rt_sandbox s;
+    json_t *b = e2b_body(ex, true);
+    if (!b)
+        return;
+    json_t *v = json_object_get(b, "duration");
+    int64_t d = json_is_integer(v) ? json_integer_value(v) : 0;
+    json_decref(b);
+    if (!e2b_lookup(e, ex, p, &s))
+        return;
+    if (d > 0 && d <= 366LL * 24 * 3600 && rt_set_timeout(e2b_rt(e), s.id, d) != 0)
+        http_respond_error(ex, 404, "sandbox \"%s\" not found", s.id);
+    else
+        http_respond(ex, 204, NULL, NULL, 0, NULL, 0);
+    json_decref(s.metadata);
+}
+
+static void connect_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    struct rt_sandbox s;
+    json_t *b = e2b_body(ex, true);
+    if (!b)
+        return;
+    json_t *v = json_object_get(b, "timeout");
+    int64_t t = json_is_integer(v) ? json_integer_value(v) : 0;
+    json_decref(b);
+    if (!e2b_lookup(e, ex, p, &s))
+        return;
+    if (t > 0 && t <= 366LL * 24 * 3600 && rt_set_timeout(e2b_rt(e), s.id, t) != 0)
+        http_respond_error(ex, 404, "sandbox \"%s\" not found", s.id);
+    else
+        http_respond_json(ex, 200, e2b_sandbox_json(e, &s));
+    json_decref(s.metadata);
+}
+
+/* PUT /sandboxes/{id}/network: the same fail-closed rule as create. */
+static void network_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    struct rt_sandbox s;
+    char err[1024];
+    json_t *b = e2b_body(ex, true);
+    if (!b)
+        return;
+    if (!e2b_lookup(e, ex, p, &s)) {
+        json_decref(b);
+        return;
+    }
+    json_t *inet = json_object_get(b, "allow_internet_access");
+    int rc = e2b_refuse_network(e, b, !(inet && json_is_false(inet)), true, err, sizeof(err));
+    if (rc == 0 && inet && json_is_boolean(inet) && json_is_true(inet) != s.internet) {
+        snprintf(err, sizeof(err),
+                 "allow_internet_access cannot change on a running sandbox of the %s runtime: "
+                 "create a new sandbox with allow_internet_access=%s",
+                 e2b_runtime_is_local(e) ? "local" : "current",
+                 json_is_true(inet) ? "true" : "false");
+        rc = AB_EINVAL;
+    }
+    if (rc != 0)
+        http_respond_error(ex, 400, "%s", err);
+    else
+        http_respond(ex, 204, NULL, NULL, 0, NULL, 0);
+    json_decref(s.metadata);
+    json_decref(b);
+}
+
+int e2b_sandbox_routes(struct e2b *e, char *err, size_t errlen)
+{
+    static const struct {
+        const char *method, *pattern;
+        e2b_fn fn;
+    } t[] = {
+        {"GET", "/sandboxes", list_op},
+        {"GET", "/v2/sandboxes", list_v2_op},
+        {"GET", "/sandboxes/{id}", get_op},
+        {"DELETE", "/sandboxes/{id}", kill_op},
+        {"POST", "/sandboxes/{id}/timeout", timeout_op},
+        {"POST", "/sandboxes/{id}/refreshes", refreshes_op},
+        {"POST", "/sandboxes/{id}/connect", connect_op},
+        {"POST", "/v2/sandboxes/{id}/connect", connect_op},
+        {"PUT", "/sandboxes/{id}/network", network_op},
+    };
+    for (size_t i = 0; i < AB_ARRAY_LEN(t); i++) {
+        int rc = e2b_route(e, t[i].method, t[i].pattern, t[i].fn, 0, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

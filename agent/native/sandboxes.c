@@ -1,0 +1,442 @@
+/* Native sandbox API: claim, list, get, delete, and env summaries. See
+ * sandboxes.h. A claim answers only once the sandbox is armed (envd /init
+ * done), so the id and token it returns work on the data plane at once. */
+#include "sandboxes.h"
+
+#include "agent.h"
+#include "auth.h"
+#include "runtime/runtime.h"
+
+#include "agentbox/common.h"
+#include "agentbox/config.h"
+#include "agentbox/crypto.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+#include "agentbox/ref.h"
+#include "agentbox/sbxid.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LIST_DEFAULT 20
+#define LIST_MAX 100
+#define TOKEN_BYTES 24
+#define TIMEOUT_MAX_S (366LL * 24 * 3600)
+
+static void respond_error(struct http_exchange *ex, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void respond_error(struct http_exchange *ex, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    http_respond_json(ex, status, json_pack("{s:s}", "error", msg));
+}
+
+static int status_of_err(int err)
+{
+    switch (err) {
+    case AB_ENOENT: return 404;
+    case AB_EINVAL: return 400;
+    case AB_EEXIST: return 409;
+    case AB_EBUSY: return 429;
+    case AB_ETIMEOUT: return 504;
+    case AB_EIO: return 502;
+    default: return 503;
+    }
+}
+
+static void iso_time(int64_t ms, char *out, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+static const char *state_name(enum rt_state s)
+{
+    switch (s) {
+    case RT_RUNNING: return "Running";
+    case RT_IDLE: return "Idle";
+    case RT_STOPPING: return "Stopping";
+    default: return "Starting";
+    }
+}
+
+/* The sandbox object of reference §4.2; token only on create. */
+static json_t *sandbox_json(const struct rt_sandbox *s, const char *token)
+{
+    char created[40], ends[40];
+    json_t *o;
+
+    iso_time(s->claimed_ms, created, sizeof(created));
+    iso_time(s->end_ms, ends, sizeof(ends));
+    o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b}", "sandboxId", s->id, "poolName",
+                  s->pool, "envName", s->env, "namespace", s->ns, "templateName",
+                  s->template_name, "status", state_name(s->state), "createdAt", created,
+                  "expiresAt", ends, "team", s->team, "allowInternetAccess", s->internet);
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "metadata", s->metadata ? json_incref(s->metadata) : json_object());
+    if (token)
+        json_object_set_new(o, "envdAccessToken", json_string(token));
+    return o;
+}
+
+/* The caller's namespace; admins may name one (default "default"). */
+static const char *caller_ns(const struct agent_principal *p, const char *asked)
+{
+    if (p->admin)
+        return asked && asked[0] ? asked : NULL;
+    return p->namespace[0] ? p->namespace : "default";
+}
+
+static bool may_see(const struct agent_principal *p, const struct rt_sandbox *s)
+{
+    return p->admin || strcmp(s->ns, caller_ns(p, NULL)) == 0;
+}
+
+/* ---- POST /v1/sandboxes --------------------------------------------------------------------- */
+
+struct create {
+    struct http_exchange *ex;
+    char token[2 * TOKEN_BYTES + 1];
+};
+
+static void create_done(void *arg, int err, const char *msg, const struct rt_sandbox *s)
+{
+    struct create *c = arg;
+
+    if (err) {
+        respond_error(c->ex, status_of_err(err), "%s", msg ? msg : ab_strerror(err));
+    } else {
+        json_t *sb = sandbox_json(s, c->token);
+        http_respond_json(c->ex, 201, json_pack("{s:o}", "sandbox", sb));
+        LOG_INFO("sandbox claimed", "id", s->id, "pool", s->pool, "namespace", s->ns);
+    }
+    explicit_bzero(c->token, sizeof(c->token));
+    free(c);
+}
+
+static int parse_timeout(json_t *v, int64_t *out, char *err, size_t errlen)
+{
+    int64_t ms;
+
+    *out = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_integer(v) && json_integer_value(v) > 0 &&
+        json_integer_value(v) <= TIMEOUT_MAX_S) {
+        *out = json_integer_value(v);
+        return 0;
+    }
+    if (json_is_string(v) && cfg_parse_duration(json_string_value(v), &ms) == 0 && ms > 0 &&
+        ms / 1000 <= TIMEOUT_MAX_S) {
+        *out = (ms + 999) / 1000;
+        return 0;
+    }
+    snprintf(err, errlen, "timeout must be a positive number of seconds or a duration such as "
+             "\"30m\" (at most a year)");
+    return AB_EINVAL;
+}
+
+static void create_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct agent *a = arg;
+    const struct http_request *r = http_req(ex);
+    json_t *body = json_loadb(r->body, r->body_len, 0, NULL);
+    struct rt_claim_options o = {0};
+    struct ref ref;
+    struct create *c = NULL;
+    char id[SBXID_MAX + 1], err[RT_ERR_MAX];
+    uint8_t raw[TOKEN_BYTES];
+    const char *pool, *ns;
+    json_t *v;
+    int rc;
+
+    if (!json_is_object(body)) {
+        respond_error(ex, 400, "request body must be a JSON object such as "
+                               "{\"poolName\": \"demo\", \"timeout\": 300}");
+        goto out;
+    }
+    pool = json_string_value(json_object_get(body, "poolName"));
+    if (!pool || !pool[0]) {
+        respond_error(ex, 400, "poolName is required");
+        goto out;
+    }
+    if (ref_parse(pool, &ref) != 0) {
+        respond_error(ex, 400, "poolName is longer than %d characters", REF_MAX - 1);
+        goto out;
+    }
+    if (ref.image[0]) {
+        respond_error(ex, 400, "poolName '%s' asks for image '%s': image overrides need the kube "
+                      "runtime; this cluster runs the local runtime", pool, ref.image);
+        goto out;
+    }
+    if (ref.cluster[0] && strcmp(ref.cluster, a->cfg->cluster_id) != 0) {
+        respond_error(ex, 400, "poolName '%s' names cluster '%s': this agent creates sandboxes "
+                      "on cluster '%s' only; ask that cluster's agent or the hub", pool,
+                      ref.cluster, a->cfg->cluster_id);
+        goto out;
+    }
+    if (!ref.name[0]) {
+        respond_error(ex, 400, "poolName is required");
+        goto out;
+    }
+    if (parse_timeout(json_object_get(body, "timeout"), &o.timeout_s, err, sizeof(err)) != 0) {
+        respond_error(ex, 400, "%s", err);
+        goto out;
+    }
+    v = json_object_get(body, "allowInternetAccess");
+    if (v && !json_is_boolean(v)) {
+        respond_error(ex, 400, "allowInternetAccess must be true or false");
+        goto out;
+    }
+    o.allow_internet = json_is_true(v);
+    ns = caller_ns(p, json_string_value(json_object_get(body, "namespace")));
+    if (!ns)
+        ns = "default";
+    if (!a->rt) {
+        respond_error(ex, 503, "this agent has no sandbox runtime");
+        goto out;
+    }
+    if (sbxid_generate(a->cfg->cluster_id, id, sizeof(id)) != 0 ||
+        crypto_random(raw, sizeof(raw)) != 0 || !(c = calloc(1, sizeof(*c)))) {
+        respond_error(ex, 503, "cannot allocate a sandbox id; try again");
+        goto out;
+    }
+    crypto_hex_encode(raw, sizeof(raw), c->token);
+    explicit_bzero(raw, sizeof(raw));
+    c->ex = ex;
+    o.id = id;
+    o.env_vars = json_object_get(body, "envVars");
+    o.metadata = json_object_get(body, "metadata");
+    o.access_token = c->token;
+    o.team = p->team;
+    o.owner = p->user;
+    /* cluster::name is an env first, then a pool (reference §1.8); so is a bare name here */
+    rc = rt_claim(a->rt, ns, ref.name, RT_TARGET_ENV_OR_POOL, NULL, &o, create_done, c, NULL,
+                  err, sizeof(err));
+    if (rc != 0) {
+        respond_error(ex, status_of_err(rc), "%s", err);
+        free(c);
+    }
+out:
+    json_decref(body);
+}
+
+static void h_create(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    agent_auth_request(a->auth, ex, create_authed, a);
+}
+
+/* ---- GET /v1/sandboxes ------------------------------------------------------------------------ */
+
+struct list_ctx {
+    const struct agent_principal *p;
+    json_t *items;
+    long total, offset, limit;
+};
+
+static void list_one(void *arg, const struct rt_sandbox *s)
+{
+    struct list_ctx *l = arg;
+    if (!may_see(l->p, s))
+        return;
+    if (l->total >= l->offset && (long)json_array_size(l->items) < l->limit)
+        json_array_append_new(l->items, sandbox_json(s, NULL));
+    l->total++;
+}
+
+static int query_long(const struct http_request *r, const char *name, long def, long min,
+                      long max, long *out)
+{
+    char buf[32], *end;
+    *out = def;
+    int rc = http_query_get(r, name, buf, sizeof(buf));
+    if (rc == AB_ENOENT)
+        return 0;
+    if (rc != 0)
+        return AB_EINVAL;
+    long v = strtol(buf, &end, 10);
+    if (!buf[0] || *end || v < min || v > max)
+        return AB_EINVAL;
+    *out = v;
+    return 0;
+}
+
+static void list_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct agent *a = arg;
+    const struct http_request *r = http_req(ex);
+    struct list_ctx l = {.p = p};
+    struct rt_filter f = {0};
+    char pool[RT_NAME_MAX + 1];
+
+    if (query_long(r, "limit", LIST_DEFAULT, 1, LIST_MAX, &l.limit) != 0) {
+        respond_error(ex, 400, "limit must be an integer from 1 to %d", LIST_MAX);
+        return;
+    }
+    if (query_long(r, "offset", 0, 0, 1000000, &l.offset) != 0) {
+        respond_error(ex, 400, "offset must be a non-negative integer");
+        return;
+    }
+    if (http_query_get(r, "poolName", pool, sizeof(pool)) == 0 && pool[0])
+        f.env_or_pool = pool;
+    f.ns = p->admin ? NULL : caller_ns(p, NULL);
+    l.items = json_array();
+    if (a->rt)
+        rt_list(a->rt, &f, list_one, &l);
+    http_respond_json(ex, 200, json_pack("{s:o,s:i,s:i,s:i}", "items", l.items, "total",
+                                         (int)l.total, "limit", (int)l.limit, "offset",
+                                         (int)l.offset));
+}
+
+static void h_list(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    agent_auth_request(a->auth, ex, list_authed, a);
+}
+
+/* ---- GET / DELETE /v1/sandboxes/{id} ------------------------------------------------------------ */
+
+/* Looks the sandbox up for p; answers 404 itself when it is not there (or not p's). */
+static bool lookup(struct http_exchange *ex, struct agent *a, const struct agent_principal *p,
+                   struct rt_sandbox *s)
+{
+    const char *id = http_param(ex, "id");
+    if (!a->rt || rt_get(a->rt, id, s) != 0) {
+        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id,
+                      a->cfg->cluster_id);
+        return false;
+    }
+    if (!may_see(p, s)) {
+        json_decref(s->metadata);
+        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id,
+                      a->cfg->cluster_id);
+        return false;
+    }
+    return true;
+}
+
+static void get_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct rt_sandbox s;
+    if (!lookup(ex, arg, p, &s))
+        return;
+    http_respond_json(ex, 200, json_pack("{s:o}", "sandbox", sandbox_json(&s, NULL)));
+    json_decref(s.metadata);
+}
+
+static void h_get(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    agent_auth_request(a->auth, ex, get_authed, a);
+}
+
+static void delete_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct agent *a = arg;
+    struct rt_sandbox s;
+
+    if (!lookup(ex, a, p, &s))
+        return;
+    json_decref(s.metadata);
+    if (rt_release(a->rt, s.id) != 0) {
+        respond_error(ex, 404, "sandbox '%s' not found on cluster '%s'", s.id,
+                      a->cfg->cluster_id);
+        return;
+    }
+    http_respond_json(ex, 202, json_pack("{s:s,s:s,s:s,s:s,s:s}", "sandboxId", s.id,
+                                         "namespace", s.ns, "poolName", s.pool, "podName", "",
+                                         "status", "Terminated"));
+}
+
+static void h_delete(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    agent_auth_request(a->auth, ex, delete_authed, a);
+}
+
+/* ---- GET /v1/envs ------------------------------------------------------------------------------ */
+
+struct envs_ctx {
+    json_t *items;
+    json_t *pools; /* env key "ns/name" → array of pools */
+};
+
+static void env_pool(void *arg, const struct rt_pool *p)
+{
+    struct envs_ctx *e = arg;
+    char key[2 * RT_NAME_MAX + 2];
+    json_t *arr;
+
+    snprintf(key, sizeof(key), "%s/%s", p->ns, p->env);
+    if (!(arr = json_object_get(e->pools, key))) {
+        arr = json_array();
+        json_object_set_new(e->pools, key, arr);
+    }
+    json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "name",
+                                         p->name, "namespace", p->ns, "scalingGroup",
+                                         p->scaling_group, "replicas", p->status.replicas,
+                                         "idle", p->status.idle, "running", p->status.running,
+                                         "starting", p->status.starting, "stopping",
+                                         p->status.stopping, "pending", p->status.pending));
+}
+
+static void env_one(void *arg, const struct rt_env *v)
+{
+    struct envs_ctx *e = arg;
+    char key[2 * RT_NAME_MAX + 2];
+    json_t *pools;
+
+    snprintf(key, sizeof(key), "%s/%s", v->ns, v->name);
+    pools = json_object_get(e->pools, key);
+    pools = pools ? json_incref(pools) : json_array();
+    json_array_append_new(e->items,
+                          json_pack("{s:s,s:s,s:s,s:i,s:i,s:o}", "name", v->name, "namespace",
+                                    v->ns, "templateName", v->template_name, "idle", v->idle,
+                                    "running", v->running, "pools", pools));
+}
+
+static void envs_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct agent *a = arg;
+    struct envs_ctx e = {json_array(), json_object()};
+    const char *ns = p->admin ? NULL : caller_ns(p, NULL);
+
+    if (a->rt) {
+        rt_list_pools(a->rt, ns, env_pool, &e);
+        rt_list_envs(a->rt, ns, env_one, &e);
+    }
+    json_decref(e.pools);
+    http_respond_json(ex, 200, json_pack("{s:o,s:i}", "items", e.items, "total",
+                                         (int)json_array_size(e.items)));
+}
+
+static void h_envs(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    agent_auth_request(a->auth, ex, envs_authed, a);
+}
+
+int native_sandboxes_add_routes(struct agent *a, char *err, size_t errlen)
+{
+    const struct http_route routes[] = {
+        {"POST", "/v1/sandboxes", h_create, a, 0},
+        {"GET", "/v1/sandboxes", h_list, a, 0},
+        {"GET", "/v1/sandboxes/{id}", h_get, a, 0},
+        {"DELETE", "/v1/sandboxes/{id}", h_delete, a, 0},
+        {"GET", "/v1/envs", h_envs, a, 0},
+    };
+    return agent_add_routes(a, AGENT_NATIVE, routes, AB_ARRAY_LEN(routes), err, errlen);
+}

@@ -1,0 +1,19 @@
+/* Native sandbox API (reference §4.2, the small subset operators and tests
+ * need) on the agent's :8080, authenticated with agent_auth_request:
+ *   POST   /v1/sandboxes         {poolName, timeout?, allowInternetAccess?, envVars?,
+ *                                 metadata?, namespace? (admins)} → 201 {sandbox} once armed
+ *   GET    /v1/sandboxes         ?poolName=&limit=&offset= → {items,total,limit,offset}
+ *   GET    /v1/sandboxes/{id}    → {sandbox}
+ *   DELETE /v1/sandboxes/{id}    → 202 {sandboxId,namespace,poolName,podName,status}
+ *   GET    /v1/envs              → {items,total}: envs with their pools' status
+ * Errors are {"error": ...}. Loop thread only. */
+#ifndef AGENTBOX_AGENT_NATIVE_SANDBOXES_H
+#define AGENTBOX_AGENT_NATIVE_SANDBOXES_H
+
+#include <stddef.h>
+
+struct agent;
+
+int native_sandboxes_add_routes(struct agent *a, char *err, size_t errlen);
+
+#endif
