@@ -5,6 +5,7 @@
 #include "native/native.h"
 #include "native/sandboxes.h"
 #include "dataplane.h"
+#include "e2b/e2b.h"
 #include "runtime/runtime.h"
 #include "runtime/local/local.h"
 
@@ -47,6 +48,11 @@ const struct cfg_option agent_serve_options[] = {
     {"data_domain", CFG_STRING, NULL, false, AOPT(data_domain),
      "data plane: route hosts <port>-<sandbox id>.<data_domain> (unset: headers and paths, "
      "and hosts whose first label parses as <port>-<sandbox id>)", NULL},
+    {"prometheus_url", CFG_STRING, NULL, false, AOPT(prometheus_url),
+     "E2B sandbox metrics: Prometheus-compatible backend (bearer token from PROMETHEUS_TOKEN); "
+     "unset: the metrics routes answer 501", NULL},
+    {"log_service_url", CFG_STRING, NULL, false, AOPT(log_service_url),
+     "E2B logs of ended sandboxes: the central log service; unset: those answer 501", NULL},
     {"e2b_listen", CFG_STRING, ":8090", false, AOPT(e2b_listen),
      "E2B-compatible API listen address (HOST:PORT, :PORT or unix:PATH)", NULL},
     {"data_listen", CFG_STRING, ":8091", false, AOPT(data_listen), "data plane listen address",
@@ -334,6 +340,8 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     int rc = native_relay_add_routes(a, err, errlen);
     if (rc == 0)
         rc = native_sandboxes_add_routes(a, err, errlen);
+    if (rc == 0)
+        rc = e2b_add_routes(a, err, errlen);
     if (rc == 0)
         rc = agent_runtime_new(a, err, errlen);
     return rc;

@@ -31,6 +31,8 @@ struct agent_config {
     char *manifests_dir;
     char *envd_path;
     char *data_domain;
+    char *prometheus_url;   /* e2b metrics backend (NULL: 501) */
+    char *log_service_url;  /* e2b logs of ended sandboxes (NULL: 501) */
     char *e2b_listen;
     char *data_listen;
     char *native_listen;

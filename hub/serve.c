@@ -14,6 +14,7 @@
 #include "db.h"
 #include "clusters.h"
 #include "tunnel_server.h"
+#include "clusters_api.h"
 #include "auth.h"
 
 #define OPT(field) offsetof(struct hub_serve_config, field)
@@ -283,6 +284,8 @@ int hub_serve_main(int argc, char **argv)
         rc = hub_health_add_routes(&h, err, sizeof(err));
     if (rc == 0)
         rc = hub_identity_start(&h, cfg.hub_secret, cfg.hub_secret_file, err, sizeof(err));
+    if (rc == 0)
+        rc = clusters_api_add_routes(&h, err, sizeof(err));
     if (rc == 0)
         rc = hub_start(&h, err, sizeof(err));
     if (rc != 0) {

@@ -86,7 +86,7 @@ void e2b_time(int64_t wall_ms, char *out, size_t len)
 
 /* Pools are named <env>-<ceil cpu>c<floor GiB>gi (reference §6.4): the
  * sandbox's size as the E2B shapes want it, 0 when the name says nothing. */
-static void pool_size(const char *pool, int64_t *cpu, int64_t *mem_mb)
+void e2b_pool_size(const char *pool, int64_t *cpu, int64_t *mem_mb)
 {
     const char *dash = strrchr(pool, '-');
     long long c = 0, g = 0;
@@ -118,7 +118,7 @@ json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_dom
     const char *domain = e2b_domain(e);
     e2b_time(s->claimed_ms, started, sizeof(started));
     e2b_time(s->end_ms > 0 ? s->end_ms : s->claimed_ms + 300000, end, sizeof(end));
-    pool_size(s->pool, &cpu, &mem);
+    e2b_pool_size(s->pool, &cpu, &mem);
     json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:i,s:s,s:s}", "sandboxID", s->id,
                           "templateID", s->pool, "clientID", s->ns, "startedAt", started, "endAt",
                           end, "cpuCount", (json_int_t)cpu, "memoryMB", (json_int_t)mem,

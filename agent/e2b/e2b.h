@@ -81,6 +81,9 @@ bool e2b_lookup(struct e2b *e, struct http_exchange *ex, const struct agent_prin
 json_t *e2b_sandbox_json(struct e2b *e, const struct rt_sandbox *s);
 json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_domain);
 
+/* cpuCount and memoryMB from a pool named <env>-<ceil cpu>c<floor GiB>gi (0 otherwise). */
+void e2b_pool_size(const char *pool, int64_t *cpu, int64_t *mem_mb);
+
 /* RFC 3339 UTC, second precision (out: at least 32 bytes). */
 void e2b_time(int64_t wall_ms, char *out, size_t len);
 

@@ -166,5 +166,7 @@ int native_relay_add_routes(struct agent *a, char *err, size_t errlen)
         {"POST", "/v1/diag/echo", h_echo, a, HTTP_ROUTE_STREAM},
         {"GET", "/v1/diag/bytes", h_bytes, a, HTTP_ROUTE_STREAM},
     };
-    return agent_add_routes(a, AGENT_NATIVE, routes, AB_ARRAY_LEN(routes), err, errlen);
+    if (agent_add_routes(a, AGENT_NATIVE, routes, AB_ARRAY_LEN(routes), err, errlen))
+        return AB_ELIMIT;
+    return native_whoami_add_routes(a, err, errlen);
 }

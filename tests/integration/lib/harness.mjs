@@ -399,3 +399,14 @@ export async function waitClusterOnline(hubBase, id, online = true, timeoutMs = 
         return c && c.online === online ? c : null;
     }, { timeoutMs, what: `cluster ${id} ${online ? 'online' : 'offline'} on the hub` });
 }
+
+// `agentbox-hub key create`: resolves {token, id}.
+export async function createKey(databaseUrl, team, user, extra = []) {
+    const r = await run(hubBin(), ['key', 'create', '--team', team, '--user', user, ...extra], {
+        env: { ...process.env, DATABASE_URL: databaseUrl, AGENTBOX_HUB_SECRET: hubSecret },
+    });
+    if (r.code !== 0) throw new Error(`key create failed (${r.code}): ${r.stderr}`);
+    const token = r.stdout.trim().split('\n').pop().trim();
+    const m = /(ak_[0-9a-f]{16})/.exec(r.stdout);
+    return { token, id: m ? m[1] : null };
+}

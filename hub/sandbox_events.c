@@ -1,0 +1,167 @@
+/* Agents' sandbox lifecycle events → the `sandboxes` table (see
+ * sandbox_events.h). A batch is applied on a database worker, one upsert per
+ * event; a sandbox never leaves 'ended', and a late 'claimed' never undoes
+ * 'running'. */
+#include "sandbox_events.h"
+
+#include "auth.h"
+#include "db.h"
+#include "hub.h"
+
+#include "agentbox/common.h"
+#include "agentbox/json.h"
+#include "agentbox/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct batch {
+    struct http_exchange *ex;
+    char cluster[64];
+    json_t *events; /* owned */
+    size_t applied;
+    char err[256];
+};
+
+static const char UPSERT[] =
+    "INSERT INTO sandboxes (id, cluster_id, namespace, env, pool, team, user_name, metadata, "
+    "state, claimed_at, started_at, ended_at, end_reason) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8::jsonb, '{}'::jsonb), $9::text, "
+    "to_timestamp($10::bigint / 1000.0), "
+    "CASE WHEN $9::text = 'running' THEN to_timestamp($10::bigint / 1000.0) END, "
+    "CASE WHEN $9::text = 'ended' THEN to_timestamp($10::bigint / 1000.0) END, $11::text) "
+    "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, "
+    "env = CASE WHEN EXCLUDED.env <> '' THEN EXCLUDED.env ELSE sandboxes.env END, "
+    "pool = CASE WHEN EXCLUDED.pool <> '' THEN EXCLUDED.pool ELSE sandboxes.pool END, "
+    "metadata = CASE WHEN $8::jsonb IS NOT NULL THEN EXCLUDED.metadata "
+    "ELSE sandboxes.metadata END, "
+    "started_at = COALESCE(sandboxes.started_at, EXCLUDED.started_at), "
+    "ended_at = EXCLUDED.ended_at, end_reason = EXCLUDED.end_reason "
+    "WHERE sandboxes.state <> 'ended' AND EXCLUDED.state <> 'claimed'";
+
+static const char *state_of(const char *type)
+{
+    if (strcmp(type, "claimed") == 0)
+        return "claimed";
+    if (strcmp(type, "armed") == 0)
+        return "running";
+    if (strcmp(type, "released") == 0 || strcmp(type, "failed") == 0)
+        return "ended";
+    return NULL;
+}
+
+static const char *str(json_t *ev, const char *k)
+{
+    const char *s = json_string_value(json_object_get(ev, k));
+    return s ? s : "";
+}
+
+static int job(PGconn *c, void *arg)
+{
+    struct batch *b = arg;
+    size_t i;
+    json_t *ev;
+    size_t cl = strlen(b->cluster);
+
+    json_array_foreach(b->events, i, ev) {
+        const char *type = str(ev, "type"), *id = str(ev, "id");
+        const char *state = state_of(type);
+        char at[32], reason[600];
+        char *md = NULL;
+        /* only the calling cluster's own sandboxes */
+        if (!state || strncmp(id, b->cluster, cl) != 0 || id[cl] != '-')
+            continue;
+        snprintf(at, sizeof(at), "%lld",
+                 (long long)json_integer_value(json_object_get(ev, "at")));
+        if (strcmp(type, "failed") == 0)
+            snprintf(reason, sizeof(reason), "failed: %.500s", str(ev, "reason"));
+        else
+            snprintf(reason, sizeof(reason), "%.500s", str(ev, "reason"));
+        if (json_is_object(json_object_get(ev, "metadata")))
+            md = json_dumps(json_object_get(ev, "metadata"), JSON_COMPACT);
+        const char *v[11] = {id, b->cluster, str(ev, "namespace"), str(ev, "env"),
+                             str(ev, "pool"), str(ev, "team"), str(ev, "user"), md, state, at,
+                             strcmp(state, "ended") == 0 ? reason : NULL};
+        PGresult *r = PQexecParams(c, UPSERT, 11, NULL, v, NULL, NULL, 0);
+        free(md);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            char line[256];
+            snprintf(b->err, sizeof(b->err), "sandbox event for %s: %s", id,
+                     db_error_line(c, r, line, sizeof(line)));
+            PQclear(r);
+            return AB_EIO;
+        }
+        PQclear(r);
+        b->applied++;
+    }
+    return 0;
+}
+
+static void done(void *arg, int status)
+{
+    struct batch *b = arg;
+    if (status != 0)
+        http_respond_error(b->ex, 503, "sandbox events not stored: %s",
+                           b->err[0] ? b->err : ab_strerror(status));
+    else
+        http_respond(b->ex, 204, NULL, NULL, 0, NULL, 0);
+    json_decref(b->events);
+    free(b);
+}
+
+static void h_events(struct http_exchange *ex, void *arg)
+{
+    struct hub *h = arg;
+    const struct http_request *r = http_req(ex);
+    const char *cluster = r->transport_data;
+    char err[256];
+    json_t *body, *evs;
+    struct batch *b;
+
+    if (!cluster || !cluster[0]) {
+        http_respond_error(ex, 403, "sandbox events come from agents over their tunnel");
+        return;
+    }
+    body = json_parse_object(r->body, r->body_len, 0, err, sizeof(err));
+    if (!body) {
+        http_respond_error(ex, 400, "%s", err);
+        return;
+    }
+    evs = json_object_get(body, "events");
+    if (!json_is_array(evs) || json_array_size(evs) > SANDBOX_EVENTS_BATCH_MAX) {
+        json_decref(body);
+        http_respond_error(ex, 400, "events must be an array of at most %d events",
+                           SANDBOX_EVENTS_BATCH_MAX);
+        return;
+    }
+    b = calloc(1, sizeof(*b));
+    if (!b) {
+        json_decref(body);
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    b->ex = ex;
+    ab_strlcpy(b->cluster, cluster, sizeof(b->cluster));
+    b->events = json_incref(evs);
+    json_decref(body);
+    int rc = db_submit(h->db, job, done, b);
+    if (rc != 0) {
+        json_decref(b->events);
+        free(b);
+        http_respond_error(ex, 503, "database unavailable: %s", ab_strerror(rc));
+    }
+}
+
+int hub_sandboxes_add_routes(struct hub *h, char *err, size_t errlen)
+{
+    const struct http_route internal[] = {
+        {"POST", "/internal/v1/sandbox-events", h_events, h, 0},
+    };
+    int rc = hub_add_internal_routes(h, internal, AB_ARRAY_LEN(internal), err, errlen);
+    if (rc == 0)
+        rc = public_bridge_add_routes(h, err, errlen);
+    if (rc == 0 && hub_identity_ctx())
+        rc = sandboxes_api_add_routes(h, hub_identity_ctx(), err, errlen);
+    return rc;
+}

@@ -1,0 +1,28 @@
+/* Sandbox lifecycle data for the console (DESIGN §9, `sandboxes` table).
+ *
+ *   hub service (tunnel only):
+ *     POST /internal/v1/sandbox-events {"events": [{type: claimed|armed|released|failed,
+ *          id, namespace, env, pool, team, user, metadata?, reason?, at (ms)}]} → 204;
+ *          the calling cluster owns the ids (events for another cluster's ids are skipped)
+ *     * /internal/v1/public/{*rest}  agents' bridge into the public API (public_bridge.c)
+ *   console (dashboard-api/sandboxes.c), authenticated like /api/v1:
+ *     GET /api/v1/sandboxes, GET /api/v1/statistics/sandboxes
+ * Loop thread; storage on database workers. */
+#ifndef AGENTBOX_HUB_SANDBOX_EVENTS_H
+#define AGENTBOX_HUB_SANDBOX_EVENTS_H
+
+#include <stddef.h>
+
+struct hub;
+struct auth_ctx;
+
+#define SANDBOX_EVENTS_BATCH_MAX 256
+
+/* Adds the two internal routes (events, bridge) and the console routes;
+ * between hub_identity_start and hub_start. */
+int hub_sandboxes_add_routes(struct hub *h, char *err, size_t errlen);
+
+int public_bridge_add_routes(struct hub *h, char *err, size_t errlen);
+int sandboxes_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,228 @@
+// Tunnel benchmarks with real processes (DESIGN §12):
+//   1. bulk throughput alpha → hub → beta, against two direct loopback
+//      baselines measured in the same run: a plain node TCP server, and
+//      beta's own /v1/diag/bytes without the tunnel;
+//   2. small-request round trip through the relay (alpha → hub → beta
+//      /v1/ping) against beta's /v1/ping directly, keep-alive clients.
+// Not part of the test suite: it prints figures and ratios and exits 0
+// unless the stack itself fails.
+//
+// Environment: AGENTBOX_BUILD_DIR (a Release build), BENCH_BYTES (bulk size,
+// default 1 GiB), BENCH_ROUNDS (bulk rounds per path, default 3),
+// BENCH_RTT_N (round trips per path, default 2000).
+import http from 'node:http';
+import { spawn } from 'node:child_process';
+import {
+    startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, buildDir,
+} from '../integration/lib/harness.mjs';
+import { quantile, median, mean, fmt, printTable, machineNote, cpuOf } from './util.mjs';
+
+const BYTES = Number(process.env.BENCH_BYTES || 1024 ** 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS || 3);
+const RTT_N = Number(process.env.BENCH_RTT_N || 2000);
+const RTT_WARMUP = 200;
+const RTT_BLOCK = 250; // paths alternate in blocks, so drift on a shared box hits all of them
+
+// --- the stack ------------------------------------------------------------------------
+
+async function startStack() {
+    const pg = await startPostgres();
+    const m = await runMigrate(pg.url);
+    if (m.code !== 0) throw new Error(`migrate failed: ${m.stderr}`);
+    // Workaround for the idle-drop bug (see README): the hub counts only
+    // tunnel frames as liveness, not the agent's WebSocket pings, so an idle
+    // session is dropped after --tunnel-timeout. A long timeout keeps the
+    // sessions up between phases.
+    const hub = await startHub(pg.url, { args: ['--tunnel-timeout', '3600s', '--log-level', 'warn'] });
+    const agents = {};
+    for (const id of ['alpha', 'beta']) {
+        const token = await addCluster(pg.url, id);
+        agents[id] = await startAgent(id, { hubUrl: hub.tunnelUrl, token, args: ['--log-level', 'warn'] });
+        await waitClusterOnline(hub.base, id, true, 15000);
+    }
+    const stop = async () => {
+        for (const a of Object.values(agents)) await a.proc.stop();
+        await hub.proc.stop();
+        await pg.cleanup();
+    };
+    return { pg, hub, alpha: agents.alpha, beta: agents.beta, stop };
+}
+
+// A plain loopback TCP server in its own process that answers any request
+// with an HTTP/1.1 200 head and n bytes (from ?n=), written as fast as the
+// socket takes them: the "direct loopback TCP" baseline.
+const NET_SERVER = `
+const net = require('node:net');
+const piece = Buffer.alloc(64 * 1024, 'abcdefghijklmnopqrstuvwxyz');
+const srv = net.createServer((s) => {
+    let head = '';
+    s.on('data', function onData(d) {
+        head += d.toString('latin1');
+        if (!head.includes('\\r\\n\\r\\n')) return;
+        s.off('data', onData);
+        const n = Number((head.match(/[?&]n=(\\d+)/) || [])[1] || 0);
+        s.write('HTTP/1.1 200 OK\\r\\nContent-Type: application/octet-stream\\r\\nContent-Length: ' + n + '\\r\\nConnection: close\\r\\n\\r\\n');
+        let left = n;
+        const pump = () => {
+            while (left > 0) {
+                const k = Math.min(left, piece.length);
+                left -= k;
+                if (!s.write(k === piece.length ? piece : piece.subarray(0, k))) return s.once('drain', pump);
+            }
+            s.end();
+        };
+        pump();
+    });
+    s.on('error', () => {});
+});
+srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));
+`;
+
+function startNetServer() {
+    return new Promise((resolve, reject) => {
+        const child = spawn(process.execPath, ['-e', NET_SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
+        child.once('error', reject);
+        child.stdout.once('data', (d) => resolve({ child, base: `http://127.0.0.1:${Number(d.toString().trim())}` }));
+    });
+}
+
+// --- 1. bulk throughput -------------------------------------------------------------------
+
+// GETs url and reads the body as fast as possible; resolves MB/s (10^6).
+function readAll(url, expect) {
+    return new Promise((resolve, reject) => {
+        const t0 = process.hrtime.bigint();
+        let got = 0;
+        const req = http.get(url, { agent: false }, (res) => {
+            if (res.statusCode !== 200) {
+                reject(new Error(`GET ${url}: HTTP ${res.statusCode}`));
+                res.resume();
+                return;
+            }
+            res.on('data', (c) => (got += c.length));
+            res.on('end', () => {
+                const s = Number(process.hrtime.bigint() - t0) / 1e9;
+                if (got !== expect) reject(new Error(`GET ${url}: ${got} bytes, expected ${expect}`));
+                else resolve(got / s / 1e6);
+            });
+            res.on('error', reject);
+        });
+        req.on('error', reject);
+        req.setTimeout(600000, () => req.destroy(new Error(`GET ${url}: no progress`)));
+    });
+}
+
+async function benchThroughput(st, net) {
+    const paths = {
+        'node TCP server (direct loopback)': `${net.base}/bytes?n=${BYTES}`,
+        'beta /v1/diag/bytes (direct)': `${st.beta.native}/v1/diag/bytes?n=${BYTES}`,
+        'alpha → hub → beta (relay)': `${st.alpha.native}/v1/relay/beta/native/v1/diag/bytes?n=${BYTES}`,
+    };
+    // warm up every path (connections, page cache of the binaries)
+    for (const url of Object.values(paths)) {
+        const u = url.replace(/n=\d+/, `n=${16 << 20}`);
+        await readAll(u, 16 << 20);
+    }
+    // CPU of every process during each transfer says whether a path is CPU
+    // bound (the box may have few cores) or waiting on credit/latency.
+    const procs = { hub: [st.hub.proc.pid], alpha: [st.alpha.proc.pid], beta: [st.beta.proc.pid],
+        'node server': [net.child.pid], reader: [process.pid] };
+    const results = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
+    const cpu = Object.fromEntries(Object.keys(paths).map((k) => [k, {}]));
+    for (let r = 0; r < ROUNDS; r++) {
+        for (const [name, url] of Object.entries(paths)) {
+            const c0 = Object.fromEntries(Object.entries(procs).map(([p, pids]) => [p, cpuOf(pids)]));
+            const t0 = process.hrtime.bigint();
+            const mbs = await readAll(url, BYTES);
+            const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+            for (const [p, pids] of Object.entries(procs)) {
+                (cpu[name][p] ||= []).push((cpuOf(pids) - c0[p]) / wall);
+            }
+            results[name].push(mbs);
+            console.error(`  round ${r + 1}/${ROUNDS} ${name}: ${fmt(mbs, 0)} MB/s`);
+        }
+    }
+    return { results, cpu, procs: Object.keys(procs) };
+}
+
+// --- 2. round trips -----------------------------------------------------------------------
+
+function getKeepAlive(agent, url) {
+    return new Promise((resolve, reject) => {
+        const t0 = process.hrtime.bigint();
+        const req = http.get(url, { agent }, (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (c) => (body += c));
+            res.on('end', () => {
+                const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+                if (res.statusCode !== 200 || !body.includes('pong')) {
+                    reject(new Error(`GET ${url}: HTTP ${res.statusCode} ${body.slice(0, 200)}`));
+                } else resolve(ms);
+            });
+            res.on('error', reject);
+        });
+        req.on('error', reject);
+        req.setTimeout(10000, () => req.destroy(new Error(`GET ${url}: no answer in 10 s`)));
+    });
+}
+
+async function benchRoundTrip(st) {
+    const paths = {
+        'beta /v1/ping (direct)': `${st.beta.native}/v1/ping`,
+        'alpha → hub → beta /v1/ping (relay)': `${st.alpha.native}/v1/relay/beta/native/v1/ping`,
+        'hub /api/clusters/beta/v1/ping': `${st.hub.base}/api/clusters/beta/v1/ping`,
+    };
+    const agents = Object.fromEntries(Object.keys(paths).map((k) => [k, new http.Agent({ keepAlive: true, maxSockets: 1 })]));
+    for (const [name, url] of Object.entries(paths)) {
+        for (let i = 0; i < RTT_WARMUP; i++) await getKeepAlive(agents[name], url);
+    }
+    const samples = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
+    for (let done = 0; done < RTT_N; done += RTT_BLOCK) {
+        const n = Math.min(RTT_BLOCK, RTT_N - done);
+        for (const [name, url] of Object.entries(paths)) {
+            for (let i = 0; i < n; i++) samples[name].push(await getKeepAlive(agents[name], url));
+        }
+    }
+    for (const a of Object.values(agents)) a.destroy();
+    return samples;
+}
+
+// --- main ----------------------------------------------------------------------------------
+
+async function main() {
+    console.log(`# tunnel benchmarks  build=${buildDir()}  ${machineNote()}`);
+    const st = await startStack();
+    const net = await startNetServer();
+    try {
+        console.log(`\n## 1. bulk throughput, ${BYTES} bytes per transfer, ${ROUNDS} rounds per path (interleaved)`);
+        const { results: tp, cpu, procs } = await benchThroughput(st, net);
+        const rows = Object.entries(tp).map(([k, v]) => [k, fmt(median(v), 0), fmt(Math.max(...v), 0), fmt(Math.min(...v), 0)]);
+        printTable(['path', 'median MB/s', 'best MB/s', 'worst MB/s'], rows);
+        console.log('\nCPU during the transfers (cores, median over rounds):');
+        printTable(['path', ...procs], Object.entries(cpu).map(([k, v]) => [k, ...procs.map((p) => fmt(median(v[p]), 2))]));
+        const relay = median(tp['alpha → hub → beta (relay)']);
+        const netMbs = median(tp['node TCP server (direct loopback)']);
+        const beta = median(tp['beta /v1/diag/bytes (direct)']);
+        console.log(`ratio relay / direct node TCP   = ${fmt(relay / netMbs, 3)}  (target >= 0.5)`);
+        console.log(`ratio relay / direct beta bytes = ${fmt(relay / beta, 3)}  (target >= 0.5)`);
+
+        console.log(`\n## 2. round trip, ${RTT_N} sequential keep-alive GETs per path (blocks of ${RTT_BLOCK}, interleaved)`);
+        const rt = await benchRoundTrip(st);
+        printTable(['path', 'p50 ms', 'p90 ms', 'p99 ms', 'mean ms', 'max ms'], Object.entries(rt).map(([k, v]) => [
+            k, fmt(quantile(v, 0.5), 3), fmt(quantile(v, 0.9), 3), fmt(quantile(v, 0.99), 3), fmt(mean(v), 3), fmt(Math.max(...v), 3),
+        ]));
+        const d = rt['beta /v1/ping (direct)'];
+        const r = rt['alpha → hub → beta /v1/ping (relay)'];
+        console.log(`added by the relay: p50 ${fmt(quantile(r, 0.5) - quantile(d, 0.5), 3)} ms, ` +
+            `p99 ${fmt(quantile(r, 0.99) - quantile(d, 0.99), 3)} ms`);
+    } finally {
+        net.child.kill('SIGTERM');
+        await st.stop();
+    }
+}
+
+main().then(() => process.exit(0), (e) => {
+    console.error(`tunnel benchmark failed: ${e.stack || e}`);
+    process.exit(1);
+});

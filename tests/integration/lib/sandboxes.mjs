@@ -1,0 +1,185 @@
+// A hub + agents stack on the local runtime, for the data-plane, local
+// runtime, e2e and benchmark scripts: PostgreSQL, migrations, the hub, one
+// agent per cluster joined through the tunnel, an API key whose team maps to
+// namespace `default` (where the sample manifests put their envs), and
+// helpers for the native sandbox API and for reaping sandbox processes
+// (they outlive a stopped agent by design, so a test must kill them).
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+    startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, run, hubBin,
+    hubSecret, buildDir, tempDir, waitFor,
+} from './harness.mjs';
+
+export const envdBin = () => path.join(buildDir(), 'agentbox-envd');
+
+const TEMPLATE = `apiVersion: agents.navix.sh/v1alpha1
+kind: SandboxTemplate
+metadata: {name: envd}
+spec:
+  idleImage: ghcr.io/scitix/agent-sandbox-idle:0.0.10
+  runtimes: [{name: envd, port: 49983}]
+`;
+
+// An env with one member pool per cluster: `<env>-1c0gi`, replicas each.
+export function envManifest(name, clusters, { replicas = 2, idleTimeout, startupTimeout = '60s' } = {}) {
+    const segs = clusters.map((c) => `  - clusterID: ${c}
+    members:
+    - name: ${name}-1c0gi
+      config:
+        inlineResources: {requests: {cpu: "1", memory: 512Mi}}
+      spec: {replicas: ${replicas}, defaultStartupTimeout: ${startupTimeout}}
+`).join('');
+    const overrides = idleTimeout ? `  overrides: {defaultIdleTimeout: ${idleTimeout}}\n` : '';
+    return `apiVersion: agents.navix.sh/v1alpha1
+kind: SandboxEnv
+metadata: {name: ${name}, namespace: default}
+spec:
+  templateRef: {name: envd}
+${overrides}  clusters:
+${segs}`;
+}
+
+// A manifests directory with the envd template and the given env manifests.
+export function manifestsDir(envs) {
+    const dir = tempDir('agentbox-manifests-');
+    fs.writeFileSync(path.join(dir, 'template.yaml'), TEMPLATE);
+    envs.forEach((e, i) => fs.writeFileSync(path.join(dir, `env-${i}.yaml`), e));
+    return dir;
+}
+
+// Kills every sandbox (namespace init and slirp4netns) recorded under stateDir.
+export function reapSandboxes(stateDir) {
+    const root = path.join(stateDir, 'sandboxes');
+    if (!fs.existsSync(root)) return;
+    for (const d of fs.readdirSync(root)) {
+        let st;
+        try {
+            st = JSON.parse(fs.readFileSync(path.join(root, d, 'state.json'), 'utf8'));
+        } catch {
+            continue;
+        }
+        for (const pid of [st.pid, st.slirp_pid]) {
+            if (!pid) continue;
+            try {
+                process.kill(pid, 'SIGKILL');
+            } catch {
+                /* gone */
+            }
+        }
+    }
+}
+
+// envd processes whose mount namespace binds a directory of stateDir:
+// [{pid, dir}] (dir = the sandbox directory name).
+export function envdProcesses(stateDir) {
+    const out = [];
+    const prefix = path.join(fs.realpathSync(stateDir), 'sandboxes') + '/';
+    for (const e of fs.readdirSync('/proc')) {
+        if (!/^\d+$/.test(e)) continue;
+        let comm;
+        let mi;
+        try {
+            comm = fs.readFileSync(`/proc/${e}/comm`, 'utf8').trim();
+            if (comm !== 'agentbox-envd') continue;
+            mi = fs.readFileSync(`/proc/${e}/mountinfo`, 'utf8');
+        } catch {
+            continue;
+        }
+        const at = mi.indexOf(prefix);
+        if (at < 0) continue;
+        out.push({ pid: Number(e), dir: mi.slice(at + prefix.length).split('/')[0] });
+    }
+    return out;
+}
+
+async function hubCli(pgUrl, args) {
+    const r = await run(hubBin(), args, {
+        env: { ...process.env, DATABASE_URL: pgUrl, AGENTBOX_HUB_SECRET: hubSecret },
+    });
+    if (r.code !== 0) throw new Error(`agentbox-hub ${args.join(' ')} failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
+    return r.stdout;
+}
+
+// Starts PostgreSQL, the hub and one agent per cluster id (joined through the
+// tunnel, waited online). manifests: a directory for every agent. Returns
+// {pg, hub, agents: {id: agent}, key, startAgentAgain(id, opts), stop()}.
+export async function startStack({ clusters = ['alpha'], manifests, agentArgs = [], agentEnv = {} } = {}) {
+    const pg = await startPostgres();
+    const m = await runMigrate(pg.url);
+    if (m.code !== 0) throw new Error(`migrate failed: ${m.stderr}`);
+    const hub = await startHub(pg.url);
+    const tokens = {};
+    const agents = {};
+    const stateDirs = [];
+    const launch = async (id, { stateDir, args = [], manifestsDir: md = manifests, envdPath = envdBin() } = {}) => {
+        if (!tokens[id]) tokens[id] = await addCluster(pg.url, id);
+        const a = await startAgent(id, {
+            hubUrl: hub.tunnelUrl, token: tokens[id], stateDir,
+            args: ['--manifests-dir', md, '--envd-path', envdPath, ...agentArgs, ...args],
+            env: agentEnv,
+        });
+        if (!stateDirs.includes(a.stateDir)) stateDirs.push(a.stateDir);
+        agents[id] = a;
+        await waitClusterOnline(hub.base, id, true, 15000);
+        return a;
+    };
+    for (const id of clusters) await launch(id);
+    const out = await hubCli(pg.url, ['key', 'create', '--team', 't', '--user', 'u']);
+    const key = out.trim().split('\n').pop().trim();
+    await hubCli(pg.url, ['team', 'set-namespace', 't', 'default']);
+    const stack = {
+        pg, hub, agents, key, stateDirs,
+        launch,
+        stop: async () => {
+            for (const a of Object.values(agents)) await a.proc.stop();
+            for (const d of stateDirs) reapSandboxes(d);
+            await hub.proc.stop();
+            await pg.cleanup();
+        },
+    };
+    return stack;
+}
+
+// Calls the agent's native API with the stack's key; resolves {status, json, text}.
+export async function native(agent, key, method, p, body) {
+    const res = await fetch(agent.native + p, {
+        method,
+        headers: { 'X-API-Key': key, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json;
+    try {
+        json = JSON.parse(text);
+    } catch {
+        json = undefined;
+    }
+    return { status: res.status, json, text };
+}
+
+// The agent's pool gauges: {idle, running, starting, stopping, pending} of pool.
+export async function poolStatus(agent, pool, ns = 'default') {
+    const t = await (await fetch(`${agent.native}/metrics`)).text();
+    const out = {};
+    for (const k of ['idle', 'running', 'starting', 'stopping', 'pending']) {
+        const re = new RegExp(`^agentbox_pool_${k}\\{namespace="${ns}",pool="${pool}"\\} (\\d+)`, 'm');
+        const m = re.exec(t);
+        out[k] = m ? Number(m[1]) : undefined;
+    }
+    return out;
+}
+
+export async function waitPool(agent, pool, pred, what, timeoutMs = 20000) {
+    return waitFor(async () => {
+        const s = await poolStatus(agent, pool);
+        return pred(s) ? s : null;
+    }, { timeoutMs, what: `${what} (pool ${pool})` });
+}
+
+// Claims a sandbox through the native API; resolves the sandbox object.
+export async function claim(agent, key, body) {
+    const r = await native(agent, key, 'POST', '/v1/sandboxes', body);
+    if (r.status !== 201) throw new Error(`claim ${JSON.stringify(body)}: ${r.status} ${r.text}`);
+    return r.json.sandbox;
+}
