@@ -1,5 +1,6 @@
 /* `agentbox-hub serve`: configuration, startup and shutdown of the hub. */
 #include "hub.h"
+#include "sandbox_events.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -284,6 +285,8 @@ int hub_serve_main(int argc, char **argv)
         rc = hub_health_add_routes(&h, err, sizeof(err));
     if (rc == 0)
         rc = hub_identity_start(&h, cfg.hub_secret, cfg.hub_secret_file, err, sizeof(err));
+    if (rc == 0)
+        rc = hub_sandboxes_add_routes(&h, err, sizeof(err));
     if (rc == 0)
         rc = clusters_api_add_routes(&h, err, sizeof(err));
     if (rc == 0)

@@ -51,6 +51,13 @@ CONF
 start)
   port=$(cat "$dir/port")
   if ! as_pg "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    # the port chosen at init may have been taken since: move to a free one
+    if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
+      port=$(free_port $((port + 1)))
+      echo "port = $port" >> "$dir/data/postgresql.conf"
+      echo "$port" > "$dir/port"
+      echo "postgres://postgres:$(cat "$dir/password")@127.0.0.1:$port/agentbox" > "$dir/url"
+    fi
     as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 start >/dev/null \
       || { tail -n 20 "$dir/server.log" >&2; exit 1; }
   fi

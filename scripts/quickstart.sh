@@ -79,10 +79,10 @@ bash scripts/pg.sh start "$RUN/pg"
 DATABASE_URL=$(cat "$RUN/pg/url")
 export DATABASE_URL
 # The hub secret encrypts the vault and stored API keys: made once, kept.
-if [ ! -s "$RUN/hub-secret" ]; then
-  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/hub-secret")
+if [ ! -s "$RUN/pg/hub-secret" ]; then
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/pg/hub-secret")
 fi
-export AGENTBOX_HUB_SECRET_FILE=$RUN/hub-secret
+export AGENTBOX_HUB_SECRET_FILE=$RUN/pg/hub-secret
 "$BUILD/agentbox-hub" migrate --migrations-dir "$ROOT/migrations" >"$RUN/logs/migrate.log" 2>&1 \
   || { cat "$RUN/logs/migrate.log" >&2; exit 1; }
 
@@ -101,6 +101,14 @@ join_token() { # id
     || { echo "quickstart: cannot register cluster $1" >&2; exit 1; }
   tail -n 1 <<<"$out"
 }
+# One API key for the quick start's principal (team demo, user demo), made
+# once and kept with the database.
+if [ ! -s "$RUN/pg/quickstart-api-key" ]; then
+  key_out=$("$BUILD/agentbox-hub" key create --team demo --user demo --name quickstart) \
+    || { echo "quickstart: cannot create the API key" >&2; exit 1; }
+  (umask 077; tail -n 1 <<<"$key_out" > "$RUN/pg/quickstart-api-key")
+fi
+API_KEY=$(cat "$RUN/pg/quickstart-api-key")
 ALPHA_TOKEN=$(join_token alpha)
 BETA_TOKEN=$(join_token beta)
 
@@ -155,7 +163,10 @@ export BETA_DATA_URL=http://127.0.0.1:${BETA_PORTS[1]}
 export BETA_NATIVE_URL=http://127.0.0.1:${BETA_PORTS[2]}
 export E2B_API_URL=http://127.0.0.1:${ALPHA_PORTS[0]}
 export E2B_SANDBOX_URL=http://127.0.0.1:${ALPHA_PORTS[1]}
+export AGENTBOX_API_KEY=$API_KEY
+export E2B_API_KEY=$API_KEY
 ENV
+chmod 600 "$RUN/quickstart.env"
 
 cat <<MSG
 
@@ -167,6 +178,7 @@ Logs are in .run/logs/. Try:
   curl \$ALPHA_E2B_API_URL/healthz
   curl \$AGENTBOX_HUB_URL/api/clusters
   curl \$AGENTBOX_HUB_URL/api/clusters/beta/v1/ping
+  curl -H "Authorization: Bearer \$AGENTBOX_API_KEY" \$AGENTBOX_HUB_URL/api/v1/auth/whoami
   curl \$BETA_E2B_API_URL/metrics
 
 MSG
