@@ -514,3 +514,30 @@ size_t db_pool_pending(struct db_pool *p)
     pthread_mutex_unlock(&p->mu);
     return n;
 }
+
+int db_fail(PGconn *c, const PGresult *r, const char *what, char *err, size_t errlen)
+{
+    char line[256];
+
+    snprintf(err, errlen, "%s: %s", what, db_error_line(c, r, line, sizeof(line)));
+    return AB_EIO;
+}
+
+int db_exec(PGconn *c, const char *sql, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(c, sql);
+    int rc = 0;
+
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = db_fail(c, r, sql, err, errlen);
+    PQclear(r);
+    return rc;
+}
+
+int db_finish_tx(PGconn *c, int rc, char *err, size_t errlen)
+{
+    if (rc == 0)
+        return db_exec(c, "COMMIT", err, errlen);
+    PQclear(PQexec(c, "ROLLBACK"));
+    return rc;
+}

@@ -68,4 +68,13 @@ size_t db_pool_pending(struct db_pool *p);
 /* Copies the error of conn (or of res when not NULL) as one line into buf. */
 const char *db_error_line(PGconn *conn, const PGresult *res, char *buf, size_t len);
 
+/* Small synchronous helpers for job functions and CLIs (any thread that owns c).
+ * db_fail writes "<what>: <server error>" into err and returns AB_EIO;
+ * db_exec runs a statement without results (BEGIN, COMMIT, DDL);
+ * db_finish_tx COMMITs when rc is 0, else ROLLBACKs, and returns rc or the
+ * commit's error. */
+int db_fail(PGconn *c, const PGresult *r, const char *what, char *err, size_t errlen);
+int db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
+int db_finish_tx(PGconn *c, int rc, char *err, size_t errlen);
+
 #endif

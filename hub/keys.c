@@ -79,32 +79,6 @@ void keys_token_prefix(const char *token, char out[KEYS_PREFIX_LEN + 1])
 
 /* --- storage ---------------------------------------------------------------------- */
 
-static int fail(PGconn *c, const PGresult *r, const char *what, char *err, size_t errlen)
-{
-    char line[256];
-
-    snprintf(err, errlen, "%s: %s", what, db_error_line(c, r, line, sizeof(line)));
-    return AB_EIO;
-}
-
-static int exec_cmd(PGconn *c, const char *sql, char *err, size_t errlen)
-{
-    PGresult *r = PQexec(c, sql);
-    int rc = 0;
-
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = fail(c, r, sql, err, errlen);
-    PQclear(r);
-    return rc;
-}
-
-static int finish_tx(PGconn *c, int rc, char *err, size_t errlen)
-{
-    if (rc == 0)
-        return exec_cmd(c, "COMMIT", err, errlen);
-    PQclear(PQexec(c, "ROLLBACK"));
-    return rc;
-}
 
 /* Columns of a listing row, in this order. */
 #define LIST_FIELDS                                                                                \
@@ -196,7 +170,7 @@ int keys_create_conn(PGconn *c, const struct vault_keyring *kr,
     if (rq->expires_in_ms > 0)
         snprintf(expires, sizeof(expires), "%lld milliseconds", (long long)rq->expires_in_ms);
 
-    rc = exec_cmd(c, "BEGIN", err, errlen);
+    rc = db_exec(c, "BEGIN", err, errlen);
     if (rc != 0)
         goto out_notx;
     if (kr != NULL) {
@@ -228,7 +202,7 @@ int keys_create_conn(PGconn *c, const struct vault_keyring *kr,
                      "$10, $11, $12, now() + $13::interval)",
                      13, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        rc = fail(c, r, "cannot store the key", err, errlen);
+        rc = db_fail(c, r, "cannot store the key", err, errlen);
         goto out;
     }
     details =
@@ -248,14 +222,14 @@ int keys_create_conn(PGconn *c, const struct vault_keyring *kr,
                          "ON tn.team = k.team WHERE k.id = $1",
                          1, NULL, vals, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
-            rc = fail(c, r, "cannot read the new key", err, errlen);
+            rc = db_fail(c, r, "cannot read the new key", err, errlen);
         else
             *out = key_json(r, 0, NULL);
     }
 out:
     PQclear(r);
     json_decref(details);
-    rc = finish_tx(c, rc, err, errlen);
+    rc = db_finish_tx(c, rc, err, errlen);
 out_notx:
     free(ct);
     free(nonce);
@@ -290,7 +264,7 @@ int keys_lookup_conn(PGconn *c, const char *hash, enum keys_status *status,
                             "WHERE k.hash = $1",
         1, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot look the key up", err, errlen);
+        rc = db_fail(c, r, "cannot look the key up", err, errlen);
         goto out;
     }
     if (PQntuples(r) == 0)
@@ -336,7 +310,7 @@ int keys_list_conn(PGconn *c, const struct vault_keyring *kr, const char *team, 
                      "ORDER BY k.created_at DESC, k.id",
                      3, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot list keys", err, errlen);
+        rc = db_fail(c, r, "cannot list keys", err, errlen);
         goto out;
     }
     *out = json_array();
@@ -359,7 +333,7 @@ int keys_revoke_conn(PGconn *c, const char *id, const char *team, const char *us
 
     if (hash != NULL)
         hash[0] = '\0';
-    rc = exec_cmd(c, "BEGIN", err, errlen);
+    rc = db_exec(c, "BEGIN", err, errlen);
     if (rc != 0)
         return rc;
     r = PQexecParams(c,
@@ -368,7 +342,7 @@ int keys_revoke_conn(PGconn *c, const char *id, const char *team, const char *us
                      "($3::text IS NULL OR user_name = $3) RETURNING hash, namespace",
                      3, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot revoke the key", err, errlen);
+        rc = db_fail(c, r, "cannot revoke the key", err, errlen);
         goto out;
     }
     if (PQntuples(r) == 0) {
@@ -385,7 +359,7 @@ int keys_revoke_conn(PGconn *c, const char *id, const char *team, const char *us
     rc = audit_write_conn(c, &ae, err, errlen);
 out:
     PQclear(r);
-    return finish_tx(c, rc, err, errlen);
+    return db_finish_tx(c, rc, err, errlen);
 }
 
 int keys_touch_conn(PGconn *c, const char *const *ids, size_t n, char *err, size_t errlen)
@@ -417,7 +391,7 @@ int keys_touch_conn(PGconn *c, const char *const *ids, size_t n, char *err, size
     r = PQexecParams(c, "UPDATE api_keys SET last_used_at = now() WHERE id = ANY($1::text[])", 1,
                      NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = fail(c, r, "cannot record key use", err, errlen);
+        rc = db_fail(c, r, "cannot record key use", err, errlen);
     PQclear(r);
     free(arr);
     return rc;

@@ -356,34 +356,6 @@ int vault_metadata_check(const json_t *md, char *err, size_t errlen)
 
 /* --- storage helpers --------------------------------------------------------------------- */
 
-static int fail(PGconn *c, const PGresult *r, const char *what, char *err, size_t errlen)
-{
-    char line[256];
-
-    snprintf(err, errlen, "%s: %s", what, db_error_line(c, r, line, sizeof(line)));
-    return AB_EIO;
-}
-
-static int exec_cmd(PGconn *c, const char *sql, char *err, size_t errlen)
-{
-    PGresult *r = PQexec(c, sql);
-    int rc = 0;
-
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = fail(c, r, sql, err, errlen);
-    PQclear(r);
-    return rc;
-}
-
-/* Ends the transaction: COMMIT when rc is 0, else ROLLBACK; returns rc or the commit error. */
-static int finish_tx(PGconn *c, int rc, char *err, size_t errlen)
-{
-    if (rc == 0)
-        return exec_cmd(c, "COMMIT", err, errlen);
-    PQclear(PQexec(c, "ROLLBACK"));
-    return rc;
-}
-
 static char *hex_of(const uint8_t *data, size_t len)
 {
     char *h = malloc(2 * len + 1);
@@ -430,7 +402,7 @@ int vault_generation_conn(PGconn *c, int *generation, char *err, size_t errlen)
     int rc = 0;
 
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
-        rc = fail(c, r, "cannot read the key generation (run agentbox-hub migrate)", err, errlen);
+        rc = db_fail(c, r, "cannot read the key generation (run agentbox-hub migrate)", err, errlen);
     else
         *generation = atoi(PQgetvalue(r, 0, 0));
     PQclear(r);
@@ -506,7 +478,7 @@ int vault_create_conn(PGconn *c, const struct vault_keyring *kr, const struct va
     int rc;
 
     *out = NULL;
-    rc = exec_cmd(c, "BEGIN", err, errlen);
+    rc = db_exec(c, "BEGIN", err, errlen);
     if (rc != 0)
         return rc;
     rc = seal_value(c, kr, w, 1, &ct, &nonce, key_id, err, errlen);
@@ -527,7 +499,7 @@ int vault_create_conn(PGconn *c, const struct vault_keyring *kr, const struct va
                      "ON CONFLICT (namespace, user_name, name) DO NOTHING RETURNING " SECRET_FIELDS,
                      7, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot store the secret", err, errlen);
+        rc = db_fail(c, r, "cannot store the secret", err, errlen);
         goto out;
     }
     if (PQntuples(r) == 0) {
@@ -542,7 +514,7 @@ out:
     free(ct);
     free(nonce);
     free(md);
-    rc = finish_tx(c, rc, err, errlen);
+    rc = db_finish_tx(c, rc, err, errlen);
     if (rc != 0) {
         json_decref(*out);
         *out = NULL;
@@ -560,7 +532,7 @@ int vault_update_conn(PGconn *c, const struct vault_keyring *kr, const struct va
     int rc, version;
 
     *out = NULL;
-    rc = exec_cmd(c, "BEGIN", err, errlen);
+    rc = db_exec(c, "BEGIN", err, errlen);
     if (rc != 0)
         return rc;
     vals[0] = w->scope.ns;
@@ -571,7 +543,7 @@ int vault_update_conn(PGconn *c, const struct vault_keyring *kr, const struct va
                      "AND name = $3 FOR UPDATE",
                      3, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot read the secret", err, errlen);
+        rc = db_fail(c, r, "cannot read the secret", err, errlen);
         goto out;
     }
     if (PQntuples(r) == 0) {
@@ -601,7 +573,7 @@ int vault_update_conn(PGconn *c, const struct vault_keyring *kr, const struct va
         "WHERE namespace = $1 AND user_name = $2 AND name = $3 RETURNING " SECRET_FIELDS,
         8, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        rc = fail(c, r, "cannot update the secret", err, errlen);
+        rc = db_fail(c, r, "cannot update the secret", err, errlen);
         goto out;
     }
     *out = secret_json(r, 0, 0);
@@ -611,7 +583,7 @@ out:
     free(ct);
     free(nonce);
     free(md);
-    rc = finish_tx(c, rc, err, errlen);
+    rc = db_finish_tx(c, rc, err, errlen);
     if (rc != 0) {
         json_decref(*out);
         *out = NULL;
@@ -632,7 +604,7 @@ int vault_get_conn(PGconn *c, const struct vault_scope *s, const char *name, jso
                      "user_name = $2 AND name = $3",
                      3, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot read the secret", err, errlen);
+        rc = db_fail(c, r, "cannot read the secret", err, errlen);
     } else if (PQntuples(r) == 0) {
         snprintf(err, errlen, "secret \"%s\" not found", name);
         rc = AB_ENOENT;
@@ -661,7 +633,7 @@ int vault_list_conn(PGconn *c, const struct vault_scope *s, int64_t offset, int6
                      "$4::bigint",
                      4, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot list secrets", err, errlen);
+        rc = db_fail(c, r, "cannot list secrets", err, errlen);
         goto out;
     }
     n = PQntuples(r);
@@ -686,7 +658,7 @@ int vault_delete_conn(PGconn *c, const struct vault_scope *s, const char *name, 
     PGresult *r = NULL;
     int rc;
 
-    rc = exec_cmd(c, "BEGIN", err, errlen);
+    rc = db_exec(c, "BEGIN", err, errlen);
     if (rc != 0)
         return rc;
     r = PQexecParams(c,
@@ -694,7 +666,7 @@ int vault_delete_conn(PGconn *c, const struct vault_scope *s, const char *name, 
                      "name = $3 RETURNING version",
                      3, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot delete the secret", err, errlen);
+        rc = db_fail(c, r, "cannot delete the secret", err, errlen);
         goto out;
     }
     if (PQntuples(r) == 0) {
@@ -705,7 +677,7 @@ int vault_delete_conn(PGconn *c, const struct vault_scope *s, const char *name, 
     rc = audit_secret(c, actor, "vault.delete", s, name, atoi(PQgetvalue(r, 0, 0)), err, errlen);
 out:
     PQclear(r);
-    return finish_tx(c, rc, err, errlen);
+    return db_finish_tx(c, rc, err, errlen);
 }
 
 int vault_open_hex(const struct vault_keyring *kr, const char *purpose, const char *key_id,
@@ -827,7 +799,7 @@ int vault_resolve_conn(PGconn *c, const struct vault_keyring *kr, const struct v
                      "name = ANY($3::text[])",
                      3, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot read secrets", err, errlen);
+        rc = db_fail(c, r, "cannot read secrets", err, errlen);
         goto out;
     }
     for (row = 0; row < PQntuples(r) && rc == 0; row++) {
@@ -938,7 +910,7 @@ static int rotate_table(PGconn *c, const struct vault_keyring *kr, bool tokens, 
         return rc;
     r = PQexec(c, select_sql);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail(c, r, "cannot read rows to re-encrypt", err, errlen);
+        rc = db_fail(c, r, "cannot read rows to re-encrypt", err, errlen);
         goto out;
     }
     for (row = 0; row < PQntuples(r) && rc == 0; row++) {
@@ -998,7 +970,7 @@ static int rotate_table(PGconn *c, const struct vault_keyring *kr, bool tokens, 
         uv[3] = key_id;
         u = PQexecParams(c, update_sql, 4, NULL, uv, NULL, NULL, 0);
         if (PQresultStatus(u) != PGRES_COMMAND_OK)
-            rc = fail(c, u, "cannot store a re-encrypted row", err, errlen);
+            rc = db_fail(c, u, "cannot store a re-encrypted row", err, errlen);
         PQclear(u);
         free(ct);
         free(nonce);
@@ -1020,14 +992,14 @@ int vault_rotate_conn(PGconn *c, const struct vault_keyring *kr, const char *act
     int rc;
 
     *secrets = *tokens = 0;
-    rc = exec_cmd(c, "BEGIN", err, errlen);
+    rc = db_exec(c, "BEGIN", err, errlen);
     if (rc != 0)
         return rc;
     r = PQexec(c, "INSERT INTO hub_key_generations (generation) "
                   "SELECT coalesce(max(generation), 0) + 1 FROM hub_key_generations "
                   "RETURNING generation");
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        rc = fail(c, r, "cannot add a key generation (is another rotation running?)", err, errlen);
+        rc = db_fail(c, r, "cannot add a key generation (is another rotation running?)", err, errlen);
         PQclear(r);
         goto out;
     }
@@ -1047,5 +1019,5 @@ int vault_rotate_conn(PGconn *c, const struct vault_keyring *kr, const char *act
     rc = audit_write_conn(c, &ae, err, errlen);
     json_decref(d);
 out:
-    return finish_tx(c, rc, err, errlen);
+    return db_finish_tx(c, rc, err, errlen);
 }

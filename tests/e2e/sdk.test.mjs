@@ -95,7 +95,7 @@ test('secrets: create, list, getInfo, update, exists, destroy', async () => {
     assert.ok(page.some((x) => x.name === 'sdk_token'));
     const u = await Secret.update('sdk_token', 'v2');
     assert.equal(u.version, 2);
-    assert.equal((await Secret.getInfo("sdk_token")).version, 2);
+    assert.equal((await Secret.getInfo('sdk_token')).version, 2);
     assert.equal(await Secret.exists('sdk_token'), true);
     assert.equal(await Secret.destroy('sdk_token'), true);
     assert.equal(await Secret.exists('sdk_token'), false);

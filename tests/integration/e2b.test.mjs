@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { run, hubBin, hubSecret, waitFor } from './lib/harness.mjs';
+import { run, hubBin, hubSecret, waitFor, startHub } from './lib/harness.mjs';
 import { startStack, manifestsDir, envManifest, waitPool, envdBin } from './lib/sandboxes.mjs';
 
 let stack;
@@ -577,13 +577,26 @@ test('a sandbox that ends by its timeout is reported ended', async () => {
     }, { timeoutMs: 15000, what: 'the timed-out sandbox ended in the console' });
 });
 
-test('events survive a hub outage without blocking creates', async () => {
-    // stop the hub: creates keep working from the agent's cache, events queue
+test('events survive a hub outage without blocking creates, and arrive once it is back', async () => {
+    const { port, tunnelPort } = stack.hub;
     await stack.hub.proc.stop();
+    // creates keep working from the agent's key cache; the events queue meanwhile
     const t0 = Date.now();
-    const sb = await create({ templateID: 'demo' });
+    const sb = await create({ templateID: 'demo', metadata: { outage: 'yes' } });
     assert.ok(Date.now() - t0 < 5000, 'create does not wait for the hub');
     await kill(sb.sandboxID);
-    const m = await agentMetrics();
-    assert.match(m, /^agentbox_e2b_events_dropped_total /m);
+    stack.hub = await startHub(stack.pg.url, { port, tunnelPort });
+    const ended = await waitFor(async () => {
+        const r = await fetch(`${stack.hub.base}/api/v1/sandboxes?state=ended&limit=1000`, { headers: { Authorization: `Bearer ${stack.key}` } });
+        if (r.status !== 200) return null;
+        const s = (await r.json()).items.find((x) => x.id === sb.sandboxID);
+        return s && s.state === 'ended' ? s : null;
+    }, { timeoutMs: 20000, what: 'events queued during the outage delivered' });
+    assert.equal(ended.endReason, 'killed');
+    assert.deepEqual(ended.metadata, { outage: 'yes' });
+    assert.match(await agentMetrics(), /^agentbox_e2b_events_dropped_total 0$/m, 'nothing dropped');
+});
+
+test('no sanitizer report in the agent', () => {
+    assert.doesNotMatch(alpha.proc.logs(), /AddressSanitizer|runtime error:|LeakSanitizer/);
 });
