@@ -36,6 +36,8 @@ enum setup_step {
     STEP_BIND_HOME,
     STEP_BIND_TMP,
     STEP_BIND_RUN,
+    STEP_ROOT,
+    STEP_PIVOT,
     STEP_PROC,
     STEP_LOOPBACK,
     STEP_HOSTNAME,
@@ -57,6 +59,10 @@ static const char *step_name(int step)
         return "bind-mounting run on " LSBX_INNER_RUN;
     case STEP_PROC:
         return "mounting /proc";
+    case STEP_ROOT:
+        return "building the sandbox root";
+    case STEP_PIVOT:
+        return "entering the sandbox root";
     case STEP_LOOPBACK:
         return "bringing loopback up";
     case STEP_HOSTNAME:
@@ -77,6 +83,9 @@ struct child_plan {
     char tmp[LSBX_DIR_MAX + 8];
     char run[LSBX_DIR_MAX + 8];
     char log[LSBX_DIR_MAX + 16];
+    char root[LSBX_DIR_MAX + 8];   /* <dir>/root: the sandbox's / (a tmpfs) */
+    char rpath[LSBX_DIR_MAX + 64]; /* scratch for paths under root */
+    const char *program;           /* the host path of argv[0], bound at PROGRAM_PATH */
     char hostname[LSBX_ID_MAX + 1];
     const char *argv[LSBX_ARGV_MAX + 1];
     const char *envp[LSBX_ENV_MAX + 1];
@@ -140,12 +149,101 @@ static void child_fds(struct child_plan *p)
     syscall(SYS_close_range, 5U, ~0U, 0U);
 }
 
+/* The sandbox's / is a tmpfs holding read-only binds of the host's system
+ * directories, its own /home/user, /tmp and /run/agentbox, a fresh /proc,
+ * a minimal /dev and the program itself at PROGRAM_PATH. So a sandbox sees
+ * the OS but not the agent's state directory, other sandboxes, the hub's
+ * secrets or the operator's files. */
+#define PROGRAM_PATH "/.agentbox/program"
+
+static const char *const system_dirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                                          "/libx32", "/etc", "/opt", NULL};
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
+
+static const char *under(struct child_plan *p, const char *path)
+{
+    snprintf(p->rpath, sizeof(p->rpath), "%s%s", p->root, path);
+    return p->rpath;
+}
+
+static int bind_ro(struct child_plan *p, const char *src, const char *dst, bool is_dir)
+{
+    if (is_dir) {
+        if (mkdir(dst, 0755) != 0 && errno != EEXIST)
+            return -1;
+    } else {
+        int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return -1;
+        close(fd);
+    }
+    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0)
+        return -1;
+    return mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, NULL);
+}
+
+static void build_root(struct child_plan *p, const char fdpath[3][32])
+{
+    static const char *const inner[3] = {LSBX_HOME, "/tmp", LSBX_INNER_RUN};
+    struct stat st;
+    char link[256];
+
+    if (mount("tmpfs", p->root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") != 0)
+        child_fail(p, STEP_ROOT);
+    for (int i = 0; system_dirs[i]; i++) {
+        if (lstat(system_dirs[i], &st) != 0)
+            continue;
+        if (S_ISLNK(st.st_mode)) { /* merged /usr: /bin -> usr/bin */
+            ssize_t n = readlink(system_dirs[i], link, sizeof(link) - 1);
+            if (n <= 0)
+                child_fail(p, STEP_ROOT);
+            link[n] = '\0';
+            if (symlink(link, under(p, system_dirs[i])) != 0)
+                child_fail(p, STEP_ROOT);
+        } else if (S_ISDIR(st.st_mode) &&
+                   bind_ro(p, system_dirs[i], under(p, system_dirs[i]), true) != 0) {
+            child_fail(p, STEP_ROOT);
+        }
+    }
+    const char *dirs[] = {"/home", LSBX_HOME, "/tmp", "/run", LSBX_INNER_RUN, "/proc", "/dev",
+                          "/dev/pts", "/dev/shm", "/.agentbox", "/.oldroot", NULL};
+    for (int i = 0; dirs[i]; i++)
+        if (mkdir(under(p, dirs[i]), 0755) != 0)
+            child_fail(p, STEP_ROOT);
+    chmod(under(p, "/tmp"), 01777);
+    for (int i = 0; i < 3; i++)
+        if (mount(fdpath[i], under(p, inner[i]), NULL, MS_BIND | MS_REC, NULL) != 0)
+            child_fail(p, STEP_BIND_HOME + i);
+    if (bind_ro(p, p->program, under(p, PROGRAM_PATH), false) != 0)
+        child_fail(p, STEP_EXEC); /* a missing program fails here, before exec */
+    for (int i = 0; dev_nodes[i]; i++) {
+        char src[32];
+        snprintf(src, sizeof(src), "/dev/%s", dev_nodes[i]);
+        snprintf(link, sizeof(link), "/dev/%s", dev_nodes[i]);
+        const char *dst = under(p, link);
+        int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0 || (close(fd), mount(src, dst, NULL, MS_BIND, NULL)) != 0)
+            child_fail(p, STEP_ROOT);
+    }
+    if (mount("devpts", under(p, "/dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=0620") != 0 ||
+        symlink("pts/ptmx", under(p, "/dev/ptmx")) != 0 ||
+        mount("tmpfs", under(p, "/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0 ||
+        symlink("/proc/self/fd", under(p, "/dev/fd")) != 0 ||
+        symlink("/proc/self/fd/0", under(p, "/dev/stdin")) != 0 ||
+        symlink("/proc/self/fd/1", under(p, "/dev/stdout")) != 0 ||
+        symlink("/proc/self/fd/2", under(p, "/dev/stderr")) != 0)
+        child_fail(p, STEP_ROOT);
+    if (syscall(SYS_pivot_root, p->root, under(p, "/.oldroot")) != 0 || chdir("/") != 0 ||
+        umount2("/.oldroot", MNT_DETACH) != 0 || rmdir("/.oldroot") != 0)
+        child_fail(p, STEP_PIVOT);
+}
+
 /* pid 1 of the namespace. Never returns. */
 static void child_init(const struct child_plan *plan)
 {
     struct child_plan copy = *plan;
     struct child_plan *p = &copy;
-    static const char *const targets[3] = {LSBX_HOME, "/tmp", LSBX_INNER_RUN};
     static const int steps[3] = {STEP_BIND_HOME, STEP_BIND_TMP, STEP_BIND_RUN};
     char fdpath[3][32];
     int src[3], i;
@@ -169,9 +267,7 @@ static void child_init(const struct child_plan *plan)
             child_fail(p, steps[i]);
         snprintf(fdpath[i], sizeof(fdpath[i]), "/proc/self/fd/%d", src[i]);
     }
-    for (i = 0; i < 3; i++)
-        if (mount(fdpath[i], targets[i], NULL, MS_BIND | MS_REC, NULL) != 0)
-            child_fail(p, steps[i]);
+    build_root(p, (const char(*)[32])fdpath);
     for (i = 0; i < 3; i++)
         close(src[i]);
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
@@ -193,7 +289,7 @@ static void child_init(const struct child_plan *plan)
         sigprocmask(SIG_SETMASK, &none, NULL);
         if (chdir(LSBX_HOME) != 0)
             (void)!chdir("/");
-        execve(p->argv[0], (char *const *)p->argv, (char *const *)p->envp);
+        execve(PROGRAM_PATH, (char *const *)p->argv, (char *const *)p->envp);
         child_fail(p, STEP_EXEC);
     }
     close(p->errfd); /* the program's copy closes on exec: EOF tells the parent all is well */
@@ -423,6 +519,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     snprintf(plan.tmp, sizeof(plan.tmp), "%s/tmp", o->dir);
     snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
     snprintf(plan.log, sizeof(plan.log), "%s/envd.log", o->dir);
+    snprintf(plan.root, sizeof(plan.root), "%s/root", o->dir);
+    plan.program = o->argv[0];
 
     if (mkdir(o->dir, 0700) != 0) {
         snprintf(err, errlen, "cannot create sandbox directory %s: %s", o->dir, strerror(errno));
@@ -430,11 +528,10 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     }
     made_dir = true;
     if (mkdir_p1(plan.home, 0755) != 0 || mkdir_p1(plan.tmp, 01777) != 0 ||
-        chmod(plan.tmp, 01777) != 0 || mkdir_p1(plan.run, 0755) != 0 ||
-        mkdir_p1("/home", 0755) != 0 || mkdir_p1(LSBX_HOME, 0755) != 0 ||
-        mkdir_p1(LSBX_INNER_RUN, 0755) != 0) {
-        snprintf(err, errlen, "cannot create the sandbox's mount points under %s, %s and %s: %s",
-                 o->dir, LSBX_HOME, LSBX_INNER_RUN, strerror(errno));
+        mkdir_p1(plan.root, 0755) != 0 ||
+        chmod(plan.tmp, 01777) != 0 || mkdir_p1(plan.run, 0755) != 0) {
+        snprintf(err, errlen, "cannot create the sandbox's directories under %s: %s", o->dir,
+                 strerror(errno));
         goto fail;
     }
     /* sync is a socket so that writing to a dead init is EPIPE, not SIGPIPE */
