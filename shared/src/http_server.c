@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define SERVER_RX_BUF (64 * 1024)
@@ -25,12 +28,13 @@
 struct http_server {
     struct loop *loop;
     struct lws_vhost *vh;
+    struct lws *listen_wsi; /* unix sockets: our own listening fd, watched by lws */
     struct http_router *router;
     size_t head_max, body_max;
     int idle_timeout_s;
     char name[32];
     char unix_path[108];
-    struct lws_protocols protocols[2];
+    struct lws_protocols protocols[3];
 };
 
 struct conn {
@@ -345,6 +349,53 @@ static int server_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
     }
 }
 
+/* Unix sockets are listened on by us (lws 4.1's own unix listener does not
+ * come up here): lws watches the listening fd and we adopt each accepted
+ * connection into the vhost as a raw socket, the same as TCP ones. */
+static int listen_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                           void *in, size_t len)
+{
+    struct http_server *srv = lws_vhost_user(lws_get_vhost(wsi));
+    if (reason != LWS_CALLBACK_RAW_RX_FILE || !srv)
+        return 0;
+    int lfd = lws_get_socket_fd(wsi);
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            break;
+        lws_sock_file_fd_type u;
+        u.sockfd = fd;
+        if (!lws_adopt_descriptor_vhost(srv->vh, LWS_ADOPT_SOCKET, u, "ab-http", NULL))
+            LOG_WARN("cannot adopt a unix-socket connection", "server", srv->name);
+    }
+    return 0;
+}
+
+static int listen_unix(struct http_server *s, const char *path, char *err, size_t errlen)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    ab_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 512) != 0) {
+        snprintf(err, errlen, "cannot listen on unix:%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return AB_EIO;
+    }
+    lws_sock_file_fd_type u;
+    u.filefd = fd;
+    s->listen_wsi = lws_adopt_descriptor_vhost(s->vh, LWS_ADOPT_RAW_FILE_DESC, u,
+                                               "ab-http-listen", NULL);
+    if (!s->listen_wsi) {
+        snprintf(err, errlen, "cannot watch the unix socket %s", path);
+        return AB_EIO;
+    }
+    return 0;
+}
+
 static int parse_listen(const char *listen, char *host, size_t hostlen, int *port, bool *unix_sock,
                         char *err, size_t errlen)
 {
@@ -403,28 +454,32 @@ int http_server_start(struct loop *l, const struct http_server_options *o,
     s->protocols[0].name = "ab-http";
     s->protocols[0].callback = server_callback;
     s->protocols[0].rx_buffer_size = SERVER_RX_BUF;
+    s->protocols[1].name = "ab-http-listen";
+    s->protocols[1].callback = listen_callback;
 
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof(info));
     info.vhost_name = s->name;
     info.protocols = s->protocols;
     info.user = s;
-    info.options = LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG;
-    info.listen_accept_role = "raw-skt";
-    info.listen_accept_protocol = "ab-http";
     if (unix_sock) {
         ab_strlcpy(s->unix_path, host, sizeof(s->unix_path));
-        unlink(host);
-        info.options |= LWS_SERVER_OPTION_UNIX_SOCK;
-        info.iface = s->unix_path;
-        info.port = 1;
+        info.port = CONTEXT_PORT_NO_LISTEN;
     } else {
+        info.options = LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG;
+        info.listen_accept_role = "raw-skt";
+        info.listen_accept_protocol = "ab-http";
         info.iface = host[0] ? host : NULL;
         info.port = port;
     }
     s->vh = lws_create_vhost(loop_lws(l), &info);
     if (!s->vh) {
         snprintf(err, errlen, "cannot listen on %s (in use, or no permission?)", o->listen);
+        free(s);
+        return AB_EIO;
+    }
+    if (unix_sock && listen_unix(s, s->unix_path, err, errlen) != 0) {
+        lws_vhost_destroy(s->vh);
         free(s);
         return AB_EIO;
     }

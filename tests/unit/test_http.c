@@ -442,6 +442,57 @@ static void test_client_connect_refused_reports_error(void **state)
     assert_int_equal(r.status, 0);
 }
 
+/* A server on a unix socket, reached by the client with "unix:<path>". */
+struct unix_job {
+    struct http_server *srv;
+    char path[64];
+    int rc;
+    atomic_int started;
+};
+
+static void start_unix_server(void *arg, int status)
+{
+    struct unix_job *j = arg;
+    char err[256];
+    struct http_server_options o = {.listen = NULL, .router = g_router, .name = "u"};
+    char listen[80];
+    snprintf(listen, sizeof(listen), "unix:%s", j->path);
+    o.listen = listen;
+    j->rc = http_server_start(g_loop, &o, &j->srv, err, sizeof(err));
+    atomic_store(&j->started, 1);
+}
+
+static void stop_unix_server(void *arg, int status)
+{
+    struct unix_job *j = arg;
+    http_server_stop(j->srv);
+    atomic_store(&j->started, 2);
+}
+
+static void test_unix_socket_server_and_client(void **state)
+{
+    struct unix_job j = {0};
+    snprintf(j.path, sizeof(j.path), "/tmp/abx-http-test-%d.sock", (int)getpid());
+    assert_int_equal(loop_post(g_loop, start_unix_server, &j), 0);
+    for (int i = 0; i < 1000 && !atomic_load(&j.started); i++)
+        usleep(2000);
+    assert_int_equal(j.rc, 0);
+    char addr[80];
+    snprintf(addr, sizeof(addr), "unix:%s", j.path);
+    for (int k = 0; k < 3; k++) {
+        struct client_result r = {0};
+        struct client_job cj = {{.addr = addr, .method = "GET", .target = "/items/u?q=1"}, &r, NULL};
+        run_client(&cj);
+        assert_int_equal(r.status, 200);
+        r.body[r.len] = '\0';
+        assert_string_equal(r.body, "id=u q=1");
+    }
+    assert_int_equal(loop_post(g_loop, stop_unix_server, &j), 0);
+    for (int i = 0; i < 1000 && atomic_load(&j.started) != 2; i++)
+        usleep(2000);
+    assert_int_equal(access(j.path, F_OK), -1); /* the socket file is removed */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_streaming_body_and_disconnect_mid_body),
         cmocka_unit_test(test_client_get_and_chunked_post),
         cmocka_unit_test(test_client_connect_refused_reports_error),
+        cmocka_unit_test(test_unix_socket_server_and_client),
     };
     return cmocka_run_group_tests_name("http", tests, setup, teardown);
 }
