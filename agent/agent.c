@@ -1,6 +1,7 @@
 /* agentbox-agent serve: configuration, listeners, lifecycle. */
 #include "agent.h"
 #include "tunnel_client.h"
+#include "route_client.h"
 #include "auth.h"
 #include "native/native.h"
 #include "native/sandboxes.h"
@@ -358,6 +359,8 @@ int agent_start(struct agent *a, char *err, size_t errlen)
 {
     const char *listen[AGENT_NLISTENERS] = {a->cfg->e2b_listen, a->cfg->data_listen,
                                             a->cfg->native_listen};
+    if (fed_agent_start(a, err, errlen)) /* federation: reporter, route diagnostic */
+        return AB_ELIMIT;
     for (int i = 0; i < AGENT_NLISTENERS; i++) {
         struct agent_listener_state *ls = &a->l[i];
         ls->router = http_router_new(ls->routes, ls->nroutes);
@@ -419,6 +422,7 @@ int agent_run(struct agent *a)
 
 void agent_fini(struct agent *a)
 {
+    fed_agent_stop(); /* before the tunnel: its end delivers route calls in flight */
     agent_tunnel_stop(a->tunnel);
     a->tunnel = NULL;
     for (int i = 0; i < AGENT_NLISTENERS; i++) {

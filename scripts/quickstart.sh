@@ -45,6 +45,21 @@ stop_all() {
       rm -f "$f"
     done
   fi
+  # Sandboxes outlive a stopped agent on purpose (a restarted agent re-adopts
+  # them); the quick start's stop means gone, so their pid-1 inits are killed
+  # (which ends everything in each sandbox's pid namespace).
+  for f in "$RUN"/*/state/sandboxes/*/state.json; do
+    [ -e "$f" ] || continue
+    for key in pid slirp_pid; do
+      pid=$(grep -o "\"$key\": *[0-9]*" "$f" | grep -o '[0-9]*$' || true)
+      start=$(grep -o "\"${key%pid}start[_a-z]*\": *[0-9]*" "$f" | grep -o '[0-9]*$' || true)
+      [ -n "$pid" ] && [ "$pid" != 0 ] && [ -r "/proc/$pid/stat" ] || continue
+      # the same process only if its start time matches (pids get reused)
+      now=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $20}')
+      [ "$now" = "$start" ] && kill -KILL "$pid" 2>/dev/null || true
+    done
+    rm -rf "$(dirname "$f")"
+  done
   [ -d "$RUN/pg/data" ] && bash scripts/pg.sh stop "$RUN/pg"
   return 0
 }

@@ -135,7 +135,9 @@ async function startNginx(sock) {
     const dir = tempDir('agentbox-nginx-');
     const port = await freePort();
     const conf = path.join(dir, 'nginx.conf');
-    fs.writeFileSync(conf, `worker_processes 1;
+    // the worker runs as root: envd's socket is root's, mode 0660
+    fs.writeFileSync(conf, `user root;
+worker_processes 1;
 daemon off;
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log;
@@ -168,8 +170,15 @@ http {
         } catch {
             return false;
         }
-    }, { timeoutMs: 10000, what: 'nginx' });
-    return { port, stop: () => proc.kill('SIGTERM') };
+    }, { timeoutMs: 10000, what: `nginx (see ${dir}/error.log)` });
+    const exited = new Promise((res) => proc.once('exit', res));
+    return {
+        port,
+        stop: async () => {
+            proc.kill('SIGQUIT'); // graceful: the workers finish, then the master exits
+            await exited;
+        },
+    };
 }
 
 function sandboxSocket(stateDir, id) {
@@ -246,7 +255,7 @@ async function main() {
             ]);
             console.log(`ratio data plane / nginx: ${fmt(dp / ng)}`);
         } finally {
-            nginx.stop();
+            await nginx.stop();
         }
     } finally {
         await stack.stop();

@@ -19,12 +19,11 @@ process.env.E2B_API_KEY ??= 'unused';
 const { Sandbox } = await import('e2b');
 
 // Sandboxes of pool `gated-1c0gi` start only when the test hands out a token:
-// the wrapper (run as the sandbox's program) takes one file from the gate
-// directory before it execs envd. The gate lives outside /tmp, which a
-// sandbox sees replaced by its own.
+// the wrapper (run as the sandbox's program) waits for a file in its own
+// home, which the test writes from the host, then execs envd. A sandbox sees
+// only its program's directory of the host (read-only at /.agentbox), so
+// envd is copied next to the wrapper.
 const gate = fs.mkdtempSync('/var/tmp/agentbox-gate-');
-fs.mkdirSync(path.join(gate, 'tokens'));
-fs.mkdirSync(path.join(gate, 'used'));
 const wrapper = path.join(gate, 'envd-gated');
 
 let stack;
@@ -33,14 +32,13 @@ let alpha;
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
     assert.ok(fs.existsSync(envdBin()), `build agentbox-envd first (${envdBin()})`);
+    fs.copyFileSync(envdBin(), path.join(gate, 'agentbox-envd'));
+    fs.chmodSync(path.join(gate, 'agentbox-envd'), 0o755);
     fs.writeFileSync(wrapper, `#!/bin/sh
-# a sandbox program: wait for a token, then become envd
-while :; do
-  for t in ${gate}/tokens/*; do
-    [ -e "$t" ] && mv "$t" ${gate}/used/ 2>/dev/null && exec ${envdBin()} "$@"
-  done
-  sleep 0.02
-done
+# a sandbox program: wait for a token in our home, then become envd
+while [ ! -e /home/user/.go ]; do sleep 0.02; done
+rm -f /home/user/.go
+exec /.agentbox/agentbox-envd "$@"
 `, { mode: 0o755 });
     const manifests = manifestsDir([
         envManifest('demo', ['alpha'], { replicas: 2 }),
@@ -132,8 +130,19 @@ test('waiting claims are served first in, first out', async () => {
             // the claim is queued before the next one is sent
             await waitPool(gated, 'gated-1c0gi', (s) => s.pending === i + 1, `claim ${i} queued`);
         }
+        // one token to one waiting sandbox (not yet listening, no token yet)
+        const handOut = () => {
+            const root = path.join(gated.stateDir, 'sandboxes');
+            const waiting = fs.readdirSync(root).filter((d) =>
+                fs.existsSync(path.join(root, d, 'home')) &&
+                !fs.existsSync(path.join(root, d, 'home', '.go')) &&
+                !fs.existsSync(path.join(root, d, 'run', 'envd.sock')));
+            if (waiting.length === 0) return false;
+            fs.writeFileSync(path.join(root, waiting[0], 'home', '.go'), '');
+            return true;
+        };
         for (let i = 0; i < 3; i++) {
-            fs.writeFileSync(path.join(gate, 'tokens', `t${i}`), '');
+            await waitFor(handOut, { timeoutMs: 20000, what: 'a gated sandbox waiting for its token' });
             await waitFor(() => order.length === i + 1, { timeoutMs: 20000, what: `claim ${i} served` });
         }
         assert.deepEqual(order, [0, 1, 2]);
@@ -256,19 +265,19 @@ test('isolation: host pids, other sandboxes and the host loopback are out of rea
     }
 });
 
-// Known gaps of the local runtime (todo: reported, not fixed here). pid 1 of
-// a sandbox is a clone() of the agent, so its argv/environ and memory carry
-// the agent's (the join token among them), and the sandbox sees the host's
-// filesystem apart from /tmp, /home/user and /run/agentbox.
-test('a sandbox cannot read the agent\'s secrets or the host\'s files', {
-    todo: 'local runtime: pid 1 is a clone of the agent and the host filesystem is visible',
-}, async () => {
+// pid 1 of a sandbox is the program itself (exec replaced the clone of the
+// agent), and the sandbox's / is built from read-only system directories:
+// the agent's environment, its state directory and the host's credentials
+// stay out of reach.
+test('a sandbox cannot read the agent\'s secrets or the host\'s files', async () => {
     const a = await claim(alpha, stack.key, { poolName: 'demo', timeout: 60 });
     try {
         const argv = await sh(a, 'cat /proc/1/cmdline /proc/1/environ | tr "\\0" " "');
         assert.doesNotMatch(argv.stdout, /abxc_[0-9a-f]{64}/, 'the join token is readable');
-        const shadow = await sh(a, 'cat /etc/shadow');
-        assert.notEqual(shadow.exitCode, 0, "the host's /etc/shadow is readable");
+        const shadow = await sh(a, 'cat /etc/shadow; echo end');
+        assert.doesNotMatch(shadow.stdout, /root:/, "the host's /etc/shadow is readable");
+        const state = await sh(a, `ls ${alpha.stateDir} 2>&1; ls /work /root 2>&1; echo end`);
+        assert.doesNotMatch(state.stdout, /sandboxes/, "the agent's state directory is visible");
     } finally {
         await native(alpha, stack.key, 'DELETE', `/v1/sandboxes/${a.sandboxId}`);
     }

@@ -350,11 +350,12 @@ static void test_namespaces_and_mounts(void **state)
     snprintf(path, sizeof(path), "NSpid:\t%d\t1\n", (int)s.pid);
     assert_non_null(strstr(status, path));
 
-    /* envd is pid 2 under the init; /proc inside lists only the sandbox */
+    /* the program is pid 1 itself (no clone of the agent stays behind);
+     * /proc inside lists only the sandbox */
     ask(&s, "pid", out, sizeof(out));
-    assert_string_equal(out, "2 1\n");
+    assert_string_equal(out, "1 0\n");
     ask(&s, "procs", out, sizeof(out));
-    assert_string_equal(out, "1 2 \n");
+    assert_string_equal(out, "1 \n");
 
     ask(&s, "hostname", out, sizeof(out));
     assert_int_equal(strncmp(out, s.id, strlen(s.id)), 0);
@@ -437,9 +438,9 @@ static void test_kill_leaves_no_process(void **state)
         skip();
     spawn(&s, false);
     ask(&s, "spawn", out, sizeof(out));
-    assert_string_equal(out, "3\n");
+    assert_string_equal(out, "2\n");
     ns_of(s.pid, ns, sizeof(ns));
-    assert_int_equal(count_in_ns(ns), 3);
+    assert_int_equal(count_in_ns(ns), 2);
     assert_int_equal(lsbx_destroy(&s, 5000), 0);
     assert_int_equal(count_in_ns(ns), 0);
     assert_false(path_exists(s.dir));

@@ -85,7 +85,8 @@ struct child_plan {
     char log[LSBX_DIR_MAX + 16];
     char root[LSBX_DIR_MAX + 8];   /* <dir>/root: the sandbox's / (a tmpfs) */
     char rpath[LSBX_DIR_MAX + 64]; /* scratch for paths under root */
-    const char *program;           /* the host path of argv[0], bound at PROGRAM_PATH */
+    char program_dir[LSBX_DIR_MAX];  /* the host directory of argv[0], bound at PROGRAM_DIR */
+    char exec_path[LSBX_DIR_MAX];    /* PROGRAM_DIR/<basename of argv[0]> */
     char hostname[LSBX_ID_MAX + 1];
     const char *argv[LSBX_ARGV_MAX + 1];
     const char *envp[LSBX_ENV_MAX + 1];
@@ -151,10 +152,11 @@ static void child_fds(struct child_plan *p)
 
 /* The sandbox's / is a tmpfs holding read-only binds of the host's system
  * directories, its own /home/user, /tmp and /run/agentbox, a fresh /proc,
- * a minimal /dev and the program itself at PROGRAM_PATH. So a sandbox sees
- * the OS but not the agent's state directory, other sandboxes, the hub's
+ * a minimal /dev and, read-only at PROGRAM_DIR, the directory holding the
+ * program (envd: its own binary and nothing secret). So a sandbox sees the
+ * OS but not the agent's state directory, other sandboxes, the hub's
  * secrets or the operator's files. */
-#define PROGRAM_PATH "/.agentbox/program"
+#define PROGRAM_DIR "/.agentbox"
 
 static const char *const system_dirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
                                           "/libx32", "/etc", "/opt", NULL};
@@ -205,8 +207,21 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
             child_fail(p, STEP_ROOT);
         }
     }
+    /* the host's credentials stay out of view even though /etc is shared */
+    static const char *const hidden_files[] = {"/etc/shadow", "/etc/gshadow", "/etc/shadow-",
+                                               "/etc/gshadow-", NULL};
+    static const char *const hidden_dirs[] = {"/etc/ssh", "/etc/ssl/private", NULL};
+    for (int i = 0; hidden_files[i]; i++)
+        if (lstat(hidden_files[i], &st) == 0 && S_ISREG(st.st_mode) &&
+            mount("/dev/null", under(p, hidden_files[i]), NULL, MS_BIND, NULL) != 0)
+            child_fail(p, STEP_ROOT);
+    for (int i = 0; hidden_dirs[i]; i++)
+        if (lstat(hidden_dirs[i], &st) == 0 && S_ISDIR(st.st_mode) &&
+            mount("tmpfs", under(p, hidden_dirs[i]), "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
+                  "mode=0700,size=4k") != 0)
+            child_fail(p, STEP_ROOT);
     const char *dirs[] = {"/home", LSBX_HOME, "/tmp", "/run", LSBX_INNER_RUN, "/proc", "/dev",
-                          "/dev/pts", "/dev/shm", "/.agentbox", "/.oldroot", NULL};
+                          "/dev/pts", "/dev/shm", "/.oldroot", NULL};
     for (int i = 0; dirs[i]; i++)
         if (mkdir(under(p, dirs[i]), 0755) != 0)
             child_fail(p, STEP_ROOT);
@@ -214,7 +229,8 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     for (int i = 0; i < 3; i++)
         if (mount(fdpath[i], under(p, inner[i]), NULL, MS_BIND | MS_REC, NULL) != 0)
             child_fail(p, STEP_BIND_HOME + i);
-    if (bind_ro(p, p->program, under(p, PROGRAM_PATH), false) != 0)
+    if (access(p->program_dir, X_OK) != 0 ||
+        bind_ro(p, p->program_dir, under(p, PROGRAM_DIR), true) != 0)
         child_fail(p, STEP_EXEC); /* a missing program fails here, before exec */
     for (int i = 0; dev_nodes[i]; i++) {
         char src[32];
@@ -248,9 +264,7 @@ static void child_init(const struct child_plan *plan)
     char fdpath[3][32];
     int src[3], i;
     sigset_t all;
-    pid_t prog, w;
     char c;
-    int status = 0;
 
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL); /* pid 1: only SIGKILL from outside matters */
@@ -280,26 +294,17 @@ static void child_init(const struct child_plan *plan)
         child_fail(p, STEP_SYNC);
     close(p->syncfd);
 
-    prog = raw_fork(0);
-    if (prog < 0)
-        child_fail(p, STEP_FORK);
-    if (prog == 0) {
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        if (chdir(LSBX_HOME) != 0)
-            (void)!chdir("/");
-        execve(PROGRAM_PATH, (char *const *)p->argv, (char *const *)p->envp);
-        child_fail(p, STEP_EXEC);
-    }
-    close(p->errfd); /* the program's copy closes on exec: EOF tells the parent all is well */
-    for (;;) {
-        w = waitpid(-1, &status, 0);
-        if (w == prog)
-            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-        if (w < 0 && errno == ECHILD)
-            _exit(0);
-    }
+    /* The program becomes pid 1 itself (envd reaps every child, orphans
+     * included). exec replaces the memory image this clone of the agent
+     * carried — tokens, key caches, the agent's environment — so nothing of
+     * the agent stays readable inside the sandbox. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (chdir(LSBX_HOME) != 0)
+        (void)!chdir("/");
+    execve(p->exec_path, (char *const *)p->argv, (char *const *)p->envp);
+    child_fail(p, STEP_EXEC); /* errfd closes on a successful exec: EOF means all is well */
 }
 
 uint64_t lsbx_proc_start_time(pid_t pid)
@@ -520,7 +525,18 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
     snprintf(plan.log, sizeof(plan.log), "%s/envd.log", o->dir);
     snprintf(plan.root, sizeof(plan.root), "%s/root", o->dir);
-    plan.program = o->argv[0];
+    {
+        const char *slash = strrchr(o->argv[0], '/');
+        size_t dl = slash == o->argv[0] ? 1 : (size_t)(slash - o->argv[0]);
+        if (dl >= sizeof(plan.program_dir) || strlen(slash + 1) == 0) {
+            snprintf(err, errlen, "sandbox program path %s is too long or names no file",
+                     o->argv[0]);
+            return AB_EINVAL;
+        }
+        memcpy(plan.program_dir, o->argv[0], dl);
+        plan.program_dir[dl] = '\0';
+        snprintf(plan.exec_path, sizeof(plan.exec_path), "%s/%s", PROGRAM_DIR, slash + 1);
+    }
 
     if (mkdir(o->dir, 0700) != 0) {
         snprintf(err, errlen, "cannot create sandbox directory %s: %s", o->dir, strerror(errno));
