@@ -349,7 +349,15 @@ static struct metric_family *family_new(struct metrics_registry *r, const char *
     pthread_rwlock_init(&f->lock, &attr);
     pthread_rwlockattr_destroy(&attr);
     f->name = strdup(name);
-    f->help = strndup(help != NULL ? help : "", METRICS_HELP_MAX);
+    {
+        const char *h = help != NULL ? help : "";
+        size_t hl = strnlen(h, METRICS_HELP_MAX);
+        f->help = malloc(hl + 1);
+        if (f->help != NULL) {
+            memcpy(f->help, h, hl);
+            f->help[hl] = '\0';
+        }
+    }
     f->tsize = TABLE_INITIAL;
     f->table = calloc(f->tsize, sizeof(*f->table));
     if (f->name == NULL || f->help == NULL || f->table == NULL)
