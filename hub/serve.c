@@ -17,6 +17,7 @@
 #include "tunnel_server.h"
 #include "clusters_api.h"
 #include "auth.h"
+#include "federation.h"
 
 #define OPT(field) offsetof(struct hub_serve_config, field)
 
@@ -124,6 +125,8 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     if (clusters_add_routes(h, h->clusters, err, errlen) != 0 ||
         tunnel_server_add_routes(h, &h->tunnel, err, errlen) != 0)
         return AB_ELIMIT;
+    if (hub_federation_start(h, err, errlen) != 0)
+        return AB_ELIMIT;
     return hub_internal_add_routes(h, err, errlen);
 }
 
@@ -189,6 +192,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     rc = tunnel_server_start(h, h->clusters, h->internal_router, &to, &h->tunnel, err, errlen);
     if (rc != 0)
         return rc;
+    hub_federation_attach(h);
     LOG_INFO("hub listening", "listen", h->cfg->listen, "version", AGENTBOX_VERSION);
     return 0;
 }
@@ -225,6 +229,7 @@ void hub_fini(struct hub *h)
     h->db = NULL;
     hub_identity_stop(); /* after the pool: pending jobs' done() use it */
     tunnel_server_stop(h->tunnel); /* after the pool: epoch jobs point at sessions */
+    hub_federation_stop(); /* after the tunnel: its session-end hook drops records */
     h->tunnel = NULL;
     clusters_free(h->clusters);
     h->clusters = NULL;

@@ -65,6 +65,10 @@ struct tunnel_server {
     int64_t last_forced_refresh_ms;
     char iface[128];
     struct metric_family *m_online, *m_streams, *m_buffered, *m_stalls, *m_sessions_total;
+    tunnel_server_report_fn report_fn; /* federation */
+    void *report_arg;
+    tunnel_server_session_end_fn end_fn;
+    void *end_arg;
 };
 
 /* --- registry ------------------------------------------------------------------- */
@@ -96,6 +100,8 @@ static void unregister(struct hub_session *hs)
     if (*pp)
         *pp = hs->hnext;
     hs->registered = false;
+    if (ts->end_fn)
+        ts->end_fn(ts->end_arg, hs->cluster);
     ts->online--;
     metrics_set(ts->m_online, NULL, (double)ts->online);
     const char *lv[] = {hs->cluster};
@@ -214,7 +220,24 @@ static void on_hello(struct tun_session *s, json_t *msg, void *arg)
 
 static void on_report(struct tun_session *s, json_t *msg, void *arg)
 {
-    /* capacity reports arrive with the federation issue */
+    struct hub_session *hs = tun_session_arg(s);
+    /* only a live session speaks for its cluster (a superseded one is draining) */
+    if (hs && hs->registered && hs->ts->report_fn)
+        hs->ts->report_fn(hs->ts->report_arg, hs->cluster, msg);
+}
+
+void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_report_fn fn,
+                                   void *arg)
+{
+    ts->report_fn = fn;
+    ts->report_arg = arg;
+}
+
+void tunnel_server_set_session_end_hook(struct tunnel_server *ts,
+                                        tunnel_server_session_end_fn fn, void *arg)
+{
+    ts->end_fn = fn;
+    ts->end_arg = arg;
 }
 
 static const char *header_of(const struct tun_head *h, const char *name)

@@ -37,6 +37,16 @@ size_t tunnel_server_online(struct tunnel_server *ts);
 /* Queues an EVENT to every established session (msg borrowed). */
 void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg);
 
+/* Federation hooks (one each; NULL fn removes). report: a REPORT frame of a
+ * live session (msg borrowed for the call). session_end: the cluster's live
+ * session is gone (closed, superseded, revoked), called at once. */
+typedef void (*tunnel_server_report_fn)(void *arg, const char *cluster_id, json_t *msg);
+typedef void (*tunnel_server_session_end_fn)(void *arg, const char *cluster_id);
+void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_report_fn fn,
+                                   void *arg);
+void tunnel_server_set_session_end_hook(struct tunnel_server *ts,
+                                        tunnel_server_session_end_fn fn, void *arg);
+
 /* Registers ANY /api/clusters/{id}/v1/{*rest} (relayed to the cluster's
  * native service). Before hub_start. */
 int tunnel_server_add_routes(struct hub *h, struct tunnel_server **ts, char *err, size_t errlen);

@@ -40,8 +40,8 @@
 #define BENCH_AGENTS_MAX 20000
 #define BENCH_PROTOCOL "agentbox.tunnel.v1"
 #define BENCH_TICK_MS 100
-#define BENCH_REPORT_TICKS 50  /* 5 s */
-#define BENCH_PING_TICKS 100   /* 10 s */
+#define BENCH_REPORT_TICKS 50 /* 5 s */
+#define BENCH_PING_TICKS 100  /* 10 s */
 #define BENCH_RAMP_TICK_MS 10
 #define BENCH_RETRY_MS 1000
 #define BENCH_CONNECTING_MAX 256 /* handshakes in flight at once */
@@ -95,6 +95,7 @@ struct bench {
     int ramp_from;
 
     uint64_t tick;
+    int64_t tick_due_us; /* when main_tick should run next */
     struct loop_timer tick_timer, ramp_timer;
 
     uint64_t refused, drops, reports, pings, pongs, frames_in_err;
@@ -102,6 +103,8 @@ struct bench {
     size_t nrtt;
     int64_t *hs_us; /* connect → WELCOME of the current ramp */
     size_t nhs;
+    int64_t *late_us; /* how late main_tick ran, since the last stats: our own loop lag */
+    size_t nlate;
     char first_error[256];
 };
 
@@ -180,16 +183,16 @@ static json_t *build_report(struct sim_agent *a)
         const char *env = envs[i % 5];
         snprintf(pool, sizeof(pool), "%s-pool-%d", env, i / 5);
         int idle = (int)((a->report_seq + (uint32_t)i) % 4);
-        json_array_append_new(
-            recs, json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:I,s:i}", "namespace",
-                            nss[i % 2], "env", env, "pool", pool, "scalingGroup",
-                            i % 3 == 0 ? "gpu-a100" : "", "idle", idle, "running", 8 + i,
-                            "pending", i % 2, "desired", 8 + i + idle, "autoscaling", i % 2 == 0,
-                            "headroom", i % 4 == 0 ? -1 : 16 - i, "saturatedForMs",
-                            (json_int_t)(idle == 0 ? 1500 : 0), "ageMs", 40 + i));
+        json_array_append_new(recs, json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:I,s:i}",
+                                              "namespace", nss[i % 2], "env", env, "pool", pool,
+                                              "scalingGroup", i % 3 == 0 ? "gpu-a100" : "", "idle",
+                                              idle, "running", 8 + i, "pending", i % 2, "desired",
+                                              8 + i + idle, "autoscaling", i % 2 == 0, "headroom",
+                                              i % 4 == 0 ? -1 : 16 - i, "saturatedForMs",
+                                              (json_int_t)(idle == 0 ? 1500 : 0), "ageMs", 40 + i));
     }
-    json_t *r = json_pack("{s:s,s:I,s:i,s:o}", "cluster", a->id, "seq",
-                          (json_int_t)a->report_seq, "full", 1, "records", recs);
+    json_t *r = json_pack("{s:s,s:I,s:i,s:o}", "cluster", a->id, "seq", (json_int_t)a->report_seq,
+                          "full", 1, "records", recs);
     a->report_seq++;
     return r;
 }
@@ -214,8 +217,7 @@ static void print_ready(struct bench *b)
            "\"handshake_p50_ms\":%.2f,\"handshake_p99_ms\":%.2f,\"refused\":%llu,"
            "\"drops\":%llu}\n",
            b->target, b->established, (long long)ramp_ms, (double)p50 / 1000.0,
-           (double)p99 / 1000.0, (unsigned long long)b->refused,
-           (unsigned long long)b->drops);
+           (double)p99 / 1000.0, (unsigned long long)b->refused, (unsigned long long)b->drops);
     fflush(stdout);
     b->ramping = false;
 }
@@ -262,8 +264,8 @@ static int sim_established(struct sim_agent *a, struct lws *wsi)
     }
     a->ws_inited = true;
     a->state = SIM_HELLO;
-    json_t *hello = json_pack("{s:s,s:s,s:i,s:[s,s,s]}", "cluster", a->id, "version",
-                              "bench-0.1.0", "protocol", 1, "services", "e2b", "data", "native");
+    json_t *hello = json_pack("{s:s,s:s,s:i,s:[s,s,s]}", "cluster", a->id, "version", "bench-0.1.0",
+                              "protocol", 1, "services", "e2b", "data", "native");
     int rc = tun_session_send_json(a->s, TUN_HELLO, hello);
     json_decref(hello);
     if (rc != 0) {
@@ -284,9 +286,9 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
     switch (reason) {
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
         unsigned char **p = (unsigned char **)in, *end = (*p) + len;
-        if (lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
-                                        (const unsigned char *)a->auth, (int)strlen(a->auth), p,
-                                        end) ||
+        if (lws_add_http_header_by_name(
+                wsi, (const unsigned char *)"authorization:", (const unsigned char *)a->auth,
+                (int)strlen(a->auth), p, end) ||
             lws_add_http_header_by_name(wsi, (const unsigned char *)"x-agentbox-cluster:",
                                         (const unsigned char *)a->id, (int)strlen(a->id), p, end))
             return -1;
@@ -400,6 +402,8 @@ static void main_tick(struct loop_timer *t)
     if (b->stopping)
         return;
     uint64_t k = b->tick++;
+    if (b->tick_due_us && b->nlate < BENCH_RTT_MAX)
+        b->late_us[b->nlate++] = AB_MAX(0, ab_now_us() - b->tick_due_us);
     for (int i = (int)(k % BENCH_REPORT_TICKS); i < b->nagents; i += BENCH_REPORT_TICKS)
         if (b->agents[i].state == SIM_ESTABLISHED)
             sim_report(&b->agents[i]);
@@ -419,11 +423,13 @@ static void main_tick(struct loop_timer *t)
         }
     }
     if (k % 10 == 0)
-        fprintf(stderr, "agents: target=%d established=%d connecting=%d retrying=%d "
-                        "refused=%llu drops=%llu reports=%llu\n",
+        fprintf(stderr,
+                "agents: target=%d established=%d connecting=%d retrying=%d "
+                "refused=%llu drops=%llu reports=%llu\n",
                 b->target, b->established, b->connecting, b->retrying,
                 (unsigned long long)b->refused, (unsigned long long)b->drops,
                 (unsigned long long)b->reports);
+    b->tick_due_us = ab_now_us() + BENCH_TICK_MS * 1000;
     loop_timer_start(b->loop, &b->tick_timer, BENCH_TICK_MS, main_tick, b);
 }
 
@@ -432,17 +438,22 @@ static void main_tick(struct loop_timer *t)
 static void print_stats(struct bench *b)
 {
     int64_t p50 = quantile(b->rtt_us, b->nrtt, 0.50), p99 = quantile(b->rtt_us, b->nrtt, 0.99);
+    int64_t rmax = b->nrtt ? b->rtt_us[b->nrtt - 1] : 0; /* sorted by quantile() */
+    int64_t l99 = quantile(b->late_us, b->nlate, 0.99);
+    int64_t lmax = b->nlate ? b->late_us[b->nlate - 1] : 0;
     printf("{\"event\":\"stats\",\"target\":%d,\"established\":%d,\"connecting\":%d,"
            "\"retrying\":%d,\"refused\":%llu,\"drops\":%llu,\"reports\":%llu,\"pings\":%llu,"
            "\"pongs\":%llu,\"ping_rtt_n\":%zu,\"ping_rtt_p50_ms\":%.3f,\"ping_rtt_p99_ms\":%.3f,"
+           "\"ping_rtt_max_ms\":%.3f,\"lag_p99_ms\":%.3f,\"lag_max_ms\":%.3f,"
            "\"first_error\":\"%s\"}\n",
-           b->target, b->established, b->connecting, b->retrying,
-           (unsigned long long)b->refused, (unsigned long long)b->drops,
-           (unsigned long long)b->reports, (unsigned long long)b->pings,
-           (unsigned long long)b->pongs, b->nrtt, (double)p50 / 1000.0, (double)p99 / 1000.0,
-           b->first_error);
+           b->target, b->established, b->connecting, b->retrying, (unsigned long long)b->refused,
+           (unsigned long long)b->drops, (unsigned long long)b->reports,
+           (unsigned long long)b->pings, (unsigned long long)b->pongs, b->nrtt,
+           (double)p50 / 1000.0, (double)p99 / 1000.0, (double)rmax / 1000.0, (double)l99 / 1000.0,
+           (double)lmax / 1000.0, b->first_error);
     fflush(stdout);
     b->nrtt = 0;
+    b->nlate = 0;
 }
 
 static void set_target(struct bench *b, int n)
@@ -607,9 +618,10 @@ int main(int argc, char **argv)
             rate = atof(argv[i + 1]);
     }
     if (!hub || !agents || rate <= 0) {
-        fprintf(stderr, "usage: %s --hub ws://HOST:PORT --agents FILE [--rate CONNECTS_PER_S]\n"
-                        "FILE: one 'CLUSTER_ID TOKEN' per line. Commands on stdin: target N, "
-                        "stats, quit.\n",
+        fprintf(stderr,
+                "usage: %s --hub ws://HOST:PORT --agents FILE [--rate CONNECTS_PER_S]\n"
+                "FILE: one 'CLUSTER_ID TOKEN' per line. Commands on stdin: target N, "
+                "stats, quit.\n",
                 argv[0]);
         return 2;
     }
@@ -624,7 +636,8 @@ int main(int argc, char **argv)
     b->agents = calloc(BENCH_AGENTS_MAX, sizeof(*b->agents));
     b->rtt_us = calloc(BENCH_RTT_MAX, sizeof(*b->rtt_us));
     b->hs_us = calloc(BENCH_AGENTS_MAX, sizeof(*b->hs_us));
-    if (!b->agents || !b->rtt_us || !b->hs_us || parse_hub(b, hub) != 0 ||
+    b->late_us = calloc(BENCH_RTT_MAX, sizeof(*b->late_us));
+    if (!b->agents || !b->rtt_us || !b->hs_us || !b->late_us || parse_hub(b, hub) != 0 ||
         load_agents(b, agents) != 0)
         goto out;
 
@@ -651,8 +664,8 @@ int main(int argc, char **argv)
     if (pthread_create(&reader, NULL, stdin_main, b) != 0)
         goto out;
     pthread_detach(reader);
-    fprintf(stderr, "bench_tunnel_agents: %d agents loaded, hub %s:%d, ramp %.0f/s\n",
-            b->nagents, b->host, b->port, b->rate);
+    fprintf(stderr, "bench_tunnel_agents: %d agents loaded, hub %s:%d, ramp %.0f/s\n", b->nagents,
+            b->host, b->port, b->rate);
     loop_timer_start(b->loop, &b->tick_timer, BENCH_TICK_MS, main_tick, b);
     loop_run(b->loop);
     rc = 0;
@@ -662,6 +675,7 @@ out:
     free(b->agents);
     free(b->rtt_us);
     free(b->hs_us);
+    free(b->late_us);
     free(b);
     return rc;
 }

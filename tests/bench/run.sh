@@ -26,18 +26,24 @@ if [ -z "${AGENTBOX_BUILD_DIR:-}" ] || [ ! -x "$build/agentbox-hub" ]; then
     # inlining flags shared/src/metrics.c's bounded strndup (a false positive).
     cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAGENTBOX_SANITIZE=OFF \
         -DCMAKE_C_FLAGS="-Wno-error=stringop-overread" >/dev/null
+    # every tests/bench/bench_*.c is a target of its own
+    bench_targets=()
+    for src in "$here"/bench_*.c; do
+        [ -e "$src" ] && bench_targets+=("$(basename "$src" .c)")
+    done
     cmake --build "$build" -j"$(nproc)" --target agentbox-hub agentbox-agent agentbox-envd \
-        bench_tunnel_agents
+        "${bench_targets[@]}"
 fi
 export AGENTBOX_BUILD_DIR="$build"
 
-# name | command (run from tests/, where node_modules lives)
+# name | command (run from tests/, where node_modules lives). One line per
+# benchmark of DESIGN §12; add yours here. (bench_tunnel_agents is not listed:
+# tunnel_agents.mjs drives it.)
 benchmarks=(
     "tunnel-bulk-rtt|node bench/tunnel.mjs"
     "tunnel-agents|node bench/tunnel_agents.mjs"
-    # Other benchmarks of DESIGN §12 go here, one line each, e.g.
-    # "create-warm-pool|node bench/create.mjs"
-    # "route-decision|$build/bench_route"
+    "route-decision|$build/bench_route"
+    "e2b-create|node bench/e2b_create.mjs"
     # "dataplane-proxy|node bench/dataplane.mjs"
 )
 
@@ -47,6 +53,15 @@ for entry in "${benchmarks[@]}"; do
     name="${entry%%|*}"
     cmd="${entry#*|}"
     if [ -n "$filter" ] && [[ "$name" != *"$filter"* ]]; then
+        continue
+    fi
+    script="${cmd#node }"
+    if [[ "$cmd" == node\ * ]] && [ ! -e "$repo/tests/$script" ]; then
+        echo "skipping $name: tests/$script does not exist"
+        continue
+    fi
+    if [[ "$cmd" == /* ]] && [ ! -x "${cmd%% *}" ]; then
+        echo "skipping $name: ${cmd%% *} is not built"
         continue
     fi
     echo

@@ -29,11 +29,9 @@ async function startStack() {
     const pg = await startPostgres();
     const m = await runMigrate(pg.url);
     if (m.code !== 0) throw new Error(`migrate failed: ${m.stderr}`);
-    // Workaround for the idle-drop bug (see README): the hub counts only
-    // tunnel frames as liveness, not the agent's WebSocket pings, so an idle
-    // session is dropped after --tunnel-timeout. A long timeout keeps the
-    // sessions up between phases.
-    const hub = await startHub(pg.url, { args: ['--tunnel-timeout', '3600s', '--log-level', 'warn'] });
+    // Default tunnel settings: the sessions must stay up through idle gaps
+    // between phases on their own (pings both ways).
+    const hub = await startHub(pg.url, { args: ['--log-level', 'warn'] });
     const agents = {};
     for (const id of ['alpha', 'beta']) {
         const token = await addCluster(pg.url, id);

@@ -12,6 +12,7 @@
 // BENCH_STAGES (default "1000,5000"), BENCH_RATE (default 200),
 // BENCH_WINDOW_S (default 30), BENCH_SETTLE_S (default 10).
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,7 +20,7 @@ import readline from 'node:readline';
 import {
     startPostgres, runMigrate, startHub, httpGet, waitFor, tempDir, run, PG_BIN, buildDir,
 } from '../integration/lib/harness.mjs';
-import { sampleProcess, procMem, withChildren, mib, fmt, printTable, machineNote } from './util.mjs';
+import { sampleProcess, procMem, withChildren, mib, fmt, printTable, machineNote, quantile } from './util.mjs';
 
 const STAGES = (process.env.BENCH_STAGES || '1000,5000').split(',').map(Number).filter((n) => n > 0);
 const RATE = Number(process.env.BENCH_RATE || 200);
@@ -98,6 +99,39 @@ function startClient(hub, agentsFile, dir) {
     return client;
 }
 
+// GET /healthz every 100 ms over one keep-alive connection until stop()
+// resolves: the hub's loop lag as an HTTP client sees it (the tunnel and the
+// HTTP API share one loop). Resolves the latencies in ms.
+function probeHub(hub) {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const ms = [];
+    let stopped = false;
+    const once = () => new Promise((resolve) => {
+        const t0 = process.hrtime.bigint();
+        const req = http.get(`${hub.base}/healthz`, { agent }, (res) => {
+            res.resume();
+            res.on('end', () => {
+                ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+                resolve();
+            });
+        });
+        req.on('error', () => resolve());
+        req.setTimeout(30000, () => req.destroy());
+    });
+    const done = (async () => {
+        while (!stopped) {
+            await once();
+            await new Promise((r) => setTimeout(r, 100));
+        }
+        agent.destroy();
+        return ms;
+    })();
+    return { stop: () => {
+        stopped = true;
+        return done;
+    } };
+}
+
 async function hubOnline(hub) {
     const r = await httpGet(`${hub.base}/metrics`, { timeoutMs: 10000 });
     const line = r.body.split('\n').find((l) => l.startsWith('agentbox_tunnel_sessions_online'));
@@ -127,6 +161,7 @@ async function main() {
         console.log(`registered ${N} clusters in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
         const rows = [];
+        const lat = [];
         const pgPids = () => withChildren(pg.proc.pid);
         const idle = await sampleProcess(hub.proc.pid, Math.min(10, WINDOW_S), { postgres: pgPids() });
         rows.push(['0 (idle baseline)', '-', '-', '-', fmt(mib(idle.rssEnd), 1), fmt(mib(idle.rssMax), 1),
@@ -141,9 +176,11 @@ async function main() {
             await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
             client.send('stats');
             const before = await client.next('stats', 10000); // starts a fresh RTT sample
+            const probe = probeHub(hub);
             const s = await sampleProcess(hub.proc.pid, WINDOW_S, {
                 postgres: pgPids(), client: [client.child.pid],
             });
+            const hz = await probe.stop();
             client.send('stats');
             const st = await client.next('stats', 10000);
             const online = await hubOnline(hub);
@@ -151,6 +188,9 @@ async function main() {
                 fmt(mib(s.rssEnd), 1), fmt(mib(s.rssMax), 1), fmt(s.cores, 3), fmt(s.others.postgres, 3),
                 fmt(s.others.client, 3), fmt(st.ping_rtt_p50_ms, 2), fmt(st.ping_rtt_p99_ms, 2),
                 st.reports - before.reports, st.drops]);
+            lat.push([String(n), fmt(quantile(hz, 0.5), 2), fmt(quantile(hz, 0.99), 2), fmt(Math.max(...hz), 1),
+                fmt(st.ping_rtt_p50_ms, 2), fmt(st.ping_rtt_p99_ms, 2), fmt(st.ping_rtt_max_ms, 1),
+                fmt(st.lag_p99_ms, 2), fmt(st.lag_max_ms, 1)]);
             if (st.first_error) console.log(`client's first error: ${st.first_error}`);
             const verdict = s.rssMax <= GIB && s.cores <= 1 ? 'within' : 'OUTSIDE';
             console.log(`${n} tunnels: hub RSS ${fmt(mib(s.rssMax), 1)} MiB, CPU ${fmt(s.cores, 3)} cores over ` +
@@ -159,6 +199,9 @@ async function main() {
         console.log('');
         printTable(['tunnels', 'ramp s', 'hs p99 ms', 'online', 'hub RSS MiB', 'RSS max MiB', 'hub cores',
             'pg cores', 'client cores', 'ping p50 ms', 'ping p99 ms', 'reports in window', 'drops'], rows);
+        console.log('');
+        printTable(['tunnels', 'hub /healthz p50 ms', 'p99 ms', 'max ms', 'ws ping p50 ms', 'p99 ms', 'max ms',
+            'client lag p99 ms', 'max ms'], lat);
         const hwm = procMem(hub.proc.pid).hwm;
         console.log(`hub VmHWM (peak RSS over the run): ${fmt(mib(hwm), 1)} MiB`);
         console.log(`per-tunnel RSS above idle at ${N}: ${fmt((procMem(hub.proc.pid).rss - idle.rssEnd) / N / 1024, 1)} KiB`);

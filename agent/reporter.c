@@ -1,0 +1,167 @@
+/* Capacity reports to the hub. See reporter.h.
+ *
+ * The local runtime has no autoscaler: members report autoscaling false and
+ * headroom 0, so only idle members attract forwarded creates. desired is
+ * what the pool wants to exist: its running sandboxes plus its warm replicas. */
+#include "reporter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "agentbox/common.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "agentbox/tunnel.h"
+#include "runtime/runtime.h"
+#include "tunnel_client.h"
+
+struct fed_reporter {
+    struct agent *a;
+    struct loop_timer poll, debounce;
+    bool debounce_armed;
+    int64_t last_full_ms;
+    int64_t epoch; /* session the last report went to */
+    uint64_t sent_sig;
+    uint64_t seq;
+    bool warned_limit;
+};
+
+struct build {
+    json_t *recs;
+    uint64_t sig;
+    size_t n;
+    bool truncated;
+};
+
+static uint64_t mix(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (h ^ 0xffu) * 1099511628211ull;
+}
+
+static void add_pool(void *arg, const struct rt_pool *p)
+{
+    struct build *b = arg;
+    char idle[16];
+    if (p->env[0] == '\0')
+        return; /* a standalone pool is not an env member: federation pairs envs */
+    if (b->n >= FED_REPORT_RECORDS_LIMIT) {
+        b->truncated = true;
+        return;
+    }
+    snprintf(idle, sizeof(idle), "%d", p->status.idle);
+    b->sig = mix(mix(mix(mix(mix(b->sig, p->ns), p->env), p->name), p->scaling_group), idle);
+    int desired = p->status.running + p->status.replicas;
+    if (!b->recs) { /* a probe: the digest only */
+        b->n++;
+        return;
+    }
+    json_array_append_new(
+        b->recs,
+        json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:i,s:i}", "namespace", p->ns, "env",
+                  p->env, "pool", p->name, "scalingGroup", p->scaling_group, "idle", p->status.idle,
+                  "running", p->status.running, "pending", p->status.pending, "desired", desired,
+                  "autoscaling", 0, "headroom", 0, "saturatedForMs", 0, "ageMs", 0));
+    b->n++;
+}
+
+json_t *fed_reporter_build(struct rt *rt, uint64_t seq, uint64_t *sig)
+{
+    struct build b = {json_array(), 14695981039346656037ull, 0, false};
+    if (!b.recs)
+        return NULL;
+    if (rt)
+        rt_list_pools(rt, NULL, add_pool, &b);
+    if (sig)
+        *sig = b.sig;
+    if (b.truncated)
+        LOG_WARN("more env members than one capacity report carries; the rest are not "
+                 "reported",
+                 "limit", "10000");
+    return json_pack("{s:b,s:I,s:o}", "full", 1, "seq", (json_int_t)seq, "records", b.recs);
+}
+
+/* The digest alone, for the 200 ms poll (no JSON built). */
+static uint64_t signature(struct rt *rt)
+{
+    struct build b = {NULL, 14695981039346656037ull, 0, false};
+    rt_list_pools(rt, NULL, add_pool, &b);
+    return b.sig;
+}
+
+static void send_report(struct fed_reporter *r, const char *why)
+{
+    struct agent *a = r->a;
+    struct tun_session *s = agent_tunnel_session(a->tunnel);
+    if (!s || !a->rt)
+        return;
+    uint64_t sig;
+    json_t *msg = fed_reporter_build(a->rt, r->seq, &sig);
+    if (!msg)
+        return;
+    int rc = tun_session_send_json(s, TUN_REPORT, msg);
+    json_decref(msg);
+    if (rc != 0) {
+        /* AB_EBUSY: the control queue is full; the next tick tries again */
+        LOG_DEBUG("capacity report not sent", "reason", why, "error", ab_strerror(rc));
+        return;
+    }
+    r->seq++;
+    r->sent_sig = sig;
+    r->epoch = agent_tunnel_epoch(a->tunnel);
+    r->last_full_ms = ab_now_ms();
+    LOG_DEBUG("capacity report sent", "reason", why);
+}
+
+static void debounce_tick(struct loop_timer *t)
+{
+    struct fed_reporter *r = t->arg;
+    r->debounce_armed = false;
+    send_report(r, "idle changed");
+}
+
+static void poll_tick(struct loop_timer *t)
+{
+    struct fed_reporter *r = t->arg;
+    struct agent *a = r->a;
+    struct tun_session *s = agent_tunnel_session(a->tunnel);
+    if (s && a->rt) {
+        int64_t now = ab_now_ms();
+        if (agent_tunnel_epoch(a->tunnel) != r->epoch) {
+            send_report(r, "session up");
+        } else if (now - r->last_full_ms >= FED_REPORT_INTERVAL_MS) {
+            send_report(r, "interval");
+        } else if (!r->debounce_armed) {
+            if (signature(a->rt) != r->sent_sig) {
+                r->debounce_armed = true;
+                loop_timer_start(a->loop, &r->debounce, FED_REPORT_DEBOUNCE_MS, debounce_tick, r);
+            }
+        }
+    }
+    loop_timer_start(a->loop, &r->poll, FED_REPORT_POLL_MS, poll_tick, r);
+}
+
+int fed_reporter_start(struct agent *a, struct fed_reporter **out, char *err, size_t errlen)
+{
+    struct fed_reporter *r = calloc(1, sizeof(*r));
+    if (!r) {
+        snprintf(err, errlen, "out of memory starting the capacity reporter");
+        return AB_ENOMEM;
+    }
+    r->a = a;
+    loop_timer_start(a->loop, &r->poll, FED_REPORT_POLL_MS, poll_tick, r);
+    *out = r;
+    return 0;
+}
+
+void fed_reporter_stop(struct fed_reporter *r)
+{
+    if (!r)
+        return;
+    loop_timer_cancel(&r->poll);
+    loop_timer_cancel(&r->debounce);
+    free(r);
+}

@@ -1,0 +1,95 @@
+// Benchmark: E2B create from a warm local pool as the real SDK sees it
+// (Sandbox.create → POST /v2/sandboxes → 201 with an armed sandbox).
+//
+//   1 client    sequential creates, the pool refilled before each one
+//   32 clients  one burst of 32 concurrent creates against 40 idle sandboxes
+//   sustained   32 clients creating and killing for BENCH_SECONDS: creates/s
+//               once refills are the limit
+//
+// Prints p50/p99 (ms) and, as the in-script baseline, the ratio to a GET
+// /health round trip on the same API (DESIGN §12 targets: p50 ≤ 5 ms, p99 ≤
+// 25 ms at 32 concurrent clients). Needs root (namespaces) and a build:
+//   sudo AGENTBOX_BUILD_DIR=build node tests/bench/e2b_create.mjs
+import { performance } from 'node:perf_hooks';
+import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
+
+const POOL = 40;
+const SEQ = Number(process.env.BENCH_SEQ || 30);
+const SECONDS = Number(process.env.BENCH_SECONDS || 10);
+
+const pct = (xs, p) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const fmt = (x) => x.toFixed(2);
+
+const agentArgs = process.env.AGENTBOX_TEST_ENVD ? ['--envd-path', process.env.AGENTBOX_TEST_ENVD] : [];
+const stack = await startStack({
+    clusters: ['alpha'], manifests: manifestsDir([envManifest('bench', ['alpha'], { replicas: POOL })]), agentArgs,
+});
+const alpha = stack.agents.alpha;
+try {
+    const full = () => waitPool(alpha, 'bench-1c0gi', (s) => s.idle === POOL, `${POOL} idle`, 120000);
+    await full();
+    process.env.E2B_API_URL = alpha.e2b;
+    process.env.E2B_SANDBOX_URL = alpha.data;
+    process.env.E2B_API_KEY = stack.key;
+    const { Sandbox } = await import('e2b');
+
+    // baseline: an authenticated-free round trip on the same listener
+    const base = [];
+    for (let i = 0; i < 200; i++) {
+        const t = performance.now();
+        await (await fetch(`${alpha.e2b}/health`)).arrayBuffer();
+        base.push(performance.now() - t);
+    }
+    const baseP50 = pct(base, 50);
+
+    const timedCreate = async () => {
+        const t = performance.now();
+        const s = await Sandbox.create('bench');
+        return { ms: performance.now() - t, s };
+    };
+
+    // 1 client
+    const one = [];
+    for (let i = 0; i < SEQ; i++) {
+        await full();
+        const { ms, s } = await timedCreate();
+        one.push(ms);
+        await s.kill();
+    }
+    await full();
+
+    // 32 concurrent clients, one create each, all from idle sandboxes
+    const burst = await Promise.all(Array.from({ length: 32 }, () => timedCreate()));
+    const b = burst.map((x) => x.ms);
+    await Promise.all(burst.map((x) => x.s.kill()));
+    await full();
+
+    // sustained: 32 clients for SECONDS, each create followed by a kill (refills limit it)
+    let done = 0;
+    const sustained = [];
+    const until = performance.now() + SECONDS * 1000;
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: 32 }, async () => {
+        while (performance.now() < until) {
+            const { ms, s } = await timedCreate();
+            sustained.push(ms);
+            done++;
+            await s.kill();
+        }
+    }));
+    const rate = done / ((performance.now() - t0) / 1000);
+
+    console.log('e2b create from a warm local pool (real SDK, armed on 201)');
+    console.log(`  baseline GET /health      p50 ${fmt(baseP50)} ms`);
+    console.log(`  1 client   (n=${one.length})      p50 ${fmt(pct(one, 50))} ms  p99 ${fmt(pct(one, 99))} ms  ` +
+        `(${fmt(pct(one, 50) / baseP50)}x baseline)`);
+    console.log(`  32 clients (n=32, burst)  p50 ${fmt(pct(b, 50))} ms  p99 ${fmt(pct(b, 99))} ms  ` +
+        `(${fmt(pct(b, 50) / baseP50)}x baseline)`);
+    console.log(`  32 clients sustained ${SECONDS}s with refills: ${fmt(rate)} creates/s  ` +
+        `p50 ${fmt(pct(sustained, 50))} ms  p99 ${fmt(pct(sustained, 99))} ms`);
+} finally {
+    await stack.stop();
+}
