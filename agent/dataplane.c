@@ -238,6 +238,7 @@ struct proxy {
     struct http_exchange *ex;
     struct http_client *c; /* NULL once it delivered on_end/on_error or we closed it */
     char id[SBXID_MAX + 1];
+    int port;           /* the sandbox port asked for (envd's or a server's) */
     int64_t t0_us;
     int64_t touched_ms;
     uint64_t up, down;
@@ -328,6 +329,14 @@ static void up_error(struct http_client *c, int err, const char *msg, void *arg)
 
     (void)c;
     p->c = NULL;
+    if (!http_has_begun(p->ex) && p->port != DP_ENVD_PORT) {
+        char m[200];
+        snprintf(m, sizeof(m), "port %d of sandbox %s is not open: start a server listening on "
+                 "it inside the sandbox (0.0.0.0 or 127.0.0.1)", p->port, p->id);
+        respond_error(p->ex, 502, m);
+        proxy_done(p, "port_closed");
+        return;
+    }
     if (!http_has_begun(p->ex)) {
         LOG_WARN("the sandbox's envd did not answer", "id", p->id, "error", msg ? msg : "",
                  "code", ab_strerror(err));
@@ -427,6 +436,7 @@ static void proxy_local(struct http_exchange *ex, struct agent *a, const struct 
     p->ex = ex;
     p->t0_us = t0_us;
     ab_strlcpy(p->id, t->id, sizeof(p->id));
+    p->port = t->port;
     for (int i = 0; i < r->nheaders && n < HTTP_MAX_HEADERS - 1; i++)
         if (!is_hop_by_hop(r->headers[i].name))
             h[n++] = r->headers[i];
@@ -537,10 +547,17 @@ static void h_data(struct http_exchange *ex, void *arg)
         return;
     }
     if (t.port != DP_ENVD_PORT) {
-        snprintf(err, sizeof(err), "port %d of sandbox %s is not reachable: the local runtime's "
-                 "data plane proxies only envd (port %d) for now", t.port, t.id, DP_ENVD_PORT);
-        respond_error(ex, 502, err);
-        count_request("unsupported_port", t0);
+        /* any other port: a server the sandbox runs on its own loopback */
+        char addr[RT_ADDR_MAX + 8];
+        if (!sb.port_addr[0]) {
+            snprintf(err, sizeof(err), "port %d of sandbox %s is not reachable: this runtime "
+                     "proxies only envd (port %d)", t.port, t.id, DP_ENVD_PORT);
+            respond_error(ex, 502, err);
+            count_request("unsupported_port", t0);
+            return;
+        }
+        snprintf(addr, sizeof(addr), "%s:%d", sb.port_addr, t.port);
+        proxy_local(ex, a, &t, addr, t0);
         return;
     }
     proxy_local(ex, a, &t, sb.envd_addr, t0);

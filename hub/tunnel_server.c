@@ -45,6 +45,7 @@ struct hub_session {
     bool begin_pending;     /* an epoch allocation is in flight */
     const char *close_reason;
     uint64_t stalls_seen;
+    int64_t next_ping_ms;
     struct hub_session *hnext;         /* bucket chain */
     struct hub_session *prev, *next;   /* all sessions */
 };
@@ -476,7 +477,12 @@ static void sync_tick(struct loop_timer *t)
 }
 
 /* The hub pings each agent too (lws answers the agent's pings without telling
- * us), so an idle session still proves it is alive, and drops the silent. */
+ * us), so an idle session still proves it is alive, and drops the silent.
+ * The tick runs PING_SLICES times per interval and pings only the sessions
+ * due, so 5,000 sessions are not all pinged (and their lws timers all
+ * rescheduled) in one loop turn. */
+#define PING_SLICES 10
+
 static void ping_tick(struct loop_timer *t)
 {
     struct tunnel_server *ts = t->arg;
@@ -484,6 +490,12 @@ static void ping_tick(struct loop_timer *t)
     for (struct hub_session *hs = ts->all; hs; hs = hs->next) {
         if (!hs->s || hs->closed || hs->ws.closing)
             continue;
+        if (!hs->next_ping_ms) /* first sight: a random slot within the interval */
+            hs->next_ping_ms = now + (int64_t)(bucket_of(hs->cluster) % PING_SLICES) *
+                                         ts->ping_interval_ms / PING_SLICES;
+        if (now < hs->next_ping_ms)
+            continue;
+        hs->next_ping_ms = now + ts->ping_interval_ms;
         if (now - hs->ws.last_rx_ms > ts->timeout_ms) {
             LOG_WARN("tunnel silent; dropping the session", "cluster", hs->cluster);
             tun_ws_kill(&hs->ws, "silent");
@@ -493,7 +505,8 @@ static void ping_tick(struct loop_timer *t)
         if (hs->registered)
             clusters_touch(ts->clusters, hs->cluster, hs->epoch);
     }
-    loop_timer_start(ts->hub->loop, &ts->ping_timer, ts->ping_interval_ms, ping_tick, ts);
+    loop_timer_start(ts->hub->loop, &ts->ping_timer, ts->ping_interval_ms / PING_SLICES,
+                     ping_tick, ts);
 }
 
 static void stats_tick(struct loop_timer *t)

@@ -50,22 +50,34 @@ else
 fi
 
 # --- integration and end-to-end tests (node:test) ---
+# One node process per file, each under a deadline: a file that hangs counts
+# as a failure naming it instead of stalling the whole run.
+FILE_TIMEOUT=${TEST_FILE_TIMEOUT:-900}
 mapfile -t files < <(find tests/integration tests/e2e -name '*.test.mjs' 2>/dev/null | sort | grep -E "$FILTER")
 if [ "${#files[@]}" -gt 0 ]; then
-  echo "test: integration and e2e (${#files[@]} files)"
-  node --test --test-reporter=tap --test-concurrency=1 "${files[@]}" >"$LOGS/node.log" 2>&1
-  np=$(grep -E "^# pass [0-9]+" "$LOGS/node.log" | tail -n 1 | awk '{print $3}')
-  nf=$(grep -E "^# fail [0-9]+" "$LOGS/node.log" | tail -n 1 | awk '{print $3}')
-  if [ -z "$np" ]; then
-    failed=$((failed + 1)); failures+=("node (no summary)"); tail -n 40 "$LOGS/node.log"
-  else
-    passed=$((passed + np)); failed=$((failed + nf))
-    if [ "$nf" -gt 0 ]; then
-      failures+=("node")
-      grep -B2 -A30 -E "^\s*not ok" "$LOGS/node.log" | head -n 200
+  echo "test: integration and e2e (${#files[@]} files, ${FILE_TIMEOUT}s each at most)"
+  : >"$LOGS/node.log"
+  for f in "${files[@]}"; do
+    log="$LOGS/node-$(basename "$f" .test.mjs).log"
+    timeout -k 10 "$FILE_TIMEOUT" node --test --test-reporter=tap "$f" >"$log" 2>&1
+    rc=$?
+    cat "$log" >>"$LOGS/node.log"
+    np=$(grep -E "^# pass [0-9]+" "$log" | tail -n 1 | awk '{print $3}')
+    nf=$(grep -E "^# fail [0-9]+" "$log" | tail -n 1 | awk '{print $3}')
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+      failed=$((failed + 1)); failures+=("$f (timed out after ${FILE_TIMEOUT}s)")
+      passed=$((passed + ${np:-0}))
+    elif [ -z "$np" ]; then
+      failed=$((failed + 1)); failures+=("$f (no summary)"); tail -n 40 "$log"
+    else
+      passed=$((passed + np)); failed=$((failed + nf))
+      if [ "$nf" -gt 0 ]; then
+        failures+=("$f")
+        grep -B2 -A30 -E "^\s*not ok" "$log" | head -n 120
+      fi
     fi
-    echo "test: node: $np passed, $nf failed"
-  fi
+    echo "test: $f: ${np:-0} passed, ${nf:-?} failed"
+  done
 fi
 
 # --- fuzz targets, each for a bounded time ---

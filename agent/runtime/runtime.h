@@ -69,6 +69,10 @@ struct rt_sandbox {
     int64_t claimed_ms;                  /* wall clock */
     int64_t end_ms;                      /* wall clock; the timeout ends it then */
     char envd_addr[RT_ADDR_MAX];         /* "unix:/path" or "host:port" for the data plane */
+    /* How the data plane reaches any other port P of the sandbox: an address
+     * prefix for http_client ("netns:/proc/<pid>/ns/net|127.0.0.1" — append
+     * ":P"), or "" when the runtime has no way (then only envd is proxied). */
+    char port_addr[RT_ADDR_MAX];
     json_t *metadata;
 };
 

@@ -165,6 +165,9 @@ struct loop *loop_new(const struct loop_options *opts)
     info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.user = l;
+    /* lws reads sockets in chunks of this size (default 4 KiB): bulk streams
+     * through the tunnel want fewer, larger reads */
+    info.pt_serv_buf_size = 64 * 1024;
     info.gid = -1;
     info.uid = -1;
     l->ctx = lws_create_context(&info);

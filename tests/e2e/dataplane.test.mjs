@@ -98,3 +98,40 @@ test('isRunning() is true while claimed and false once deleted (502 sandbox not 
     assert.equal(del.status, 202);
     assert.equal(await s.isRunning(), false);
 });
+
+test('a server started inside a sandbox answers on its own loopback and through the data plane', async () => {
+    const s = connect(sbA, alpha);
+    await s.files.write('/home/user/site/index.html', 'served from inside\n');
+    const server = await s.commands.run('cd /home/user/site && exec python3 -m http.server 3000 --bind 127.0.0.1', {
+        background: true,
+    });
+    try {
+        // the sandbox's own loopback
+        let inside;
+        for (let i = 0; i < 100; i++) {
+            inside = await s.commands.run('python3 -c "import urllib.request as u; print(u.urlopen(\'http://127.0.0.1:3000/\').read().decode())"')
+                .catch((e) => e);
+            if (inside.exitCode === 0) break;
+            await new Promise((r) => setTimeout(r, 100));
+        }
+        assert.equal(inside.exitCode, 0, String(inside.stderr || inside));
+        assert.match(inside.stdout, /served from inside/);
+        // the data plane, by header and by path
+        const byHeader = await fetch(`${alpha.data}/index.html`, {
+            headers: { 'E2b-Sandbox-Id': sbA.sandboxId, 'E2b-Sandbox-Port': '3000' },
+        });
+        assert.equal(byHeader.status, 200);
+        assert.equal(await byHeader.text(), 'served from inside\n');
+        const byPath = await fetch(`${alpha.data}/sandboxes/${sbA.sandboxId}/3000/index.html`);
+        assert.equal(byPath.status, 200);
+        assert.equal(await byPath.text(), 'served from inside\n');
+        // and from another cluster's data plane, through the hub
+        const viaBeta = await fetch(`${beta.data}/index.html`, {
+            headers: { 'E2b-Sandbox-Id': sbA.sandboxId, 'E2b-Sandbox-Port': '3000' },
+        });
+        assert.equal(viaBeta.status, 200);
+        assert.equal(await viaBeta.text(), 'served from inside\n');
+    } finally {
+        await server.kill();
+    }
+});

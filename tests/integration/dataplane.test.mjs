@@ -97,12 +97,12 @@ test('the three target forms reach the same sandbox envd', async () => {
     assert.equal(noToken.status, 401, 'envd itself still checks X-Access-Token');
 });
 
-test('502 bodies: not found, not healthy, unsupported port stay distinct', async () => {
+test('502 bodies: not found, not healthy, closed port stay distinct', async () => {
     const unknown = `alpha-${'0'.repeat(20)}`;
     await expectError(request(alpha.data, '/health', { headers: envdHeaders(unknown) }), 502, 'sandbox not found');
     await expectError(request(alpha.data, '/', { headers: envdHeaders(sbA.sandboxId, '3000') }), 502,
-        `port 3000 of sandbox ${sbA.sandboxId} is not reachable: the local runtime's data plane `
-        + 'proxies only envd (port 49983) for now');
+        `port 3000 of sandbox ${sbA.sandboxId} is not open: start a server listening on it inside `
+        + 'the sandbox (0.0.0.0 or 127.0.0.1)');
     // a claimed sandbox whose envd socket is gone is known but not healthy
     const sick = await claim(alpha, stack.key, { poolName: 'demo', timeout: 300 });
     const dirs = fs.readdirSync(path.join(alpha.stateDir, 'sandboxes'));

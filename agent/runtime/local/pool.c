@@ -258,6 +258,8 @@ static void fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
     o->claimed_ms = s->claimed_ms;
     o->end_ms = s->end_ms;
     snprintf(o->envd_addr, sizeof(o->envd_addr), "unix:%s", s->x.socket);
+    snprintf(o->port_addr, sizeof(o->port_addr), "netns:/proc/%d/ns/net|127.0.0.1",
+             (int)s->x.pid);
     o->metadata = s->metadata && ref_metadata ? json_incref(s->metadata) : s->metadata;
 }
 
