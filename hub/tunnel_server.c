@@ -33,6 +33,7 @@
 
 struct hub_session {
     struct tunnel_server *ts;
+    struct lws *wsi;        /* from the handshake on */
     struct tun_ws ws;
     struct tun_session *s;
     char cluster[25];
@@ -360,6 +361,7 @@ static int filter(struct tunnel_server *ts, struct lws *wsi)
     if (ts->all)
         ts->all->prev = hs;
     ts->all = hs;
+    hs->wsi = wsi;
     lws_set_opaque_user_data(wsi, hs);
     return 0;
 }
@@ -656,6 +658,9 @@ void tunnel_server_stop(struct tunnel_server *ts)
     while (ts->all) {
         struct hub_session *hs = ts->all;
         ts->all = hs->next;
+        /* the context closes the sockets later: they must not find us */
+        if (hs->wsi && !hs->closed)
+            lws_set_opaque_user_data(hs->wsi, NULL);
         if (hs->s)
             tun_session_free(hs->s);
         tun_ws_fini(&hs->ws);

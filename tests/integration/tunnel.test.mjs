@@ -37,10 +37,12 @@ async function agentFor(id, opts = {}) {
     const agent = await startAgent(id, { hubUrl: opts.hubUrl || hub.tunnelUrl, token, args: opts.args || [] });
     cleanups.push(() => agent.proc.stop());
     natives.set(id, agent.native);
+    agents.push(agent);
     return { agent, token };
 }
 
 const natives = new Map();
+const agents = [];
 async function findAgentNative(id) {
     if (!natives.has(id)) throw new Error(`no agent ${id} started yet`);
     return natives.get(id);
@@ -217,3 +219,15 @@ test('one stalled stream does not hold back the others', async () => {
     assert.ok(m <= 2 * 256 * 1024 + 64 * 1024, `hub buffers ${m} bytes for alpha`);
 });
 
+
+test('SIGTERM: the hub and the agents stop cleanly with sessions and streams up', async () => {
+    const { hub } = await stack();
+    const r = await hub.proc.stop();
+    assert.equal(r.code, 0, `hub exit ${JSON.stringify(r)}\n${hub.proc.logs().slice(-3000)}`);
+    assert.doesNotMatch(hub.proc.logs(), /AddressSanitizer|runtime error/);
+    for (const a of agents) {
+        const x = await a.proc.stop();
+        assert.equal(x.code, 0, `agent ${a.id} exit ${JSON.stringify(x)}\n${a.proc.logs().slice(-3000)}`);
+        assert.doesNotMatch(a.proc.logs(), /AddressSanitizer|runtime error/);
+    }
+});
