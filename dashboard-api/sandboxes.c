@@ -54,9 +54,13 @@ static int list_job(PGconn *c, void *arg)
     char lim[24], off[24];
     snprintf(lim, sizeof(lim), "%lld", q->limit);
     snprintf(off, sizeof(off), "%lld", q->offset);
-    const char *v[7] = {q->admin ? NULL : q->team, q->admin ? NULL : q->user,
-                        q->state[0] ? q->state : NULL, q->cluster[0] ? q->cluster : NULL,
-                        q->env[0] ? q->env : NULL, lim, off};
+    const char *v[7] = {q->admin ? NULL : q->team,
+                        q->admin ? NULL : q->user,
+                        q->state[0] ? q->state : NULL,
+                        q->cluster[0] ? q->cluster : NULL,
+                        q->env[0] ? q->env : NULL,
+                        lim,
+                        off};
     static const char where[] =
         " WHERE ($1::text IS NULL OR team = $1) AND ($2::text IS NULL OR user_name = $2)"
         " AND ($3::text IS NULL OR state = $3) AND ($4::text IS NULL OR cluster_id = $4)"
@@ -84,15 +88,14 @@ static int list_job(PGconn *c, void *arg)
     for (int i = 0; i < PQntuples(r); i++) {
         json_t *md = json_loads(PQgetvalue(r, i, 7), 0, NULL);
         json_array_append_new(
-            items,
-            json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:s,s:o,s:o,s:o,s:o}", "id",
-                      PQgetvalue(r, i, 0), "clusterId", PQgetvalue(r, i, 1), "namespace",
-                      PQgetvalue(r, i, 2), "env", PQgetvalue(r, i, 3), "pool",
-                      PQgetvalue(r, i, 4), "team", PQgetvalue(r, i, 5), "user",
-                      PQgetvalue(r, i, 6), "metadata", md ? md : json_object(), "state",
-                      PQgetvalue(r, i, 8), "createdAt", PQgetvalue(r, i, 9), "claimedAt",
-                      opt(ts(r, i, 10)), "startedAt", opt(ts(r, i, 11)), "endedAt",
-                      opt(ts(r, i, 12)), "endReason", opt(ts(r, i, 13))));
+            items, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:s,s:o,s:o,s:o,s:o}", "id",
+                             PQgetvalue(r, i, 0), "clusterId", PQgetvalue(r, i, 1), "namespace",
+                             PQgetvalue(r, i, 2), "env", PQgetvalue(r, i, 3), "pool",
+                             PQgetvalue(r, i, 4), "team", PQgetvalue(r, i, 5), "user",
+                             PQgetvalue(r, i, 6), "metadata", md ? md : json_object(), "state",
+                             PQgetvalue(r, i, 8), "createdAt", PQgetvalue(r, i, 9), "claimedAt",
+                             opt(ts(r, i, 10)), "startedAt", opt(ts(r, i, 11)), "endedAt",
+                             opt(ts(r, i, 12)), "endReason", opt(ts(r, i, 13))));
         total = strtoll(PQgetvalue(r, i, 14), NULL, 10);
     }
     PQclear(r);
@@ -133,9 +136,9 @@ static int stats_job(PGconn *c, void *arg)
                                             "ended", (json_int_t)e));
     }
     PQclear(r);
-    q->out = json_pack("{s:I,s:I,s:I,s:I,s:o}", "total", (json_int_t)tot, "running",
-                       (json_int_t)run, "claimed", (json_int_t)cl, "ended", (json_int_t)end,
-                       "byCluster", by);
+    q->out =
+        json_pack("{s:I,s:I,s:I,s:I,s:o}", "total", (json_int_t)tot, "running", (json_int_t)run,
+                  "claimed", (json_int_t)cl, "ended", (json_int_t)end, "byCluster", by);
     return 0;
 }
 
@@ -184,8 +187,10 @@ static bool q_int(struct http_exchange *ex, const char *name, long long lo, long
     char *end = NULL;
     long long v = rc == 0 ? strtoll(b, &end, 10) : 0;
     if (rc != 0 || !end || *end || v < lo || v > hi) {
-        auth_respond_api_error(ex, 400, "INVALID_ARGUMENT", "%s must be an integer from %lld to "
-                               "%lld", name, lo, hi);
+        auth_respond_api_error(ex, 400, "INVALID_ARGUMENT",
+                               "%s must be an integer from %lld to "
+                               "%lld",
+                               name, lo, hi);
         return false;
     }
     *out = v;

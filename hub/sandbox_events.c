@@ -64,7 +64,8 @@ static int job(PGconn *c, void *arg)
     json_t *ev;
     size_t cl = strlen(b->cluster);
 
-    json_array_foreach(b->events, i, ev) {
+    json_array_foreach(b->events, i, ev)
+    {
         const char *type = str(ev, "type"), *id = str(ev, "id");
         const char *state = state_of(type);
         char at[32], reason[600];
@@ -72,16 +73,23 @@ static int job(PGconn *c, void *arg)
         /* only the calling cluster's own sandboxes */
         if (!state || strncmp(id, b->cluster, cl) != 0 || id[cl] != '-')
             continue;
-        snprintf(at, sizeof(at), "%lld",
-                 (long long)json_integer_value(json_object_get(ev, "at")));
+        snprintf(at, sizeof(at), "%lld", (long long)json_integer_value(json_object_get(ev, "at")));
         if (strcmp(type, "failed") == 0)
             snprintf(reason, sizeof(reason), "failed: %.500s", str(ev, "reason"));
         else
             snprintf(reason, sizeof(reason), "%.500s", str(ev, "reason"));
         if (json_is_object(json_object_get(ev, "metadata")))
             md = json_dumps(json_object_get(ev, "metadata"), JSON_COMPACT);
-        const char *v[11] = {id, b->cluster, str(ev, "namespace"), str(ev, "env"),
-                             str(ev, "pool"), str(ev, "team"), str(ev, "user"), md, state, at,
+        const char *v[11] = {id,
+                             b->cluster,
+                             str(ev, "namespace"),
+                             str(ev, "env"),
+                             str(ev, "pool"),
+                             str(ev, "team"),
+                             str(ev, "user"),
+                             md,
+                             state,
+                             at,
                              strcmp(state, "ended") == 0 ? reason : NULL};
         PGresult *r = PQexecParams(c, UPSERT, 11, NULL, v, NULL, NULL, 0);
         free(md);

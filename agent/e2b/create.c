@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "auth.h"
 #include "runtime/runtime.h"
+#include "tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/json.h"
@@ -18,6 +19,8 @@
 #include "agentbox/metrics.h"
 #include "agentbox/ref.h"
 #include "agentbox/sbxid.h"
+#include "agentbox/tunnel.h"
+#include "agentbox/tunnel_http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,8 +85,8 @@ static void claimed(void *arg, int err, const char *msg, const struct rt_sandbox
         e2b_event_ids(e, "failed", c->id, c->ns, c->name, "", c->team, c->user, NULL,
                       msg ? msg : ab_strerror(err));
         if (c->ex)
-            http_respond_error(c->ex, status_of(err), "sandbox %s could not be started: %s",
-                               c->id, msg ? msg : ab_strerror(err));
+            http_respond_error(c->ex, status_of(err), "sandbox %s could not be started: %s", c->id,
+                               msg ? msg : ab_strerror(err));
     }
     free(c);
 }
@@ -134,16 +137,17 @@ static int take_reserved(json_t *md, struct reserved *r, char *err, size_t errle
     }
     if ((j = json_object_get(md, MD_PREFIX "scaling-group")) && (v = json_string_value(j))) {
         if (strlen(v) > RT_NAME_MAX) {
-            snprintf(err, errlen, "metadata '" MD_PREFIX "scaling-group' is longer than %d "
-                     "characters", RT_NAME_MAX);
+            snprintf(err, errlen,
+                     "metadata '" MD_PREFIX "scaling-group' is longer than %d "
+                     "characters",
+                     RT_NAME_MAX);
             return AB_EINVAL;
         }
         ab_strlcpy(r->group, v, sizeof(r->group));
     }
     if ((j = json_object_get(md, MD_PREFIX "no-wait")) && (v = json_string_value(j)))
         r->no_wait = strcmp(v, "true") == 0;
-    if ((j = json_object_get(md, MD_PREFIX "allow-private-networks")) &&
-        (v = json_string_value(j)))
+    if ((j = json_object_get(md, MD_PREFIX "allow-private-networks")) && (v = json_string_value(j)))
         r->private_networks = strcmp(v, "true") == 0;
     static const char *const keys[] = {"image", "startup-timeout", "scaling-group", "no-wait",
                                        "allow-private-networks"};
@@ -163,13 +167,102 @@ static int check_strings(json_t *obj, const char *what, char *err, size_t errlen
         snprintf(err, errlen, "%s must be an object of string values", what);
         return AB_EINVAL;
     }
-    json_object_foreach(obj, k, v) {
+    json_object_foreach(obj, k, v)
+    {
         if (!json_is_string(v)) {
             snprintf(err, errlen, "%s[\"%.64s\"] must be a string", what, k);
             return AB_EINVAL;
         }
     }
     return 0;
+}
+
+/* --- unknown secret names (reference §5.5) ----------------------------------------------- */
+
+#define RULE_SECRETS_MAX 32
+
+struct secret_check {
+    struct http_exchange *ex;
+    char names[RULE_SECRETS_MAX][E2B_SECRET_NAME_MAX + 1];
+    size_t n;
+    char refusal[1024]; /* the fail-closed answer when every name exists */
+};
+
+static void secrets_listed(const struct tun_call_result *res, void *arg)
+{
+    struct secret_check *c = arg;
+    json_t *arr = res->status == 200 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+
+    if (json_is_array(arr)) {
+        for (size_t i = 0; i < c->n; i++) {
+            bool found = false;
+            size_t k;
+            json_t *s;
+            json_array_foreach(arr, k, s)
+            {
+                const char *nm = json_string_value(json_object_get(s, "name"));
+                if (nm && strcmp(nm, c->names[i]) == 0)
+                    found = true;
+            }
+            if (found)
+                continue;
+            char have[1024] = "";
+            size_t off = 0;
+            json_array_foreach(arr, k, s)
+            {
+                const char *nm = json_string_value(json_object_get(s, "name"));
+                if (!nm || k >= 20 || off >= sizeof(have) - 1)
+                    continue;
+                off += (size_t)snprintf(have + off, sizeof(have) - off, "%s%s", k ? ", " : "", nm);
+            }
+            if (json_array_size(arr) == 0)
+                http_respond_error(c->ex, 400,
+                                   "unknown secret \"%s\": this user has no secrets yet; create "
+                                   "it with POST /secrets",
+                                   c->names[i]);
+            else
+                http_respond_error(c->ex, 400,
+                                   "unknown secret \"%s\". Existing secrets: %s%s; create it with "
+                                   "POST /secrets",
+                                   c->names[i], have, json_array_size(arr) > 20 ? ", …" : "");
+            json_decref(arr);
+            free(c);
+            return;
+        }
+    }
+    json_decref(arr);
+    http_respond_error(c->ex, 400, "%s", c->refusal);
+    free(c);
+}
+
+/* When the rules name secrets and the hub is there to ask, checks the names
+ * before refusing (an unknown name is the more useful answer). Returns true
+ * when it took over answering ex. */
+static bool check_secrets(struct e2b *e, struct http_exchange *ex, json_t *net, const char *refusal)
+{
+    const struct http_request *r = http_req(ex);
+    const char *key = http_header_get(r, "X-API-Key");
+    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
+    struct secret_check *c;
+
+    if (!key)
+        key = http_header_get(r, "AGENTBOX-API-KEY");
+    if (!s || !key || !(c = calloc(1, sizeof(*c))))
+        return false;
+    c->n = e2b_rule_secrets(net, c->names, RULE_SECRETS_MAX);
+    if (c->n == 0) {
+        free(c);
+        return false;
+    }
+    c->ex = ex;
+    ab_strlcpy(c->refusal, refusal, sizeof(c->refusal));
+    struct tun_header h[] = {{"X-API-Key", key}};
+    if (tun_call(s, "hub", "GET", "/internal/v1/public/e2b/secrets?limit=1000", h, 1, NULL, 0,
+                 4 * 1024 * 1024, secrets_listed, c) != 0) {
+        free(c);
+        return false;
+    }
+    return true;
 }
 
 static void create_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
@@ -204,7 +297,8 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
         rc = check_strings(envs, "envVars", err, sizeof(err));
     else
         envs = NULL;
-    if (rc == 0 && json_object_get(b, "metadata") && !json_is_null(json_object_get(b, "metadata"))) {
+    if (rc == 0 && json_object_get(b, "metadata") &&
+        !json_is_null(json_object_get(b, "metadata"))) {
         rc = check_strings(json_object_get(b, "metadata"), "metadata", err, sizeof(err));
         if (rc == 0)
             md = json_deep_copy(json_object_get(b, "metadata"));
@@ -213,6 +307,10 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
         md = json_object();
     if (rc == 0)
         rc = take_reserved(md, &res, err, sizeof(err));
+    if (rc == AB_EDENIED && check_secrets(e, ex, json_object_get(b, "network"), err)) {
+        count(e, "refused");
+        goto out; /* answered once the vault said which names exist */
+    }
     if (rc != 0) {
         count(e, "refused");
         http_respond_error(ex, 400, "%s", err);
@@ -277,8 +375,8 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
         .owner = p->user,
     };
     enum rt_target target = ref.cluster[0] ? RT_TARGET_ENV_OR_POOL : RT_TARGET_ENV;
-    rc = rt_claim(rt, p->namespace, ref.name, target, res.group[0] ? res.group : NULL, &o,
-                  claimed, c, NULL, err, sizeof(err));
+    rc = rt_claim(rt, p->namespace, ref.name, target, res.group[0] ? res.group : NULL, &o, claimed,
+                  c, NULL, err, sizeof(err));
     if (rc != 0) {
         int status = status_of(rc);
         count(e, "failed");

@@ -137,8 +137,8 @@ json_t *e2b_body(struct http_exchange *ex, bool empty_ok)
     const struct http_request *r = http_req(ex);
     char err[256];
     size_t i = 0;
-    while (i < r->body_len && (r->body[i] == ' ' || r->body[i] == '\n' || r->body[i] == '\r' ||
-                               r->body[i] == '\t'))
+    while (i < r->body_len &&
+           (r->body[i] == ' ' || r->body[i] == '\n' || r->body[i] == '\r' || r->body[i] == '\t'))
         i++;
     if (i == r->body_len) {
         if (empty_ok)
@@ -206,12 +206,12 @@ void e2b_forward(struct e2b *e, struct http_exchange *ex, const char *cluster, c
     }
     f->ex = ex;
     ab_strlcpy(f->cluster, cluster, sizeof(f->cluster));
-    int rc = tun_call(s, "relay", r->method, target, h, n, r->body, r->body_len,
-                      FORWARD_BODY_MAX, fwd_done, f);
+    int rc = tun_call(s, "relay", r->method, target, h, n, r->body, r->body_len, FORWARD_BODY_MAX,
+                      fwd_done, f);
     if (rc != 0) {
         free(f);
-        http_respond_error(ex, 503, "cannot open a stream to the hub for cluster '%s': %s",
-                           cluster, ab_strerror(rc));
+        http_respond_error(ex, 503, "cannot open a stream to the hub for cluster '%s': %s", cluster,
+                           ab_strerror(rc));
     }
 }
 
@@ -297,8 +297,8 @@ static void load_token_key(struct e2b *e, const char *state_dir)
         mkdir(state_dir, 0700);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0 || write(fd, hex, 64) != 64)
-        LOG_WARN("cannot keep the envd token key; tokens change on restart", "path", path,
-                 "error", strerror(errno));
+        LOG_WARN("cannot keep the envd token key; tokens change on restart", "path", path, "error",
+                 strerror(errno));
     if (fd >= 0)
         close(fd);
 }
@@ -315,16 +315,16 @@ int e2b_add_routes(struct agent *a, char *err, size_t errlen)
     e->a = a;
     e->cluster = a->cfg->cluster_id;
     load_token_key(e, a->cfg->state_dir);
-    e->m_unsupported = metrics_register(
-        metrics_default(), "agentbox_e2b_unsupported_total",
-        "E2B operations answered 501 because AgentBox does not offer them", METRIC_COUNTER,
-        op_labels, NULL, 0);
-    e->m_creates = metrics_register(metrics_default(), "agentbox_e2b_creates_total",
-                                    "E2B sandbox creates by result", METRIC_COUNTER,
-                                    result_labels, NULL, 0);
-    e->m_create_seconds = metrics_register(
-        metrics_default(), "agentbox_e2b_create_seconds",
-        "E2B create latency until the sandbox is armed (201)", METRIC_HISTOGRAM, NULL, NULL, 0);
+    e->m_unsupported =
+        metrics_register(metrics_default(), "agentbox_e2b_unsupported_total",
+                         "E2B operations answered 501 because AgentBox does not offer them",
+                         METRIC_COUNTER, op_labels, NULL, 0);
+    e->m_creates =
+        metrics_register(metrics_default(), "agentbox_e2b_creates_total",
+                         "E2B sandbox creates by result", METRIC_COUNTER, result_labels, NULL, 0);
+    e->m_create_seconds = metrics_register(metrics_default(), "agentbox_e2b_create_seconds",
+                                           "E2B create latency until the sandbox is armed (201)",
+                                           METRIC_HISTOGRAM, NULL, NULL, 0);
 
     const struct http_route open_routes[] = {
         {"GET", "/health", h_health, e, 0},

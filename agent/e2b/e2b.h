@@ -42,7 +42,7 @@ int e2b_add_routes(struct agent *a, char *err, size_t errlen);
 struct e2b {
     struct agent *a;
     const char *cluster;
-    uint8_t token_key[32];          /* envd access tokens are HMAC(key, sandbox id) */
+    uint8_t token_key[32]; /* envd access tokens are HMAC(key, sandbox id) */
     struct metric_family *m_unsupported;
     struct metric_family *m_creates;
     struct metric_family *m_create_seconds;
@@ -90,8 +90,7 @@ void e2b_time(int64_t wall_ms, char *out, size_t len);
 /* Forwards the exchange (method, target, buffered body, and only X-API-Key,
  * Authorization, AGENTBOX-API-KEY, Content-Type) to cluster's e2b service
  * through the hub, and answers with what comes back. */
-void e2b_forward(struct e2b *e, struct http_exchange *ex, const char *cluster,
-                 const char *target);
+void e2b_forward(struct e2b *e, struct http_exchange *ex, const char *cluster, const char *target);
 
 /* Parses the buffered body as a JSON object ({} when empty); NULL after a 400. */
 json_t *e2b_body(struct http_exchange *ex, bool empty_ok);
@@ -109,11 +108,17 @@ int e2b_route(struct e2b *e, const char *method, const char *pattern, e2b_fn fn,
               char *err, size_t errlen);
 
 /* refusals.c: checks a create body against the 400 list. Returns 0, or
- * AB_EINVAL with the message (naming the alternative) in err. */
+ * AB_EINVAL with the message (naming the alternative) in err, or AB_EDENIED
+ * for the fail-closed refusal of egress filtering (also a 400, but the
+ * caller checks the rules' secret names first). */
 int e2b_refuse_create(struct e2b *e, json_t *body, char *err, size_t errlen);
-/* The fail-closed answer to any egress filtering on this runtime (400). */
+/* The same for a network object (create's, or PUT /sandboxes/{id}/network). */
 int e2b_refuse_network(struct e2b *e, json_t *network, bool internet, bool live, char *err,
                        size_t errlen);
+#define E2B_SECRET_NAME_MAX 128
+/* The distinct secret names network.rules references (normalised like the
+ * vault: lower case, no sec_ prefix); returns how many (at most max). */
+size_t e2b_rule_secrets(json_t *network, char (*names)[E2B_SECRET_NAME_MAX + 1], size_t max);
 /* Answers 501 with the catalogue text and counts the operation. */
 void e2b_unsupported(struct e2b *e, struct http_exchange *ex, const char *operation,
                      const char *category, const char *message);
@@ -121,8 +126,8 @@ void e2b_unsupported(struct e2b *e, struct http_exchange *ex, const char *operat
 /* events.c: lifecycle events for the console, queued to the hub (never blocks). */
 int e2b_events_new(struct e2b *e, struct e2b_events **out);
 void e2b_event(struct e2b *e, const char *type, const struct rt_sandbox *s, const char *reason);
-void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *ns,
-                   const char *env, const char *pool, const char *team, const char *user,
-                   const json_t *metadata, const char *reason);
+void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *ns, const char *env,
+                   const char *pool, const char *team, const char *user, const json_t *metadata,
+                   const char *reason);
 
 #endif

@@ -78,17 +78,17 @@ static void live_del(struct e2b_events *q, const char *id)
     }
 }
 
-void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *ns,
-                   const char *env, const char *pool, const char *team, const char *user,
-                   const json_t *metadata, const char *reason)
+void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *ns, const char *env,
+                   const char *pool, const char *team, const char *user, const json_t *metadata,
+                   const char *reason)
 {
     struct e2b_events *q = e->events;
     if (!q)
         return;
-    json_t *ev = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I}", "type", type, "id", id,
-                           "namespace", ns, "env", env ? env : "", "pool", pool ? pool : "",
-                           "team", team ? team : "", "user", user ? user : "", "at",
-                           (json_int_t)ab_wall_ms());
+    json_t *ev =
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I}", "type", type, "id", id, "namespace", ns,
+                  "env", env ? env : "", "pool", pool ? pool : "", "team", team ? team : "", "user",
+                  user ? user : "", "at", (json_int_t)ab_wall_ms());
     if (!ev)
         return;
     if (metadata)
@@ -104,8 +104,7 @@ void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *
 
 void e2b_event(struct e2b *e, const char *type, const struct rt_sandbox *s, const char *reason)
 {
-    e2b_event_ids(e, type, s->id, s->ns, s->env, s->pool, s->team, s->owner, s->metadata,
-                  reason);
+    e2b_event_ids(e, type, s->id, s->ns, s->env, s->pool, s->team, s->owner, s->metadata, reason);
 }
 
 static void sent(const struct tun_call_result *res, void *arg)
@@ -156,8 +155,7 @@ static void reap_ended(struct e2b_events *q)
 static void tick(struct loop_timer *t)
 {
     struct e2b_events *q = t->arg;
-    struct tun_session *s =
-        q->e->a->tunnel ? agent_tunnel_session(q->e->a->tunnel) : NULL;
+    struct tun_session *s = q->e->a->tunnel ? agent_tunnel_session(q->e->a->tunnel) : NULL;
 
     reap_ended(q);
     if (!q->e->a->tunnel) { /* standalone: nobody to tell; keep memory bounded */
@@ -176,8 +174,8 @@ static void tick(struct loop_timer *t)
         char *txt = json_dumps(body, JSON_COMPACT);
         json_decref(body);
         struct tun_header h[] = {{"Content-Type", "application/json"}};
-        if (txt && tun_call(s, "hub", "POST", "/internal/v1/sandbox-events", h, 1, txt,
-                            strlen(txt), 64 * 1024, sent, q) == 0)
+        if (txt && tun_call(s, "hub", "POST", "/internal/v1/sandbox-events", h, 1, txt, strlen(txt),
+                            64 * 1024, sent, q) == 0)
             q->inflight = k;
         free(txt);
     }

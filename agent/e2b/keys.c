@@ -82,8 +82,7 @@ static void kcall_done(const struct tun_call_result *res, void *arg)
     json_t *j = res->body_len ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
 
     if (res->status == 0) {
-        http_respond_error(c->ex, 503,
-                           "the control plane is not reachable: %s; retry shortly",
+        http_respond_error(c->ex, 503, "the control plane is not reachable: %s; retry shortly",
                            res->error ? res->error : "tunnel error");
     } else if (res->status >= 400) {
         const char *m = json_string_value(json_object_get(j, "error"));
@@ -163,8 +162,7 @@ static void h_keys_create(struct http_exchange *ex, void *arg)
     const struct http_request *r = http_req(ex);
     bool blank = true;
     for (size_t i = 0; i < r->body_len && blank; i++)
-        blank = r->body[i] == ' ' || r->body[i] == '\n' || r->body[i] == '\r' ||
-                r->body[i] == '\t';
+        blank = r->body[i] == ' ' || r->body[i] == '\n' || r->body[i] == '\r' || r->body[i] == '\t';
     if (blank) {
         http_respond_error(ex, 400, "request body required: send {\"name\": \"...\"}");
         return;
@@ -194,8 +192,9 @@ static void h_keys_delete(struct http_exchange *ex, void *arg)
     (void)arg;
     if (standalone(ex, "DeleteApiKeysApiKeyID"))
         return;
-    if (!id || strlen(id) > 128 || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789_-.") != strlen(id)) {
+    if (!id || strlen(id) > 128 ||
+        strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789_-.") != strlen(id)) {
         http_respond_error(ex, 404, "API key not found");
         return;
     }

@@ -279,8 +279,8 @@ static void remote_done(void *arg, int status)
         http_respond_error(r->ex, 404, "sandbox \"%s\" not found (no logs kept for it)",
                            http_param(r->ex, "id"));
     else if (r->status >= 200 && r->status < 300)
-        http_respond(r->ex, 200, "application/json", r->body ? r->body : "{}",
-                     r->body ? r->len : 2, NULL, 0);
+        http_respond(r->ex, 200, "application/json", r->body ? r->body : "{}", r->body ? r->len : 2,
+                     NULL, 0);
     else
         http_respond_error(r->ex, 502, "the log service answered HTTP %ld", r->status);
     free(r->body);
@@ -306,8 +306,8 @@ static void ended(struct e2b *e, struct http_exchange *ex, const struct agent_pr
         return;
     }
     r->ex = ex;
-    snprintf(r->url, sizeof(r->url), "%s/sandboxes/%s/logs%s%s", base, id,
-             req->query[0] ? "?" : "", req->query);
+    snprintf(r->url, sizeof(r->url), "%s/sandboxes/%s/logs%s%s", base, id, req->query[0] ? "?" : "",
+             req->query);
     snprintf(r->hdr[0], sizeof(r->hdr[0]), "X-AgentBox-Namespace: %s", p->namespace);
     snprintf(r->hdr[1], sizeof(r->hdr[1]), "X-AgentBox-Team: %s", p->team);
     snprintf(r->hdr[2], sizeof(r->hdr[2]), "X-AgentBox-User: %s", p->user);
@@ -327,8 +327,7 @@ static int64_t q_int(const struct http_request *r, const char *name, int64_t dfl
     return end && *end == '\0' ? v : dflt;
 }
 
-static void logs(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
-                 bool v2)
+static void logs(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p, bool v2)
 {
     const struct http_request *r = http_req(ex);
     const char *id = http_param(ex, "id");
@@ -385,10 +384,9 @@ static void logs(struct e2b *e, struct http_exchange *ex, const struct agent_pri
     json_t *plain = json_array();
     size_t i;
     json_t *en;
-    json_array_foreach(entries, i, en)
-        json_array_append_new(plain, json_pack("{s:O,s:O}", "timestamp",
-                                               json_object_get(en, "timestamp"), "line",
-                                               json_object_get(en, "message")));
+    json_array_foreach(entries, i, en) json_array_append_new(
+        plain, json_pack("{s:O,s:O}", "timestamp", json_object_get(en, "timestamp"), "line",
+                         json_object_get(en, "message")));
     http_respond_json(ex, 200, json_pack("{s:o,s:o}", "logs", plain, "logEntries", entries));
 }
 

@@ -154,8 +154,9 @@ static void prom_work(void *arg)
         snprintf(p->err, sizeof(p->err), "cannot start a request to Prometheus");
         return;
     }
-    off = (size_t)snprintf(sel, sizeof(sel), "namespace=\"%s\",container!=\"\",container!=\"POD\","
-                                             "pod=~\"",
+    off = (size_t)snprintf(sel, sizeof(sel),
+                           "namespace=\"%s\",container!=\"\",container!=\"POD\","
+                           "pod=~\"",
                            p->ns);
     for (size_t i = 0; i < p->nids && off < sizeof(sel) - 64; i++)
         off += (size_t)snprintf(sel + off, sizeof(sel) - off, "%s%s", i ? "|" : "", p->ids[i].id);
@@ -179,7 +180,8 @@ static double value_at(json_t *res, const char *pod, int64_t t, bool range)
 {
     size_t i;
     json_t *s;
-    json_array_foreach(res, i, s) {
+    json_array_foreach(res, i, s)
+    {
         const char *sp = json_string_value(json_object_get(json_object_get(s, "metric"), "pod"));
         if (!sp || strcmp(sp, pod) != 0)
             continue;
@@ -187,7 +189,8 @@ static double value_at(json_t *res, const char *pod, int64_t t, bool range)
             return num(json_array_get(json_object_get(s, "value"), 1));
         size_t k;
         json_t *v;
-        json_array_foreach(json_object_get(s, "values"), k, v) {
+        json_array_foreach(json_object_get(s, "values"), k, v)
+        {
             if ((int64_t)json_number_value(json_array_get(v, 0)) == t)
                 return num(json_array_get(v, 1));
         }
@@ -214,8 +217,7 @@ static void prom_done(void *arg, int status)
 {
     struct prom *p = arg;
     if (status != 0 || p->err[0]) {
-        http_respond_error(p->ex, 502, "%s",
-                           status ? "the agent is shutting down" : p->err);
+        http_respond_error(p->ex, 502, "%s", status ? "the agent is shutting down" : p->err);
     } else if (p->range) {
         json_t *arr = json_array();
         for (int64_t t = p->start; t <= p->end; t += p->step)
@@ -305,7 +307,8 @@ static void many_op(struct e2b *e, struct http_exchange *ex, const struct agent_
         return;
     }
     if (http_query_get(r, "sandbox_ids", ids, sizeof(ids)) != 0) {
-        http_respond_error(ex, 400, "sandbox_ids is required: a comma-separated list of at most "
+        http_respond_error(ex, 400,
+                           "sandbox_ids is required: a comma-separated list of at most "
                            "%d sandbox ids",
                            PROM_IDS_MAX);
         return;
@@ -475,8 +478,9 @@ static void export_work(void *arg)
                 unsigned long ut = 0, st = 0;
                 long rss = 0;
                 /* fields after the comm: state(3) ... utime(14) stime(15) ... rss(24) */
-                if (rp && sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu "
-                                         "%*d %*d %*d %*d %*d %*d %*u %*u %ld",
+                if (rp && sscanf(rp + 2,
+                                 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu "
+                                 "%*d %*d %*d %*d %*d %*d %*u %*u %ld",
                                  &ut, &st, &rss) == 3) {
                     x->items[i].cpu_s += (double)(ut + st) / (double)tck;
                     x->items[i].rss += (double)rss * (double)page;

@@ -12,6 +12,7 @@
 #include "agentbox/common.h"
 #include "agentbox/metrics.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,8 +45,8 @@ static int check_header_value(const char *host, const char *name, json_t *v, cha
 {
     const char *s = json_string_value(v);
     if (!s) {
-        snprintf(err, errlen, "network.rules[\"%.100s\"] header \"%.64s\" must be a string",
-                 host, name);
+        snprintf(err, errlen, "network.rules[\"%.100s\"] header \"%.64s\" must be a string", host,
+                 name);
         return AB_EINVAL;
     }
     if (strstr(s, "{{") || strstr(s, "}}")) {
@@ -104,7 +105,8 @@ static int check_rules(json_t *rules, char *err, size_t errlen)
         snprintf(err, errlen, "network.rules must be an object of host → list of rules");
         return AB_EINVAL;
     }
-    json_object_foreach(rules, host, list) {
+    json_object_foreach(rules, host, list)
+    {
         if (strchr(host, '*')) {
             snprintf(err, errlen,
                      "network.rules host \"%.100s\" is a wildcard: credentials are injected per "
@@ -118,7 +120,8 @@ static int check_rules(json_t *rules, char *err, size_t errlen)
         }
         size_t i;
         json_t *rule;
-        json_array_foreach(list, i, rule) {
+        json_array_foreach(list, i, rule)
+        {
             json_t *hdrs = json_object_get(json_object_get(rule, "transform"), "headers");
             const char *name;
             json_t *v;
@@ -126,11 +129,12 @@ static int check_rules(json_t *rules, char *err, size_t errlen)
                 continue;
             if (!json_is_object(hdrs)) {
                 snprintf(err, errlen,
-                         "network.rules[\"%.100s\"][%zu].transform.headers must be an object",
-                         host, i);
+                         "network.rules[\"%.100s\"][%zu].transform.headers must be an object", host,
+                         i);
                 return AB_EINVAL;
             }
-            json_object_foreach(hdrs, name, v) {
+            json_object_foreach(hdrs, name, v)
+            {
                 int rc = check_header_value(host, name, v, err, errlen);
                 if (rc)
                     return rc;
@@ -183,8 +187,8 @@ int e2b_refuse_network(struct e2b *e, json_t *net, bool internet, bool live, cha
             return AB_EINVAL;
         }
     }
-    if (non_empty(json_object_get(net, "allowOut")) ||
-        non_empty(json_object_get(net, "denyOut")) || non_empty(rules)) {
+    if (non_empty(json_object_get(net, "allowOut")) || non_empty(json_object_get(net, "denyOut")) ||
+        non_empty(rules)) {
         snprintf(err, errlen,
                  "egress filtering (network.allowOut, network.denyOut, network.rules) needs an "
                  "egress gateway, and the %s runtime has none, so AgentBox refuses rather than "
@@ -193,9 +197,52 @@ int e2b_refuse_network(struct e2b *e, json_t *net, bool internet, bool live, cha
                  "SandboxEnv",
                  e2b_runtime_is_local(e) ? "local" : "current",
                  live ? "PUT /sandboxes/{sandboxID}/network cannot add it either;" : "");
-        return AB_EINVAL;
+        return AB_EDENIED;
     }
     return 0;
+}
+
+size_t e2b_rule_secrets(json_t *net, char (*names)[E2B_SECRET_NAME_MAX + 1], size_t max)
+{
+    json_t *rules = json_object_get(net, "rules");
+    const char *host;
+    json_t *list;
+    size_t n = 0;
+
+    json_object_foreach(rules, host, list)
+    {
+        size_t i;
+        json_t *rule;
+        json_array_foreach(list, i, rule)
+        {
+            json_t *hdrs = json_object_get(json_object_get(rule, "transform"), "headers");
+            const char *hn;
+            json_t *v;
+            json_object_foreach(hdrs, hn, v)
+            {
+                const char *p = json_string_value(v);
+                for (p = p ? strstr(p, "${e2b.secrets.") : NULL; p;
+                     p = strstr(p + 1, "${e2b.secrets.")) {
+                    const char *q = p + 14;
+                    size_t len = strcspn(q, "}");
+                    char name[E2B_SECRET_NAME_MAX + 1];
+                    bool dup = false;
+                    if (len == 0 || len > E2B_SECRET_NAME_MAX)
+                        continue;
+                    for (size_t k = 0; k < len; k++)
+                        name[k] = (char)tolower((unsigned char)q[k]);
+                    name[len] = '\0';
+                    if (strncmp(name, "sec_", 4) == 0)
+                        memmove(name, name + 4, len - 3);
+                    for (size_t k = 0; k < n && !dup; k++)
+                        dup = strcmp(names[k], name) == 0;
+                    if (!dup && n < max)
+                        memcpy(names[n++], name, sizeof(name));
+                }
+            }
+        }
+    }
+    return n;
 }
 
 int e2b_refuse_create(struct e2b *e, json_t *b, char *err, size_t errlen)
@@ -283,8 +330,7 @@ struct unsup {
 /* Order matters where patterns overlap: first match wins. */
 static const struct unsup catalogue[] = {
     {"POST", "/sandboxes/{id}/pause", "PostSandboxesSandboxIDPause", "architectural", MSG_PAUSE},
-    {"POST", "/sandboxes/{id}/resume", "PostSandboxesSandboxIDResume", "architectural",
-     MSG_PAUSE},
+    {"POST", "/sandboxes/{id}/resume", "PostSandboxesSandboxIDResume", "architectural", MSG_PAUSE},
     {"POST", "/sandboxes/{id}/snapshots", "PostSandboxesSandboxIDSnapshots", "architectural",
      MSG_SNAPSHOT},
     {"GET", "/snapshots", "GetSnapshots", "architectural", MSG_SNAPSHOT},
@@ -299,10 +345,10 @@ static const struct unsup catalogue[] = {
     {"GET", "/teams", "GetTeams", "architectural", MSG_ADMIN},
     {"GET", "/teams/{id}/metrics", "GetTeamsTeamIDMetrics", "architectural", MSG_ADMIN},
     {"GET", "/teams/{id}/metrics/max", "GetTeamsTeamIDMetricsMax", "architectural", MSG_ADMIN},
-    {"GET", "/admin/sandboxes/running-counts", "GetAdminSandboxesRunningCounts",
-     "architectural", MSG_ADMIN},
-    {"POST", "/admin/teams/{id}/builds/cancel", "PostAdminTeamsTeamIDBuildsCancel",
-     "architectural", MSG_ADMIN},
+    {"GET", "/admin/sandboxes/running-counts", "GetAdminSandboxesRunningCounts", "architectural",
+     MSG_ADMIN},
+    {"POST", "/admin/teams/{id}/builds/cancel", "PostAdminTeamsTeamIDBuildsCancel", "architectural",
+     MSG_ADMIN},
     {"POST", "/admin/teams/{id}/api-keys", "PostAdminTeamsTeamIDApiKeys", "architectural",
      MSG_ADMIN},
     {"DELETE", "/admin/teams/{id}/api-keys/{key}", "DeleteAdminTeamsTeamIDApiKeysApiKeyID",
@@ -314,15 +360,14 @@ static const struct unsup catalogue[] = {
      MSG_TOKENS},
     {"POST", "/templates/tags", "PostTemplatesTags", "platform", MSG_TAGS},
     {"DELETE", "/templates/tags", "DeleteTemplatesTags", "platform", MSG_TAGS},
-    {"GET", "/templates/aliases/{alias}", "GetTemplatesAliasesAlias", "unimplemented",
-     MSG_ALIAS},
+    {"GET", "/templates/aliases/{alias}", "GetTemplatesAliasesAlias", "unimplemented", MSG_ALIAS},
     {"GET", "/templates/{id}/tags", "GetTemplatesTemplateIDTags", "platform", MSG_TAGS},
     {"POST", "/templates", "PostTemplates", "platform", MSG_BUILDS},
     {"POST", "/templates/{id}", "PostTemplatesTemplateID", "platform", MSG_BUILDS},
     {"PATCH", "/templates/{id}", "PatchTemplatesTemplateID", "platform", MSG_BUILDS},
     {"DELETE", "/templates/{id}", "DeleteTemplatesTemplateID", "platform", MSG_BUILDS},
-    {"POST", "/templates/{id}/builds/{build}", "PostTemplatesTemplateIDBuildsBuildID",
-     "platform", MSG_BUILDS},
+    {"POST", "/templates/{id}/builds/{build}", "PostTemplatesTemplateIDBuildsBuildID", "platform",
+     MSG_BUILDS},
     {"GET", "/templates/{id}/builds/{build}/logs", "GetTemplatesTemplateIDBuildsBuildIDLogs",
      "platform", MSG_BUILDS},
     {"GET", "/templates/{id}/builds/{build}/status", "GetTemplatesTemplateIDBuildsBuildIDStatus",

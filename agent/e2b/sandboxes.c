@@ -23,15 +23,25 @@
 struct collect {
     const struct agent_principal *p;
     struct rt_sandbox *v;
-    size_t n;
+    size_t n, cap;
+    bool oom;
 };
 
 static void collect_cb(void *arg, const struct rt_sandbox *s)
 {
     struct collect *c = arg;
-    if (c->n >= LIST_MAX || !e2b_owns(c->p, s) || s->state == RT_STOPPING ||
-        s->state == RT_IDLE)
+    if (c->n >= LIST_MAX || !e2b_owns(c->p, s) || s->state == RT_STOPPING || s->state == RT_IDLE)
         return;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        struct rt_sandbox *nv = realloc(c->v, cap * sizeof(*nv));
+        if (!nv) {
+            c->oom = true;
+            return;
+        }
+        c->v = nv;
+        c->cap = cap;
+    }
     c->v[c->n] = *s;
     c->v[c->n].metadata = s->metadata ? json_incref(s->metadata) : NULL;
     c->n++;
@@ -45,6 +55,13 @@ static int by_start(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
+static void collect_free(struct collect *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        json_decref(c->v[i].metadata);
+    free(c->v);
+}
+
 /* The caller's live sandboxes, oldest first (a stable order for pagination). */
 static int collect(struct e2b *e, const struct agent_principal *p, struct collect *c)
 {
@@ -54,18 +71,14 @@ static int collect(struct e2b *e, const struct agent_principal *p, struct collec
     c->p = p;
     if (!rt)
         return 0;
-    if (!(c->v = calloc(LIST_MAX, sizeof(*c->v))))
-        return AB_ENOMEM;
     rt_list(rt, &f, collect_cb, c);
-    qsort(c->v, c->n, sizeof(*c->v), by_start);
+    if (c->oom) {
+        collect_free(c);
+        return AB_ENOMEM;
+    }
+    if (c->n > 1)
+        qsort(c->v, c->n, sizeof(*c->v), by_start);
     return 0;
-}
-
-static void collect_free(struct collect *c)
-{
-    for (size_t i = 0; i < c->n; i++)
-        json_decref(c->v[i].metadata);
-    free(c->v);
 }
 
 static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)

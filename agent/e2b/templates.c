@@ -148,8 +148,8 @@ static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < es->n; i++)
-        json_array_append_new(arr, template_json(p->namespace, es->v[i].name, true, &ps,
-                                                 es->v[i].running));
+        json_array_append_new(
+            arr, template_json(p->namespace, es->v[i].name, true, &ps, es->v[i].running));
     free(es);
     free(ps.v);
     http_respond_json(ex, 200, arr);

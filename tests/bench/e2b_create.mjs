@@ -6,12 +6,13 @@
 //   sustained   32 clients creating and killing for BENCH_SECONDS: creates/s
 //               once refills are the limit
 //
-// Prints p50/p99 (ms) and, as the in-script baseline, the ratio to a GET
-// /health round trip on the same API (DESIGN §12 targets: p50 ≤ 5 ms, p99 ≤
+// Prints p50/p99 (ms) and, as in-script baselines, a GET /health round trip
+// and the same claim through the native API (what the runtime costs without
+// the E2B layer), with the ratio of create to the native claim (DESIGN §12 targets: p50 ≤ 5 ms, p99 ≤
 // 25 ms at 32 concurrent clients). Needs root (namespaces) and a build:
-//   sudo AGENTBOX_BUILD_DIR=build node tests/bench/e2b_create.mjs
+//   sudo AGENTBOX_BUILD_DIR=build node tests/bench/e2b_create.mjs   [BENCH_INTERNET=1]
 import { performance } from 'node:perf_hooks';
-import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, waitPool, claim, native } from '../integration/lib/sandboxes.mjs';
 
 const POOL = 40;
 const SEQ = Number(process.env.BENCH_SEQ || 30);
@@ -23,9 +24,8 @@ const pct = (xs, p) => {
 };
 const fmt = (x) => x.toFixed(2);
 
-const agentArgs = process.env.AGENTBOX_TEST_ENVD ? ['--envd-path', process.env.AGENTBOX_TEST_ENVD] : [];
 const stack = await startStack({
-    clusters: ['alpha'], manifests: manifestsDir([envManifest('bench', ['alpha'], { replicas: POOL })]), agentArgs,
+    clusters: ['alpha'], manifests: manifestsDir([envManifest('bench', ['alpha'], { replicas: POOL })]),
 });
 const alpha = stack.agents.alpha;
 try {
@@ -45,11 +45,24 @@ try {
     }
     const baseP50 = pct(base, 50);
 
+    // BENCH_INTERNET=1: sandboxes with internet access (slirp4netns attached at claim)
+    const opts = { allowInternetAccess: process.env.BENCH_INTERNET === '1' };
     const timedCreate = async () => {
         const t = performance.now();
-        const s = await Sandbox.create('bench');
+        const s = await Sandbox.create('bench', opts);
         return { ms: performance.now() - t, s };
     };
+
+    // baseline 2: the same claim through the native API (runtime cost without the E2B layer)
+    const nat = [];
+    for (let i = 0; i < SEQ; i++) {
+        await full();
+        const t = performance.now();
+        const sb = await claim(alpha, stack.key, { poolName: 'bench', allowInternetAccess: opts.allowInternetAccess });
+        nat.push(performance.now() - t);
+        await native(alpha, stack.key, 'DELETE', `/v1/sandboxes/${sb.sandboxId}`);
+    }
+    const natP50 = pct(nat, 50);
 
     // 1 client
     const one = [];
@@ -82,12 +95,13 @@ try {
     }));
     const rate = done / ((performance.now() - t0) / 1000);
 
-    console.log('e2b create from a warm local pool (real SDK, armed on 201)');
+    console.log(`e2b create from a warm local pool (real SDK, armed on 201, internet ${opts.allowInternetAccess})`);
     console.log(`  baseline GET /health      p50 ${fmt(baseP50)} ms`);
+    console.log(`  baseline native claim     p50 ${fmt(natP50)} ms  p99 ${fmt(pct(nat, 99))} ms`);
     console.log(`  1 client   (n=${one.length})      p50 ${fmt(pct(one, 50))} ms  p99 ${fmt(pct(one, 99))} ms  ` +
-        `(${fmt(pct(one, 50) / baseP50)}x baseline)`);
+        `(${fmt(pct(one, 50) / natP50)}x the native claim)`);
     console.log(`  32 clients (n=32, burst)  p50 ${fmt(pct(b, 50))} ms  p99 ${fmt(pct(b, 99))} ms  ` +
-        `(${fmt(pct(b, 50) / baseP50)}x baseline)`);
+        `(${fmt(pct(b, 50) / natP50)}x the 1-client native claim)`);
     console.log(`  32 clients sustained ${SECONDS}s with refills: ${fmt(rate)} creates/s  ` +
         `p50 ${fmt(pct(sustained, 50))} ms  p99 ${fmt(pct(sustained, 99))} ms`);
 } finally {

@@ -16,9 +16,7 @@ let E2B;
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
     const manifests = manifestsDir([envManifest('demo', ['alpha', 'beta'], { replicas: 2 })]);
-    // AGENTBOX_TEST_ENVD: another envd program (a wrapper) for every sandbox
-    const agentArgs = process.env.AGENTBOX_TEST_ENVD ? ['--envd-path', process.env.AGENTBOX_TEST_ENVD] : [];
-    stack = await startStack({ clusters: ['alpha', 'beta'], manifests, agentArgs });
+    stack = await startStack({ clusters: ['alpha', 'beta'], manifests });
     alpha = stack.agents.alpha;
     await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2, 'alpha warm', 30000);
     await waitPool(stack.agents.beta, 'demo-1c0gi', (s) => s.idle >= 1, 'beta warm', 30000);

@@ -49,16 +49,17 @@ before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
     assert.ok(fs.existsSync(envdBin()), `build agentbox-envd first (${envdBin()})`);
     const manifests = manifestsDir([envManifest('demo', ['alpha'], { replicas: 2 }), GROUPED, PLAIN_POOL]);
-    // AGENTBOX_TEST_ENVD: another envd program (a wrapper) for every sandbox
-    const agentArgs = process.env.AGENTBOX_TEST_ENVD ? ['--envd-path', process.env.AGENTBOX_TEST_ENVD] : [];
-    stack = await startStack({ clusters: ['alpha'], manifests, agentArgs });
+    stack = await startStack({ clusters: ['alpha'], manifests });
     alpha = stack.agents.alpha;
     other = await hubCli(['key', 'create', '--team', 't2', '--user', 'u2']);
     await hubCli(['team', 'set-namespace', 't2', 'default']);
     await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2, 'two warm sandboxes', 30000);
 });
 
+let restartedHub; // stack.stop() knows only the hub it started
+
 after(async () => {
+    if (restartedHub) await restartedHub.proc.stop();
     if (stack) await stack.stop();
 });
 
@@ -336,9 +337,17 @@ const REFUSALS = [
     [{ network: { allowOut: ['10.0.0.0/8'] } }, 'egress gateway'],
     [{ network: { denyOut: ['1.1.1.1'] } }, 'egress gateway'],
     [{ network: { rules: { 'api.github.com': [{ transform: { headers: { A: 'Bearer ${e2b.secrets.gh}' } } }] } } }, 'egress gateway'],
+    [{ network: { rules: { 'api.github.com': [{ transform: { headers: { A: 'Bearer ${e2b.secrets.sec_GH}' } } }] } } }, 'egress gateway'],
 ];
 
 test('create refuses what AgentBox cannot honour, each 400 naming the alternative', async () => {
+    const rule = (ref) => ({ network: { rules: { 'api.github.com': [{ transform: { headers: { Authorization: `Bearer \${e2b.secrets.${ref}}` } } }] } } });
+    // secret names are checked against the caller's vault first
+    expectError(await e2b('POST', '/v2/sandboxes', { body: { templateID: 'demo', ...rule('gh') } }), 400,
+        'unknown secret "gh": this user has no secrets yet');
+    assert.equal((await e2b('POST', '/secrets', { body: { name: 'gh', value: 'token' } })).status, 201);
+    expectError(await e2b('POST', '/v2/sandboxes', { body: { templateID: 'demo', ...rule('nope') } }), 400,
+        'unknown secret "nope". Existing secrets: gh');
     for (const [extra, words] of REFUSALS) {
         const r = await e2b('POST', '/v2/sandboxes', { body: { templateID: 'demo', ...extra } });
         expectError(r, 400, words);
@@ -353,6 +362,7 @@ test('create refuses what AgentBox cannot honour, each 400 naming the alternativ
         volumeMounts: [], network: { allowOut: [], denyOut: [] }, allow_internet_access: false,
     });
     await kill(ok.sandboxID);
+    assert.equal((await e2b('DELETE', '/secrets/gh')).status, 204);
 });
 
 test('PUT /sandboxes/{id}/network follows the same fail-closed rule', async () => {
@@ -585,7 +595,8 @@ test('events survive a hub outage without blocking creates, and arrive once it i
     const sb = await create({ templateID: 'demo', metadata: { outage: 'yes' } });
     assert.ok(Date.now() - t0 < 5000, 'create does not wait for the hub');
     await kill(sb.sandboxID);
-    stack.hub = await startHub(stack.pg.url, { port, tunnelPort });
+    restartedHub = await startHub(stack.pg.url, { port, tunnelPort });
+    stack.hub = restartedHub;
     const ended = await waitFor(async () => {
         const r = await fetch(`${stack.hub.base}/api/v1/sandboxes?state=ended&limit=1000`, { headers: { Authorization: `Bearer ${stack.key}` } });
         if (r.status !== 200) return null;
