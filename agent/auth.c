@@ -77,8 +77,7 @@ static void count(struct agent_auth *au, const char *result)
     metrics_add(au->m_result, v, 1);
 }
 
-/* The presented key, from X-API-Key, AGENTBOX-API-KEY or a Bearer token. */
-static const char *presented_key(const struct http_request *r)
+const char *agent_auth_presented_key(const struct http_request *r)
 {
     const char *k = http_header_get(r, "X-API-Key");
     if (!k || !*k)
@@ -178,7 +177,7 @@ static void validated(const struct tun_call_result *res, void *arg)
 void agent_auth_request(struct agent_auth *au, struct http_exchange *ex, agent_auth_fn done,
                         void *arg)
 {
-    const char *key = presented_key(http_req(ex));
+    const char *key = agent_auth_presented_key(http_req(ex));
     if (!key) {
         count(au, "missing");
         http_respond_error(ex, 401, "missing API key: send it in the X-API-Key header");

@@ -44,6 +44,11 @@ void agent_auth_free(struct agent_auth *au);
 void agent_auth_request(struct agent_auth *au, struct http_exchange *ex, agent_auth_fn done,
                         void *arg);
 
+/* The key a request presents: X-API-Key, then AGENTBOX-API-KEY, then
+ * "Authorization: Bearer …"; NULL when none. Points into r. */
+struct http_request;
+const char *agent_auth_presented_key(const struct http_request *r);
+
 /* A hub EVENT (tunnel_client's event hook forwards them here). */
 void agent_auth_on_event(struct agent_auth *au, json_t *event);
 
