@@ -37,6 +37,13 @@ struct auth_ctx {
     /* key ids used since the last batch: open addressing, "" is empty */
     char (*used)[KEYS_ID_MAX + 1];
     size_t nused;
+    struct auth_grant *grants; /* live grants of the public bridge */
+};
+
+struct auth_grant {
+    struct auth_ctx *a; /* NULL once the context is freed */
+    struct auth_grant *prev, *next;
+    struct keys_principal p;
 };
 
 /* --- error answers ----------------------------------------------------------------- */
@@ -289,6 +296,8 @@ void auth_free(struct auth_ctx *a)
     if (a == NULL)
         return;
     loop_timer_cancel(&a->tick);
+    for (struct auth_grant *g = a->grants; g != NULL; g = g->next)
+        g->a = NULL; /* a late auth_grant_free only frees the grant */
     vault_keyring_clear(&a->kr);
     free(a->used);
     free(a);
@@ -400,13 +409,65 @@ static bool credential(const struct http_request *r, enum auth_surface s, char *
            take(http_header_get(r, "AGENTBOX-API-KEY"), out, cap);
 }
 
+/* --- grants of the public bridge ------------------------------------------------------ */
+
+struct auth_grant *auth_grant_new(struct auth_ctx *a, const struct keys_principal *p)
+{
+    struct auth_grant *g = calloc(1, sizeof(*g));
+
+    if (g == NULL)
+        return NULL;
+    g->a = a;
+    g->p = *p;
+    g->next = a->grants;
+    if (a->grants != NULL)
+        a->grants->prev = g;
+    a->grants = g;
+    return g;
+}
+
+void auth_grant_free(struct auth_grant *g)
+{
+    if (g == NULL)
+        return;
+    if (g->a != NULL) {
+        if (g->prev != NULL)
+            g->prev->next = g->next;
+        else
+            g->a->grants = g->next;
+        if (g->next != NULL)
+            g->next->prev = g->prev;
+    }
+    OPENSSL_cleanse(g, sizeof(*g));
+    free(g);
+}
+
+/* The live grant of a that td is, or NULL (td is compared, never followed). */
+static const struct auth_grant *grant_of(const struct auth_ctx *a, const void *td)
+{
+    if (td == NULL)
+        return NULL;
+    for (const struct auth_grant *g = a->grants; g != NULL; g = g->next)
+        if ((const void *)g == td)
+            return g;
+    return NULL;
+}
+
 void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s, auth_ok_fn ok,
                   void *arg)
 {
     char token[KEYS_TOKEN_LEN + 2];
     struct lookup *l;
     int rc;
+    const struct auth_grant *g = grant_of(a, http_req(ex)->transport_data);
 
+    if (g != NULL) {
+        struct keys_principal p = g->p;
+        auth_mark_used(a, p.key_id);
+        ok(ex, &p, arg);
+        OPENSSL_cleanse(&p, sizeof(p));
+        return;
+    }
     if (!credential(http_req(ex), s, token, sizeof(token))) {
         respond(ex, s, 401, "UNAUTHENTICATED",
                 s == AUTH_SURFACE_E2B

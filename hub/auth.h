@@ -60,11 +60,28 @@ enum auth_surface { AUTH_SURFACE_API, AUTH_SURFACE_E2B };
  * call only); the handler then finishes ex as usual. */
 typedef void (*auth_ok_fn)(struct http_exchange *ex, const struct keys_principal *p, void *arg);
 
-/* Authenticates ex. On success ok(ex, principal, arg) runs later; on failure
- * ex is answered (401 or 503) and ok never runs. arg must stay valid until
- * one of the two happened. */
+/* Authenticates ex. On success ok(ex, principal, arg) runs later (at once,
+ * before this returns, for a granted request: see below); on failure ex is
+ * answered (401 or 503) and ok never runs. arg must stay valid until one of
+ * the two happened. */
 void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s, auth_ok_fn ok,
                   void *arg);
+
+/* Pre-authenticated requests (hub/public_bridge.c). An agent relays its
+ * callers' public requests over its tunnel with the SHA-256 of their key
+ * (X-AgentBox-Key-Hash) instead of the key: raw keys never cross the tunnel
+ * (DESIGN §9). The bridge validates the hash (auth_validate_hash), makes a
+ * grant holding the principal and dispatches the inner request with
+ * http_request.transport_data = the grant. auth_request recognises a live
+ * grant of its own context by address (it never dereferences a
+ * transport_data that is not one of its grants), ignores credential headers
+ * and runs ok at once with the grant's principal (marking the key used).
+ * The grant is the bridge's until auth_grant_free (after the inner exchange
+ * is released); auth_free detaches grants still alive (they then match
+ * nothing). NULL when out of memory. */
+struct auth_grant;
+struct auth_grant *auth_grant_new(struct auth_ctx *a, const struct keys_principal *p);
+void auth_grant_free(struct auth_grant *g);
 
 /* For the tunnel: validates a key by its SHA-256 hex. cb runs on the loop
  * thread exactly once when this returns 0: status 0 with ks KEYS_VALID and p

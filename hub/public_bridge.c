@@ -3,27 +3,41 @@
  * GET/POST/... <path>, headers and body as sent, the answer relayed back.
  * Only the routes an agent relays for its E2B surface pass: /e2b/secrets...
  * (the vault) and /api/v1/api-keys... (self-service keys; never the admin
- * routes). The public handlers authenticate the caller's key themselves.
+ * routes).
+ *
+ * Raw API keys never cross the tunnel (DESIGN §9): the agent sends the
+ * SHA-256 of its caller's key in X-AgentBox-Key-Hash, and a request that
+ * carries X-API-Key, AGENTBOX-API-KEY or Authorization is refused (400,
+ * logged with the cluster). The bridge validates the hash
+ * (auth_validate_hash) and dispatches the inner request with a grant of the
+ * principal as its transport_data, which the public handlers' auth_request
+ * honours (auth.h).
  *
  * The inner exchange's transport writes into the outer one; it is released
  * on the next loop turn after its handler finished (never inside the
  * finished callback). Loop thread only. */
 #include "sandbox_events.h"
 
+#include "auth.h"
 #include "hub.h"
 
 #include "agentbox/common.h"
+#include "agentbox/log.h"
 #include "agentbox/loop.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PREFIX "/internal/v1/public"
+#define HASH_HEADER "X-AgentBox-Key-Hash"
 
 struct bridge {
     struct hub *h;
     struct http_exchange *outer;
     struct http_exchange *inner;
+    struct auth_grant *grant;
+    enum auth_surface surface;
     bool outer_done; /* outer finished: it may be freed already, never touch it again */
 };
 
@@ -80,6 +94,7 @@ static void b_release(void *arg, int status)
     struct bridge *b = arg;
     (void)status;
     http_exchange_release(b->inner);
+    auth_grant_free(b->grant);
     free(b);
 }
 
@@ -116,21 +131,26 @@ static bool allowed(const char *p)
     return false;
 }
 
-static void h_public(struct http_exchange *ex, void *arg)
+static void refuse(struct bridge *b, int status, const char *msg)
 {
-    struct hub *h = arg;
+    if (b->surface == AUTH_SURFACE_API)
+        auth_respond_api_error(b->outer, status, "UNAUTHENTICATED", "%s", msg);
+    else
+        http_respond_error(b->outer, status, "%s", msg);
+}
+
+/* The hash was validated: dispatch the inner request with the principal. */
+static void dispatch(struct bridge *b, const struct keys_principal *p)
+{
+    struct http_exchange *ex = b->outer;
     const struct http_request *r = http_req(ex);
     size_t pl = strlen(PREFIX);
     struct http_request head;
-    struct bridge *b;
 
-    if (strncmp(r->path, PREFIX, pl) != 0 || !allowed(r->path + pl) ||
-        strncmp(r->target, PREFIX, pl) != 0) {
-        http_respond_error(ex, 404, "the hub does not bridge %s for agents", r->path);
-        return;
-    }
-    if (!h->router) {
-        http_respond_error(ex, 503, "the hub is starting; retry shortly");
+    b->grant = auth_grant_new(hub_identity_ctx(), p);
+    if (!b->grant) {
+        http_respond_error(ex, 503, "out of memory");
+        free(b);
         return;
     }
     memset(&head, 0, sizeof(head));
@@ -138,19 +158,15 @@ static void h_public(struct http_exchange *ex, void *arg)
     head.target = r->target + pl;
     head.path = r->path + pl;
     head.query = r->query;
-    head.nheaders = r->nheaders;
-    memcpy(head.headers, r->headers, sizeof(head.headers[0]) * (size_t)r->nheaders);
+    for (int i = 0; i < r->nheaders; i++)
+        if (strcasecmp(r->headers[i].name, HASH_HEADER) != 0)
+            head.headers[head.nheaders++] = r->headers[i];
     head.content_length = (int64_t)r->body_len;
     head.peer = r->peer;
-    b = calloc(1, sizeof(*b));
-    if (!b) {
-        http_respond_error(ex, 503, "out of memory");
-        return;
-    }
-    b->h = h;
-    b->outer = ex;
-    b->inner = http_exchange_new(h->router, &head, &bridge_ops, b);
+    head.transport_data = b->grant;
+    b->inner = http_exchange_new(b->h->router, &head, &bridge_ops, b);
     if (!b->inner) {
+        auth_grant_free(b->grant);
         free(b);
         http_respond_error(ex, 503, "out of memory");
         return;
@@ -158,6 +174,82 @@ static void h_public(struct http_exchange *ex, void *arg)
     http_exchange_start(b->inner);
     http_exchange_body(b->inner, r->body, r->body_len);
     http_exchange_body_end(b->inner);
+}
+
+static void validated(void *arg, int status, enum keys_status ks, const struct keys_principal *p)
+{
+    struct bridge *b = arg;
+
+    if (status != 0) {
+        auth_respond_db_error(hub_identity_ctx(), b->outer, b->surface, status, NULL);
+        free(b);
+    } else if (ks != KEYS_VALID) {
+        refuse(b, 401,
+               ks == KEYS_REVOKED   ? "invalid api key: this key was revoked; use another key"
+               : ks == KEYS_EXPIRED ? "invalid api key: this key expired; create a new key"
+                                    : "invalid api key: no such key; create one with "
+                                      "`agentbox-hub key create` or POST /api/v1/api-keys");
+        free(b);
+    } else {
+        dispatch(b, p);
+    }
+}
+
+static void h_public(struct http_exchange *ex, void *arg)
+{
+    static const char *const raw[] = {"X-API-Key", "AGENTBOX-API-KEY", "Authorization"};
+    struct hub *h = arg;
+    const struct http_request *r = http_req(ex);
+    const char *cluster = r->transport_data ? (const char *)r->transport_data : "";
+    size_t pl = strlen(PREFIX);
+    struct auth_ctx *a = hub_identity_ctx();
+    const char *hash;
+    struct bridge *b;
+    int rc;
+
+    if (strncmp(r->path, PREFIX, pl) != 0 || !allowed(r->path + pl) ||
+        strncmp(r->target, PREFIX, pl) != 0) {
+        http_respond_error(ex, 404, "the hub does not bridge %s for agents", r->path);
+        return;
+    }
+    for (size_t i = 0; i < AB_ARRAY_LEN(raw); i++) {
+        if (http_header_get(r, raw[i])) {
+            LOG_WARN("an agent relayed a raw API key over the tunnel; refused", "cluster",
+                     cluster, "header", raw[i], "path", r->path + pl);
+            http_respond_error(ex, 400,
+                               "the public bridge takes the SHA-256 of the caller's key in "
+                               HASH_HEADER "; a raw key (%s) never crosses the tunnel: "
+                               "upgrade the agent",
+                               raw[i]);
+            return;
+        }
+    }
+    if (!h->router || !a) {
+        http_respond_error(ex, 503, "the hub is starting; retry shortly");
+        return;
+    }
+    b = calloc(1, sizeof(*b));
+    if (!b) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    b->h = h;
+    b->outer = ex;
+    b->surface = strncmp(r->path + pl, "/e2b/", 5) == 0 ? AUTH_SURFACE_E2B : AUTH_SURFACE_API;
+    hash = http_header_get(r, HASH_HEADER);
+    if (!hash || !hash[0]) {
+        refuse(b, 401, "missing api key: the agent sends its caller's key hash in " HASH_HEADER);
+        free(b);
+        return;
+    }
+    rc = auth_validate_hash(a, hash, validated, b);
+    if (rc == AB_EINVAL) {
+        refuse(b, 401, HASH_HEADER " must be 64 lowercase hex characters (SHA-256 of the key)");
+        free(b);
+    } else if (rc != 0) {
+        auth_respond_db_error(a, ex, b->surface, rc, NULL);
+        free(b);
+    }
 }
 
 int public_bridge_add_routes(struct hub *h, char *err, size_t errlen)

@@ -124,6 +124,15 @@ size_t tunnel_server_online(struct tunnel_server *ts)
     return ts ? ts->online : 0;
 }
 
+void tunnel_server_each_online(struct tunnel_server *ts,
+                               void (*fn)(void *arg, const char *cluster_id), void *arg)
+{
+    for (struct hub_session *hs = ts ? ts->all : NULL; hs; hs = hs->next)
+        if (hs->established && !hs->closed && hs->registered &&
+            tunnel_server_session(ts, hs->cluster) == hs->s)
+            fn(arg, hs->cluster);
+}
+
 /* Closes a session with a WebSocket close reason (agents log it). */
 static void close_session(struct hub_session *hs, const char *reason)
 {

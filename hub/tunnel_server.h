@@ -34,6 +34,11 @@ void tunnel_server_stop(struct tunnel_server *ts);
 /* The cluster's live, established session, or NULL. */
 struct tun_session *tunnel_server_session(struct tunnel_server *ts, const char *cluster_id);
 size_t tunnel_server_online(struct tunnel_server *ts);
+/* Calls fn with the id of every cluster that has a live, established session
+ * (the hub's E2B front door fans lists out over them). fn must not open or
+ * close sessions. */
+void tunnel_server_each_online(struct tunnel_server *ts,
+                               void (*fn)(void *arg, const char *cluster_id), void *arg);
 /* Queues an EVENT to every established session (msg borrowed). */
 void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg);
 

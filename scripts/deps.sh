@@ -12,6 +12,7 @@ PACKAGES=(
   postgresql postgresql-contrib
   slirp4netns iproute2 util-linux procps curl ca-certificates
   nodejs npm
+  prometheus
 )
 
 missing=()
@@ -38,7 +39,7 @@ if [ "${#want[@]}" -gt 0 ]; then
 fi
 
 # npm packages for the integration and end-to-end tests (pinned by package-lock.json)
-if [ ! -d tests/node_modules/e2b ] || [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
+if [ ! -d tests/node_modules/e2b ] || [ ! -d tests/node_modules/e2b-old ] || [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
   echo "deps: npm ci in tests/"
   (cd tests && npm ci --no-audit --no-fund --loglevel=error)
 fi

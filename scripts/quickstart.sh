@@ -170,6 +170,9 @@ wait_healthy beta "http://127.0.0.1:$HUB_PORT/api/clusters/beta/v1/ping"
 
 cat > "$RUN/quickstart.env" <<ENV
 export AGENTBOX_HUB_URL=http://127.0.0.1:$HUB_PORT
+# the hub as the one address: E2B_API_URL=$HUB_E2B_API_URL E2B_SANDBOX_URL=$HUB_DATA_URL
+export HUB_E2B_API_URL=http://127.0.0.1:$HUB_PORT/e2b
+export HUB_DATA_URL=http://127.0.0.1:$HUB_PORT/data
 export ALPHA_E2B_API_URL=http://127.0.0.1:${ALPHA_PORTS[0]}
 export ALPHA_DATA_URL=http://127.0.0.1:${ALPHA_PORTS[1]}
 export ALPHA_NATIVE_URL=http://127.0.0.1:${ALPHA_PORTS[2]}
@@ -195,6 +198,7 @@ Logs are in .run/logs/. Try:
   curl \$AGENTBOX_HUB_URL/api/clusters/beta/v1/ping
   curl -H "Authorization: Bearer \$AGENTBOX_API_KEY" \$AGENTBOX_HUB_URL/api/v1/auth/whoami
   curl \$BETA_E2B_API_URL/metrics
+  curl -H "X-API-Key: \$E2B_API_KEY" \$HUB_E2B_API_URL/v2/sandboxes   # every cluster, merged
 
 MSG
 

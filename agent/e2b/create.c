@@ -2,14 +2,17 @@
  *
  * Order: templateID → the 400 list (refusals.c) → field types → reserved
  * metadata (consumed and removed) → a prefix naming another cluster is
- * forwarded verbatim through the hub → image override refused on the local
- * runtime → claim. The answer (201, the Sandbox shape) waits until the
+ * forwarded verbatim through the hub → a bare name asks the placement
+ * (route_client.h: local idle → here; else the hub may pick another cluster,
+ * and the create goes there rewritten as `cluster::pool[//image]`, one hop)
+ * → image override refused on the local runtime → claim. The answer (201, the Sandbox shape) waits until the
  * runtime armed the sandbox (envd /init took the token and env vars) unless
  * agentbox.scitix.ai/no-wait is "true". */
 #include "e2b.h"
 
 #include "agent.h"
 #include "auth.h"
+#include "route_client.h"
 #include "runtime/runtime.h"
 #include "tunnel_client.h"
 
@@ -240,14 +243,9 @@ static void secrets_listed(const struct tun_call_result *res, void *arg)
  * when it took over answering ex. */
 static bool check_secrets(struct e2b *e, struct http_exchange *ex, json_t *net, const char *refusal)
 {
-    const struct http_request *r = http_req(ex);
-    const char *key = http_header_get(r, "X-API-Key");
-    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
     struct secret_check *c;
 
-    if (!key)
-        key = http_header_get(r, "AGENTBOX-API-KEY");
-    if (!s || !key || !(c = calloc(1, sizeof(*c))))
+    if (!e->a->tunnel || !(c = calloc(1, sizeof(*c))))
         return false;
     c->n = e2b_rule_secrets(net, c->names, RULE_SECRETS_MAX);
     if (c->n == 0) {
@@ -256,11 +254,247 @@ static bool check_secrets(struct e2b *e, struct http_exchange *ex, json_t *net, 
     }
     c->ex = ex;
     ab_strlcpy(c->refusal, refusal, sizeof(c->refusal));
-    struct tun_header h[] = {{"X-API-Key", key}};
-    if (tun_call(s, "hub", "GET", "/internal/v1/public/e2b/secrets?limit=1000", h, 1, NULL, 0,
-                 4 * 1024 * 1024, secrets_listed, c) != 0) {
+    /* the vault is asked with the key's hash: the raw key stays on this agent */
+    if (e2b_hub_public_call(e, ex, "GET", "/e2b/secrets?limit=1000", NULL, 0, 4 * 1024 * 1024,
+                            secrets_listed, c) != 0) {
         free(c);
         return false;
+    }
+    return true;
+}
+
+/* Claims on this cluster: the explicit `<this cluster>::x`, and a bare name
+ * that the placement kept here (steps 1, 3, 5 and every fallback). md is
+ * borrowed (the claim copies what it keeps); envs is borrowed from the body. */
+static void claim_local(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                        const struct ref *rf, struct reserved *rs, json_t *md, json_t *envs,
+                        int64_t timeout, bool internet)
+{
+    char err[1024];
+    struct rt *rt = e2b_rt(e);
+    struct create *c = NULL;
+    const struct ref ref = *rf;
+    struct reserved res = *rs;
+    int rc;
+
+    if (res.image[0] == '\0')
+        ab_strlcpy(res.image, ref.image, sizeof(res.image));
+    if (res.image[0] && e2b_runtime_is_local(e)) {
+        count(e, "refused");
+        http_respond_error(ex, 400,
+                           "image overrides need the kube runtime: cluster '%s' runs the local "
+                           "runtime, where a sandbox runs its env's own image; drop '//%.200s' "
+                           "(or the " MD_PREFIX "image metadata) or create on a cluster running "
+                           "--runtime kube",
+                           e->cluster, res.image);
+        return;
+    }
+    if (!rt) {
+        http_respond_error(ex, 503, "no sandbox runtime is running on cluster '%s'", e->cluster);
+        return;
+    }
+    if (strlen(ref.name) > RT_NAME_MAX) {
+        http_respond_error(ex, 400, "templateID name is longer than %d characters", RT_NAME_MAX);
+        return;
+    }
+    if (!(c = calloc(1, sizeof(*c)))) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    c->e = e;
+    c->ex = ex;
+    c->t0_us = ab_now_us();
+    ab_strlcpy(c->ns, p->namespace, sizeof(c->ns));
+    ab_strlcpy(c->name, ref.name, sizeof(c->name));
+    ab_strlcpy(c->group, res.group, sizeof(c->group));
+    ab_strlcpy(c->team, p->team, sizeof(c->team));
+    ab_strlcpy(c->user, p->user, sizeof(c->user));
+    sbxid_generate(e->cluster, c->id, sizeof(c->id));
+
+    char token[E2B_TOKEN_HEX + 1];
+    e2b_token(e, c->id, token);
+    struct rt_claim_options o = {
+        .id = c->id,
+        .timeout_s = timeout,
+        .startup_timeout_ms = res.startup_ms,
+        .env_vars = envs,
+        .metadata = md,
+        .allow_internet = internet,
+        .access_token = token,
+        .team = p->team,
+        .owner = p->user,
+    };
+    enum rt_target target = ref.cluster[0] ? RT_TARGET_ENV_OR_POOL : RT_TARGET_ENV;
+    rc = rt_claim(rt, p->namespace, ref.name, target, res.group[0] ? res.group : NULL, &o, claimed,
+                  c, NULL, err, sizeof(err));
+    if (rc != 0) {
+        int status = status_of(rc);
+        count(e, "failed");
+        if (rc == AB_ENOENT && res.group[0] && env_exists(rt, p->namespace, ref.name)) {
+            http_respond_error(ex, 503,
+                               "sandbox env %s/%s has no eligible members in scaling group "
+                               "\"%s\": drop the " MD_PREFIX "scaling-group metadata or use a "
+                               "group the env declares",
+                               p->namespace, ref.name, res.group);
+        } else if (rc == AB_ENOENT) {
+            http_respond_error(ex, status, "%s: GET /templates lists the envs you can use", err);
+        } else {
+            http_respond_error(ex, status, "%s", err);
+        }
+        free(c);
+        return;
+    }
+    e2b_event_ids(e, "claimed", c->id, c->ns, c->name, "", c->team, c->user, md, NULL);
+    if (res.no_wait) {
+        /* answer now; the claim finishes in the background */
+        struct rt_sandbox s;
+        memset(&s, 0, sizeof(s));
+        ab_strlcpy(s.id, c->id, sizeof(s.id));
+        ab_strlcpy(s.ns, c->ns, sizeof(s.ns));
+        ab_strlcpy(s.pool, c->name, sizeof(s.pool));
+        c->ex = NULL;
+        http_respond_json(ex, 201, e2b_sandbox_json(e, &s));
+    }
+}
+
+/* --- bare names: the placement of DESIGN §6 ------------------------------------------- */
+
+/* A bare-name create waiting for fed_route's answer. Owns body and md. */
+struct routed_create {
+    struct e2b *e;
+    struct http_exchange *ex;
+    struct agent_principal p;
+    json_t *body; /* the request as parsed: forwarded with templateID rewritten */
+    json_t *md;   /* metadata without the reserved keys */
+    json_t *envs; /* borrowed from body */
+    struct ref ref;
+    struct reserved res;
+    int64_t timeout;
+    bool internet;
+};
+
+struct fwd_create {
+    struct http_exchange *ex;
+    char cluster[SBXID_CLUSTER_MAX + 1];
+};
+
+static void fwd_create_done(const struct tun_call_result *res, void *arg)
+{
+    struct fwd_create *f = arg;
+    if (res->status == 0)
+        http_respond_error(f->ex, 503,
+                           "cluster '%s' was chosen for this create but could not be reached "
+                           "through the hub: %s; retry, or pin another cluster as "
+                           "<cluster>::<env>",
+                           f->cluster, res->error ? res->error : "tunnel error");
+    else
+        http_respond(f->ex, res->status, res->body_len ? "application/json" : NULL,
+                     res->body ? res->body : "", res->body_len, NULL, 0);
+    free(f);
+}
+
+/* Sends the create (body, len) to cluster's e2b service through the hub with
+ * the headers a forwarded request may carry (DESIGN §6), and answers ex with
+ * what comes back. The receiver sees `cluster::pool`, a prefix, so it never
+ * asks the placement again: one hop at most. */
+static void forward_create(struct e2b *e, struct http_exchange *ex, const char *cluster,
+                           const char *body, size_t len)
+{
+    static const char *const keep[] = {"X-API-Key", "Authorization", "AGENTBOX-API-KEY"};
+    const struct http_request *r = http_req(ex);
+    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
+    struct tun_header h[8];
+    int n = 0;
+    struct fwd_create *f;
+
+    for (size_t i = 0; i < AB_ARRAY_LEN(keep); i++) {
+        const char *v = http_header_get(r, keep[i]);
+        if (v)
+            h[n++] = (struct tun_header){keep[i], v};
+    }
+    h[n++] = (struct tun_header){"Content-Type", "application/json"};
+    h[n++] = (struct tun_header){"X-AgentBox-Target-Cluster", cluster};
+    h[n++] = (struct tun_header){"X-AgentBox-Target-Service", "e2b"};
+    h[n++] = (struct tun_header){"X-Source-Cluster", e->cluster};
+    if (!s || !(f = calloc(1, sizeof(*f)))) {
+        http_respond_error(ex, 503,
+                           "cluster '%s' was chosen for this create but %s; retry shortly",
+                           cluster, s ? "this agent is out of memory" : "the hub is not connected");
+        return;
+    }
+    f->ex = ex;
+    ab_strlcpy(f->cluster, cluster, sizeof(f->cluster));
+    int rc = tun_call(s, "relay", r->method, r->target, h, n, body, len, 4 * 1024 * 1024,
+                      fwd_create_done, f);
+    if (rc != 0) {
+        free(f);
+        http_respond_error(ex, 503, "cannot open a stream to the hub for cluster '%s': %s",
+                           cluster, ab_strerror(rc));
+    }
+}
+
+static void routed_free(struct routed_create *rc)
+{
+    json_decref(rc->body);
+    json_decref(rc->md);
+    free(rc);
+}
+
+static void routed(const struct fed_decision *d, void *arg)
+{
+    struct routed_create *rc = arg;
+    struct e2b *e = rc->e;
+
+    if (d->action == FED_FORWARD) {
+        char tmpl[REF_MAX];
+        struct ref to = {0};
+        ab_strlcpy(to.cluster, d->cluster, sizeof(to.cluster));
+        ab_strlcpy(to.name, d->pool, sizeof(to.name));
+        ab_strlcpy(to.image, rc->ref.image, sizeof(to.image));
+        int k = ref_format(&to, tmpl, sizeof(tmpl));
+        char *txt = NULL;
+        if (k > 0 && (size_t)k < sizeof(tmpl) &&
+            json_object_set_new(rc->body, "templateID", json_string(tmpl)) == 0)
+            txt = json_dumps(rc->body, JSON_COMPACT);
+        if (!txt) {
+            http_respond_error(rc->ex, 503, "out of memory while forwarding to cluster '%s'",
+                               d->cluster);
+        } else {
+            count(e, "forwarded");
+            LOG_DEBUG("e2b create forwarded", "env", rc->ref.name, "to", tmpl, "step",
+                      d->step == 2 ? "2" : "4");
+            forward_create(e, rc->ex, d->cluster, txt, strlen(txt));
+            free(txt);
+        }
+    } else {
+        claim_local(e, rc->ex, &rc->p, &rc->ref, &rc->res, rc->md, rc->envs, rc->timeout,
+                    rc->internet);
+    }
+    routed_free(rc);
+}
+
+/* Asks the placement for a bare name (the body is kept for a forward).
+ * Returns true when it took over answering ex. */
+static bool route_bare(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                       json_t *b, json_t *md, json_t *envs, const struct ref *ref,
+                       const struct reserved *res, int64_t timeout, bool internet)
+{
+    struct routed_create *rc = calloc(1, sizeof(*rc));
+    if (!rc)
+        return false;
+    rc->e = e;
+    rc->ex = ex;
+    rc->p = *p;
+    rc->body = json_incref(b);
+    rc->md = json_incref(md);
+    rc->envs = envs;
+    rc->ref = *ref;
+    rc->res = *res;
+    rc->timeout = timeout;
+    rc->internet = internet;
+    if (fed_route(e->a, p->namespace, ref->name, res->group, routed, rc) != 0) {
+        routed_free(rc);
+        return false; /* a name fed_route refuses: the local path answers it */
     }
     return true;
 }
@@ -274,8 +508,6 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
     struct reserved res;
     int64_t timeout = 0;
     bool internet = true;
-    struct rt *rt = e2b_rt(e);
-    struct create *c = NULL;
     int rc;
 
     if (!(b = e2b_body(ex, true)))
@@ -327,84 +559,10 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
         e2b_forward(e, ex, ref.cluster, http_req(ex)->target);
         goto out;
     }
-    if (res.image[0] == '\0')
-        ab_strlcpy(res.image, ref.image, sizeof(res.image));
-    if (res.image[0] && e2b_runtime_is_local(e)) {
-        count(e, "refused");
-        http_respond_error(ex, 400,
-                           "image overrides need the kube runtime: cluster '%s' runs the local "
-                           "runtime, where a sandbox runs its env's own image; drop '//%.200s' "
-                           "(or the " MD_PREFIX "image metadata) or create on a cluster running "
-                           "--runtime kube",
-                           e->cluster, res.image);
+    /* a bare name: local idle serves here, else the hub places it (DESIGN §6) */
+    if (!ref.cluster[0] && route_bare(e, ex, p, b, md, envs, &ref, &res, timeout, internet))
         goto out;
-    }
-    if (!rt) {
-        http_respond_error(ex, 503, "no sandbox runtime is running on cluster '%s'", e->cluster);
-        goto out;
-    }
-    if (strlen(ref.name) > RT_NAME_MAX) {
-        http_respond_error(ex, 400, "templateID name is longer than %d characters", RT_NAME_MAX);
-        goto out;
-    }
-    if (!(c = calloc(1, sizeof(*c)))) {
-        http_respond_error(ex, 503, "out of memory");
-        goto out;
-    }
-    c->e = e;
-    c->ex = ex;
-    c->t0_us = ab_now_us();
-    ab_strlcpy(c->ns, p->namespace, sizeof(c->ns));
-    ab_strlcpy(c->name, ref.name, sizeof(c->name));
-    ab_strlcpy(c->group, res.group, sizeof(c->group));
-    ab_strlcpy(c->team, p->team, sizeof(c->team));
-    ab_strlcpy(c->user, p->user, sizeof(c->user));
-    sbxid_generate(e->cluster, c->id, sizeof(c->id));
-
-    char token[E2B_TOKEN_HEX + 1];
-    e2b_token(e, c->id, token);
-    struct rt_claim_options o = {
-        .id = c->id,
-        .timeout_s = timeout,
-        .startup_timeout_ms = res.startup_ms,
-        .env_vars = envs,
-        .metadata = md,
-        .allow_internet = internet,
-        .access_token = token,
-        .team = p->team,
-        .owner = p->user,
-    };
-    enum rt_target target = ref.cluster[0] ? RT_TARGET_ENV_OR_POOL : RT_TARGET_ENV;
-    rc = rt_claim(rt, p->namespace, ref.name, target, res.group[0] ? res.group : NULL, &o, claimed,
-                  c, NULL, err, sizeof(err));
-    if (rc != 0) {
-        int status = status_of(rc);
-        count(e, "failed");
-        if (rc == AB_ENOENT && res.group[0] && env_exists(rt, p->namespace, ref.name)) {
-            http_respond_error(ex, 503,
-                               "sandbox env %s/%s has no eligible members in scaling group "
-                               "\"%s\": drop the " MD_PREFIX "scaling-group metadata or use a "
-                               "group the env declares",
-                               p->namespace, ref.name, res.group);
-        } else if (rc == AB_ENOENT) {
-            http_respond_error(ex, status, "%s: GET /templates lists the envs you can use", err);
-        } else {
-            http_respond_error(ex, status, "%s", err);
-        }
-        free(c);
-        goto out;
-    }
-    e2b_event_ids(e, "claimed", c->id, c->ns, c->name, "", c->team, c->user, md, NULL);
-    if (res.no_wait) {
-        /* answer now; the claim finishes in the background */
-        struct rt_sandbox s;
-        memset(&s, 0, sizeof(s));
-        ab_strlcpy(s.id, c->id, sizeof(s.id));
-        ab_strlcpy(s.ns, c->ns, sizeof(s.ns));
-        ab_strlcpy(s.pool, c->name, sizeof(s.pool));
-        c->ex = NULL;
-        http_respond_json(ex, 201, e2b_sandbox_json(e, &s));
-    }
+    claim_local(e, ex, p, &ref, &res, md, envs, timeout, internet);
 out:
     json_decref(md);
     json_decref(b);

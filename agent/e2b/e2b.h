@@ -103,6 +103,18 @@ int e2b_unsupported_routes(struct e2b *e, char *err, size_t errlen);
 int e2b_log_routes(struct e2b *e, char *err, size_t errlen);
 int e2b_metric_routes(struct e2b *e, char *err, size_t errlen);
 int e2b_key_routes(struct e2b *e, char *err, size_t errlen);
+
+/* keys.c: calls the hub's public API (path "/e2b/secrets?limit=1000", say)
+ * as the caller of ex, through the hub's bridge, with the SHA-256 of the
+ * caller's key in X-AgentBox-Key-Hash: the raw key never crosses the tunnel
+ * (DESIGN §9; the hub refuses a relayed X-API-Key, AGENTBOX-API-KEY or
+ * Authorization). done/arg as tun_call's (agentbox/tunnel_http.h). Returns
+ * 0 (done runs once, later), AB_EDENIED when ex carries no key, AB_ECLOSED
+ * without a tunnel, or tun_call's error (done does not run). */
+struct tun_call_result;
+int e2b_hub_public_call(struct e2b *e, struct http_exchange *ex, const char *method,
+                        const char *path, const void *body, size_t len, size_t max_body,
+                        void (*done)(const struct tun_call_result *res, void *arg), void *arg);
 /* Adds an authenticated route (method, pattern, fn) to the e2b listener. */
 int e2b_route(struct e2b *e, const char *method, const char *pattern, e2b_fn fn, int flags,
               char *err, size_t errlen);

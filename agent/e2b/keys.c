@@ -1,8 +1,10 @@
 /* /secrets and /api-keys on the agent: both live in the hub's PostgreSQL,
  * so the agent relays them over its tunnel to the hub's `hub` service, under
  * /internal/v1/public/<public path> (hub/public_bridge.c dispatches those into
- * the hub's own API router, which authenticates the caller's key and scopes
- * by its team and user).
+ * the hub's own API router, which scopes by the caller's team and user).
+ * The raw key never crosses the tunnel (DESIGN §9): the relayed request
+ * carries its SHA-256 in X-AgentBox-Key-Hash (the hub validates it) and only
+ * Content-Type besides; X-API-Key, AGENTBOX-API-KEY and Authorization stay here.
  *
  *   /secrets, /secrets/{id}   streamed through as they are: the hub's
  *                             /e2b/secrets already speaks E2B (reference §5.5).
@@ -17,6 +19,7 @@
 #include "tunnel_client.h"
 
 #include "agentbox/common.h"
+#include "agentbox/crypto.h"
 #include "agentbox/json.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
@@ -24,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define BRIDGE "/internal/v1/public"
 #define KEYS_BODY_MAX (1024 * 1024)
@@ -41,26 +45,22 @@ static bool standalone(struct http_exchange *ex, const char *operation)
     return true;
 }
 
-static void h_secrets(struct http_exchange *ex, void *arg)
-{
-    const struct http_request *r = http_req(ex);
-    char path[8192];
-    (void)arg;
-    if (standalone(ex, "Secrets"))
-        return;
-    snprintf(path, sizeof(path), BRIDGE "/e2b%s", r->target);
-    tun_http_proxy(ex, agent_tunnel_session(g_e->a->tunnel), "hub", path, NULL, 0,
-                   "the control plane is not reachable (the tunnel to the hub is down); retry "
-                   "shortly");
-}
-
 /* --- /api-keys ------------------------------------------------------------------------ */
 
-enum kop { K_LIST, K_CREATE, K_DELETE };
+enum kop { K_RAW, K_LIST, K_CREATE, K_DELETE };
 
+/* One relayed request: the response is collected whole (bounded), then
+ * answered as it came (K_RAW) or reshaped. */
 struct kcall {
+    struct tun_endpoint ep; /* first: the tunnel's user pointer */
+    struct tun_stream *st;
     struct http_exchange *ex;
     enum kop op;
+    int status;
+    char next_token[256]; /* X-Next-Token of a /secrets listing */
+    char *body;
+    size_t len;
+    bool finished;
 };
 
 static json_t *e2b_key(json_t *k)
@@ -76,19 +76,22 @@ static json_t *e2b_key(json_t *k)
     return o;
 }
 
-static void kcall_done(const struct tun_call_result *res, void *arg)
+static void kcall_answer(struct kcall *c, const char *error)
 {
-    struct kcall *c = arg;
-    json_t *j = res->body_len ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+    json_t *j = c->len ? json_loadb(c->body, c->len, 0, NULL) : NULL;
 
-    if (res->status == 0) {
+    if (error) {
         http_respond_error(c->ex, 503, "the control plane is not reachable: %s; retry shortly",
-                           res->error ? res->error : "tunnel error");
-    } else if (res->status >= 400) {
+                           error);
+    } else if (c->op == K_RAW) {
+        struct http_header h[1] = {{"X-Next-Token", c->next_token}};
+        http_respond(c->ex, c->status, c->len ? "application/json" : NULL, c->body, c->len, h,
+                     c->next_token[0] ? 1 : 0);
+    } else if (c->status >= 400) {
         const char *m = json_string_value(json_object_get(j, "error"));
         if (!m)
             m = json_string_value(json_object_get(j, "message"));
-        http_respond_error(c->ex, res->status, "%s", m ? m : "the hub refused the request");
+        http_respond_error(c->ex, c->status, "%s", m ? m : "the hub refused the request");
     } else if (c->op == K_DELETE) {
         http_respond(c->ex, 204, NULL, NULL, 0, NULL, 0);
     } else if (c->op == K_CREATE) {
@@ -106,52 +109,194 @@ static void kcall_done(const struct tun_call_result *res, void *arg)
         http_respond_json(c->ex, 200, arr);
     }
     json_decref(j);
+}
+
+static void kcall_finish(struct kcall *c, const char *error)
+{
+    if (c->finished)
+        return;
+    c->finished = true;
+    kcall_answer(c, error);
+}
+
+static void kc_on_response(struct tun_endpoint *ep, struct tun_stream *st,
+                           const struct tun_head *h)
+{
+    struct kcall *c = (struct kcall *)ep;
+    (void)st;
+    c->status = h->status;
+    for (int i = 0; i < h->nheaders; i++)
+        if (strcasecmp(h->headers[i].name, "X-Next-Token") == 0)
+            ab_strlcpy(c->next_token, h->headers[i].value, sizeof(c->next_token));
+}
+
+static void kc_on_data(struct tun_endpoint *ep, struct tun_stream *st, const uint8_t *d, size_t n)
+{
+    struct kcall *c = (struct kcall *)ep;
+    tun_stream_consumed(st, n);
+    if (c->finished)
+        return;
+    if (c->len + n > KEYS_BODY_MAX) {
+        tun_stream_reset(st, TUN_RESET_CANCEL, "response too large");
+        kcall_finish(c, "the hub's answer is larger than 1 MiB");
+        return;
+    }
+    memcpy(c->body + c->len, d, n);
+    c->len += n;
+}
+
+static void kc_on_end(struct tun_endpoint *ep, struct tun_stream *st)
+{
+    (void)st;
+    kcall_finish((struct kcall *)ep, NULL);
+}
+
+static void kc_on_reset(struct tun_endpoint *ep, struct tun_stream *st, const char *code,
+                        const char *msg)
+{
+    (void)st;
+    (void)msg;
+    kcall_finish((struct kcall *)ep, strcmp(code, TUN_RESET_TUNNEL_CLOSED) == 0
+                                         ? "the tunnel closed during the request"
+                                         : "the hub reset the request");
+}
+
+static void kc_on_closed(struct tun_endpoint *ep, struct tun_stream *st)
+{
+    struct kcall *c = (struct kcall *)ep;
+    (void)st;
+    kcall_finish(c, "the tunnel closed during the request");
+    free(c->body);
     free(c);
 }
 
+static const struct tun_endpoint_ops kcall_ops = {
+    .on_response = kc_on_response,
+    .on_data = kc_on_data,
+    .on_end = kc_on_end,
+    .on_reset = kc_on_reset,
+    .on_closed = kc_on_closed,
+};
+
+/* The caller's key, as agent_auth_request reads it (X-API-Key, then
+ * AGENTBOX-API-KEY, then Authorization: Bearer), or NULL. */
+static const char *presented_key(const struct http_request *r)
+{
+    const char *k = http_header_get(r, "X-API-Key");
+    if (!k || !*k)
+        k = http_header_get(r, "AGENTBOX-API-KEY");
+    if (!k || !*k) {
+        const char *auth = http_header_get(r, "Authorization");
+        if (auth && strncasecmp(auth, "Bearer ", 7) == 0)
+            k = auth + 7;
+    }
+    return k && *k ? k : NULL;
+}
+
+/* Relays method path body to the hub's bridge with the hash of the caller's
+ * key (never the key) and answers ex per op. */
 static void kcall(struct http_exchange *ex, enum kop op, const char *method, const char *path,
-                  const char *body)
+                  const char *body, size_t body_len)
 {
     const struct http_request *r = http_req(ex);
-    const char *key = http_header_get(r, "X-API-Key");
-    if (!key)
-        key = http_header_get(r, "AGENTBOX-API-KEY");
-    struct tun_header h[3];
-    int n = 0;
+    const char *key = presented_key(r);
+    char hash[65];
+    struct tun_head head;
     struct tun_session *s = agent_tunnel_session(g_e->a->tunnel);
-    if (!key || !key[0]) {
+    struct kcall *c;
+    int rc;
+
+    if (!key) {
         http_respond_error(ex, 401, "missing API key: send it in the X-API-Key header");
         return;
     }
-    if (!s) {
+    if (strlen(key) > 256) {
+        http_respond_error(ex, 401, "invalid API key: longer than 256 characters");
+        return;
+    }
+    if (body_len > TUN_STREAM_HIGH_WATER) {
+        http_respond_error(ex, 413, "request body over %d bytes", TUN_STREAM_HIGH_WATER);
+        return;
+    }
+    if (!s || !tun_session_is_established(s)) {
         http_respond_error(ex, 503,
                            "the control plane is not reachable (the tunnel to the hub is down); "
                            "retry shortly");
         return;
     }
-    h[n++] = (struct tun_header){"AGENTBOX-API-KEY", key};
-    if (body)
-        h[n++] = (struct tun_header){"Content-Type", "application/json"};
-    struct kcall *c = calloc(1, sizeof(*c));
-    if (!c) {
+    crypto_sha256_hex(key, hash);
+    c = calloc(1, sizeof(*c));
+    if (c)
+        c->body = malloc(KEYS_BODY_MAX + 1);
+    if (!c || !c->body) {
+        free(c);
         http_respond_error(ex, 503, "out of memory");
         return;
     }
+    c->ep.ops = &kcall_ops;
     c->ex = ex;
     c->op = op;
-    int rc = tun_call(s, "hub", method, path, h, n, body, body ? strlen(body) : 0, KEYS_BODY_MAX,
-                      kcall_done, c);
+    memset(&head, 0, sizeof(head));
+    head.service = "hub";
+    head.method = method;
+    head.path = path;
+    head.headers[head.nheaders++] = (struct tun_header){"X-AgentBox-Key-Hash", hash};
+    if (body_len)
+        head.headers[head.nheaders++] = (struct tun_header){"Content-Type", "application/json"};
+    rc = tun_stream_open(s, &head, &c->ep, &c->st);
     if (rc != 0) {
+        free(c->body);
         free(c);
         http_respond_error(ex, 503, "cannot open a stream to the hub: %s", ab_strerror(rc));
+        return;
     }
+    if (body_len)
+        tun_stream_write(c->st, body, body_len);
+    tun_stream_end(c->st);
+}
+
+int e2b_hub_public_call(struct e2b *e, struct http_exchange *ex, const char *method,
+                        const char *path, const void *body, size_t len, size_t max_body,
+                        void (*done)(const struct tun_call_result *res, void *arg), void *arg)
+{
+    const char *key = presented_key(http_req(ex));
+    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
+    char hash[65], full[8192];
+    struct tun_header h[2];
+    int n = 0;
+
+    if (!key)
+        return AB_EDENIED;
+    if (!s)
+        return AB_ECLOSED;
+    if ((size_t)snprintf(full, sizeof(full), BRIDGE "%s", path) >= sizeof(full))
+        return AB_ELIMIT;
+    crypto_sha256_hex(key, hash);
+    h[n++] = (struct tun_header){"X-AgentBox-Key-Hash", hash};
+    if (len)
+        h[n++] = (struct tun_header){"Content-Type", "application/json"};
+    return tun_call(s, "hub", method, full, h, n, body, len, max_body, done, arg);
+}
+
+static void h_secrets(struct http_exchange *ex, void *arg)
+{
+    const struct http_request *r = http_req(ex);
+    char path[8192];
+    (void)arg;
+    if (standalone(ex, "Secrets"))
+        return;
+    if ((size_t)snprintf(path, sizeof(path), BRIDGE "/e2b%s", r->target) >= sizeof(path)) {
+        http_respond_error(ex, 414, "request target longer than %zu bytes", sizeof(path) - 32);
+        return;
+    }
+    kcall(ex, K_RAW, r->method, path, r->body, r->body_len);
 }
 
 static void h_keys_list(struct http_exchange *ex, void *arg)
 {
     (void)arg;
     if (!standalone(ex, "GetApiKeys"))
-        kcall(ex, K_LIST, "GET", BRIDGE "/api/v1/api-keys", NULL);
+        kcall(ex, K_LIST, "GET", BRIDGE "/api/v1/api-keys", NULL, 0);
 }
 
 static void h_keys_create(struct http_exchange *ex, void *arg)
@@ -181,7 +326,8 @@ static void h_keys_create(struct http_exchange *ex, void *arg)
     char *body = json_dumps(out, JSON_COMPACT);
     json_decref(out);
     json_decref(b);
-    kcall(ex, K_CREATE, "POST", BRIDGE "/api/v1/api-keys", body ? body : "{}");
+    kcall(ex, K_CREATE, "POST", BRIDGE "/api/v1/api-keys", body ? body : "{}",
+          body ? strlen(body) : 2);
     free(body);
 }
 
@@ -199,15 +345,15 @@ static void h_keys_delete(struct http_exchange *ex, void *arg)
         return;
     }
     snprintf(path, sizeof(path), BRIDGE "/api/v1/api-keys/%s", id);
-    kcall(ex, K_DELETE, "DELETE", path, NULL);
+    kcall(ex, K_DELETE, "DELETE", path, NULL, 0);
 }
 
 int e2b_key_routes(struct e2b *e, char *err, size_t errlen)
 {
     g_e = e;
     const struct http_route routes[] = {
-        {"*", "/secrets", h_secrets, e, HTTP_ROUTE_STREAM},
-        {"*", "/secrets/{id}", h_secrets, e, HTTP_ROUTE_STREAM},
+        {"*", "/secrets", h_secrets, e, 0},
+        {"*", "/secrets/{id}", h_secrets, e, 0},
         {"GET", "/api-keys", h_keys_list, e, 0},
         {"POST", "/api-keys", h_keys_create, e, 0},
         {"DELETE", "/api-keys/{id}", h_keys_delete, e, 0},

@@ -1,15 +1,23 @@
 /* GET /templates and GET /templates/{id} (reference §2.5): an E2B template
  * is a SandboxEnv of the caller's namespace; aliases are the env name and its
  * member pools. A pool name still answers GET /templates/{id} (the legacy
- * projection), but create never falls back from a bare name to a pool. */
+ * projection), but create never falls back from a bare name to a pool.
+ * The list adds `cluster::env` for the same-namespace envs of other clusters
+ * as the hub saw them last (one call to the hub, never a fan-out; a hub that
+ * is down or slower than 1 s leaves them out). */
 #include "e2b.h"
 
 #include "agent.h"
 #include "auth.h"
 #include "runtime/runtime.h"
+#include "tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
+#include "agentbox/loop.h"
+#include "agentbox/ref.h"
+#include "agentbox/sbxid.h"
+#include "agentbox/tunnel_http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +146,92 @@ static int load(struct e2b *e, const char *ns, struct envs **es, struct pools *p
     return 0;
 }
 
+/* --- other clusters' envs (DESIGN §6): from the hub's fresh view, one call ---------------- */
+
+#define HUB_ENVS_TIMEOUT_MS 1000
+#define HUB_ENVS_MAX_BODY (4 * 1024 * 1024)
+
+/* A listing waiting for the hub. Freed once answered and the call is back. */
+struct tlist {
+    struct e2b *e;
+    struct http_exchange *ex; /* NULL once answered */
+    json_t *arr;
+    char ns[RT_NAME_MAX + 1];
+    struct loop_timer timer;
+    bool call_pending;
+};
+
+static void tlist_answer(struct tlist *t)
+{
+    struct http_exchange *ex = t->ex;
+    t->ex = NULL;
+    loop_timer_cancel(&t->timer);
+    http_respond_json(ex, 200, t->arr);
+    t->arr = NULL;
+}
+
+static void tlist_timeout(struct loop_timer *tm)
+{
+    struct tlist *t = tm->arg;
+    if (t->ex) /* the hub is slow: this cluster's envs only */
+        tlist_answer(t);
+    if (!t->call_pending)
+        free(t);
+}
+
+static void tlist_hub(const struct tun_call_result *res, void *arg)
+{
+    struct tlist *t = arg;
+    t->call_pending = false;
+    if (!t->ex) {
+        free(t);
+        return;
+    }
+    json_t *j = res->status == 200 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+    struct pools none = {NULL, 0};
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(j, "envs"), i, it)
+    {
+        const char *c = json_string_value(json_object_get(it, "cluster"));
+        const char *env = json_string_value(json_object_get(it, "env"));
+        char name[SBXID_CLUSTER_MAX + RT_NAME_MAX + 3];
+        if (!c || !env || strcmp(c, t->e->cluster) == 0 || !sbxid_cluster_is_valid(c, NULL, 0) ||
+            strlen(env) > RT_NAME_MAX)
+            continue;
+        snprintf(name, sizeof(name), "%s::%s", c, env);
+        json_array_append_new(t->arr, template_json(t->ns, name, true, &none, 0));
+    }
+    json_decref(j);
+    tlist_answer(t);
+    free(t);
+}
+
+/* Adds `cluster::env` for the same-namespace envs other clusters report, as
+ * the hub last saw them (fresh records only). Takes arr; answers ex. */
+static void list_with_hub(struct e2b *e, struct http_exchange *ex, const char *ns, json_t *arr)
+{
+    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
+    struct tlist *t = s ? calloc(1, sizeof(*t)) : NULL;
+    char path[256];
+    if (!t) {
+        http_respond_json(ex, 200, arr);
+        return;
+    }
+    t->e = e;
+    t->ex = ex;
+    t->arr = arr;
+    ab_strlcpy(t->ns, ns, sizeof(t->ns));
+    snprintf(path, sizeof(path), "/internal/v1/federation/envs?namespace=%s", ns);
+    if (tun_call(s, "hub", "GET", path, NULL, 0, NULL, 0, HUB_ENVS_MAX_BODY, tlist_hub, t) != 0) {
+        free(t);
+        http_respond_json(ex, 200, arr);
+        return;
+    }
+    t->call_pending = true;
+    loop_timer_start(e->a->loop, &t->timer, HUB_ENVS_TIMEOUT_MS, tlist_timeout, t);
+}
+
 static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
     struct envs *es;
@@ -152,7 +246,7 @@ static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_
             arr, template_json(p->namespace, es->v[i].name, true, &ps, es->v[i].running));
     free(es);
     free(ps.v);
-    http_respond_json(ex, 200, arr);
+    list_with_hub(e, ex, p->namespace, arr);
 }
 
 static void get_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
@@ -161,6 +255,18 @@ static void get_op(struct e2b *e, struct http_exchange *ex, const struct agent_p
     struct envs *es;
     struct pools ps;
     json_t *t = NULL;
+    struct ref ref;
+
+    /* cluster::env (as GET /templates lists other clusters' envs) */
+    if (id && strstr(id, "::") && ref_parse(id, &ref) == 0 && ref.name[0]) {
+        if (ref.cluster[0] && strcmp(ref.cluster, e->cluster) != 0) {
+            char target[REF_MAX + 16];
+            snprintf(target, sizeof(target), "/templates/%s", ref.name);
+            e2b_forward(e, ex, ref.cluster, target);
+            return;
+        }
+        id = ref.name;
+    }
 
     if (load(e, p->namespace, &es, &ps) != 0) {
         http_respond_error(ex, 503, "out of memory while reading templates");

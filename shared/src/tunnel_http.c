@@ -562,9 +562,11 @@ int tun_http_proxy(struct http_exchange *ex, struct tun_session *s, const char *
         return rc;
     }
     http_set_body_handler(ex, &proxy_body, p);
-    /* a buffered route already has its whole body */
-    if (r->body && r->body_len) {
-        sw_write(&p->w, r->body, r->body_len);
+    /* a buffered route already has its whole body (body is "" when empty,
+     * NULL only on streaming routes): send it and end our direction now */
+    if (r->body) {
+        if (r->body_len)
+            sw_write(&p->w, r->body, r->body_len);
         sw_end(&p->w);
     }
     return 0;

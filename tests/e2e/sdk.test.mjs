@@ -68,7 +68,8 @@ test('create, getInfo, commands with the env vars of the create, files, setTimeo
 test('list with a metadata query, paginated', async () => {
     const { Sandbox } = E2B;
     const made = [];
-    for (let i = 0; i < 3; i++) made.push(await Sandbox.create('demo', { metadata: { page: 'yes', i: String(i) } }));
+    // pinned to alpha: a bare third create would be placed on beta (alpha has 2 warm)
+    for (let i = 0; i < 3; i++) made.push(await Sandbox.create('alpha::demo', { metadata: { page: 'yes', i: String(i) } }));
     try {
         const p = Sandbox.list({ query: { metadata: { page: 'yes' } }, limit: 2 });
         const first = await p.nextItems();

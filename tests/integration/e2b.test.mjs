@@ -542,6 +542,16 @@ test('/secrets and /api-keys are relayed to the hub', async () => {
     assert.equal((await e2b('GET', '/templates', { key: nk.json.key })).status, 200, 'the new key works');
     assert.equal((await e2b('DELETE', `/api-keys/${nk.json.id}`)).status, 204);
     expectError(await e2b('DELETE', `/api-keys/${nk.json.id}`), 404);
+
+    // The relays carried the key's hash, never the key (DESIGN §9): the hub's
+    // bridge refuses and logs any raw credential header, and no key text
+    // reaches the hub's log.
+    const bearer = await e2b('GET', '/secrets', { headers: { Authorization: `Bearer ${stack.key}` } });
+    assert.equal(bearer.status, 200, `a Bearer key is hashed too: ${bearer.text}`);
+    const hubLog = stack.hub.proc.logs();
+    assert.ok(!hubLog.includes('raw API key'), `the hub saw a raw key from the agent:\n${hubLog}`);
+    assert.ok(!hubLog.includes(stack.key.slice(5)) && !hubLog.includes(nk.json.key.slice(5)),
+        'no key text in the hub log');
 });
 
 test('lifecycle reaches the console: claimed → running → ended with its reason', async () => {

@@ -4,9 +4,13 @@
  * every waiting claim. A claim takes the oldest idle sandbox (FIFO), arms it
  * (envd POST /init with token, env vars, user, workdir; slirp4netns first
  * when it may reach the internet) and only then reports it; the pool starts a
- * replacement at once. A released or timed-out sandbox is destroyed, never
- * reused. Counters are computed by walking the sandboxes, never kept apart,
- * so they cannot drift.
+ * replacement once claims pause (REFILL_QUIET_MS without a claim served from
+ * idle, at most REFILL_DEFER_MAX_MS after the first; at once when a claim
+ * waits or the pool has no idle left): a burst of claims is armed before
+ * its replacements' clone + envd start compete with it for the CPU and the
+ * process's memory map (clone copies it). A released or timed-out sandbox is
+ * destroyed, never reused. Counters are computed by walking the sandboxes,
+ * never kept apart, so they cannot drift.
  *
  * Loop thread only. Blocking steps (clone + setup, slirp attach, rm -rf) run
  * on the loop's workers; while a worker holds a sandbox its phase says so and
@@ -34,6 +38,8 @@
 #define READY_POLL_MS 10
 #define GONE_POLL_MS 10
 #define RETRY_MS 1000
+#define REFILL_QUIET_MS 100      /* replacements start after this long without a claim */
+#define REFILL_DEFER_MAX_MS 500  /* ... and never later than this after the first one */
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
 
@@ -127,11 +133,16 @@ struct lrt {
     uint64_t next_ticket;
     int64_t seq;
     struct loop_timer tick;
+    struct loop_timer refill; /* deferred replacements after claims (op_claim) */
+    bool refill_on;
+    int64_t refill_first_ms;  /* when the pending refill was first deferred */
     bool closing;
     bool adopting; /* no spawns before the state directory has been scanned */
 };
 
 static void reconcile(struct lrt *rt, struct lpool *p);
+static void refill_fire(struct loop_timer *t);
+static void refill_later(struct lrt *rt);
 static void destroy(struct lsb *s);
 static void serve_waiters(struct lrt *rt, struct lpool *p);
 
@@ -1119,8 +1130,38 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
     if (ticket)
         *ticket = w->ticket;
     serve_waiters(rt, p);
-    reconcile(rt, p);
+    if (p->nwaiters > 0 || count(rt, p, PH_IDLE, PH_IDLE) == 0)
+        reconcile(rt, p);
+    else
+        refill_later(rt);
     return 0;
+}
+
+static void refill_fire(struct loop_timer *t)
+{
+    struct lrt *rt = t->arg;
+
+    rt->refill_on = false;
+    for (struct lpool *p = rt->pools; p; p = p->next)
+        reconcile(rt, p);
+}
+
+/* Replacements for claims served from idle start once claims pause. */
+static void refill_later(struct lrt *rt)
+{
+    int64_t now = ab_now_ms(), delay = REFILL_QUIET_MS;
+
+    if (rt->refill_on) {
+        if (now - rt->refill_first_ms + REFILL_QUIET_MS > REFILL_DEFER_MAX_MS)
+            return; /* the pending one fires by the bound */
+        loop_timer_cancel(&rt->refill);
+    } else {
+        rt->refill_first_ms = now;
+    }
+    if (now + delay > rt->refill_first_ms + REFILL_DEFER_MAX_MS)
+        delay = AB_MAX(rt->refill_first_ms + REFILL_DEFER_MAX_MS - now, 0);
+    rt->refill_on = true;
+    loop_timer_start(rt->loop, &rt->refill, delay, refill_fire, rt);
 }
 
 static void op_claim_cancel(struct rt *base, uint64_t ticket)
@@ -1288,6 +1329,9 @@ static void op_free(struct rt *base)
 
     rt->closing = true;
     loop_timer_cancel(&rt->tick);
+    if (rt->refill_on)
+        loop_timer_cancel(&rt->refill);
+    rt->refill_on = false;
     for (p = rt->pools; p; p = p->next) {
         while (p->w_head) {
             struct waiter *w = p->w_head;
