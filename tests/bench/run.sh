@@ -44,7 +44,8 @@ benchmarks=(
     "tunnel-agents|node bench/tunnel_agents.mjs"
     "route-decision|$build/bench_route"
     "e2b-create|node bench/e2b_create.mjs"
-    # "dataplane-proxy|node bench/dataplane.mjs"
+    "dataplane-proxy|node bench/dataplane.mjs"
+    "federation|node bench/federation.mjs"
 )
 
 status=0
