@@ -124,6 +124,8 @@ if [ ! -s "$RUN/pg/quickstart-api-key" ]; then
   (umask 077; tail -n 1 <<<"$key_out" > "$RUN/pg/quickstart-api-key")
 fi
 API_KEY=$(cat "$RUN/pg/quickstart-api-key")
+# the sample manifests live in namespace "default": map team demo onto it
+"$BUILD/agentbox-hub" team set-namespace demo default >/dev/null
 ALPHA_TOKEN=$(join_token alpha)
 BETA_TOKEN=$(join_token beta)
 
@@ -170,7 +172,7 @@ wait_healthy beta "http://127.0.0.1:$HUB_PORT/api/clusters/beta/v1/ping"
 
 cat > "$RUN/quickstart.env" <<ENV
 export AGENTBOX_HUB_URL=http://127.0.0.1:$HUB_PORT
-# the hub as the one address: E2B_API_URL=$HUB_E2B_API_URL E2B_SANDBOX_URL=$HUB_DATA_URL
+# the hub as the one address: E2B_API_URL=\$HUB_E2B_API_URL E2B_SANDBOX_URL=\$HUB_DATA_URL
 export HUB_E2B_API_URL=http://127.0.0.1:$HUB_PORT/e2b
 export HUB_DATA_URL=http://127.0.0.1:$HUB_PORT/data
 export ALPHA_E2B_API_URL=http://127.0.0.1:${ALPHA_PORTS[0]}
