@@ -202,6 +202,12 @@ Logs are in .run/logs/. Try:
   curl \$BETA_E2B_API_URL/metrics
   curl -H "X-API-Key: \$E2B_API_KEY" \$HUB_E2B_API_URL/v2/sandboxes   # every cluster, merged
 
+The unmodified e2b SDK (installed in tests/; run from there, env file sourced):
+
+  import { Sandbox } from 'e2b'
+  const sbx = await Sandbox.create('demo')
+  console.log((await sbx.commands.run('uname -a')).stdout); await sbx.kill()
+
 MSG
 
 if [ "$DETACH" = 1 ]; then
