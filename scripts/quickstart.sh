@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-RUN=$ROOT/.run
+RUN=${AGENTBOX_QS_RUN:-$ROOT/.run}   # tests use their own
 BUILD=${AGENTBOX_QS_BUILD:-$ROOT/build-release}
 
 HUB_PORT=${HUB_PORT:-7700}

@@ -1,0 +1,107 @@
+// The README's first command, as a newcomer runs it: quickstart.sh --detach
+// brings PostgreSQL, the hub and agents alpha and beta up within its
+// deadline and writes the env file; the unmodified SDK then creates through
+// alpha and through the hub's front door; `stop` leaves no process behind.
+// Its own run directory, build directory and free ports, so a developer's
+// quick start is left alone.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { repoRoot, freePort, tempDir, run } from './lib/harness.mjs';
+
+const runDir = tempDir('agentbox-qs-run-');
+fs.chmodSync(runDir, 0o755); // PostgreSQL runs as its own user under it
+const buildDir = path.join(repoRoot(), 'build-qs-test');
+let env;
+
+function quickstart(args, timeoutMs) {
+    return run('bash', [path.join(repoRoot(), 'scripts', 'quickstart.sh'), ...args], { env, timeoutMs });
+}
+
+after(async () => {
+    if (env) await quickstart(['stop'], 60000);
+});
+
+function parseEnvFile(file) {
+    const out = {};
+    for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+        const m = /^export ([A-Z0-9_]+)=(.*)$/.exec(line);
+        if (m) out[m[1]] = m[2];
+    }
+    return out;
+}
+
+test('quickstart --detach, the SDK through alpha and the hub, then stop leaves nothing', { timeout: 900000 }, async () => {
+    const ports = {};
+    for (const k of ['HUB_PORT', 'HUB_TUNNEL_PORT', 'ALPHA_E2B_PORT', 'ALPHA_DATA_PORT', 'ALPHA_NATIVE_PORT',
+        'BETA_E2B_PORT', 'BETA_DATA_PORT', 'BETA_NATIVE_PORT']) ports[k] = String(await freePort());
+    env = { ...process.env, ...ports, AGENTBOX_QS_RUN: runDir, AGENTBOX_QS_BUILD: buildDir };
+    const t0 = Date.now();
+    const up = await quickstart(['--detach'], 840000);
+    assert.equal(up.code, 0, `quickstart failed:\n${up.stdout.slice(-3000)}\n${up.stderr.slice(-3000)}`);
+    console.log(`quickstart --detach (build included) took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const vars = parseEnvFile(path.join(runDir, 'quickstart.env'));
+    for (const k of ['AGENTBOX_HUB_URL', 'ALPHA_E2B_API_URL', 'ALPHA_DATA_URL', 'BETA_E2B_API_URL', 'BETA_DATA_URL',
+        'HUB_E2B_API_URL', 'HUB_DATA_URL', 'E2B_API_URL', 'E2B_SANDBOX_URL', 'AGENTBOX_API_KEY', 'E2B_API_KEY']) {
+        assert.ok(vars[k], `${k} missing from quickstart.env`);
+    }
+
+    // the SDK, unchanged, in a child process with the env file's settings
+    const script = `
+        import { Sandbox } from 'e2b';
+        const viaHub = { apiUrl: process.env.HUB_E2B_API_URL, sandboxUrl: process.env.HUB_DATA_URL };
+        const a = await Sandbox.create('demo');
+        await a.files.write('/home/user/x.txt', 'hello');
+        const got = await a.files.read('/home/user/x.txt');
+        const h = await Sandbox.create('demo', viaHub);
+        const r = await h.commands.run('echo from-$((20+22))');
+        console.log(JSON.stringify({ a: a.sandboxId, got, h: h.sandboxId, out: r.stdout.trim() }));
+        await a.kill(); await h.kill();
+    `;
+    const file = path.join(repoRoot(), 'tests', `.qs-sdk-${process.pid}.mjs`);
+    fs.writeFileSync(file, script);
+    let out;
+    try {
+        out = await new Promise((resolve, reject) => {
+            const c = spawn('node', [file], { env: { ...process.env, ...vars }, cwd: path.join(repoRoot(), 'tests') });
+            let so = '';
+            let se = '';
+            c.stdout.on('data', (d) => (so += d));
+            c.stderr.on('data', (d) => (se += d));
+            const timer = setTimeout(() => c.kill('SIGKILL'), 120000);
+            c.on('exit', (code) => {
+                clearTimeout(timer);
+                if (code === 0) resolve(so);
+                else reject(new Error(`SDK script exited ${code}:\n${se}\n${so}`));
+            });
+        });
+    } finally {
+        fs.rmSync(file, { force: true });
+    }
+    const res = JSON.parse(out.trim().split('\n').pop());
+    assert.match(res.a, /^alpha-[a-z0-9]{20}$/);
+    assert.equal(res.got, 'hello');
+    assert.match(res.h, /^(alpha|beta)-[a-z0-9]{20}$/);
+    assert.equal(res.out, 'from-42');
+
+    // stop: every process it started is gone, sandboxes included
+    const pids = fs.readdirSync(path.join(runDir, 'pids')).map((f) => Number(fs.readFileSync(path.join(runDir, 'pids', f), 'utf8')));
+    const down = await quickstart(['stop'], 120000);
+    assert.equal(down.code, 0, down.stderr);
+    env = undefined;
+    for (const pid of pids) assert.ok(!fs.existsSync(`/proc/${pid}`), `process ${pid} outlived stop`);
+    const leftovers = [];
+    for (const e of fs.readdirSync('/proc')) {
+        if (!/^\d+$/.test(e)) continue;
+        try {
+            const cmd = fs.readFileSync(`/proc/${e}/cmdline`, 'utf8');
+            if (cmd.includes(buildDir) || cmd.includes(runDir)) leftovers.push(`${e}: ${cmd.replace(/\0/g, ' ')}`);
+        } catch {
+            /* gone */
+        }
+    }
+    assert.deepEqual(leftovers, [], 'processes of the quick start remain after stop');
+    void run;
+});
