@@ -115,23 +115,6 @@ static void usage(FILE *f)
                "Run 'agentbox-hub cluster COMMAND --help' for its flags.\n");
 }
 
-static void one_line(char *buf, size_t len, const char *msg)
-{
-    size_t n = 0;
-
-    if (len == 0)
-        return;
-    for (const char *p = msg != NULL ? msg : ""; *p != '\0' && n + 1 < len; p++) {
-        char c = (*p == '\n' || *p == '\t' || *p == '\r') ? ' ' : *p;
-        if (c == ' ' && (n == 0 || buf[n - 1] == ' '))
-            continue;
-        buf[n++] = c;
-    }
-    while (n > 0 && buf[n - 1] == ' ')
-        n--;
-    buf[n] = '\0';
-}
-
 static int connect_db(const struct cluster_cli_config *cfg, PGconn **out, char *err, size_t errlen)
 {
     const char *keys[4], *vals[4];
@@ -157,7 +140,7 @@ static int connect_db(const struct cluster_cli_config *cfg, PGconn **out, char *
         return AB_ENOMEM;
     }
     if (PQstatus(c) != CONNECTION_OK) {
-        one_line(msg, sizeof(msg), PQerrorMessage(c));
+        db_one_line(msg, sizeof(msg), PQerrorMessage(c));
         snprintf(err, errlen,
                  "cannot connect to PostgreSQL: %s (set --database-url, DATABASE_URL or PG* "
                  "variables)",

@@ -541,3 +541,20 @@ int db_finish_tx(PGconn *c, int rc, char *err, size_t errlen)
     PQclear(PQexec(c, "ROLLBACK"));
     return rc;
 }
+
+void db_one_line(char *buf, size_t len, const char *msg)
+{
+    size_t n = 0;
+
+    if (len == 0)
+        return;
+    for (const char *p = msg != NULL ? msg : ""; *p != '\0' && n + 1 < len; p++) {
+        char c = (*p == '\n' || *p == '\t' || *p == '\r') ? ' ' : *p;
+        if (c == ' ' && (n == 0 || buf[n - 1] == ' '))
+            continue;
+        buf[n++] = c;
+    }
+    while (n > 0 && buf[n - 1] == ' ')
+        n--;
+    buf[n] = '\0';
+}

@@ -73,6 +73,8 @@ const char *db_error_line(PGconn *conn, const PGresult *res, char *buf, size_t l
  * db_exec runs a statement without results (BEGIN, COMMIT, DDL);
  * db_finish_tx COMMITs when rc is 0, else ROLLBACKs, and returns rc or the
  * commit's error. */
+/* Folds a libpq message (newlines, tabs, runs of spaces) onto one line. */
+void db_one_line(char *buf, size_t len, const char *msg);
 int db_fail(PGconn *c, const PGresult *r, const char *what, char *err, size_t errlen);
 int db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
 int db_finish_tx(PGconn *c, int rc, char *err, size_t errlen);

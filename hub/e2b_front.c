@@ -6,6 +6,7 @@
 #include "hub.h"
 #include "tunnel_server.h"
 
+#include "agentbox/pagetoken.h"
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/http.h"
@@ -281,39 +282,6 @@ static int by_sandbox_id(const void *a, const void *b)
     return strcmp(x ? x : "", y ? y : "");
 }
 
-/* Same encoding as the agent: base64url (no padding) of the decimal offset. */
-static int64_t token_offset(const char *t)
-{
-    char b64[64], num[48];
-    uint8_t dec[48];
-    size_t n = strlen(t), w = 0;
-    if (n == 0 || n > 40)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        b64[i] = t[i] == '-' ? '+' : t[i] == '_' ? '/' : t[i];
-    while (n % 4)
-        b64[n++] = '=';
-    b64[n] = '\0';
-    if (crypto_base64_decode(b64, n, dec, sizeof(dec) - 1, &w) != 0 || w == 0 || w >= sizeof(num))
-        return 0;
-    memcpy(num, dec, w);
-    num[w] = '\0';
-    char *end = NULL;
-    long long off = strtoll(num, &end, 10);
-    return end && *end == '\0' && off > 0 ? off : 0;
-}
-
-static void offset_token(int64_t off, char *out)
-{
-    char num[32], b64[64];
-    size_t j = 0;
-    snprintf(num, sizeof(num), "%lld", (long long)off);
-    crypto_base64_encode(num, strlen(num), b64);
-    for (size_t i = 0; b64[i] && b64[i] != '='; i++)
-        out[j++] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : b64[i];
-    out[j] = '\0';
-}
-
 static void fan_free(struct fan *f)
 {
     json_decref(f->items);
@@ -351,7 +319,7 @@ static void fan_answer(struct fan *f)
         snprintf(total, sizeof(total), "%zu", n);
         h[nh++] = (struct http_header){"X-Total-Running", total};
         if (to < n) {
-            offset_token((int64_t)to, next);
+            pagetoken_encode((int64_t)to, next);
             h[nh++] = (struct http_header){"X-Next-Token", next};
         }
     }
@@ -482,7 +450,7 @@ static void fan_start(struct http_exchange *ex, enum fan_kind kind, const char *
             f->limit = l;
         }
         if (http_query_get(r, "nextToken", tok, sizeof(tok)) == 0)
-            f->offset = token_offset(tok);
+            f->offset = pagetoken_decode(tok);
         strip_paging(r, path, f->target, sizeof(f->target));
     } else {
         snprintf(f->target, sizeof(f->target), "%s%s%s", path, r->query[0] ? "?" : "", r->query);

@@ -1,5 +1,6 @@
 /* Schema migrations: scan, compare, apply under an advisory lock. */
 #include "migrate.h"
+#include "db.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -363,23 +364,6 @@ int migrate_compare(const struct migrate_set *set, const struct migrate_applied 
 
 /* Copies libpq's message as one line: its newlines and tabs become single
  * spaces, trailing space dropped. */
-static void pq_msg(char *buf, size_t len, const char *msg)
-{
-    size_t n = 0;
-
-    if (len == 0)
-        return;
-    for (const char *p = msg != NULL ? msg : ""; *p != '\0' && n + 1 < len; p++) {
-        char c = (*p == '\n' || *p == '\t' || *p == '\r') ? ' ' : *p;
-        if (c == ' ' && (n == 0 || buf[n - 1] == ' '))
-            continue;
-        buf[n++] = c;
-    }
-    while (n > 0 && buf[n - 1] == ' ')
-        n--;
-    buf[n] = '\0';
-}
-
 static int connect_db(const struct migrate_options *o, PGconn **out, char *err, size_t errlen)
 {
     const char *keys[5], *vals[5];
@@ -406,7 +390,7 @@ static int connect_db(const struct migrate_options *o, PGconn **out, char *err, 
     if (c == NULL)
         return AB_ENOMEM;
     if (PQstatus(c) != CONNECTION_OK) {
-        pq_msg(msg, sizeof(msg), PQerrorMessage(c));
+        db_one_line(msg, sizeof(msg), PQerrorMessage(c));
         set_err(err, errlen,
                 "cannot connect to PostgreSQL: %s (set --database-url, DATABASE_URL or PG* "
                 "variables)",
@@ -447,7 +431,7 @@ static int exec_ok(PGconn *c, const char *sql, const char *what, char *err, size
     int rc = 0;
 
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        pq_msg(msg, sizeof(msg), PQerrorMessage(c));
+        db_one_line(msg, sizeof(msg), PQerrorMessage(c));
         set_err(err, errlen, "%s: %s", what, msg);
         rc = AB_EIO;
     }
@@ -470,7 +454,7 @@ static int take_lock(PGconn *c, int64_t lock_timeout_ms, char *err, size_t errle
     r = PQexec(c, sql);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        pq_msg(msg, sizeof(msg), PQerrorMessage(c));
+        db_one_line(msg, sizeof(msg), PQerrorMessage(c));
         if (state != NULL && strcmp(state, "55P03") == 0)
             set_err(err, errlen,
                     "another migrate run has held the migration lock (pg_advisory_lock "
@@ -516,7 +500,7 @@ static int load_applied(PGconn *c, bool create, struct migrate_applied **out, si
         r = PQexec(c, "SELECT to_regclass('schema_migrations') IS NOT NULL");
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
             char msg[512];
-            pq_msg(msg, sizeof(msg), PQerrorMessage(c));
+            db_one_line(msg, sizeof(msg), PQerrorMessage(c));
             set_err(err, errlen, "reading schema_migrations: %s", msg);
             rc = AB_EIO;
             goto out;
@@ -528,7 +512,7 @@ static int load_applied(PGconn *c, bool create, struct migrate_applied **out, si
     r = PQexec(c, SELECT_APPLIED_SQL);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         char msg[512];
-        pq_msg(msg, sizeof(msg), PQerrorMessage(c));
+        db_one_line(msg, sizeof(msg), PQerrorMessage(c));
         set_err(err, errlen, "reading schema_migrations: %s", msg);
         rc = AB_EIO;
         goto out;
@@ -576,7 +560,7 @@ static int apply_one(PGconn *c, const struct migrate_file *f, char *err, size_t 
     if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK &&
         PQresultStatus(r) != PGRES_EMPTY_QUERY) {
         int line = line_of(f->sql, PQresultErrorField(r, PG_DIAG_STATEMENT_POSITION));
-        pq_msg(msg, sizeof(msg), PQresultErrorMessage(r));
+        db_one_line(msg, sizeof(msg), PQresultErrorMessage(r));
         if (line > 0)
             set_err(err, errlen,
                     "migration %s failed at line %d: %s (nothing from this file was applied)",
@@ -605,7 +589,7 @@ static int apply_one(PGconn *c, const struct migrate_file *f, char *err, size_t 
                      "VALUES ($1::integer, $2, $3)",
                      3, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        pq_msg(msg, sizeof(msg), PQresultErrorMessage(r));
+        db_one_line(msg, sizeof(msg), PQresultErrorMessage(r));
         set_err(err, errlen, "recording migration %s: %s", f->name, msg);
         PQclear(r);
         PQclear(PQexec(c, "ROLLBACK"));

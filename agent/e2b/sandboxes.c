@@ -9,6 +9,7 @@
 #include "auth.h"
 #include "runtime/runtime.h"
 
+#include "agentbox/pagetoken.h"
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/json.h"
@@ -165,39 +166,6 @@ static bool md_match(const struct rt_sandbox *s, const struct md_pair *pairs, si
     return true;
 }
 
-/* nextToken: base64url without padding of the decimal offset; malformed → 0. */
-static int64_t token_offset(const char *t)
-{
-    char b64[64], num[48];
-    uint8_t dec[48];
-    size_t n = strlen(t), w = 0;
-    if (n == 0 || n > 40)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        b64[i] = t[i] == '-' ? '+' : t[i] == '_' ? '/' : t[i];
-    while (n % 4)
-        b64[n++] = '=';
-    b64[n] = '\0';
-    if (crypto_base64_decode(b64, n, dec, sizeof(dec) - 1, &w) != 0 || w == 0 || w >= sizeof(num))
-        return 0;
-    memcpy(num, dec, w);
-    num[w] = '\0';
-    char *end = NULL;
-    long long off = strtoll(num, &end, 10);
-    return end && *end == '\0' && off > 0 ? off : 0;
-}
-
-static void offset_token(int64_t off, char *out)
-{
-    char num[32], b64[64];
-    snprintf(num, sizeof(num), "%lld", (long long)off);
-    crypto_base64_encode(num, strlen(num), b64);
-    size_t j = 0;
-    for (size_t i = 0; b64[i] && b64[i] != '='; i++)
-        out[j++] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : b64[i];
-    out[j] = '\0';
-}
-
 static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
     const struct http_request *r = http_req(ex);
@@ -241,7 +209,7 @@ static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct age
         limit = l;
     }
     if (http_query_get(r, "nextToken", tok, sizeof(tok)) == 0)
-        offset = token_offset(tok);
+        offset = pagetoken_decode(tok);
     if (collect(e, p, &c) != 0) {
         http_respond_error(ex, 503, "out of memory while listing sandboxes");
         goto out;
@@ -268,7 +236,7 @@ static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct age
     collect_free(&c);
     char next[64] = "", tot[32];
     if (more)
-        offset_token(offset + shown, next);
+        pagetoken_encode(offset + shown, next);
     snprintf(tot, sizeof(tot), "%lld", (long long)total);
     char *body = json_dumps(arr, JSON_COMPACT);
     json_decref(arr);
