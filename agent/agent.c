@@ -1,14 +1,14 @@
 /* agentbox-agent serve: configuration, listeners, lifecycle. */
-#include "agent.h"
-#include "tunnel_client.h"
-#include "route_client.h"
-#include "auth.h"
-#include "native/native.h"
-#include "native/sandboxes.h"
-#include "dataplane.h"
-#include "e2b/e2b.h"
-#include "runtime/runtime.h"
-#include "runtime/local/local.h"
+#include "agent/agent.h"
+#include "agent/tunnel_client.h"
+#include "agent/route_client.h"
+#include "agent/auth.h"
+#include "agent/native/native.h"
+#include "agent/native/sandboxes.h"
+#include "agent/dataplane.h"
+#include "agent/e2b/e2b.h"
+#include "agent/runtime/runtime.h"
+#include "agent/runtime/local/local.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"
@@ -48,10 +48,12 @@ const struct cfg_option agent_serve_options[] = {
      "local runtime: the agentbox-envd binary (default: next to agentbox-agent)", NULL},
     {"data_domain", CFG_STRING, NULL, false, AOPT(data_domain),
      "data plane: route hosts <port>-<sandbox id>.<data_domain> (unset: headers and paths, "
-     "and hosts whose first label parses as <port>-<sandbox id>)", NULL},
+     "and hosts whose first label parses as <port>-<sandbox id>)",
+     NULL},
     {"prometheus_url", CFG_STRING, NULL, false, AOPT(prometheus_url),
      "E2B sandbox metrics: Prometheus-compatible backend (bearer token from PROMETHEUS_TOKEN); "
-     "unset: the metrics routes answer 501", NULL},
+     "unset: the metrics routes answer 501",
+     NULL},
     {"log_service_url", CFG_STRING, NULL, false, AOPT(log_service_url),
      "E2B logs of ended sandboxes: the central log service; unset: those answer 501", NULL},
     {"e2b_listen", CFG_STRING, ":8090", false, AOPT(e2b_listen),
@@ -60,8 +62,7 @@ const struct cfg_option agent_serve_options[] = {
      NULL},
     {"native_listen", CFG_STRING, ":8080", false, AOPT(native_listen),
      "native (console/abx) API listen address", NULL},
-    {"log_level", CFG_STRING, "info", false, AOPT(log_level), "debug, info, warn or error",
-     NULL},
+    {"log_level", CFG_STRING, "info", false, AOPT(log_level), "debug, info, warn or error", NULL},
     {"log_json", CFG_BOOL, "false", false, AOPT(log_json), "log JSON lines instead of key=value",
      NULL},
     {"tunnel_ping_interval", CFG_DURATION, "10s", false, AOPT(tunnel_ping_interval_ms),
@@ -70,8 +71,8 @@ const struct cfg_option agent_serve_options[] = {
      "drop the tunnel after this long without hearing from the hub", NULL},
     {"reconnect_min", CFG_DURATION, "500ms", false, AOPT(reconnect_min_ms),
      "first reconnect backoff (doubles, full jitter)", NULL},
-    {"reconnect_max", CFG_DURATION, "30s", false, AOPT(reconnect_max_ms),
-     "reconnect backoff cap", NULL},
+    {"reconnect_max", CFG_DURATION, "30s", false, AOPT(reconnect_max_ms), "reconnect backoff cap",
+     NULL},
     {"reconnect_reset", CFG_DURATION, "60s", false, AOPT(reconnect_reset_ms),
      "a tunnel up this long starts the backoff again from reconnect_min", NULL},
 };
@@ -106,15 +107,14 @@ int agent_config_check(const struct agent_config *cfg, char *err, size_t errlen)
             return AB_EINVAL;
         }
     }
-    if (cfg->join_token && (strncmp(cfg->join_token, "abxc_", 5) != 0 ||
-                            strlen(cfg->join_token) != 5 + 64)) {
+    if (cfg->join_token &&
+        (strncmp(cfg->join_token, "abxc_", 5) != 0 || strlen(cfg->join_token) != 5 + 64)) {
         snprintf(err, errlen, "join_token must be 'abxc_' followed by 64 hex digits");
         return AB_EINVAL;
     }
     enum log_level lvl;
     if (log_parse_level(cfg->log_level, &lvl) != 0) {
-        snprintf(err, errlen, "log_level '%s' must be debug, info, warn or error",
-                 cfg->log_level);
+        snprintf(err, errlen, "log_level '%s' must be debug, info, warn or error", cfg->log_level);
         return AB_EINVAL;
     }
     return 0;
@@ -136,8 +136,8 @@ static void h_healthz(struct http_exchange *ex, void *arg)
 static void h_ping(struct http_exchange *ex, void *arg)
 {
     struct agent *a = arg;
-    json_t *body = json_pack("{s:b,s:s,s:s}", "pong", 1, "cluster", a->cfg->cluster_id,
-                             "version", AGENTBOX_VERSION);
+    json_t *body = json_pack("{s:b,s:s,s:s}", "pong", 1, "cluster", a->cfg->cluster_id, "version",
+                             AGENTBOX_VERSION);
     http_respond_json(ex, 200, body);
 }
 
@@ -190,8 +190,8 @@ static void pool_gauges_refresh(struct agent *a)
     for (int i = 0; i < ps->n; i++) {
         bool still = false;
         for (int j = 0; j < ps->next_n && !still; j++)
-            still = !strcmp(ps->key[i][0], ps->next[j][0]) &&
-                    !strcmp(ps->key[i][1], ps->next[j][1]);
+            still =
+                !strcmp(ps->key[i][0], ps->next[j][0]) && !strcmp(ps->key[i][1], ps->next[j][1]);
         if (!still) {
             const char *v[] = {ps->key[i][0], ps->key[i][1]};
             for (size_t k = 0; k < AB_ARRAY_LEN(POOL_GAUGES); k++)
@@ -212,8 +212,8 @@ void agent_respond_metrics(struct http_exchange *ex, struct agent *a)
     size_t len = 0;
     pool_gauges_refresh(a);
     char *txt = metrics_render(metrics_default(), &len);
-    http_respond(ex, 200, "text/plain; version=0.0.4; charset=utf-8", txt ? txt : "",
-                 txt ? len : 0, NULL, 0);
+    http_respond(ex, 200, "text/plain; version=0.0.4; charset=utf-8", txt ? txt : "", txt ? len : 0,
+                 NULL, 0);
     free(txt);
 }
 
@@ -250,7 +250,8 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
     const char *envd_path = cfg->envd_path, *manifests = cfg->manifests_dir;
 
     if (strcmp(cfg->runtime, "kube") == 0) {
-        snprintf(err, errlen, "runtime 'kube' is not available yet: run with --runtime local "
+        snprintf(err, errlen,
+                 "runtime 'kube' is not available yet: run with --runtime local "
                  "(Linux namespaces on this host)");
         return AB_EINVAL;
     }
@@ -258,7 +259,8 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
         char *slash;
         if (n <= 0 || n >= (ssize_t)sizeof(self) - 1) {
-            snprintf(err, errlen, "cannot find this binary's directory to locate agentbox-envd; "
+            snprintf(err, errlen,
+                     "cannot find this binary's directory to locate agentbox-envd; "
                      "set --envd-path");
             return AB_EINVAL;
         }
@@ -269,8 +271,10 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
         envd_path = envd;
     }
     if (access(envd_path, X_OK) != 0) {
-        snprintf(err, errlen, "envd_path %s is not an executable (%s): build agentbox-envd or set "
-                 "--envd-path", envd_path, strerror(errno));
+        snprintf(err, errlen,
+                 "envd_path %s is not an executable (%s): build agentbox-envd or set "
+                 "--envd-path",
+                 envd_path, strerror(errno));
         return AB_EINVAL;
     }
     if (!manifests) {
@@ -305,8 +309,8 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
         snprintf(err, errlen, "local runtime: %s", why);
         return rc;
     }
-    LOG_INFO("local runtime started", "state_dir", cfg->state_dir, "manifests", manifests,
-             "envd", envd_path);
+    LOG_INFO("local runtime started", "state_dir", cfg->state_dir, "manifests", manifests, "envd",
+             envd_path);
     return 0;
 }
 
@@ -330,8 +334,7 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         {"GET", "/metrics", h_metrics, a, 0},
     };
     for (int i = 0; i < AGENT_NLISTENERS; i++)
-        if (agent_add_routes(a, (enum agent_listener)i, common, AB_ARRAY_LEN(common), err,
-                             errlen))
+        if (agent_add_routes(a, (enum agent_listener)i, common, AB_ARRAY_LEN(common), err, errlen))
             return AB_ELIMIT;
     const struct http_route native[] = {
         {"GET", "/v1/ping", h_ping, a, 0},
@@ -370,8 +373,8 @@ int agent_start(struct agent *a, char *err, size_t errlen)
         }
         http_router_set_error_format(ls->router, agent_error_json);
         http_router_set_extra_header(ls->router, "X-AgentBox-Server-Version", AGENTBOX_VERSION);
-        struct http_server_options o = {.listen = listen[i], .router = ls->router,
-                                        .name = ls->name};
+        struct http_server_options o = {
+            .listen = listen[i], .router = ls->router, .name = ls->name};
         char why[256];
         if (http_server_start(a->loop, &o, &ls->server, why, sizeof(why))) {
             snprintf(err, errlen, "%s_listen: %s", ls->name, why);

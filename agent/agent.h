@@ -31,8 +31,8 @@ struct agent_config {
     char *manifests_dir;
     char *envd_path;
     char *data_domain;
-    char *prometheus_url;   /* e2b metrics backend (NULL: 501) */
-    char *log_service_url;  /* e2b logs of ended sandboxes (NULL: 501) */
+    char *prometheus_url;  /* e2b metrics backend (NULL: 501) */
+    char *log_service_url; /* e2b logs of ended sandboxes (NULL: 501) */
     char *e2b_listen;
     char *data_listen;
     char *native_listen;
@@ -51,7 +51,7 @@ extern const size_t agent_serve_noptions;
 enum agent_listener { AGENT_E2B = 0, AGENT_DATA, AGENT_NATIVE, AGENT_NLISTENERS };
 
 struct agent_listener_state {
-    const char *name;   /* "e2b", "data", "native" */
+    const char *name; /* "e2b", "data", "native" */
     struct http_route routes[AGENT_MAX_ROUTES];
     size_t nroutes;
     struct http_router *router;

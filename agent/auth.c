@@ -1,7 +1,7 @@
 /* See auth.h. The cache is a small open hash keyed by the key's SHA-256. */
-#include "auth.h"
+#include "agent/auth.h"
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/http.h"
@@ -9,24 +9,24 @@
 #include "agentbox/metrics.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
-#include "tunnel_client.h"
+#include "agent/tunnel_client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#define CACHE_SLOTS 4096          /* power of two; entries beyond are evicted */
+#define CACHE_SLOTS 4096 /* power of two; entries beyond are evicted */
 #define HIT_TTL_MS 60000
 #define MISS_TTL_MS 5000
-#define GRACE_MS (5 * 60 * 1000)  /* cached keys stay valid this long with the hub unreachable */
+#define GRACE_MS (5 * 60 * 1000) /* cached keys stay valid this long with the hub unreachable */
 #define KEY_MAX 256
 
 struct cache_entry {
     bool used;
     bool valid;
-    int64_t fetched_ms;          /* when the hub last answered for it */
-    char reason[48];             /* for misses: revoked, expired, unknown */
+    int64_t fetched_ms; /* when the hub last answered for it */
+    char reason[48];    /* for misses: revoked, expired, unknown */
     struct agent_principal p;
 };
 
@@ -59,9 +59,9 @@ int agent_auth_new(struct agent *a, struct agent_auth **out)
         return AB_ENOMEM;
     au->a = a;
     static const char *const labels[] = {"result", NULL};
-    au->m_result = metrics_register(metrics_default(), "agentbox_auth_requests_total",
-                                    "API-key checks on the agent by result.", METRIC_COUNTER,
-                                    labels, NULL, 0);
+    au->m_result =
+        metrics_register(metrics_default(), "agentbox_auth_requests_total",
+                         "API-key checks on the agent by result.", METRIC_COUNTER, labels, NULL, 0);
     *out = au;
     return 0;
 }
@@ -112,10 +112,11 @@ static void fill_principal(struct agent_principal *p, json_t *j, const char *has
 {
     memset(p, 0, sizeof(*p));
     ab_strlcpy(p->key_hash, hash, sizeof(p->key_hash));
-#define COPY(field, key)                                                                        \
-    ab_strlcpy(p->field,                                                                        \
-               json_string_value(json_object_get(j, key)) ? json_string_value(json_object_get(j, key)) \
-                                                          : "",                                 \
+#define COPY(field, key)                                                                           \
+    ab_strlcpy(p->field,                                                                           \
+               json_string_value(json_object_get(j, key))                                          \
+                   ? json_string_value(json_object_get(j, key))                                    \
+                   : "",                                                                           \
                sizeof(p->field))
     COPY(key_id, "keyId");
     COPY(name, "name");

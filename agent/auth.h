@@ -19,19 +19,18 @@ struct agent_auth;
 
 struct agent_principal {
     char key_id[64];
-    char key_hash[65];   /* SHA-256 hex of the presented key */
+    char key_hash[65]; /* SHA-256 hex of the presented key */
     char name[128];
     char team[64];
     char user[64];
     char namespace[64];
-    bool admin;          /* role admin */
-    bool agent_mode;     /* mode agent: no key minting, approvals apply */
+    bool admin;      /* role admin */
+    bool agent_mode; /* mode agent: no key minting, approvals apply */
 };
 
 /* How a refusal is shaped: E2B {"code","message"} or native {"error"}. The
  * router's error format decides; this only picks the words. */
-typedef void (*agent_auth_fn)(struct http_exchange *ex, const struct agent_principal *p,
-                              void *arg);
+typedef void (*agent_auth_fn)(struct http_exchange *ex, const struct agent_principal *p, void *arg);
 
 int agent_auth_new(struct agent *a, struct agent_auth **out);
 void agent_auth_free(struct agent_auth *au);

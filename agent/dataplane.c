@@ -1,10 +1,10 @@
 /* The data plane: target extraction, the local proxy to envd's unix socket,
  * and the relay to other clusters. See dataplane.h. */
-#include "dataplane.h"
+#include "agent/dataplane.h"
 
-#include "agent.h"
-#include "runtime/runtime.h"
-#include "tunnel_client.h"
+#include "agent/agent.h"
+#include "agent/runtime/runtime.h"
+#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/http.h"
@@ -64,8 +64,7 @@ static int parse_port(const char *s, size_t len)
     return port >= 1 && port <= 65535 ? port : 0;
 }
 
-static int from_headers(const struct http_request *r, struct dp_target *t, char *err,
-                        size_t errlen)
+static int from_headers(const struct http_request *r, struct dp_target *t, char *err, size_t errlen)
 {
     static const char *const pairs[][2] = {
         {"E2b-Sandbox-Id", "E2b-Sandbox-Port"},
@@ -105,8 +104,7 @@ static int from_headers(const struct http_request *r, struct dp_target *t, char 
 
 /* label = "<port>-<id>"; strict decides whether a mismatch is an error. */
 static int from_label(const char *label, size_t len, const char *host, const char *domain,
-                      const struct http_request *r, struct dp_target *t, char *err,
-                      size_t errlen)
+                      const struct http_request *r, struct dp_target *t, char *err, size_t errlen)
 {
     const char *dash = memchr(label, '-', len);
     char cluster[SBXID_CLUSTER_MAX + 1];
@@ -154,8 +152,8 @@ static int from_host(const struct http_request *r, const char *domain, struct dp
             return AB_ENOENT;
         size_t ll = n - dl - 1;
         if (memchr(host, '.', ll)) {
-            snprintf(err, errlen, "host '%.200s' must be <port>-<sandbox id>.%s (one label)",
-                     host, domain);
+            snprintf(err, errlen, "host '%.200s' must be <port>-<sandbox id>.%s (one label)", host,
+                     domain);
             return AB_EINVAL;
         }
         return from_label(host, ll, host, domain, r, t, err, errlen);
@@ -166,8 +164,7 @@ static int from_host(const struct http_request *r, const char *domain, struct dp
     return from_label(host, (size_t)(dot - host), host, NULL, r, t, err, errlen);
 }
 
-static int from_path(const struct http_request *r, struct dp_target *t, char *err,
-                     size_t errlen)
+static int from_path(const struct http_request *r, struct dp_target *t, char *err, size_t errlen)
 {
     const char *target = r->target;
     const char *q = strpbrk(target, "?#");
@@ -185,14 +182,16 @@ static int from_path(const struct http_request *r, struct dp_target *t, char *er
     const char *end = target + plen;
     const char *s1 = memchr(at, '/', (size_t)(end - at));
     if (!s1 || s1 == at) {
-        snprintf(err, errlen, "URL path after sandboxes/ must contain at least sandbox ID and port");
+        snprintf(err, errlen,
+                 "URL path after sandboxes/ must contain at least sandbox ID and port");
         return AB_EINVAL;
     }
     const char *pstart = s1 + 1;
     const char *s2 = memchr(pstart, '/', (size_t)(end - pstart));
     const char *pend = s2 ? s2 : end;
     if (pend == pstart) {
-        snprintf(err, errlen, "URL path after sandboxes/ must contain at least sandbox ID and port");
+        snprintf(err, errlen,
+                 "URL path after sandboxes/ must contain at least sandbox ID and port");
         return AB_EINVAL;
     }
     if (!(t->port = parse_port(pstart, (size_t)(pend - pstart)))) {
@@ -238,19 +237,20 @@ struct proxy {
     struct http_exchange *ex;
     struct http_client *c; /* NULL once it delivered on_end/on_error or we closed it */
     char id[SBXID_MAX + 1];
-    int port;           /* the sandbox port asked for (envd's or a server's) */
+    int port; /* the sandbox port asked for (envd's or a server's) */
     int64_t t0_us;
     int64_t touched_ms;
     uint64_t up, down;
-    bool body_paused;   /* we paused the request body (upstream is slow) */
-    bool resp_paused;   /* we paused the upstream (client is slow) */
+    bool body_paused; /* we paused the request body (upstream is slow) */
+    bool resp_paused; /* we paused the upstream (client is slow) */
     bool req_done;
 };
 
 static bool is_hop_by_hop(const char *name)
 {
-    static const char *const hop[] = {"Connection", "Keep-Alive", "Transfer-Encoding", "TE",
-                                      "Trailer", "Upgrade", "Proxy-Connection", "Content-Length"};
+    static const char *const hop[] = {
+        "Connection", "Keep-Alive", "Transfer-Encoding", "TE",
+        "Trailer",    "Upgrade",    "Proxy-Connection",  "Content-Length"};
     for (size_t i = 0; i < AB_ARRAY_LEN(hop); i++)
         if (strcasecmp(name, hop[i]) == 0)
             return true;
@@ -331,15 +331,17 @@ static void up_error(struct http_client *c, int err, const char *msg, void *arg)
     p->c = NULL;
     if (!http_has_begun(p->ex) && p->port != DP_ENVD_PORT) {
         char m[200];
-        snprintf(m, sizeof(m), "port %d of sandbox %s is not open: start a server listening on "
-                 "it inside the sandbox (0.0.0.0 or 127.0.0.1)", p->port, p->id);
+        snprintf(m, sizeof(m),
+                 "port %d of sandbox %s is not open: start a server listening on "
+                 "it inside the sandbox (0.0.0.0 or 127.0.0.1)",
+                 p->port, p->id);
         respond_error(p->ex, 502, m);
         proxy_done(p, "port_closed");
         return;
     }
     if (!http_has_begun(p->ex)) {
-        LOG_WARN("the sandbox's envd did not answer", "id", p->id, "error", msg ? msg : "",
-                 "code", ab_strerror(err));
+        LOG_WARN("the sandbox's envd did not answer", "id", p->id, "error", msg ? msg : "", "code",
+                 ab_strerror(err));
         respond_error(p->ex, 502, MSG_UNHEALTHY);
         proxy_done(p, "unhealthy");
         return;
@@ -415,8 +417,7 @@ static void body_drain(struct http_exchange *ex, void *arg)
     }
 }
 
-static const struct http_body_handler body_handler = {body_data, body_end, body_abort,
-                                                      body_drain};
+static const struct http_body_handler body_handler = {body_data, body_end, body_abort, body_drain};
 
 static void proxy_local(struct http_exchange *ex, struct agent *a, const struct dp_target *t,
                         const char *envd_addr, int64_t t0_us)
@@ -513,9 +514,10 @@ static void h_data(struct http_exchange *ex, void *arg)
             agent_respond_metrics(ex, a);
             return;
         }
-        respond_error(ex, 400, "missing sandbox id: set the E2b-Sandbox-Id and E2b-Sandbox-Port "
-                               "headers, use the host <port>-<sandbox id>.<domain> or the path "
-                               "/sandboxes/<sandbox id>/<port>/...");
+        respond_error(ex, 400,
+                      "missing sandbox id: set the E2b-Sandbox-Id and E2b-Sandbox-Port "
+                      "headers, use the host <port>-<sandbox id>.<domain> or the path "
+                      "/sandboxes/<sandbox id>/<port>/...");
         count_request("bad_request", t0);
         return;
     }
@@ -525,8 +527,10 @@ static void h_data(struct http_exchange *ex, void *arg)
         return;
     }
     if (sbxid_cluster_of(t.id, cluster) != 0) {
-        snprintf(err, sizeof(err), "sandbox id '%.100s' is malformed: expected <cluster>-<%d "
-                 "characters [a-z0-9]>", t.id, SBXID_SUFFIX_LEN);
+        snprintf(err, sizeof(err),
+                 "sandbox id '%.100s' is malformed: expected <cluster>-<%d "
+                 "characters [a-z0-9]>",
+                 t.id, SBXID_SUFFIX_LEN);
         respond_error(ex, 400, err);
         count_request("bad_request", t0);
         return;
@@ -550,8 +554,10 @@ static void h_data(struct http_exchange *ex, void *arg)
         /* any other port: a server the sandbox runs on its own loopback */
         char addr[RT_ADDR_MAX + 8];
         if (!sb.port_addr[0]) {
-            snprintf(err, sizeof(err), "port %d of sandbox %s is not reachable: this runtime "
-                     "proxies only envd (port %d)", t.port, t.id, DP_ENVD_PORT);
+            snprintf(err, sizeof(err),
+                     "port %d of sandbox %s is not reachable: this runtime "
+                     "proxies only envd (port %d)",
+                     t.port, t.id, DP_ENVD_PORT);
             respond_error(ex, 502, err);
             count_request("unsupported_port", t0);
             return;
@@ -571,13 +577,15 @@ int dataplane_add_routes(struct agent *a, char *err, size_t errlen)
 
     m_requests = metrics_register(reg, "agentbox_dataplane_requests_total",
                                   "Data-plane requests by outcome (ok, relayed, bad_request, "
-                                  "not_found, unhealthy, ...)", METRIC_COUNTER, outcome, NULL, 0);
+                                  "not_found, unhealthy, ...)",
+                                  METRIC_COUNTER, outcome, NULL, 0);
     m_bytes = metrics_register(reg, "agentbox_dataplane_bytes_total",
                                "Body bytes proxied to and from local sandboxes", METRIC_COUNTER,
                                direction, NULL, 0);
     m_latency = metrics_register(reg, "agentbox_dataplane_request_duration_seconds",
                                  "Data-plane request duration, from the request head to the end "
-                                 "of the response", METRIC_HISTOGRAM, outcome, NULL, 0);
+                                 "of the response",
+                                 METRIC_HISTOGRAM, outcome, NULL, 0);
     if (!m_requests || !m_bytes || !m_latency) {
         snprintf(err, errlen, "data plane: cannot register metrics (out of memory)");
         return AB_ENOMEM;

@@ -23,9 +23,9 @@ struct http_request;
 
 /* What a request addresses. */
 struct dp_target {
-    char id[96];      /* sandbox id as given (validated later) */
-    int port;         /* 1..65535 */
-    char path[8192];  /* request-target to send on: rewritten for the path form */
+    char id[96];     /* sandbox id as given (validated later) */
+    int port;        /* 1..65535 */
+    char path[8192]; /* request-target to send on: rewritten for the path form */
 };
 
 /* Extracts the target of r. domain may be NULL (host form then only when the

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "agentbox/version.h"
 
 static void usage(FILE *f)

@@ -3,19 +3,19 @@
  * The local runtime has no autoscaler: members report autoscaling false and
  * headroom 0, so only idle members attract forwarded creates. desired is
  * what the pool wants to exist: its running sandboxes plus its warm replicas. */
-#include "reporter.h"
+#include "agent/reporter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/tunnel.h"
-#include "runtime/runtime.h"
-#include "tunnel_client.h"
+#include "agent/runtime/runtime.h"
+#include "agent/tunnel_client.h"
 
 struct fed_reporter {
     struct agent *a;

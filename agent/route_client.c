@@ -1,11 +1,11 @@
 /* The origin's side of the placement. See route_client.h. */
-#include "route_client.h"
+#include "agent/route_client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "agentbox/common.h"
 #include "agentbox/http.h"
 #include "agentbox/json.h"
@@ -14,10 +14,10 @@
 #include "agentbox/metrics.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
-#include "auth.h"
-#include "reporter.h"
-#include "runtime/runtime.h"
-#include "tunnel_client.h"
+#include "agent/auth.h"
+#include "agent/reporter.h"
+#include "agent/runtime/runtime.h"
+#include "agent/tunnel_client.h"
 
 #define NAME_MAX_LEN 63
 #define HUB_ANSWER_MAX 8192

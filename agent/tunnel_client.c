@@ -1,7 +1,7 @@
 /* See tunnel_client.h. */
-#include "tunnel_client.h"
+#include "agent/tunnel_client.h"
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/log.h"
@@ -31,11 +31,11 @@ struct agent_tunnel {
     int port;
     bool tls;
 
-    struct lws *wsi;          /* the current connection, or NULL */
+    struct lws *wsi; /* the current connection, or NULL */
     struct tun_ws ws;
     struct tun_session *s;
     bool established, stopping;
-    int64_t connected_at_ms;  /* 0 while not connected */
+    int64_t connected_at_ms; /* 0 while not connected */
     int64_t epoch;
     char close_reason[128];
     uint64_t stalls_seen;
@@ -235,8 +235,8 @@ static const char *refusal_reason(struct lws *wsi, const char *in, char *buf, si
     return buf;
 }
 
-static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-                           void *in, size_t len)
+static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                           size_t len)
 {
     struct agent_tunnel *t = lws_get_opaque_user_data(wsi);
     if (!t)
@@ -244,12 +244,12 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
     switch (reason) {
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
         unsigned char **p = (unsigned char **)in, *end = (*p) + len;
-        if (lws_add_http_header_by_name(wsi, (const unsigned char *)"authorization:",
-                                        (const unsigned char *)t->auth, (int)strlen(t->auth), p,
-                                        end) ||
+        if (lws_add_http_header_by_name(
+                wsi, (const unsigned char *)"authorization:", (const unsigned char *)t->auth,
+                (int)strlen(t->auth), p, end) ||
             lws_add_http_header_by_name(wsi, (const unsigned char *)"x-agentbox-cluster:",
-                                        (const unsigned char *)t->cluster,
-                                        (int)strlen(t->cluster), p, end))
+                                        (const unsigned char *)t->cluster, (int)strlen(t->cluster),
+                                        p, end))
             return -1;
         return 0;
     }
@@ -276,9 +276,9 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
             return -1;
         }
         t->connected_at_ms = ab_now_ms();
-        json_t *hello = json_pack("{s:s,s:s,s:i,s:[s,s,s]}", "cluster", t->cluster, "version",
-                                  AGENTBOX_VERSION, "protocol", 1, "services", "e2b", "data",
-                                  "native");
+        json_t *hello =
+            json_pack("{s:s,s:s,s:i,s:[s,s,s]}", "cluster", t->cluster, "version", AGENTBOX_VERSION,
+                      "protocol", 1, "services", "e2b", "data", "native");
         tun_session_send_json(t->s, TUN_HELLO, hello);
         json_decref(hello);
         tun_ws_want_write(&t->ws);
@@ -289,8 +289,8 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
     case LWS_CALLBACK_CLIENT_RECEIVE: {
         if (!t->s || t->ws.closing)
             return 0;
-        int rc = tun_ws_receive(&t->ws, in, len, lws_is_first_fragment(wsi),
-                                lws_is_final_fragment(wsi));
+        int rc =
+            tun_ws_receive(&t->ws, in, len, lws_is_first_fragment(wsi), lws_is_final_fragment(wsi));
         if (rc < 0) {
             LOG_WARN("tunnel protocol error; reconnecting", "error",
                      rc == AB_ELIMIT ? "message over 1 MiB" : tun_session_error(t->s));
@@ -320,7 +320,8 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
         int64_t up = t->connected_at_ms ? ab_now_ms() - t->connected_at_ms : 0;
         t->connected_at_ms = 0;
         char why[160];
-        snprintf(why, sizeof(why), "%s", t->close_reason[0] ? t->close_reason : "connection closed");
+        snprintf(why, sizeof(why), "%s",
+                 t->close_reason[0] ? t->close_reason : "connection closed");
         teardown(t);
         schedule_retry(t, up, why);
         return 0;
@@ -397,19 +398,19 @@ int agent_tunnel_start(struct agent *a, const struct agent_tunnel_options *o,
 
     struct metrics_registry *mr = metrics_default();
     t->m_connected = metrics_register(mr, "agentbox_tunnel_connected",
-                                      "1 while the tunnel to the hub is established.",
-                                      METRIC_GAUGE, NULL, NULL, 0);
-    t->m_reconnects = metrics_register(mr, "agentbox_tunnel_reconnects_total",
-                                       "Tunnel connections lost or refused.", METRIC_COUNTER,
-                                       NULL, NULL, 0);
+                                      "1 while the tunnel to the hub is established.", METRIC_GAUGE,
+                                      NULL, NULL, 0);
+    t->m_reconnects =
+        metrics_register(mr, "agentbox_tunnel_reconnects_total",
+                         "Tunnel connections lost or refused.", METRIC_COUNTER, NULL, NULL, 0);
     t->m_rtt = metrics_register(mr, "agentbox_tunnel_ping_rtt_seconds",
-                                "Round trip of the last WebSocket ping to the hub.",
-                                METRIC_GAUGE, NULL, NULL, 0);
+                                "Round trip of the last WebSocket ping to the hub.", METRIC_GAUGE,
+                                NULL, NULL, 0);
     t->m_streams = metrics_register(mr, "agentbox_tunnel_streams", "Open tunnel streams.",
                                     METRIC_GAUGE, NULL, NULL, 0);
-    t->m_buffered = metrics_register(mr, "agentbox_tunnel_buffered_bytes",
-                                     "Bytes queued for sending on the tunnel.", METRIC_GAUGE,
-                                     NULL, NULL, 0);
+    t->m_buffered =
+        metrics_register(mr, "agentbox_tunnel_buffered_bytes",
+                         "Bytes queued for sending on the tunnel.", METRIC_GAUGE, NULL, NULL, 0);
     t->m_stalls = metrics_register(mr, "agentbox_tunnel_window_stalls_total",
                                    "Times a stream ran out of send credit with data queued.",
                                    METRIC_COUNTER, NULL, NULL, 0);

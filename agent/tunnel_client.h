@@ -15,15 +15,15 @@ struct tun_session;
 struct agent_tunnel;
 
 struct agent_tunnel_options {
-    const char *hub_url;       /* ws://host:port or wss://host:port (path /v1/tunnel added) */
-    const char *token;         /* abxc_… */
+    const char *hub_url; /* ws://host:port or wss://host:port (path /v1/tunnel added) */
+    const char *token;   /* abxc_… */
     const char *cluster;
-    const char *hub_ca;        /* CA bundle for wss (NULL: system CAs) */
-    int64_t ping_interval_ms;  /* [10000] */
-    int64_t timeout_ms;        /* [30000] */
-    int64_t backoff_min_ms;    /* [500] */
-    int64_t backoff_max_ms;    /* [30000] */
-    int64_t backoff_reset_ms;  /* [60000] */
+    const char *hub_ca;       /* CA bundle for wss (NULL: system CAs) */
+    int64_t ping_interval_ms; /* [10000] */
+    int64_t timeout_ms;       /* [30000] */
+    int64_t backoff_min_ms;   /* [500] */
+    int64_t backoff_max_ms;   /* [30000] */
+    int64_t backoff_reset_ms; /* [60000] */
 };
 
 typedef void (*agent_tunnel_event_fn)(json_t *event, void *arg);

@@ -2,17 +2,17 @@
  * an admin key registers a cluster and gets its join token once (the hub
  * keeps only the SHA-256). The same as `agentbox-hub cluster add`, through
  * the API; audited. */
-#include "clusters_api.h"
+#include "dashboard-api/clusters_api.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/json.h"
 #include "agentbox/sbxid.h"
-#include "audit.h"
-#include "auth.h"
-#include "clusters.h"
-#include "db.h"
-#include "hub.h"
+#include "hub/audit.h"
+#include "hub/auth.h"
+#include "hub/clusters.h"
+#include "hub/db.h"
+#include "hub/hub.h"
 
 #include <libpq-fe.h>
 #include <openssl/crypto.h>
@@ -27,7 +27,7 @@ struct add_req {
     char name[128], region[64];
     char actor[96];
     char token[80], hash[65];
-    int result;          /* 0, AB_EEXIST, AB_EIO */
+    int result; /* 0, AB_EEXIST, AB_EIO */
     char err[256];
 };
 
@@ -50,8 +50,11 @@ static int add_job(PGconn *c, void *arg)
     PQclear(r);
     if (q->result == 0) {
         json_t *details = json_pack("{s:s,s:s}", "name", q->name, "region", q->region);
-        struct audit_entry e = {.actor = q->actor, .action = "cluster.add", .target = q->id,
-                                .cluster = q->id, .details = details};
+        struct audit_entry e = {.actor = q->actor,
+                                .action = "cluster.add",
+                                .target = q->id,
+                                .cluster = q->id,
+                                .details = details};
         if (audit_write_conn(c, &e, q->err, sizeof(q->err)) != 0)
             q->result = AB_EIO;
         json_decref(details);

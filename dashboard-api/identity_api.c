@@ -1,5 +1,5 @@
 /* /api/v1 whoami and API keys (see identity_api.h). */
-#include "identity_api.h"
+#include "dashboard-api/identity_api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,11 +10,11 @@
 #include "agentbox/common.h"
 #include "agentbox/config.h"
 #include "agentbox/json.h"
-#include "auth.h"
-#include "db.h"
-#include "hub.h"
-#include "keys.h"
-#include "vault.h"
+#include "hub/auth.h"
+#include "hub/db.h"
+#include "hub/hub.h"
+#include "hub/keys.h"
+#include "hub/vault.h"
 
 enum key_op_kind { OP_LIST, OP_CREATE, OP_REVOKE };
 

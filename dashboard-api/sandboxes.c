@@ -10,12 +10,12 @@
  * Authenticated like the other /api/v1 routes; a tenant sees the sandboxes of
  * its own team and user, an admin key sees every sandbox. Errors {"error",
  * "errorCode"}. Loop thread; queries on database workers. */
-#include "sandbox_events.h"
+#include "hub/sandbox_events.h"
 
-#include "auth.h"
-#include "db.h"
-#include "hub.h"
-#include "keys.h"
+#include "hub/auth.h"
+#include "hub/db.h"
+#include "hub/hub.h"
+#include "hub/keys.h"
 
 #include "agentbox/common.h"
 

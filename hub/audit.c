@@ -1,12 +1,12 @@
 /* audit_log rows: synchronous on a connection, or queued from the loop. */
-#include "audit.h"
+#include "hub/audit.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"
-#include "db.h"
+#include "hub/db.h"
 
 static void cut(char *dst, const char *src)
 {

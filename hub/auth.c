@@ -1,7 +1,7 @@
 /* Request authentication, key-use batching, the revocation scan and the
  * internal key validation route. Loop thread, except the *_job functions
  * (database workers). */
-#include "auth.h"
+#include "hub/auth.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,11 +15,11 @@
 #include "agentbox/json.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
-#include "db.h"
-#include "hub.h"
-#include "identity_api.h"
-#include "vault.h"
-#include "vault_api.h"
+#include "hub/db.h"
+#include "hub/hub.h"
+#include "dashboard-api/identity_api.h"
+#include "hub/vault.h"
+#include "hub/vault_api.h"
 
 /* Keys revoked up to this long before the previous scan are reported again,
  * so a revocation committed late (its revoked_at is its transaction's start)

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "agentbox/http.h"
-#include "keys.h"
+#include "hub/keys.h"
 
 struct loop;
 struct db_pool;

@@ -6,7 +6,7 @@
  * Join tokens (abxc_ + 64 hex) are printed once, as the last line of stdout,
  * and only their SHA-256 is stored. Each change writes an audit_log row in
  * the same transaction. */
-#include "clusters.h"
+#include "hub/clusters.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,8 +21,8 @@
 #include "agentbox/config.h"
 #include "agentbox/crypto.h"
 #include "agentbox/sbxid.h"
-#include "audit.h"
-#include "db.h"
+#include "hub/audit.h"
+#include "hub/db.h"
 
 #define CLI_NAME_MAX 127  /* bytes; what the hub's registry keeps (cluster_info.name) */
 #define CLI_REGION_MAX 63 /* bytes; cluster_info.region */

@@ -6,7 +6,7 @@
  * its inputs and outputs, and its done() applies the result on the loop.
  * clusters_free while jobs are in flight leaves the struct "closing": the
  * last done() frees it. */
-#include "clusters.h"
+#include "hub/clusters.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,9 +21,9 @@
 #include "agentbox/http.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
-#include "clusters_table.h"
-#include "db.h"
-#include "hub.h"
+#include "hub/clusters_table.h"
+#include "hub/db.h"
+#include "hub/hub.h"
 
 #define CLUSTERS_ERR_MAX 256
 #define CLUSTERS_INSTANCE_MAX 96

@@ -1,6 +1,6 @@
 /* The clusters table in memory: sorted rows, refresh diff, token check.
  * No I/O, no clock (callers pass the time). */
-#include "clusters_table.h"
+#include "hub/clusters_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>

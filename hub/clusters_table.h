@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "clusters.h"
+#include "hub/clusters.h"
 
 #define CLUSTERS_TOKEN_MAX 256 /* longer bearer tokens are refused before hashing */
 

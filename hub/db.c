@@ -4,7 +4,7 @@
  * list that one loop_post at a time drains on the loop thread; when the pool
  * is freed while such a post is still queued in the loop, the pool memory
  * stays until that post runs (loop_free drains posts), which then frees it. */
-#include "db.h"
+#include "hub/db.h"
 
 #include <errno.h>
 #include <inttypes.h>

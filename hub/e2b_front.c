@@ -1,10 +1,10 @@
 /* The hub's front doors /e2b and /data. See e2b_front.h. */
-#include "e2b_front.h"
+#include "hub/e2b_front.h"
 
-#include "auth.h"
-#include "federation.h"
-#include "hub.h"
-#include "tunnel_server.h"
+#include "hub/auth.h"
+#include "hub/federation.h"
+#include "hub/hub.h"
+#include "hub/tunnel_server.h"
 
 #include "agentbox/pagetoken.h"
 #include "agentbox/common.h"
@@ -94,8 +94,8 @@ static void send_to(struct http_exchange *ex, const char *cluster, const char *t
     }
     o->ex = ex;
     ab_strlcpy(o->cluster, cluster, sizeof(o->cluster));
-    int rc = tun_call(s, "e2b", r->method, target, h, n, body, len, E2B_FRONT_BODY_MAX, one_done,
-                      o);
+    int rc =
+        tun_call(s, "e2b", r->method, target, h, n, body, len, E2B_FRONT_BODY_MAX, one_done, o);
     if (rc != 0) {
         free(o);
         http_respond_error(ex, 503, "cannot open a stream to cluster '%s': %s", cluster,
@@ -197,7 +197,8 @@ static void create_op(struct http_exchange *ex, const struct keys_principal *p)
             send_to(ex, ref.cluster, target, r->body, r->body_len);
         goto out;
     }
-    const char *group = json_string_value(json_object_get(json_object_get(b, "metadata"), MD_GROUP));
+    const char *group =
+        json_string_value(json_object_get(json_object_get(b, "metadata"), MD_GROUP));
     if (strlen(ref.name) > ROUTE_NAME_MAX || (group && strlen(group) > ROUTE_NAME_MAX)) {
         http_respond_error(ex, 400, "templateID name and the scaling group are at most %d bytes",
                            ROUTE_NAME_MAX);
@@ -253,7 +254,7 @@ enum fan_kind { FAN_LIST, FAN_LIST_V2, FAN_TEMPLATES };
 struct fan {
     struct http_exchange *ex; /* NULL once answered */
     enum fan_kind kind;
-    char target[TARGET_MAX];  /* sent to every cluster */
+    char target[TARGET_MAX]; /* sent to every cluster */
     char (*clusters)[SBXID_CLUSTER_MAX + 1];
     size_t n, next, inflight;
     json_t *items;
@@ -576,8 +577,8 @@ static void h_data(struct http_exchange *ex, void *arg)
     }
     if (sbxid_cluster_of(id, cluster) != 0) {
         snprintf(msg, sizeof(msg),
-                 "sandbox id '%.60s' is malformed: expected <cluster>-<%d characters [a-z0-9]>",
-                 id, SBXID_SUFFIX_LEN);
+                 "sandbox id '%.60s' is malformed: expected <cluster>-<%d characters [a-z0-9]>", id,
+                 SBXID_SUFFIX_LEN);
         data_error(ex, 400, msg);
         return;
     }

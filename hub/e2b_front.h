@@ -29,8 +29,8 @@
 
 struct hub;
 
-#define E2B_FRONT_FANOUT 16          /* clusters asked at once by a merged list */
-#define E2B_FRONT_DEADLINE_MS 5000   /* a merged list answers with what it has by then */
+#define E2B_FRONT_FANOUT 16           /* clusters asked at once by a merged list */
+#define E2B_FRONT_DEADLINE_MS 5000    /* a merged list answers with what it has by then */
 #define E2B_FRONT_BODY_MAX (16 << 20) /* one cluster's answer */
 
 /* Adds /e2b/..., /data/... and the internal route. After hub_identity_start

@@ -6,7 +6,7 @@
  * report the env), and by cluster (a list, so a session's end or a full
  * report drops that cluster's records without a scan). Bucket counts are
  * fixed and sized for FED_RECORDS_MAX. */
-#include "federation.h"
+#include "hub/federation.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +17,9 @@
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/metrics.h"
-#include "db.h"
-#include "hub.h"
-#include "tunnel_server.h"
+#include "hub/db.h"
+#include "hub/hub.h"
+#include "hub/tunnel_server.h"
 
 #define REC_BUCKETS (1u << 18)
 #define ENV_BUCKETS (1u << 16)

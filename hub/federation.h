@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "route.h"
+#include "hub/route.h"
 
 #define FED_REPORT_RECORDS_MAX 10000 /* per REPORT */
 #define FED_RECORDS_MAX 500000       /* whole registry; a report past it is refused */

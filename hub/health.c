@@ -1,7 +1,7 @@
 /* GET /healthz (the process answers), /readyz (PostgreSQL answers),
  * /metrics (Prometheus text). Loop thread; /readyz's query runs on a
  * database worker. */
-#include "hub.h"
+#include "hub/hub.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 #include "agentbox/common.h"
 #include "agentbox/loop.h"
 #include "agentbox/metrics.h"
-#include "db.h"
+#include "hub/db.h"
 
 /* One /readyz request. Freed by whichever of done() and the deadline timer
  * comes second: done() always comes (db.h), so done() frees. */

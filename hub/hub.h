@@ -38,7 +38,7 @@ struct hub_serve_config {
     char *tls_key;
     int64_t tunnel_timeout_ms;
     int64_t tunnel_sync_interval_ms;
-    char *hub_secret;      /* keys and vault encryption (auth.h); required */
+    char *hub_secret; /* keys and vault encryption (auth.h); required */
     char *hub_secret_file;
 };
 
@@ -57,8 +57,8 @@ struct hub {
     struct http_route internal_routes[HUB_MAX_ROUTES];
     size_t ninternal;
     struct http_router *internal_router;
-    struct clusters *clusters;     /* registered clusters (clusters.c) */
-    struct tunnel_server *tunnel;  /* :7701 (tunnel_server.c) */
+    struct clusters *clusters;    /* registered clusters (clusters.c) */
+    struct tunnel_server *tunnel; /* :7701 (tunnel_server.c) */
 };
 
 /* Creates the loop and the database pool (which connects lazily: a hub

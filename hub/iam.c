@@ -1,5 +1,5 @@
 /* Namespace normalisation and the per-team override. */
-#include "iam.h"
+#include "hub/iam.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
-#include "audit.h"
-#include "db.h"
+#include "hub/audit.h"
+#include "hub/db.h"
 
 /* Appends the normalised part to out (at len, bounded by cap); returns the new length. */
 static size_t append_part(char *out, size_t len, size_t cap, const char *part)

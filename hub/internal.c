@@ -1,6 +1,6 @@
 /* The hub's internal API: the `hub` service that agents reach over their
  * tunnel. transport_data of each request is the calling cluster's id. */
-#include "hub.h"
+#include "hub/hub.h"
 
 #include "agentbox/common.h"
 #include "agentbox/version.h"

@@ -9,10 +9,10 @@
 
 #include "agentbox/common.h"
 #include "agentbox/config.h"
-#include "db.h"
-#include "iam.h"
-#include "keys.h"
-#include "vault.h"
+#include "hub/db.h"
+#include "hub/iam.h"
+#include "hub/keys.h"
+#include "hub/vault.h"
 
 struct key_cli_config {
     char *database_url;

@@ -1,5 +1,5 @@
 /* API keys: tokens, storage, lookup, revocation hook. */
-#include "keys.h"
+#include "hub/keys.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +9,9 @@
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
-#include "audit.h"
-#include "db.h"
-#include "vault.h"
+#include "hub/audit.h"
+#include "hub/db.h"
+#include "hub/vault.h"
 
 #define TS(col)                                                                                    \
     "coalesce(to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '')"
@@ -78,7 +78,6 @@ void keys_token_prefix(const char *token, char out[KEYS_PREFIX_LEN + 1])
 }
 
 /* --- storage ---------------------------------------------------------------------- */
-
 
 /* Columns of a listing row, in this order. */
 #define LIST_FIELDS                                                                                \

@@ -25,7 +25,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
-#include "iam.h"
+#include "hub/iam.h"
 
 struct vault_keyring;
 

@@ -6,12 +6,12 @@
 #include "agentbox/common.h"
 #include "agentbox/config.h"
 #include "agentbox/version.h"
-#include "clusters.h"
-#include "iam.h"
-#include "keys.h"
-#include "vault.h"
-#include "hub.h"
-#include "migrate.h"
+#include "hub/clusters.h"
+#include "hub/iam.h"
+#include "hub/keys.h"
+#include "hub/vault.h"
+#include "hub/hub.h"
+#include "hub/migrate.h"
 
 struct migrate_config {
     char *database_url;

@@ -1,6 +1,6 @@
 /* Schema migrations: scan, compare, apply under an advisory lock. */
-#include "migrate.h"
-#include "db.h"
+#include "hub/migrate.h"
+#include "hub/db.h"
 
 #include <dirent.h>
 #include <errno.h>

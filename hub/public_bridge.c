@@ -16,10 +16,10 @@
  * The inner exchange's transport writes into the outer one; it is released
  * on the next loop turn after its handler finished (never inside the
  * finished callback). Loop thread only. */
-#include "sandbox_events.h"
+#include "hub/sandbox_events.h"
 
-#include "auth.h"
-#include "hub.h"
+#include "hub/auth.h"
+#include "hub/hub.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"
@@ -214,13 +214,14 @@ static void h_public(struct http_exchange *ex, void *arg)
     }
     for (size_t i = 0; i < AB_ARRAY_LEN(raw); i++) {
         if (http_header_get(r, raw[i])) {
-            LOG_WARN("an agent relayed a raw API key over the tunnel; refused", "cluster",
-                     cluster, "header", raw[i], "path", r->path + pl);
-            http_respond_error(ex, 400,
-                               "the public bridge takes the SHA-256 of the caller's key in "
-                               HASH_HEADER "; a raw key (%s) never crosses the tunnel: "
-                               "upgrade the agent",
-                               raw[i]);
+            LOG_WARN("an agent relayed a raw API key over the tunnel; refused", "cluster", cluster,
+                     "header", raw[i], "path", r->path + pl);
+            http_respond_error(
+                ex, 400,
+                "the public bridge takes the SHA-256 of the caller's key in " HASH_HEADER
+                "; a raw key (%s) never crosses the tunnel: "
+                "upgrade the agent",
+                raw[i]);
             return;
         }
     }

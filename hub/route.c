@@ -1,7 +1,7 @@
 /* The five-step placement (see route.h). Everything is one pass over the
  * records handed in, so the registry's per-env index bounds the cost of a
  * decision by the clusters that report the env, not by the whole registry. */
-#include "route.h"
+#include "hub/route.h"
 
 #include <stdio.h>
 #include <string.h>

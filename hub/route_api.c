@@ -8,7 +8,7 @@
  *
  * The public routes authenticate like the identity API (auth.h): a tenant
  * sees its own namespace only, an admin every namespace. Loop thread. */
-#include "federation.h"
+#include "hub/federation.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +19,8 @@
 #include "agentbox/json.h"
 #include "agentbox/log.h"
 #include "agentbox/metrics.h"
-#include "auth.h"
-#include "hub.h"
+#include "hub/auth.h"
+#include "hub/hub.h"
 
 #define LIST_MAX 100000 /* records in one answer */
 

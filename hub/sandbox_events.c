@@ -2,11 +2,11 @@
  * sandbox_events.h). A batch is applied on a database worker, one upsert per
  * event; a sandbox never leaves 'ended', and a late 'claimed' never undoes
  * 'running'. */
-#include "sandbox_events.h"
+#include "hub/sandbox_events.h"
 
-#include "auth.h"
-#include "db.h"
-#include "hub.h"
+#include "hub/auth.h"
+#include "hub/db.h"
+#include "hub/hub.h"
 
 #include "agentbox/common.h"
 #include "agentbox/json.h"

@@ -1,6 +1,6 @@
 /* `agentbox-hub serve`: configuration, startup and shutdown of the hub. */
-#include "hub.h"
-#include "sandbox_events.h"
+#include "hub/hub.h"
+#include "hub/sandbox_events.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -12,13 +12,13 @@
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/version.h"
-#include "db.h"
-#include "clusters.h"
-#include "tunnel_server.h"
-#include "clusters_api.h"
-#include "auth.h"
-#include "federation.h"
-#include "e2b_front.h"
+#include "hub/db.h"
+#include "hub/clusters.h"
+#include "hub/tunnel_server.h"
+#include "dashboard-api/clusters_api.h"
+#include "hub/auth.h"
+#include "hub/federation.h"
+#include "hub/e2b_front.h"
 
 #define OPT(field) offsetof(struct hub_serve_config, field)
 
@@ -52,7 +52,8 @@ const struct cfg_option hub_serve_options[] = {
      "how often each session's live streams are reconciled (SYNC)", NULL},
     {"hub_secret", CFG_STRING, NULL, false, OPT(hub_secret),
      ">= 32 bytes that encrypt the vault and stored API keys (openssl rand -hex 32); "
-     "prefer the environment or hub_secret_file", NULL},
+     "prefer the environment or hub_secret_file",
+     NULL},
     {"hub_secret_file", CFG_STRING, NULL, false, OPT(hub_secret_file),
      "file whose first line is the hub secret (instead of hub_secret)", NULL},
 };
@@ -181,8 +182,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create the internal router");
         return AB_ENOMEM;
     }
-    http_router_set_extra_header(h->internal_router, "X-AgentBox-Server-Version",
-                                 AGENTBOX_VERSION);
+    http_router_set_extra_header(h->internal_router, "X-AgentBox-Server-Version", AGENTBOX_VERSION);
     struct tunnel_server_options to = {
         .listen = h->cfg->tunnel_listen,
         .tls_cert = h->cfg->tls_cert,
@@ -228,9 +228,9 @@ void hub_fini(struct hub *h)
      * then the listeners, the router and the loop. */
     db_pool_free(h->db);
     h->db = NULL;
-    hub_identity_stop(); /* after the pool: pending jobs' done() use it */
+    hub_identity_stop();           /* after the pool: pending jobs' done() use it */
     tunnel_server_stop(h->tunnel); /* after the pool: epoch jobs point at sessions */
-    hub_federation_stop(); /* after the tunnel: its session-end hook drops records */
+    hub_federation_stop();         /* after the tunnel: its session-end hook drops records */
     h->tunnel = NULL;
     clusters_free(h->clusters);
     h->clusters = NULL;

@@ -6,7 +6,7 @@
  * After the upgrade the agent sends HELLO; the hub allocates the session's
  * epoch in PostgreSQL, supersedes an older session of the same cluster, and
  * answers WELCOME. */
-#include "tunnel_server.h"
+#include "hub/tunnel_server.h"
 
 #include "agentbox/common.h"
 #include "agentbox/http.h"
@@ -17,9 +17,9 @@
 #include "agentbox/tunnel_http.h"
 #include "agentbox/tunnel_ws.h"
 #include "agentbox/version.h"
-#include "clusters.h"
-#include "hub.h"
-#include "keys.h"
+#include "hub/clusters.h"
+#include "hub/hub.h"
+#include "hub/keys.h"
 
 #include <libwebsockets.h>
 #include <stdio.h>
@@ -33,22 +33,22 @@
 
 struct hub_session {
     struct tunnel_server *ts;
-    struct lws *wsi;        /* from the handshake on */
+    struct lws *wsi; /* from the handshake on */
     struct tun_ws ws;
     struct tun_session *s;
     char cluster[25];
-    char peer[40];          /* "tunnel:<cluster>" */
+    char peer[40]; /* "tunnel:<cluster>" */
     char agent_version[64];
     int64_t epoch;
-    bool established;       /* WELCOME sent */
-    bool registered;        /* in the by-cluster table */
-    bool closed;            /* the WebSocket is gone */
-    bool begin_pending;     /* an epoch allocation is in flight */
+    bool established;   /* WELCOME sent */
+    bool registered;    /* in the by-cluster table */
+    bool closed;        /* the WebSocket is gone */
+    bool begin_pending; /* an epoch allocation is in flight */
     const char *close_reason;
     uint64_t stalls_seen;
     int64_t next_ping_ms;
-    struct hub_session *hnext;         /* bucket chain */
-    struct hub_session *prev, *next;   /* all sessions */
+    struct hub_session *hnext;       /* bucket chain */
+    struct hub_session *prev, *next; /* all sessions */
 };
 
 struct tunnel_server {
@@ -172,8 +172,8 @@ static void epoch_done(void *arg, int status, int64_t epoch)
         return;
     }
     if (status != 0) {
-        LOG_WARN("cannot record the tunnel session; dropping it", "cluster", hs->cluster,
-                 "error", ab_strerror(status));
+        LOG_WARN("cannot record the tunnel session; dropping it", "cluster", hs->cluster, "error",
+                 ab_strerror(status));
         close_session(hs, status == AB_EDENIED ? "cluster disabled" : "hub database unavailable");
         return;
     }
@@ -194,8 +194,8 @@ static void epoch_done(void *arg, int status, int64_t epoch)
     clusters_session_online(ts->clusters, hs->cluster, epoch);
 
     json_t *w = json_pack("{s:s,s:I,s:i,s:i,s:s,s:i}", "cluster", hs->cluster, "epoch",
-                          (json_int_t)epoch, "reportIntervalMs", 5000, "ttlMs", 30000,
-                          "hubVersion", AGENTBOX_VERSION, "protocol", 1);
+                          (json_int_t)epoch, "reportIntervalMs", 5000, "ttlMs", 30000, "hubVersion",
+                          AGENTBOX_VERSION, "protocol", 1);
     tun_session_send_json(hs->s, TUN_WELCOME, w);
     json_decref(w);
     hs->established = true;
@@ -212,14 +212,14 @@ static void on_hello(struct tun_session *s, json_t *msg, void *arg)
     const char *cluster = json_string_value(json_object_get(msg, "cluster"));
     const char *ver = json_string_value(json_object_get(msg, "version"));
     if (!cluster || strcmp(cluster, hs->cluster) != 0) {
-        LOG_WARN("HELLO names another cluster than the token's; dropping", "cluster",
-                 hs->cluster, "hello_cluster", cluster ? cluster : "(none)");
+        LOG_WARN("HELLO names another cluster than the token's; dropping", "cluster", hs->cluster,
+                 "hello_cluster", cluster ? cluster : "(none)");
         close_session(hs, "HELLO cluster does not match X-AgentBox-Cluster");
         return;
     }
     ab_strlcpy(hs->agent_version, ver ? ver : "unknown", sizeof(hs->agent_version));
-    int rc = clusters_session_begin(hs->ts->clusters, hs->cluster, hs->agent_version, epoch_done,
-                                    hs);
+    int rc =
+        clusters_session_begin(hs->ts->clusters, hs->cluster, hs->agent_version, epoch_done, hs);
     if (rc != 0) {
         LOG_WARN("cannot start the tunnel session", "cluster", hs->cluster, "error",
                  ab_strerror(rc));
@@ -237,15 +237,14 @@ static void on_report(struct tun_session *s, json_t *msg, void *arg)
         hs->ts->report_fn(hs->ts->report_arg, hs->cluster, msg);
 }
 
-void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_report_fn fn,
-                                   void *arg)
+void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_report_fn fn, void *arg)
 {
     ts->report_fn = fn;
     ts->report_arg = arg;
 }
 
-void tunnel_server_set_session_end_hook(struct tunnel_server *ts,
-                                        tunnel_server_session_end_fn fn, void *arg)
+void tunnel_server_set_session_end_hook(struct tunnel_server *ts, tunnel_server_session_end_fn fn,
+                                        void *arg)
 {
     ts->end_fn = fn;
     ts->end_arg = arg;
@@ -338,8 +337,8 @@ static int filter(struct tunnel_server *ts, struct lws *wsi)
     if (strcmp(uri, "/v1/tunnel") != 0)
         return refuse(wsi, 404, "the tunnel lives at /v1/tunnel");
     lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION);
-    lws_hdr_custom_copy(wsi, cluster, sizeof(cluster), "x-agentbox-cluster:",
-                        (int)strlen("x-agentbox-cluster:"));
+    lws_hdr_custom_copy(wsi, cluster, sizeof(cluster),
+                        "x-agentbox-cluster:", (int)strlen("x-agentbox-cluster:"));
     if (!cluster[0])
         return refuse(wsi, 401, "missing X-AgentBox-Cluster header: send the cluster id");
     if (strncmp(auth, "Bearer ", 7) != 0)
@@ -432,8 +431,8 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         if (hs->registered)
             clusters_touch(ts->clusters, hs->cluster, hs->epoch);
         if (rc < 0) {
-            LOG_WARN("tunnel protocol error; dropping the session", "cluster", hs->cluster,
-                     "error", rc == AB_ELIMIT ? "message over 1 MiB" : tun_session_error(hs->s));
+            LOG_WARN("tunnel protocol error; dropping the session", "cluster", hs->cluster, "error",
+                     rc == AB_ELIMIT ? "message over 1 MiB" : tun_session_error(hs->s));
             close_session(hs, "protocol error");
         }
         return 0;
@@ -467,8 +466,9 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
                          size_t len)
 {
     if (reason == LWS_CALLBACK_HTTP) {
-        refuse(wsi, 426, "this port speaks the agentbox tunnel: open a WebSocket to /v1/tunnel "
-                         "with subprotocol agentbox.tunnel.v1");
+        refuse(wsi, 426,
+               "this port speaks the agentbox tunnel: open a WebSocket to /v1/tunnel "
+               "with subprotocol agentbox.tunnel.v1");
         return -1;
     }
     return lws_callback_http_dummy(wsi, reason, user, in, len);
@@ -516,8 +516,8 @@ static void ping_tick(struct loop_timer *t)
         if (hs->registered)
             clusters_touch(ts->clusters, hs->cluster, hs->epoch);
     }
-    loop_timer_start(ts->hub->loop, &ts->ping_timer, ts->ping_interval_ms / PING_SLICES,
-                     ping_tick, ts);
+    loop_timer_start(ts->hub->loop, &ts->ping_timer, ts->ping_interval_ms / PING_SLICES, ping_tick,
+                     ts);
 }
 
 static void stats_tick(struct loop_timer *t)
@@ -588,18 +588,17 @@ int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *i
 
     struct metrics_registry *mr = metrics_default();
     static const char *const cl[] = {"cluster", NULL};
-    ts->m_online = metrics_register(mr, "agentbox_tunnel_sessions_online",
-                                    "Clusters with a live tunnel session.", METRIC_GAUGE, NULL,
-                                    NULL, 0);
-    ts->m_sessions_total = metrics_register(mr, "agentbox_tunnel_sessions_total",
-                                            "Tunnel sessions established since start.",
-                                            METRIC_COUNTER, NULL, NULL, 0);
+    ts->m_online =
+        metrics_register(mr, "agentbox_tunnel_sessions_online",
+                         "Clusters with a live tunnel session.", METRIC_GAUGE, NULL, NULL, 0);
+    ts->m_sessions_total =
+        metrics_register(mr, "agentbox_tunnel_sessions_total",
+                         "Tunnel sessions established since start.", METRIC_COUNTER, NULL, NULL, 0);
     ts->m_streams = metrics_register(mr, "agentbox_tunnel_streams",
-                                     "Open streams per tunnel session.", METRIC_GAUGE, cl, NULL,
-                                     0);
-    ts->m_buffered = metrics_register(mr, "agentbox_tunnel_buffered_bytes",
-                                      "Bytes queued for sending per tunnel session.",
-                                      METRIC_GAUGE, cl, NULL, 0);
+                                     "Open streams per tunnel session.", METRIC_GAUGE, cl, NULL, 0);
+    ts->m_buffered =
+        metrics_register(mr, "agentbox_tunnel_buffered_bytes",
+                         "Bytes queued for sending per tunnel session.", METRIC_GAUGE, cl, NULL, 0);
     ts->m_stalls = metrics_register(mr, "agentbox_tunnel_window_stalls_total",
                                     "Times a stream ran out of send credit with data queued.",
                                     METRIC_COUNTER, cl, NULL, 0);

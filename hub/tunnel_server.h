@@ -17,8 +17,8 @@ struct tun_session;
 struct tunnel_server;
 
 struct tunnel_server_options {
-    const char *listen;       /* ":7701", "127.0.0.1:7701" */
-    const char *tls_cert;     /* PEM; with tls_key: wss:// */
+    const char *listen;   /* ":7701", "127.0.0.1:7701" */
+    const char *tls_cert; /* PEM; with tls_key: wss:// */
     const char *tls_key;
     int64_t timeout_ms;       /* drop a session silent this long [30000] */
     int64_t sync_interval_ms; /* SYNC cadence [60000] */
@@ -47,10 +47,9 @@ void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg);
  * session is gone (closed, superseded, revoked), called at once. */
 typedef void (*tunnel_server_report_fn)(void *arg, const char *cluster_id, json_t *msg);
 typedef void (*tunnel_server_session_end_fn)(void *arg, const char *cluster_id);
-void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_report_fn fn,
-                                   void *arg);
-void tunnel_server_set_session_end_hook(struct tunnel_server *ts,
-                                        tunnel_server_session_end_fn fn, void *arg);
+void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_report_fn fn, void *arg);
+void tunnel_server_set_session_end_hook(struct tunnel_server *ts, tunnel_server_session_end_fn fn,
+                                        void *arg);
 
 /* Registers ANY /api/clusters/{id}/v1/{*rest} (relayed to the cluster's
  * native service). Before hub_start. */

@@ -1,5 +1,5 @@
 /* Vault: key ring, sealing, input rules and storage of secret values. */
-#include "vault.h"
+#include "hub/vault.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,8 +10,8 @@
 #include <openssl/crypto.h>
 
 #include "agentbox/common.h"
-#include "audit.h"
-#include "db.h"
+#include "hub/audit.h"
+#include "hub/db.h"
 
 #define SECRET_FIELDS                                                                              \
     "name, version, metadata::text, "                                                              \
@@ -402,7 +402,8 @@ int vault_generation_conn(PGconn *c, int *generation, char *err, size_t errlen)
     int rc = 0;
 
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
-        rc = db_fail(c, r, "cannot read the key generation (run agentbox-hub migrate)", err, errlen);
+        rc =
+            db_fail(c, r, "cannot read the key generation (run agentbox-hub migrate)", err, errlen);
     else
         *generation = atoi(PQgetvalue(r, 0, 0));
     PQclear(r);
@@ -999,7 +1000,8 @@ int vault_rotate_conn(PGconn *c, const struct vault_keyring *kr, const char *act
                   "SELECT coalesce(max(generation), 0) + 1 FROM hub_key_generations "
                   "RETURNING generation");
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        rc = db_fail(c, r, "cannot add a key generation (is another rotation running?)", err, errlen);
+        rc = db_fail(c, r, "cannot add a key generation (is another rotation running?)", err,
+                     errlen);
         PQclear(r);
         goto out;
     }

@@ -2,7 +2,7 @@
  * route and vault_resolve() for the tunnel code. Loop thread; storage on
  * database workers (vault.c). Values come in, never go out, except through
  * resolve. */
-#include "vault.h"
+#include "hub/vault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +12,11 @@
 
 #include "agentbox/common.h"
 #include "agentbox/json.h"
-#include "auth.h"
-#include "db.h"
-#include "hub.h"
-#include "keys.h"
-#include "vault_api.h"
+#include "hub/auth.h"
+#include "hub/db.h"
+#include "hub/hub.h"
+#include "hub/keys.h"
+#include "hub/vault_api.h"
 
 enum vop_kind { VOP_LIST, VOP_GET, VOP_CREATE, VOP_UPDATE, VOP_DELETE, VOP_RESOLVE };
 

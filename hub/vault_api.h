@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-#include "vault.h"
+#include "hub/vault.h"
 
 struct hub;
 struct auth_ctx;

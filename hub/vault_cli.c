@@ -6,8 +6,8 @@
 
 #include "agentbox/common.h"
 #include "agentbox/config.h"
-#include "keys.h"
-#include "vault.h"
+#include "hub/keys.h"
+#include "hub/vault.h"
 
 struct vault_cli_config {
     char *database_url;

@@ -5,16 +5,16 @@
  * forwarded verbatim through the hub → a bare name asks the placement
  * (route_client.h: local idle → here; else the hub may pick another cluster,
  * and the create goes there rewritten as `cluster::pool[//image]`, one hop)
- * → image override refused on the local runtime → claim. The answer (201, the Sandbox shape) waits until the
- * runtime armed the sandbox (envd /init took the token and env vars) unless
+ * → image override refused on the local runtime → claim. The answer (201, the Sandbox shape) waits
+ * until the runtime armed the sandbox (envd /init took the token and env vars) unless
  * agentbox.scitix.ai/no-wait is "true". */
-#include "e2b.h"
+#include "agent/e2b/e2b.h"
 
-#include "agent.h"
-#include "auth.h"
-#include "route_client.h"
-#include "runtime/runtime.h"
-#include "tunnel_client.h"
+#include "agent/agent.h"
+#include "agent/auth.h"
+#include "agent/route_client.h"
+#include "agent/runtime/runtime.h"
+#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/json.h"
@@ -417,8 +417,7 @@ static void forward_create(struct e2b *e, struct http_exchange *ex, const char *
     h[n++] = (struct tun_header){"X-AgentBox-Target-Service", "e2b"};
     h[n++] = (struct tun_header){"X-Source-Cluster", e->cluster};
     if (!s || !(f = calloc(1, sizeof(*f)))) {
-        http_respond_error(ex, 503,
-                           "cluster '%s' was chosen for this create but %s; retry shortly",
+        http_respond_error(ex, 503, "cluster '%s' was chosen for this create but %s; retry shortly",
                            cluster, s ? "this agent is out of memory" : "the hub is not connected");
         return;
     }
@@ -428,8 +427,8 @@ static void forward_create(struct e2b *e, struct http_exchange *ex, const char *
                       fwd_create_done, f);
     if (rc != 0) {
         free(f);
-        http_respond_error(ex, 503, "cannot open a stream to the hub for cluster '%s': %s",
-                           cluster, ab_strerror(rc));
+        http_respond_error(ex, 503, "cannot open a stream to the hub for cluster '%s': %s", cluster,
+                           ab_strerror(rc));
     }
 }
 

@@ -1,12 +1,12 @@
 /* The E2B surface's glue: the route table with its authentication wrapper,
  * the shared response shapes, envd access tokens and forwarding of
  * id-addressed calls to the owning cluster. */
-#include "e2b.h"
+#include "agent/e2b/e2b.h"
 
-#include "agent.h"
-#include "auth.h"
-#include "runtime/runtime.h"
-#include "tunnel_client.h"
+#include "agent/agent.h"
+#include "agent/auth.h"
+#include "agent/runtime/runtime.h"
+#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"

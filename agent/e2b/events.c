@@ -9,11 +9,11 @@
  * keeps its events for the next try, so a hub outage loses only what
  * overflows the ring. The same timer notices sandboxes that ended without
  * an E2B call (idle timeout, runtime) and reports them released "ended". */
-#include "e2b.h"
+#include "agent/e2b/e2b.h"
 
-#include "agent.h"
-#include "runtime/runtime.h"
-#include "tunnel_client.h"
+#include "agent/agent.h"
+#include "agent/runtime/runtime.h"
+#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"

@@ -13,10 +13,10 @@
  *                             mask: {prefix, valueLength}}], errors {"code","message"}.
  *   PATCH /api-keys/{id}      501 (refusals.c).
  * An agent without a hub (standalone) has no vault: 501 naming --hub-url. */
-#include "e2b.h"
+#include "agent/e2b/e2b.h"
 
-#include "agent.h"
-#include "tunnel_client.h"
+#include "agent/agent.h"
+#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
@@ -119,8 +119,7 @@ static void kcall_finish(struct kcall *c, const char *error)
     kcall_answer(c, error);
 }
 
-static void kc_on_response(struct tun_endpoint *ep, struct tun_stream *st,
-                           const struct tun_head *h)
+static void kc_on_response(struct tun_endpoint *ep, struct tun_stream *st, const struct tun_head *h)
 {
     struct kcall *c = (struct kcall *)ep;
     (void)st;

@@ -15,11 +15,11 @@
  * Levels are inferred from the line's leading token (after an optional RFC
  * 3339 timestamp): TRACE/DEBUG debug, WARN/WARNING warn, ERROR/ERR/FATAL/
  * CRITICAL error, anything else info. */
-#include "e2b.h"
+#include "agent/e2b/e2b.h"
 
-#include "agent.h"
-#include "auth.h"
-#include "runtime/runtime.h"
+#include "agent/agent.h"
+#include "agent/auth.h"
+#include "agent/runtime/runtime.h"
 
 #include "agentbox/common.h"
 #include "agentbox/sbxid.h"

@@ -16,11 +16,11 @@
  *      container_cpu_usage_seconds_total, container_memory_working_set_bytes,
  *      container_memory_rss, container_memory_cache (0: not separable here),
  *      container_fs_usage_bytes, labelled namespace, pod, container="sandbox". */
-#include "e2b.h"
+#include "agent/e2b/e2b.h"
 
-#include "agent.h"
-#include "auth.h"
-#include "runtime/runtime.h"
+#include "agent/agent.h"
+#include "agent/auth.h"
+#include "agent/runtime/runtime.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"

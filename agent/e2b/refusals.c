@@ -4,10 +4,10 @@
  *     fail-closed 400 (never run a sandbox unfiltered that asked for a filter);
  *   - operations of the E2B OpenAPI surface AgentBox does not offer → 501 with
  *     the catalogue text, counted in agentbox_e2b_unsupported_total. */
-#include "e2b.h"
+#include "agent/e2b/e2b.h"
 
-#include "agent.h"
-#include "auth.h"
+#include "agent/agent.h"
+#include "agent/auth.h"
 
 #include "agentbox/common.h"
 #include "agentbox/metrics.h"

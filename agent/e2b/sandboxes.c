@@ -3,11 +3,11 @@
  * Every call is scoped to the caller (namespace + team + user): another
  * principal's sandbox is 404, exactly like one that never existed. An id of
  * another cluster goes to that cluster through the hub (e2b_lookup). */
-#include "e2b.h"
+#include "agent/e2b/e2b.h"
 
-#include "agent.h"
-#include "auth.h"
-#include "runtime/runtime.h"
+#include "agent/agent.h"
+#include "agent/auth.h"
+#include "agent/runtime/runtime.h"
 
 #include "agentbox/pagetoken.h"
 #include "agentbox/common.h"

@@ -5,12 +5,12 @@
  * The list adds `cluster::env` for the same-namespace envs of other clusters
  * as the hub saw them last (one call to the hub, never a fan-out; a hub that
  * is down or slower than 1 s leaves them out). */
-#include "e2b.h"
+#include "agent/e2b/e2b.h"
 
-#include "agent.h"
-#include "auth.h"
-#include "runtime/runtime.h"
-#include "tunnel_client.h"
+#include "agent/agent.h"
+#include "agent/auth.h"
+#include "agent/runtime/runtime.h"
+#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"

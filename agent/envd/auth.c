@@ -1,5 +1,5 @@
 /* Access token, /files signatures and the Basic-auth user. */
-#include "auth.h"
+#include "agent/envd/auth.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -49,8 +49,8 @@ bool envd_token_matches(const char *token, const char *given)
 }
 
 int envd_sig_check(const char *token, const char *header_token, const char *signature,
-                   const char *expiration, const char *path, const char *op,
-                   const char *username, int64_t now, char *err, size_t errlen)
+                   const char *expiration, const char *path, const char *op, const char *username,
+                   int64_t now, char *err, size_t errlen)
 {
     char want[ENVD_SIG_MAX];
     int64_t exp = -1;
@@ -65,8 +65,9 @@ int envd_sig_check(const char *token, const char *header_token, const char *sign
         return AB_EDENIED;
     }
     if (signature == NULL || signature[0] == '\0') {
-        snprintf(err, errlen, "missing signature query parameter: send X-Access-Token or a "
-                              "signed URL");
+        snprintf(err, errlen,
+                 "missing signature query parameter: send X-Access-Token or a "
+                 "signed URL");
         return AB_EDENIED;
     }
     if (expiration != NULL && expiration[0] != '\0') {
@@ -79,14 +80,12 @@ int envd_sig_check(const char *token, const char *header_token, const char *sign
         }
         exp = v;
     }
-    rc = envd_sig_make(path, op, username != NULL ? username : "", token, exp, want,
-                       sizeof(want));
+    rc = envd_sig_make(path, op, username != NULL ? username : "", token, exp, want, sizeof(want));
     if (rc != 0) {
         snprintf(err, errlen, "cannot compute the signature: %s", ab_strerror(rc));
         return rc;
     }
-    if (strlen(signature) != strlen(want) ||
-        !crypto_equal(signature, want, strlen(want))) {
+    if (strlen(signature) != strlen(want) || !crypto_equal(signature, want, strlen(want))) {
         snprintf(err, errlen, "invalid signature");
         return AB_EDENIED;
     }

@@ -22,8 +22,8 @@ int envd_sig_make(const char *path, const char *op, const char *username, const 
  * (now in unix seconds). Returns 0, AB_EDENIED (answer 401) or AB_EINVAL
  * for an expiration that is not an integer (answer 400); reason in err. */
 int envd_sig_check(const char *token, const char *header_token, const char *signature,
-                   const char *expiration, const char *path, const char *op,
-                   const char *username, int64_t now, char *err, size_t errlen);
+                   const char *expiration, const char *path, const char *op, const char *username,
+                   int64_t now, char *err, size_t errlen);
 
 /* Constant-time comparison of the configured token with a given one. */
 bool envd_token_matches(const char *token, const char *given);

@@ -11,7 +11,7 @@
 
 #include "agentbox/http.h"
 #include "agentbox/loop.h"
-#include "path.h"
+#include "agent/envd/path.h"
 
 /* The version we report: the highest whose SDK feature gates
  * (e2b-protocol.md §2.8) this envd satisfies; see README.md. */
@@ -20,10 +20,10 @@
 #define ENVD_RPC_BODY_MAX (4 * 1024 * 1024 + 5)
 #define ENVD_PROCS_MAX 1024
 #define ENVD_WATCHES_MAX 256
-#define ENVD_SUBS_MAX 64           /* stream subscribers per process */
+#define ENVD_SUBS_MAX 64 /* stream subscribers per process */
 #define ENVD_STDIN_PENDING_MAX (1024 * 1024)
 #define ENVD_KEEPALIVE_DEFAULT_MS 90000
-#define ENVD_ENDED_KEEP_MS 30000   /* a late Connect still gets start + end */
+#define ENVD_ENDED_KEEP_MS 30000 /* a late Connect still gets start + end */
 
 struct envd_proc;
 struct envd_watch;
@@ -31,10 +31,10 @@ struct envd_watch;
 struct envd {
     struct loop *loop;
     struct http_router *router;
-    bool armed;         /* POST /init has been called */
-    bool stopping;      /* loop ended: watch callbacks only let go */
-    char *token;        /* NULL: no access token */
-    json_t *env_vars;   /* from /init envVars: object of strings */
+    bool armed;       /* POST /init has been called */
+    bool stopping;    /* loop ended: watch callbacks only let go */
+    char *token;      /* NULL: no access token */
+    json_t *env_vars; /* from /init envVars: object of strings */
     char default_user[33];
     char default_workdir[PATH_MAX];
     struct envd_proc *procs;
@@ -51,11 +51,11 @@ struct envd_call {
     struct http_exchange *ex;
     char service[16]; /* "process" | "filesystem" */
     char method[32];
-    bool stream;      /* application/connect+json */
+    bool stream; /* application/connect+json */
     uint8_t *buf;
     size_t len;
     size_t cap;
-    json_t *req;      /* the request message */
+    json_t *req; /* the request message */
     struct envd_user user;
     int64_t timeout_ms;   /* Connect-Timeout-Ms; 0 none */
     int64_t keepalive_ms; /* Keepalive-Ping-Interval */
@@ -77,11 +77,11 @@ struct envd_stream {
     struct loop_timer ka_timer;
     int64_t ka_ms;
     int64_t last_ms;
-    int64_t deadline_ms;      /* monotonic; 0 none */
+    int64_t deadline_ms; /* monotonic; 0 none */
     struct loop_timer deadline_timer;
-    bool ka_flat;             /* WatchDir: {"keepalive":{}}; else {"event":{"keepalive":{}}} */
-    void (*on_gone)(struct envd_stream *s);   /* peer went away: owner unlinks */
-    void (*on_drain)(struct envd_stream *s);  /* output fell below the high water */
+    bool ka_flat; /* WatchDir: {"keepalive":{}}; else {"event":{"keepalive":{}}} */
+    void (*on_gone)(struct envd_stream *s);  /* peer went away: owner unlinks */
+    void (*on_drain)(struct envd_stream *s); /* output fell below the high water */
     void *owner;
 };
 /* Sends the 200 head and arms keepalives; the stream then owns ex. */

@@ -1,5 +1,5 @@
 /* Connect envelopes: the framing of server-streaming calls. */
-#include "envelope.h"
+#include "agent/envd/envelope.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +16,7 @@ void envd_env_header(uint8_t flags, uint32_t len, uint8_t out[ENVD_ENV_HEADER_LE
     out[4] = (uint8_t)len;
 }
 
-int envd_env_encode(uint8_t flags, const void *payload, size_t len, uint8_t **out,
-                    size_t *outlen)
+int envd_env_encode(uint8_t flags, const void *payload, size_t len, uint8_t **out, size_t *outlen)
 {
     uint8_t *buf;
 
@@ -106,8 +105,7 @@ int envd_env_decode(const uint8_t *buf, size_t len, size_t max, uint8_t *flags,
     return 0;
 }
 
-int envd_env_parse_request(const uint8_t *buf, size_t len, json_t **out, char *err,
-                           size_t errlen)
+int envd_env_parse_request(const uint8_t *buf, size_t len, json_t **out, char *err, size_t errlen)
 {
     const uint8_t *payload;
     size_t plen;
@@ -122,8 +120,9 @@ int envd_env_parse_request(const uint8_t *buf, size_t len, json_t **out, char *e
     if (rc != 0)
         return rc;
     if (flags & ENVD_ENV_FLAG_COMPRESSED) {
-        snprintf(err, errlen, "compressed envelopes are not accepted: send Connect without "
-                              "Connect-Content-Encoding");
+        snprintf(err, errlen,
+                 "compressed envelopes are not accepted: send Connect without "
+                 "Connect-Content-Encoding");
         return AB_EINVAL;
     }
     if (flags & ENVD_ENV_FLAG_END) {
@@ -155,14 +154,22 @@ int envd_connect_status(const char *code)
         const char *code;
         int status;
     } map[] = {
-        {"canceled", 499},          {"unknown", 500},
-        {"invalid_argument", 400},  {"deadline_exceeded", 504},
-        {"not_found", 404},         {"already_exists", 409},
-        {"permission_denied", 403}, {"resource_exhausted", 429},
-        {"failed_precondition", 400}, {"aborted", 409},
-        {"out_of_range", 400},      {"unimplemented", 501},
-        {"internal", 500},          {"unavailable", 503},
-        {"data_loss", 500},         {"unauthenticated", 401},
+        {"canceled", 499},
+        {"unknown", 500},
+        {"invalid_argument", 400},
+        {"deadline_exceeded", 504},
+        {"not_found", 404},
+        {"already_exists", 409},
+        {"permission_denied", 403},
+        {"resource_exhausted", 429},
+        {"failed_precondition", 400},
+        {"aborted", 409},
+        {"out_of_range", 400},
+        {"unimplemented", 501},
+        {"internal", 500},
+        {"unavailable", 503},
+        {"data_loss", 500},
+        {"unauthenticated", 401},
     };
 
     for (size_t i = 0; i < AB_ARRAY_LEN(map); i++) {

@@ -21,8 +21,7 @@ void envd_env_header(uint8_t flags, uint32_t len, uint8_t out[ENVD_ENV_HEADER_LE
 
 /* Builds flags|len|payload in a malloc'd buffer the caller frees. AB_ELIMIT
  * when len > ENVD_ENV_MAX. */
-int envd_env_encode(uint8_t flags, const void *payload, size_t len, uint8_t **out,
-                    size_t *outlen);
+int envd_env_encode(uint8_t flags, const void *payload, size_t len, uint8_t **out, size_t *outlen);
 
 /* Serialises v compactly into a data envelope (flags 0). Does not take v. */
 int envd_env_encode_json(const json_t *v, uint8_t **out, size_t *outlen);
@@ -42,8 +41,7 @@ int envd_env_decode(const uint8_t *buf, size_t len, size_t max, uint8_t *flags,
 /* The request body of a streaming call: exactly one uncompressed data
  * envelope holding a JSON object, nothing after it. Returns a new reference
  * in *out, or AB_EINVAL / AB_ELIMIT with the reason in err. */
-int envd_env_parse_request(const uint8_t *buf, size_t len, json_t **out, char *err,
-                           size_t errlen);
+int envd_env_parse_request(const uint8_t *buf, size_t len, json_t **out, char *err, size_t errlen);
 
 /* HTTP status for a Connect error code ("not_found" → 404); 500 for unknown codes. */
 int envd_connect_status(const char *code);

@@ -1,5 +1,5 @@
 /* Process events and filesystem entries as proto3 JSON. */
-#include "event.h"
+#include "agent/envd/event.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -181,8 +181,7 @@ static const char *file_type(const struct stat *st)
     return NULL;
 }
 
-static void owner_names(const struct stat *st, char *owner, size_t olen, char *group,
-                        size_t glen)
+static void owner_names(const struct stat *st, char *owner, size_t olen, char *group, size_t glen)
 {
     char buf[4096];
     struct passwd pw, *pwp = NULL;
@@ -198,9 +197,8 @@ static void owner_names(const struct stat *st, char *owner, size_t olen, char *g
         snprintf(group, glen, "%u", (unsigned)st->st_gid);
 }
 
-json_t *envd_entry_from_stat(const char *path, const struct stat *st,
-                             const char *symlink_target, const struct stat *target_st,
-                             json_t *metadata)
+json_t *envd_entry_from_stat(const char *path, const struct stat *st, const char *symlink_target,
+                             const struct stat *target_st, json_t *metadata)
 {
     char perms[24];
     char mtime[48];

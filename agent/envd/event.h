@@ -35,9 +35,8 @@ void envd_timestamp(const struct timespec *ts, char *out, size_t outlen);
  * target (target_st; NULL when dangling: the link's own). Other non-regular
  * files get no type (the SDK drops them). metadata is borrowed (NULL for
  * none). */
-json_t *envd_entry_from_stat(const char *path, const struct stat *st,
-                             const char *symlink_target, const struct stat *target_st,
-                             json_t *metadata);
+json_t *envd_entry_from_stat(const char *path, const struct stat *st, const char *symlink_target,
+                             const struct stat *target_st, json_t *metadata);
 
 /* lstat()s path and builds its EntryInfo, following a symlink to type it and
  * reading user.e2b.* xattrs as metadata. Returns 0, or -errno of lstat. */

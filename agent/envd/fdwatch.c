@@ -1,5 +1,5 @@
 /* Descriptor watches as lws raw-file wsis on a vhost of our own. */
-#include "fdwatch.h"
+#include "agent/envd/fdwatch.h"
 
 #include <fcntl.h>
 #include <libwebsockets.h>

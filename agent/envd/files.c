@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "agentbox/common.h"
-#include "auth.h"
-#include "envd.h"
-#include "event.h"
-#include "gunzip.h"
-#include "multipart.h"
+#include "agent/envd/auth.h"
+#include "agent/envd/envd.h"
+#include "agent/envd/event.h"
+#include "agent/envd/gunzip.h"
+#include "agent/envd/multipart.h"
 
 #define DOWNLOAD_CHUNK (64 * 1024)
 #define UPLOAD_FILES_MAX 1000
@@ -55,20 +55,22 @@ static bool files_begin(struct envd *e, struct http_exchange *ex, const char *op
     if (http_query_get(r, "username", fc->username, sizeof(fc->username)) == AB_ELIMIT ||
         http_query_get(r, "signature", sig, sizeof(sig)) == AB_ELIMIT ||
         http_query_get(r, "signature_expiration", exp, sizeof(exp)) == AB_ELIMIT) {
-        http_respond_error(ex, 400, "query 'username', 'signature' or 'signature_expiration' "
-                                    "is too long");
+        http_respond_error(ex, 400,
+                           "query 'username', 'signature' or 'signature_expiration' "
+                           "is too long");
         return false;
     }
     rc = envd_sig_check(e->token, http_header_get(r, "X-Access-Token"), sig[0] ? sig : NULL,
-                        exp[0] ? exp : NULL, fc->path_q, op, fc->username, (int64_t)time(NULL),
-                        err, sizeof(err));
+                        exp[0] ? exp : NULL, fc->path_q, op, fc->username, (int64_t)time(NULL), err,
+                        sizeof(err));
     if (rc != 0) {
         http_respond_error(ex, rc == AB_EINVAL ? 400 : 401, "%s", err);
         return false;
     }
     if (!e->armed) {
-        http_respond_error(ex, 400, "envd is not initialised yet: the control plane must call "
-                                    "POST /init before /files");
+        http_respond_error(ex, 400,
+                           "envd is not initialised yet: the control plane must call "
+                           "POST /init before /files");
         return false;
     }
     if (envd_request_user(e, fc->username, &fc->user, err, sizeof(err)) != 0) {
@@ -174,8 +176,8 @@ void envd_files_get(struct http_exchange *ex, void *arg)
         http_respond_error(ex, 400, "query 'path' is required");
         return;
     }
-    if (envd_path_resolve(fc.path_q, fc.user.home, NULL, path, sizeof(path), err,
-                          sizeof(err)) != 0) {
+    if (envd_path_resolve(fc.path_q, fc.user.home, NULL, path, sizeof(path), err, sizeof(err)) !=
+        0) {
         http_respond_error(ex, 400, "%s", err);
         return;
     }
@@ -226,12 +228,12 @@ struct upload {
     struct envd *e;
     struct http_exchange *ex;
     struct files_ctx fc;
-    struct envd_mp *mp;       /* NULL for octet-stream */
-    struct envd_gunzip *gz;   /* Content-Encoding: gzip (octet-stream only) */
-    int fd;                   /* the file being written; -1 none */
+    struct envd_mp *mp;     /* NULL for octet-stream */
+    struct envd_gunzip *gz; /* Content-Encoding: gzip (octet-stream only) */
+    int fd;                 /* the file being written; -1 none */
     char cur[PATH_MAX];
-    json_t *written;          /* response array */
-    json_t *metadata;         /* X-Metadata-* as {key: value}; NULL none */
+    json_t *written;  /* response array */
+    json_t *metadata; /* X-Metadata-* as {key: value}; NULL none */
     bool failed;
 };
 
@@ -247,8 +249,7 @@ static void upload_free(struct upload *u)
     free(u);
 }
 
-static void upload_fail(struct upload *u, int status, const char *fmt, const char *a,
-                        const char *b)
+static void upload_fail(struct upload *u, int status, const char *fmt, const char *a, const char *b)
 {
     if (u->failed)
         return;
@@ -267,16 +268,18 @@ static int open_target(struct upload *u, const char *given)
     int rc;
 
     if (given == NULL || given[0] == '\0') {
-        upload_fail(u, 400, "%s%s", "no target: give the 'path' query or a filename in the "
-                    "multipart part", "");
+        upload_fail(u, 400, "%s%s",
+                    "no target: give the 'path' query or a filename in the "
+                    "multipart part",
+                    "");
         return AB_EINVAL;
     }
     if (json_array_size(u->written) >= UPLOAD_FILES_MAX) {
         upload_fail(u, 400, "an upload may hold at most %s files%s", "1000", "");
         return AB_ELIMIT;
     }
-    if (envd_path_resolve(given, u->fc.user.home, NULL, u->cur, sizeof(u->cur), err,
-                          sizeof(err)) != 0) {
+    if (envd_path_resolve(given, u->fc.user.home, NULL, u->cur, sizeof(u->cur), err, sizeof(err)) !=
+        0) {
         upload_fail(u, 400, "%s%s", err, "");
         return AB_EINVAL;
     }
@@ -296,9 +299,9 @@ static int open_target(struct upload *u, const char *given)
     u->fd = open(u->cur, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (u->fd < 0) {
         int en = errno;
-        upload_fail(u, errno_status(en), en == EISDIR ? "path '%s' is a directory%s"
-                                                      : "cannot write '%s': %s",
-                    u->cur, en == EISDIR ? "" : strerror(en));
+        upload_fail(u, errno_status(en),
+                    en == EISDIR ? "path '%s' is a directory%s" : "cannot write '%s': %s", u->cur,
+                    en == EISDIR ? "" : strerror(en));
         return AB_EIO;
     }
     if (sw && fchown(u->fd, u->fc.user.uid, u->fc.user.gid) != 0) {
@@ -341,8 +344,10 @@ static int close_target(struct upload *u)
             snprintf(attr, sizeof(attr), ENVD_XATTR_PREFIX "%s", k);
             if (fsetxattr(u->fd, attr, json_string_value(v), json_string_length(v), 0) != 0) {
                 int en = errno;
-                upload_fail(u, 500, "cannot store metadata on '%s': %s (the filesystem needs "
-                            "user xattrs)", u->cur, strerror(en));
+                upload_fail(u, 500,
+                            "cannot store metadata on '%s': %s (the filesystem needs "
+                            "user xattrs)",
+                            u->cur, strerror(en));
                 return AB_EIO;
             }
         }
@@ -497,8 +502,10 @@ void envd_files_post(struct http_exchange *ex, void *arg)
     bool octet = ct != NULL && strncasecmp(ct, "application/octet-stream", 24) == 0;
     bool gzip = ce != NULL && strcasecmp(ce, "gzip") == 0;
     if (ce != NULL && strcasecmp(ce, "identity") != 0 && !(gzip && octet)) {
-        http_respond_error(ex, 415, "Content-Encoding %s is accepted only as gzip on "
-                                    "application/octet-stream uploads", ce);
+        http_respond_error(ex, 415,
+                           "Content-Encoding %s is accepted only as gzip on "
+                           "application/octet-stream uploads",
+                           ce);
         upload_free(u);
         return;
     }
@@ -512,8 +519,9 @@ void envd_files_post(struct http_exchange *ex, void *arg)
     }
     if (octet) {
         if (!u->fc.has_path) {
-            http_respond_error(ex, 400, "query 'path' is required for application/octet-stream "
-                                        "uploads");
+            http_respond_error(ex, 400,
+                               "query 'path' is required for application/octet-stream "
+                               "uploads");
             upload_free(u);
             return;
         }

@@ -12,13 +12,13 @@
 #include <unistd.h>
 
 #include "agentbox/common.h"
-#include "envd.h"
-#include "event.h"
-#include "fdwatch.h"
+#include "agent/envd/envd.h"
+#include "agent/envd/event.h"
+#include "agent/envd/fdwatch.h"
 
 #define LIST_ENTRIES_MAX 100000
 #define WATCH_DIRS_MAX 8192
-#define WATCH_MASK                                                                             \
+#define WATCH_MASK                                                                                 \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF)
 
 struct watch_dir {
@@ -102,8 +102,7 @@ static void rpc_stat(struct envd_call *c)
     if (!resolve(c, "path", path))
         return;
     if (lstat(path, &st) != 0) {
-        envd_rpc_error(c, errno_code(errno), "file not found: stat %s: %s", path,
-                       strerror(errno));
+        envd_rpc_error(c, errno_code(errno), "file not found: stat %s: %s", path, strerror(errno));
         return;
     }
     reply_entry(c, path);
@@ -127,8 +126,9 @@ static int list_into(json_t *out, const char *dir, unsigned depth, char *err, si
         if (rc != 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
             continue;
         if (json_array_size(out) >= LIST_ENTRIES_MAX) {
-            snprintf(err, errlen, "directory listing has more than %d entries: use a smaller "
-                                  "depth",
+            snprintf(err, errlen,
+                     "directory listing has more than %d entries: use a smaller "
+                     "depth",
                      LIST_ENTRIES_MAX);
             rc = AB_ELIMIT;
             continue;
@@ -193,8 +193,10 @@ static void rpc_make_dir(struct envd_call *c)
         if (S_ISDIR(st.st_mode))
             envd_rpc_error(c, "already_exists", "directory '%s' already exists", path);
         else
-            envd_rpc_error(c, "invalid_argument", "path '%s' already exists and is not a "
-                           "directory", path);
+            envd_rpc_error(c, "invalid_argument",
+                           "path '%s' already exists and is not a "
+                           "directory",
+                           path);
         return;
     }
     rc = envd_mkdir_all(path, 0755, sw, c->user.uid, c->user.gid, NULL);
@@ -301,8 +303,8 @@ static int add_dir(struct envd_watch *w, const char *rel)
 
     if (w->ndirs >= WATCH_DIRS_MAX)
         return AB_ELIMIT;
-    if ((size_t)snprintf(full, sizeof(full), "%s%s%s", w->root, rel[0] != '\0' ? "/" : "",
-                         rel) >= sizeof(full))
+    if ((size_t)snprintf(full, sizeof(full), "%s%s%s", w->root, rel[0] != '\0' ? "/" : "", rel) >=
+        sizeof(full))
         return AB_ELIMIT;
     wd = inotify_add_watch(envd_fd_get(w->w), full, WATCH_MASK | IN_ONLYDIR);
     if (wd < 0) {
@@ -486,8 +488,7 @@ static void rpc_watch_dir(struct envd_call *c)
     w->include_entry = json_is_true(json_object_get(c->req, "includeEntry"));
     fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0 || (w->w = envd_fd_watch(fd, on_inotify, w)) == NULL) {
-        envd_rpc_error(c, "resource_exhausted", "cannot watch '%s': %s", w->root,
-                       strerror(errno));
+        envd_rpc_error(c, "resource_exhausted", "cannot watch '%s': %s", w->root, strerror(errno));
         free(w);
         return;
     }
@@ -524,9 +525,9 @@ void envd_fs_rpc(struct envd_call *c)
         bool stream;
         void (*fn)(struct envd_call *c);
     } methods[] = {
-        {"Stat", false, rpc_stat},       {"ListDir", false, rpc_list_dir},
+        {"Stat", false, rpc_stat},        {"ListDir", false, rpc_list_dir},
         {"MakeDir", false, rpc_make_dir}, {"Move", false, rpc_move},
-        {"Remove", false, rpc_remove},   {"WatchDir", true, rpc_watch_dir},
+        {"Remove", false, rpc_remove},    {"WatchDir", true, rpc_watch_dir},
     };
 
     for (size_t i = 0; i < AB_ARRAY_LEN(methods); i++) {
@@ -534,8 +535,8 @@ void envd_fs_rpc(struct envd_call *c)
             continue;
         if (methods[i].stream != c->stream) {
             envd_rpc_error(c, "invalid_argument",
-                           "filesystem.Filesystem/%s is a %s call: use Content-Type %s",
-                           c->method, methods[i].stream ? "server-streaming" : "unary",
+                           "filesystem.Filesystem/%s is a %s call: use Content-Type %s", c->method,
+                           methods[i].stream ? "server-streaming" : "unary",
                            methods[i].stream ? "application/connect+json" : "application/json");
             return;
         }

@@ -1,5 +1,5 @@
 /* gzip decoding over a run-time loaded zlib. */
-#include "gunzip.h"
+#include "agent/envd/gunzip.h"
 
 #include <dlfcn.h>
 #include <stdbool.h>

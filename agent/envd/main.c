@@ -12,8 +12,8 @@
 #include "agentbox/http.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
-#include "envd.h"
-#include "fdwatch.h"
+#include "agent/envd/envd.h"
+#include "agent/envd/fdwatch.h"
 
 struct envd_config {
     char *listen;

@@ -5,7 +5,7 @@
  * fallback: on a mismatch the matched bytes are known (a prefix of the
  * delimiter) and go out as content. The body is treated as if it began with
  * CRLF so the first "--boundary" needs no special case. */
-#include "multipart.h"
+#include "agent/envd/multipart.h"
 
 #include <ctype.h>
 #include <stdint.h>
@@ -99,8 +99,8 @@ static int next_param(const char **sp, char *key, size_t klen, char *val, size_t
     return 1;
 }
 
-struct envd_mp *envd_mp_new(const char *content_type, const struct envd_mp_callbacks *cb,
-                            void *arg, char *err, size_t errlen)
+struct envd_mp *envd_mp_new(const char *content_type, const struct envd_mp_callbacks *cb, void *arg,
+                            char *err, size_t errlen)
 {
     static const char media[] = "multipart/form-data";
     char key[32];
@@ -113,8 +113,9 @@ struct envd_mp *envd_mp_new(const char *content_type, const struct envd_mp_callb
     if (s == NULL || strncasecmp(s, media, sizeof(media) - 1) != 0 ||
         (s[sizeof(media) - 1] != ';' && s[sizeof(media) - 1] != ' ' &&
          s[sizeof(media) - 1] != '\0')) {
-        snprintf(err, errlen, "Content-Type must be multipart/form-data or "
-                              "application/octet-stream");
+        snprintf(err, errlen,
+                 "Content-Type must be multipart/form-data or "
+                 "application/octet-stream");
         return NULL;
     }
     s += sizeof(media) - 1;
@@ -133,8 +134,7 @@ struct envd_mp *envd_mp_new(const char *content_type, const struct envd_mp_callb
         return NULL;
     }
     if (strlen(val) > ENVD_MP_BOUNDARY_MAX) {
-        snprintf(err, errlen, "multipart boundary is longer than %d bytes",
-                 ENVD_MP_BOUNDARY_MAX);
+        snprintf(err, errlen, "multipart boundary is longer than %d bytes", ENVD_MP_BOUNDARY_MAX);
         return NULL;
     }
     if (strpbrk(val, "\r\n") != NULL) {
@@ -323,9 +323,9 @@ int envd_mp_finish(struct envd_mp *m)
     if (m->state == ST_ERROR)
         return m->rc;
     if (m->state != ST_EPILOGUE)
-        return fail(m, AB_EINVAL, m->state == ST_PREAMBLE
-                                      ? "multipart body has no boundary line"
-                                      : "multipart body ends before its closing boundary");
+        return fail(m, AB_EINVAL,
+                    m->state == ST_PREAMBLE ? "multipart body has no boundary line"
+                                            : "multipart body ends before its closing boundary");
     return 0;
 }
 

@@ -28,8 +28,8 @@ struct envd_mp;
 /* Reads the boundary from a Content-Type value. NULL with the reason in err
  * when it is not multipart/form-data or the boundary is missing, longer than
  * 70 bytes or holds CR/LF. */
-struct envd_mp *envd_mp_new(const char *content_type, const struct envd_mp_callbacks *cb,
-                            void *arg, char *err, size_t errlen);
+struct envd_mp *envd_mp_new(const char *content_type, const struct envd_mp_callbacks *cb, void *arg,
+                            char *err, size_t errlen);
 void envd_mp_free(struct envd_mp *m);
 
 /* Returns 0, AB_EINVAL / AB_ELIMIT for a malformed body (reason in

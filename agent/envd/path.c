@@ -1,5 +1,5 @@
 /* User lookup and path resolution. */
-#include "path.h"
+#include "agent/envd/path.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "agentbox/common.h"
-#include "auth.h"
+#include "agent/envd/auth.h"
 
 static void fill_self(struct envd_user *u)
 {
@@ -107,8 +107,8 @@ void envd_path_clean(char *path)
     path[w] = '\0';
 }
 
-int envd_path_resolve(const char *path, const char *home, const char *def, char *out,
-                      size_t outlen, char *err, size_t errlen)
+int envd_path_resolve(const char *path, const char *home, const char *def, char *out, size_t outlen,
+                      char *err, size_t errlen)
 {
     char tmp[PATH_MAX * 2 + 2];
 

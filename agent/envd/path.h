@@ -38,8 +38,8 @@ void envd_path_clean(char *path);
  * NULL or ""), "~" and "~/x" → home, relative → home/path cleaned, absolute
  * → unchanged. Refuses "~other" (AB_EINVAL) and results over outlen
  * (AB_ELIMIT); reason in err. */
-int envd_path_resolve(const char *path, const char *home, const char *def, char *out,
-                      size_t outlen, char *err, size_t errlen);
+int envd_path_resolve(const char *path, const char *home, const char *def, char *out, size_t outlen,
+                      char *err, size_t errlen);
 
 /* mkdir -p of the parents of path, chowning what it creates to uid:gid
  * when chown is true. Returns 0 or -errno. */

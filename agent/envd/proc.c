@@ -23,13 +23,13 @@
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/log.h"
-#include "envd.h"
-#include "event.h"
-#include "fdwatch.h"
+#include "agent/envd/envd.h"
+#include "agent/envd/event.h"
+#include "agent/envd/fdwatch.h"
 
 #define PIPE_READ_CHUNK (32 * 1024)
 #define PTY_READ_CHUNK (16 * 1024)
-#define EXIT_GRACE_MS 200      /* after exit, wait this long for pipe EOF */
+#define EXIT_GRACE_MS 200 /* after exit, wait this long for pipe EOF */
 #define FINAL_DRAIN_MAX (1024 * 1024)
 #define ARGS_MAX 4096
 #define ENVS_MAX 4096
@@ -489,8 +489,7 @@ static int spawn(const struct spawn_req *r, pid_t *pid_out, int *in_fd, int *out
         else if (f.stage == 2)
             snprintf(err, errlen, "cannot enter cwd '%s': %s", r->cwd, strerror(f.err));
         else if (f.stage == 1)
-            snprintf(err, errlen, "cannot switch to user '%s': %s", r->user->name,
-                     strerror(f.err));
+            snprintf(err, errlen, "cannot switch to user '%s': %s", r->user->name, strerror(f.err));
         else
             snprintf(err, errlen, "cannot set up the PTY: %s", strerror(f.err));
         rc = f.stage == 3 ? AB_ENOENT : AB_EIO;
@@ -571,10 +570,10 @@ static char **build_env(struct envd *e, const struct envd_user *u, json_t *envs)
 
     if (all == NULL)
         return NULL;
-    json_object_set_new(all, "PATH", json_string(path != NULL
-                                                     ? path
-                                                     : "/usr/local/sbin:/usr/local/bin:/usr/sbin:"
-                                                       "/usr/bin:/sbin:/bin"));
+    json_object_set_new(all, "PATH",
+                        json_string(path != NULL ? path
+                                                 : "/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                                                   "/usr/bin:/sbin:/bin"));
     json_object_set_new(all, "HOME", json_string(u->home));
     json_object_set_new(all, "USER", json_string(u->name));
     json_object_set_new(all, "LOGNAME", json_string(u->name));
@@ -622,8 +621,7 @@ static int check_strings(json_t *v, bool object, size_t max, const char *field, 
         json_object_foreach(v, k, x)
         {
             if (!json_is_string(x) || k[0] == '\0' || strchr(k, '=') != NULL) {
-                snprintf(err, errlen, "field '%s' must map names without '=' to strings",
-                         field);
+                snprintf(err, errlen, "field '%s' must map names without '=' to strings", field);
                 return AB_EINVAL;
             }
         }
@@ -694,8 +692,8 @@ static void rpc_start(struct envd_call *c)
         return;
     }
     if (json_string_length(cwdj) > 0)
-        rc = envd_path_resolve(json_string_value(cwdj), c->user.home, NULL, cwd, sizeof(cwd),
-                               err, sizeof(err));
+        rc = envd_path_resolve(json_string_value(cwdj), c->user.home, NULL, cwd, sizeof(cwd), err,
+                               sizeof(err));
     else
         rc = envd_path_resolve(e->default_workdir, c->user.home, NULL, cwd, sizeof(cwd), err,
                                sizeof(err));
@@ -1021,9 +1019,12 @@ void envd_proc_rpc(struct envd_call *c)
         bool stream;
         void (*fn)(struct envd_call *c);
     } methods[] = {
-        {"Start", true, rpc_start},           {"Connect", true, rpc_connect},
-        {"SendInput", false, rpc_send_input}, {"SendSignal", false, rpc_send_signal},
-        {"Update", false, rpc_update},        {"CloseStdin", false, rpc_close_stdin},
+        {"Start", true, rpc_start},
+        {"Connect", true, rpc_connect},
+        {"SendInput", false, rpc_send_input},
+        {"SendSignal", false, rpc_send_signal},
+        {"Update", false, rpc_update},
+        {"CloseStdin", false, rpc_close_stdin},
         {"List", false, rpc_list},
     };
 

@@ -15,9 +15,9 @@
 #include "agentbox/common.h"
 #include "agentbox/json.h"
 #include "agentbox/log.h"
-#include "auth.h"
-#include "envd.h"
-#include "envelope.h"
+#include "agent/envd/auth.h"
+#include "agent/envd/envd.h"
+#include "agent/envd/envelope.h"
 
 #define CT_JSON "application/json"
 #define CT_CONNECT_JSON "application/connect+json"
@@ -144,7 +144,7 @@ static void stream_keepalive(struct loop_timer *t)
         return;
     if (idle >= s->ka_ms - 5) {
         json_t *v = s->ka_flat ? json_pack("{s:{}}", "keepalive")
-                                 : json_pack("{s:{s:{}}}", "event", "keepalive");
+                               : json_pack("{s:{s:{}}}", "event", "keepalive");
         envd_stream_send(s, v);
         idle = 0;
     }
@@ -313,8 +313,8 @@ static void call_on_end(struct http_exchange *ex, void *arg)
         }
     } else {
         c->req = c->len == 0 ? json_object()
-                             : json_parse_object((const char *)c->buf, c->len,
-                                                 ENVD_RPC_BODY_MAX, err, sizeof(err));
+                             : json_parse_object((const char *)c->buf, c->len, ENVD_RPC_BODY_MAX,
+                                                 err, sizeof(err));
         if (c->req == NULL) {
             envd_rpc_error(c, "invalid_argument", "%s", err);
             return;
@@ -339,8 +339,7 @@ static void call_on_abort(struct http_exchange *ex, void *arg)
 
 static const struct http_body_handler call_bh = {call_on_data, call_on_end, call_on_abort, NULL};
 
-static int64_t header_int(const struct http_request *r, const char *name, int64_t def,
-                          int64_t max)
+static int64_t header_int(const struct http_request *r, const char *name, int64_t def, int64_t max)
 {
     const char *v = http_header_get(r, name);
     char *end;
@@ -573,10 +572,10 @@ static void metrics_route(struct http_exchange *ex, void *arg)
     http_respond_json(
         ex, 200,
         json_pack("{s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "ts", (json_int_t)time(NULL),
-                  "cpu_count", (int)sysconf(_SC_NPROCESSORS_ONLN), "cpu_used_pct", pct,
-                  "mem_total", (json_int_t)mem_total, "mem_used",
-                  (json_int_t)(mem_total - mem_avail), "mem_cache", (json_int_t)mem_cache,
-                  "mem_total_mib", (json_int_t)(mem_total >> 20), "mem_used_mib",
+                  "cpu_count", (int)sysconf(_SC_NPROCESSORS_ONLN), "cpu_used_pct", pct, "mem_total",
+                  (json_int_t)mem_total, "mem_used", (json_int_t)(mem_total - mem_avail),
+                  "mem_cache", (json_int_t)mem_cache, "mem_total_mib",
+                  (json_int_t)(mem_total >> 20), "mem_used_mib",
                   (json_int_t)((mem_total - mem_avail) >> 20), "disk_used",
                   (json_int_t)((vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize), "disk_total",
                   (json_int_t)(vfs.f_blocks * vfs.f_frsize)));

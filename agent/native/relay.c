@@ -6,13 +6,13 @@
  *   POST /v1/diag/echo        streams the request body back (with backpressure)
  *   GET  /v1/diag/bytes?n=N   streams N bytes (0 ≤ N ≤ 16 GiB) of a fixed pattern
  */
-#include "native.h"
+#include "agent/native/native.h"
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "agentbox/common.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
-#include "tunnel_client.h"
+#include "agent/tunnel_client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +34,8 @@ static void h_relay(struct http_exchange *ex, void *arg)
         {"X-AgentBox-Target-Service", service},
     };
     tun_http_proxy(ex, agent_tunnel_session(a->tunnel), "relay", rest, extra, 2,
-                   a->tunnel ? "the tunnel to the hub is down" : "this agent has no hub configured");
+                   a->tunnel ? "the tunnel to the hub is down"
+                             : "this agent has no hub configured");
 }
 
 struct echo {
@@ -45,8 +46,8 @@ static void echo_data(struct http_exchange *ex, const void *d, size_t n, void *a
 {
     struct echo *e = arg;
     if (!http_has_begun(ex))
-        http_begin(ex, 200, (struct http_header[]){{"Content-Type", "application/octet-stream"}},
-                   1, -1);
+        http_begin(ex, 200, (struct http_header[]){{"Content-Type", "application/octet-stream"}}, 1,
+                   -1);
     http_write(ex, d, n);
     if (!e->paused && http_pending(ex) > HTTP_STREAM_HIGH_WATER) {
         e->paused = true;
@@ -66,8 +67,8 @@ static void echo_drain(struct http_exchange *ex, void *arg)
 static void echo_end(struct http_exchange *ex, void *arg)
 {
     if (!http_has_begun(ex))
-        http_begin(ex, 200, (struct http_header[]){{"Content-Type", "application/octet-stream"}},
-                   1, -1);
+        http_begin(ex, 200, (struct http_header[]){{"Content-Type", "application/octet-stream"}}, 1,
+                   -1);
     free(arg);
     http_end(ex);
 }
@@ -78,8 +79,7 @@ static void echo_abort(struct http_exchange *ex, void *arg)
     http_abort(ex);
 }
 
-static const struct http_body_handler echo_handler = {echo_data, echo_end, echo_abort,
-                                                      echo_drain};
+static const struct http_body_handler echo_handler = {echo_data, echo_end, echo_abort, echo_drain};
 
 static void h_echo(struct http_exchange *ex, void *arg)
 {
@@ -129,8 +129,7 @@ static void bytes_abort(struct http_exchange *ex, void *arg)
     free(arg);
 }
 
-static const struct http_body_handler bytes_handler = {NULL, bytes_end, bytes_abort,
-                                                       bytes_drain};
+static const struct http_body_handler bytes_handler = {NULL, bytes_end, bytes_abort, bytes_drain};
 
 static void h_bytes(struct http_exchange *ex, void *arg)
 {
@@ -154,8 +153,7 @@ static void h_bytes(struct http_exchange *ex, void *arg)
         b->piece[i] = (char)('a' + i % 26);
     b->left = n;
     http_set_body_handler(ex, &bytes_handler, b);
-    http_begin(ex, 200, (struct http_header[]){{"Content-Type", "application/octet-stream"}}, 1,
-               n);
+    http_begin(ex, 200, (struct http_header[]){{"Content-Type", "application/octet-stream"}}, 1, n);
     bytes_pump(ex, b); /* b is freed when the last byte is queued, or on abort */
 }
 

@@ -1,11 +1,11 @@
 /* Native sandbox API: claim, list, get, delete, and env summaries. See
  * sandboxes.h. A claim answers only once the sandbox is armed (envd /init
  * done), so the id and token it returns work on the data plane at once. */
-#include "sandboxes.h"
+#include "agent/native/sandboxes.h"
 
-#include "agent.h"
-#include "auth.h"
-#include "runtime/runtime.h"
+#include "agent/agent.h"
+#include "agent/auth.h"
+#include "agent/runtime/runtime.h"
 
 #include "agentbox/common.h"
 #include "agentbox/config.h"
@@ -42,13 +42,20 @@ static void respond_error(struct http_exchange *ex, int status, const char *fmt,
 static int status_of_err(int err)
 {
     switch (err) {
-    case AB_ENOENT: return 404;
-    case AB_EINVAL: return 400;
-    case AB_EEXIST: return 409;
-    case AB_EBUSY: return 429;
-    case AB_ETIMEOUT: return 504;
-    case AB_EIO: return 502;
-    default: return 503;
+    case AB_ENOENT:
+        return 404;
+    case AB_EINVAL:
+        return 400;
+    case AB_EEXIST:
+        return 409;
+    case AB_EBUSY:
+        return 429;
+    case AB_ETIMEOUT:
+        return 504;
+    case AB_EIO:
+        return 502;
+    default:
+        return 503;
     }
 }
 
@@ -64,10 +71,14 @@ static void iso_time(int64_t ms, char *out, size_t len)
 static const char *state_name(enum rt_state s)
 {
     switch (s) {
-    case RT_RUNNING: return "Running";
-    case RT_IDLE: return "Idle";
-    case RT_STOPPING: return "Stopping";
-    default: return "Starting";
+    case RT_RUNNING:
+        return "Running";
+    case RT_IDLE:
+        return "Idle";
+    case RT_STOPPING:
+        return "Stopping";
+    default:
+        return "Starting";
     }
 }
 
@@ -80,9 +91,9 @@ static json_t *sandbox_json(const struct rt_sandbox *s, const char *token)
     iso_time(s->claimed_ms, created, sizeof(created));
     iso_time(s->end_ms, ends, sizeof(ends));
     o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b}", "sandboxId", s->id, "poolName",
-                  s->pool, "envName", s->env, "namespace", s->ns, "templateName",
-                  s->template_name, "status", state_name(s->state), "createdAt", created,
-                  "expiresAt", ends, "team", s->team, "allowInternetAccess", s->internet);
+                  s->pool, "envName", s->env, "namespace", s->ns, "templateName", s->template_name,
+                  "status", state_name(s->state), "createdAt", created, "expiresAt", ends, "team",
+                  s->team, "allowInternetAccess", s->internet);
     if (!o)
         return NULL;
     json_object_set_new(o, "metadata", s->metadata ? json_incref(s->metadata) : json_object());
@@ -133,8 +144,7 @@ static int parse_timeout(json_t *v, int64_t *out, char *err, size_t errlen)
     *out = 0;
     if (!v || json_is_null(v))
         return 0;
-    if (json_is_integer(v) && json_integer_value(v) > 0 &&
-        json_integer_value(v) <= TIMEOUT_MAX_S) {
+    if (json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) <= TIMEOUT_MAX_S) {
         *out = json_integer_value(v);
         return 0;
     }
@@ -143,7 +153,8 @@ static int parse_timeout(json_t *v, int64_t *out, char *err, size_t errlen)
         *out = (ms + 999) / 1000;
         return 0;
     }
-    snprintf(err, errlen, "timeout must be a positive number of seconds or a duration such as "
+    snprintf(err, errlen,
+             "timeout must be a positive number of seconds or a duration such as "
              "\"30m\" (at most a year)");
     return AB_EINVAL;
 }
@@ -163,8 +174,9 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     int rc;
 
     if (!json_is_object(body)) {
-        respond_error(ex, 400, "request body must be a JSON object such as "
-                               "{\"poolName\": \"demo\", \"timeout\": 300}");
+        respond_error(ex, 400,
+                      "request body must be a JSON object such as "
+                      "{\"poolName\": \"demo\", \"timeout\": 300}");
         goto out;
     }
     pool = json_string_value(json_object_get(body, "poolName"));
@@ -177,14 +189,17 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
         goto out;
     }
     if (ref.image[0]) {
-        respond_error(ex, 400, "poolName '%s' asks for image '%s': image overrides need the kube "
-                      "runtime; this cluster runs the local runtime", pool, ref.image);
+        respond_error(ex, 400,
+                      "poolName '%s' asks for image '%s': image overrides need the kube "
+                      "runtime; this cluster runs the local runtime",
+                      pool, ref.image);
         goto out;
     }
     if (ref.cluster[0] && strcmp(ref.cluster, a->cfg->cluster_id) != 0) {
-        respond_error(ex, 400, "poolName '%s' names cluster '%s': this agent creates sandboxes "
-                      "on cluster '%s' only; ask that cluster's agent or the hub", pool,
-                      ref.cluster, a->cfg->cluster_id);
+        respond_error(ex, 400,
+                      "poolName '%s' names cluster '%s': this agent creates sandboxes "
+                      "on cluster '%s' only; ask that cluster's agent or the hub",
+                      pool, ref.cluster, a->cfg->cluster_id);
         goto out;
     }
     if (!ref.name[0]) {
@@ -223,8 +238,8 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     o.team = p->team;
     o.owner = p->user;
     /* cluster::name is an env first, then a pool (reference §1.8); so is a bare name here */
-    rc = rt_claim(a->rt, ns, ref.name, RT_TARGET_ENV_OR_POOL, NULL, &o, create_done, c, NULL,
-                  err, sizeof(err));
+    rc = rt_claim(a->rt, ns, ref.name, RT_TARGET_ENV_OR_POOL, NULL, &o, create_done, c, NULL, err,
+                  sizeof(err));
     if (rc != 0) {
         respond_error(ex, status_of_err(rc), "%s", err);
         free(c);
@@ -239,7 +254,8 @@ static void h_create(struct http_exchange *ex, void *arg)
     agent_auth_request(a->auth, ex, create_authed, a);
 }
 
-/* ---- GET /v1/sandboxes ------------------------------------------------------------------------ */
+/* ---- GET /v1/sandboxes ------------------------------------------------------------------------
+ */
 
 struct list_ctx {
     const struct agent_principal *p;
@@ -257,8 +273,8 @@ static void list_one(void *arg, const struct rt_sandbox *s)
     l->total++;
 }
 
-static int query_long(const struct http_request *r, const char *name, long def, long min,
-                      long max, long *out)
+static int query_long(const struct http_request *r, const char *name, long def, long min, long max,
+                      long *out)
 {
     char buf[32], *end;
     *out = def;
@@ -296,9 +312,9 @@ static void list_authed(struct http_exchange *ex, const struct agent_principal *
     l.items = json_array();
     if (a->rt)
         rt_list(a->rt, &f, list_one, &l);
-    http_respond_json(ex, 200, json_pack("{s:o,s:i,s:i,s:i}", "items", l.items, "total",
-                                         (int)l.total, "limit", (int)l.limit, "offset",
-                                         (int)l.offset));
+    http_respond_json(ex, 200,
+                      json_pack("{s:o,s:i,s:i,s:i}", "items", l.items, "total", (int)l.total,
+                                "limit", (int)l.limit, "offset", (int)l.offset));
 }
 
 static void h_list(struct http_exchange *ex, void *arg)
@@ -307,7 +323,8 @@ static void h_list(struct http_exchange *ex, void *arg)
     agent_auth_request(a->auth, ex, list_authed, a);
 }
 
-/* ---- GET / DELETE /v1/sandboxes/{id} ------------------------------------------------------------ */
+/* ---- GET / DELETE /v1/sandboxes/{id} ------------------------------------------------------------
+ */
 
 /* Looks the sandbox up for p; answers 404 itself when it is not there (or not p's). */
 static bool lookup(struct http_exchange *ex, struct agent *a, const struct agent_principal *p,
@@ -315,14 +332,12 @@ static bool lookup(struct http_exchange *ex, struct agent *a, const struct agent
 {
     const char *id = http_param(ex, "id");
     if (!a->rt || rt_get(a->rt, id, s) != 0) {
-        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id,
-                      a->cfg->cluster_id);
+        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id, a->cfg->cluster_id);
         return false;
     }
     if (!may_see(p, s)) {
         json_decref(s->metadata);
-        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id,
-                      a->cfg->cluster_id);
+        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id, a->cfg->cluster_id);
         return false;
     }
     return true;
@@ -352,13 +367,12 @@ static void delete_authed(struct http_exchange *ex, const struct agent_principal
         return;
     json_decref(s.metadata);
     if (rt_release(a->rt, s.id) != 0) {
-        respond_error(ex, 404, "sandbox '%s' not found on cluster '%s'", s.id,
-                      a->cfg->cluster_id);
+        respond_error(ex, 404, "sandbox '%s' not found on cluster '%s'", s.id, a->cfg->cluster_id);
         return;
     }
-    http_respond_json(ex, 202, json_pack("{s:s,s:s,s:s,s:s,s:s}", "sandboxId", s.id,
-                                         "namespace", s.ns, "poolName", s.pool, "podName", "",
-                                         "status", "Terminated"));
+    http_respond_json(ex, 202,
+                      json_pack("{s:s,s:s,s:s,s:s,s:s}", "sandboxId", s.id, "namespace", s.ns,
+                                "poolName", s.pool, "podName", "", "status", "Terminated"));
 }
 
 static void h_delete(struct http_exchange *ex, void *arg)
@@ -367,7 +381,8 @@ static void h_delete(struct http_exchange *ex, void *arg)
     agent_auth_request(a->auth, ex, delete_authed, a);
 }
 
-/* ---- GET /v1/envs ------------------------------------------------------------------------------ */
+/* ---- GET /v1/envs ------------------------------------------------------------------------------
+ */
 
 struct envs_ctx {
     json_t *items;
@@ -385,12 +400,11 @@ static void env_pool(void *arg, const struct rt_pool *p)
         arr = json_array();
         json_object_set_new(e->pools, key, arr);
     }
-    json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "name",
-                                         p->name, "namespace", p->ns, "scalingGroup",
-                                         p->scaling_group, "replicas", p->status.replicas,
-                                         "idle", p->status.idle, "running", p->status.running,
-                                         "starting", p->status.starting, "stopping",
-                                         p->status.stopping, "pending", p->status.pending));
+    json_array_append_new(
+        arr, json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "name", p->name, "namespace", p->ns,
+                       "scalingGroup", p->scaling_group, "replicas", p->status.replicas, "idle",
+                       p->status.idle, "running", p->status.running, "starting", p->status.starting,
+                       "stopping", p->status.stopping, "pending", p->status.pending));
 }
 
 static void env_one(void *arg, const struct rt_env *v)
@@ -419,8 +433,8 @@ static void envs_authed(struct http_exchange *ex, const struct agent_principal *
         rt_list_envs(a->rt, ns, env_one, &e);
     }
     json_decref(e.pools);
-    http_respond_json(ex, 200, json_pack("{s:o,s:i}", "items", e.items, "total",
-                                         (int)json_array_size(e.items)));
+    http_respond_json(
+        ex, 200, json_pack("{s:o,s:i}", "items", e.items, "total", (int)json_array_size(e.items)));
 }
 
 static void h_envs(struct http_exchange *ex, void *arg)

@@ -1,9 +1,9 @@
 /* GET /v1/auth/whoami on the native API: the caller's principal as the hub
  * vouches for it (reference §4.2) — {role, user, team, mode, namespace}. */
-#include "native.h"
+#include "agent/native/native.h"
 
-#include "agent.h"
-#include "auth.h"
+#include "agent/agent.h"
+#include "agent/auth.h"
 #include "agentbox/common.h"
 #include "agentbox/http.h"
 

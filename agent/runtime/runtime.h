@@ -28,8 +28,8 @@
 #define RT_ID_MAX 63
 #define RT_ADDR_MAX 256
 #define RT_ERR_MAX 256
-#define RT_ENV_VARS_MAX 256   /* per claim */
-#define RT_VALUE_MAX 16384    /* one env var or metadata value */
+#define RT_ENV_VARS_MAX 256 /* per claim */
+#define RT_VALUE_MAX 16384  /* one env var or metadata value */
 
 struct rt;
 
@@ -38,16 +38,16 @@ struct rt;
 enum rt_target { RT_TARGET_ENV = 1, RT_TARGET_POOL, RT_TARGET_ENV_OR_POOL };
 
 struct rt_claim_options {
-    const char *id;            /* sandbox id to give (the caller allocates ids: sbxid.h) */
-    int64_t timeout_s;         /* lifetime from claim; 0 → pool's default idle timeout or 300 */
-    int64_t startup_timeout_ms;/* wait for a ready sandbox; 0 → pool default or 120000 */
-    const json_t *env_vars;    /* object of strings, or NULL; copied */
-    const json_t *metadata;    /* object of strings, or NULL; copied */
+    const char *id;             /* sandbox id to give (the caller allocates ids: sbxid.h) */
+    int64_t timeout_s;          /* lifetime from claim; 0 → pool's default idle timeout or 300 */
+    int64_t startup_timeout_ms; /* wait for a ready sandbox; 0 → pool default or 120000 */
+    const json_t *env_vars;     /* object of strings, or NULL; copied */
+    const json_t *metadata;     /* object of strings, or NULL; copied */
     bool allow_internet;
-    const char *user;          /* NULL → "user" */
-    const char *workdir;       /* NULL → "/home/user" */
-    const char *access_token;  /* envd access token, or NULL; kept only in memory */
-    const char *team;          /* owner, recorded for list filters; may be NULL */
+    const char *user;         /* NULL → "user" */
+    const char *workdir;      /* NULL → "/home/user" */
+    const char *access_token; /* envd access token, or NULL; kept only in memory */
+    const char *team;         /* owner, recorded for list filters; may be NULL */
     const char *owner;
 };
 
@@ -58,7 +58,7 @@ enum rt_state { RT_STARTING = 1, RT_IDLE, RT_RUNNING, RT_STOPPING };
 struct rt_sandbox {
     char id[RT_ID_MAX + 1];
     char ns[RT_NAME_MAX + 1];
-    char env[RT_NAME_MAX + 1];           /* "" when claimed from a pool directly */
+    char env[RT_NAME_MAX + 1]; /* "" when claimed from a pool directly */
     char pool[RT_NAME_MAX + 1];
     char scaling_group[RT_NAME_MAX + 1];
     char template_name[254];
@@ -66,9 +66,9 @@ struct rt_sandbox {
     char owner[RT_NAME_MAX + 1];
     enum rt_state state;
     bool internet;
-    int64_t claimed_ms;                  /* wall clock */
-    int64_t end_ms;                      /* wall clock; the timeout ends it then */
-    char envd_addr[RT_ADDR_MAX];         /* "unix:/path" or "host:port" for the data plane */
+    int64_t claimed_ms;          /* wall clock */
+    int64_t end_ms;              /* wall clock; the timeout ends it then */
+    char envd_addr[RT_ADDR_MAX]; /* "unix:/path" or "host:port" for the data plane */
     /* How the data plane reaches any other port P of the sandbox: an address
      * prefix for http_client ("netns:/proc/<pid>/ns/net|127.0.0.1" — append
      * ":P"), or "" when the runtime has no way (then only envd is proxied). */
@@ -77,18 +77,18 @@ struct rt_sandbox {
 };
 
 struct rt_pool_status {
-    int replicas;  /* desired idle sandboxes */
+    int replicas; /* desired idle sandboxes */
     int idle;
     int running;
     int starting;
     int stopping;
-    int pending;   /* claims waiting for a sandbox */
+    int pending; /* claims waiting for a sandbox */
 };
 
 struct rt_pool {
     char ns[RT_NAME_MAX + 1];
     char name[RT_NAME_MAX + 1];
-    char env[RT_NAME_MAX + 1];           /* "" for a standalone pool */
+    char env[RT_NAME_MAX + 1]; /* "" for a standalone pool */
     char scaling_group[RT_NAME_MAX + 1];
     char template_name[254];
     struct rt_pool_status status;
@@ -98,8 +98,8 @@ struct rt_env {
     char ns[RT_NAME_MAX + 1];
     char name[RT_NAME_MAX + 1];
     char template_name[254];
-    int npools;                          /* member pools on this cluster */
-    int idle, running;                   /* sums over the member pools */
+    int npools;        /* member pools on this cluster */
+    int idle, running; /* sums over the member pools */
 };
 
 struct rt_filter {

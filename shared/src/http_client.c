@@ -36,11 +36,11 @@ struct http_client {
     struct loop_timer timer;
     bool timer_on;
     bool chunked, req_ended, head_seen, connected;
-    bool terminal;      /* on_end/on_error delivered or closed by the user */
+    bool terminal; /* on_end/on_error delivered or closed by the user */
     bool user_closed;
     bool head_req;
     bool paused;
-    int pending_err;    /* failure to report from the timer */
+    int pending_err; /* failure to report from the timer */
     char errmsg[160];
 };
 
@@ -146,8 +146,8 @@ static int client_write(struct http_client *c)
     return 0;
 }
 
-static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-                           void *in, size_t len)
+static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                           size_t len)
 {
     struct http_client *c = lws_get_opaque_user_data(wsi);
     switch (reason) {
@@ -387,8 +387,8 @@ struct http_client *http_client_start(struct loop *l, const struct http_client_o
         hdrs[n++] = (struct http_header){"Host", "localhost"};
     int rc = http_out_head(&c->out, line, hdrs, n,
                            o->content_length == 0 && !c->chunked ? 0 : o->content_length, 1);
-    if (o->content_length == 0 && (strcmp(o->method, "GET") == 0 || c->head_req ||
-                                   strcmp(o->method, "DELETE") == 0)) {
+    if (o->content_length == 0 &&
+        (strcmp(o->method, "GET") == 0 || c->head_req || strcmp(o->method, "DELETE") == 0)) {
         /* no Content-Length: 0 needed, but harmless; keep the head as built */
     }
     if (rc) {

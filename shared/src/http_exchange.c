@@ -39,11 +39,11 @@ struct http_exchange {
     void *bh_arg;
 
     bool started, dispatched;
-    bool began;          /* response head sent */
-    bool finished;       /* handler finished */
+    bool began;    /* response head sent */
+    bool finished; /* handler finished */
     bool aborted;
-    bool released;       /* transport let go */
-    bool in_callback;    /* freeing is deferred until the callback returns */
+    bool released;    /* transport let go */
+    bool in_callback; /* freeing is deferred until the callback returns */
 };
 
 /* --- router ------------------------------------------------------------------- */
@@ -576,8 +576,8 @@ void http_pause_body(struct http_exchange *ex, bool paused)
         ex->ops->pause_body(ex->t, paused);
 }
 
-int http_respond(struct http_exchange *ex, int status, const char *content_type,
-                 const void *body, size_t len, const struct http_header *h, int n)
+int http_respond(struct http_exchange *ex, int status, const char *content_type, const void *body,
+                 size_t len, const struct http_header *h, int n)
 {
     if (ex->finished)
         return AB_EINVAL;
@@ -621,39 +621,73 @@ int http_respond_error(struct http_exchange *ex, int status, const char *fmt, ..
 const char *http_status_text(int status)
 {
     switch (status) {
-    case 100: return "Continue";
-    case 101: return "Switching Protocols";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 206: return "Partial Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 410: return "Gone";
-    case 411: return "Length Required";
-    case 412: return "Precondition Failed";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 416: return "Range Not Satisfiable";
-    case 422: return "Unprocessable Content";
-    case 426: return "Upgrade Required";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 100:
+        return "Continue";
+    case 101:
+        return "Switching Protocols";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 206:
+        return "Partial Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 411:
+        return "Length Required";
+    case 412:
+        return "Precondition Failed";
+    case 413:
+        return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 416:
+        return "Range Not Satisfiable";
+    case 422:
+        return "Unprocessable Content";
+    case 426:
+        return "Upgrade Required";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Unknown";
     }
 }

@@ -101,8 +101,8 @@ static bool safe(const char *s)
     return strpbrk(s, "\r\n") == NULL;
 }
 
-int http_out_head(struct http_out *o, const char *first_line, const struct http_header *h,
-                  int n, long long content_length, int close)
+int http_out_head(struct http_out *o, const char *first_line, const struct http_header *h, int n,
+                  long long content_length, int close)
 {
     char buf[HTTP_HEAD_MAX];
     size_t len = 0;

@@ -19,7 +19,7 @@ void http_out_consume(struct http_out *o, size_t n);
 void http_out_clear(struct http_out *o);
 
 /* Writes an HTTP/1.1 response or request head. */
-int http_out_head(struct http_out *o, const char *first_line,
-                  const struct http_header *h, int n, long long content_length, int close);
+int http_out_head(struct http_out *o, const char *first_line, const struct http_header *h, int n,
+                  long long content_length, int close);
 
 #endif

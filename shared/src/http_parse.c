@@ -16,14 +16,14 @@ struct http_parse {
     const struct http_parse_callbacks *cb;
     void *arg;
 
-    char *arena;           /* head_max bytes: target, names, values, decoded path */
+    char *arena; /* head_max bytes: target, names, values, decoded path */
     size_t arena_cap, arena_len;
-    bool too_big;          /* head over head_max → 431 */
-    bool bad_head;         /* e.g. too many headers, bad escape → 400 */
+    bool too_big;  /* head over head_max → 431 */
+    bool bad_head; /* e.g. too many headers, bad escape → 400 */
     const char *bad_why;
     bool head_done, in_message, paused_at_end;
-    int last_was_value;    /* 0 none, 1 field, 2 value: folds split callbacks */
-    size_t cur_off;        /* arena offset of the piece being appended to */
+    int last_was_value; /* 0 none, 1 field, 2 value: folds split callbacks */
+    size_t cur_off;     /* arena offset of the piece being appended to */
     size_t target_off;
     bool have_target;
     size_t name_off[HTTP_MAX_HEADERS], value_off[HTTP_MAX_HEADERS];

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #define SERVER_RX_BUF (64 * 1024)
-#define INBUF_MAX (256 * 1024)   /* unparsed bytes held while a request runs */
+#define INBUF_MAX (256 * 1024) /* unparsed bytes held while a request runs */
 #define WRITE_CHUNK (64 * 1024)
 #define LOW_WATER (64 * 1024)
 #define HEAD_TIMEOUT_S 30
@@ -44,7 +44,7 @@ struct conn {
     struct http_exchange *ex;
     bool ex_finished, msg_complete;
     bool resp_chunked, resp_no_body;
-    bool close_after;   /* close once the output is flushed */
+    bool close_after; /* close once the output is flushed */
     bool killed;
     bool handler_paused, buffer_paused;
     char *inbuf;
@@ -81,8 +81,8 @@ static int op_send_head(void *t, int status, const struct http_header *h, int n,
     c->resp_chunked = content_length < 0 && !c->resp_no_body;
     char line[64];
     snprintf(line, sizeof(line), "HTTP/1.1 %d %s", status, http_status_text(status));
-    int rc = http_out_head(&c->out, line, h, n, c->resp_no_body ? -2 : content_length,
-                           c->close_after);
+    int rc =
+        http_out_head(&c->out, line, h, n, c->resp_no_body ? -2 : content_length, c->close_after);
     if (head_req)
         c->resp_no_body = true;
     conn_want_write(c);
@@ -293,8 +293,8 @@ static void conn_free(struct conn *c)
     free(c);
 }
 
-static int server_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-                           void *in, size_t len)
+static int server_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                           size_t len)
 {
     struct conn *c = lws_get_opaque_user_data(wsi);
     switch (reason) {
@@ -352,8 +352,8 @@ static int server_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
 /* Unix sockets are listened on by us (lws 4.1's own unix listener does not
  * come up here): lws watches the listening fd and we adopt each accepted
  * connection into the vhost as a raw socket, the same as TCP ones. */
-static int listen_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-                           void *in, size_t len)
+static int listen_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                           size_t len)
 {
     struct http_server *srv = lws_vhost_user(lws_get_vhost(wsi));
     if (reason != LWS_CALLBACK_RAW_RX_FILE || !srv)
@@ -387,8 +387,8 @@ static int listen_unix(struct http_server *s, const char *path, char *err, size_
     }
     lws_sock_file_fd_type u;
     u.filefd = fd;
-    s->listen_wsi = lws_adopt_descriptor_vhost(s->vh, LWS_ADOPT_RAW_FILE_DESC, u,
-                                               "ab-http-listen", NULL);
+    s->listen_wsi =
+        lws_adopt_descriptor_vhost(s->vh, LWS_ADOPT_RAW_FILE_DESC, u, "ab-http-listen", NULL);
     if (!s->listen_wsi) {
         snprintf(err, errlen, "cannot watch the unix socket %s", path);
         return AB_EIO;
@@ -413,8 +413,7 @@ static int parse_listen(const char *listen, char *host, size_t hostlen, int *por
     }
     const char *colon = strrchr(listen, ':');
     if (!colon) {
-        snprintf(err, errlen, "listen address '%s' must be HOST:PORT, :PORT or unix:PATH",
-                 listen);
+        snprintf(err, errlen, "listen address '%s' must be HOST:PORT, :PORT or unix:PATH", listen);
         return AB_EINVAL;
     }
     char *end;
@@ -434,8 +433,8 @@ static int parse_listen(const char *listen, char *host, size_t hostlen, int *por
     return 0;
 }
 
-int http_server_start(struct loop *l, const struct http_server_options *o,
-                      struct http_server **out, char *err, size_t errlen)
+int http_server_start(struct loop *l, const struct http_server_options *o, struct http_server **out,
+                      char *err, size_t errlen)
 {
     char host[128];
     int port;

@@ -38,9 +38,9 @@ struct loop {
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct job_list todo;    /* waiting for a worker */
-    struct job_list done;    /* waiting for the loop thread */
-    size_t pending;          /* submitted, done() not yet run */
+    struct job_list todo; /* waiting for a worker */
+    struct job_list done; /* waiting for the loop thread */
+    size_t pending;       /* submitted, done() not yet run */
     size_t queue_max;
     bool shutdown;
     pthread_t *workers;

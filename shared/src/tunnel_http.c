@@ -138,9 +138,9 @@ static size_t sw_pending(struct stream_writer *w)
 
 static bool is_hop_by_hop(const char *name)
 {
-    static const char *const hop[] = {"Connection", "Transfer-Encoding", "Keep-Alive",
-                                      "Upgrade",    "TE",                "Trailer",
-                                      "Proxy-Connection"};
+    static const char *const hop[] = {
+        "Connection", "Transfer-Encoding", "Keep-Alive",      "Upgrade",
+        "TE",         "Trailer",           "Proxy-Connection"};
     for (size_t i = 0; i < AB_ARRAY_LEN(hop); i++)
         if (strcasecmp(name, hop[i]) == 0)
             return true;
@@ -376,9 +376,9 @@ struct proxy_ep {
     struct tun_endpoint ep;
     struct stream_writer w;
     struct http_exchange *ex;
-    bool ex_done;       /* we finished the exchange */
+    bool ex_done; /* we finished the exchange */
     bool ex_paused;
-    size_t unconsumed;  /* response bytes waiting for the client to drain */
+    size_t unconsumed; /* response bytes waiting for the client to drain */
 };
 
 static void px_finish_error(struct proxy_ep *p, int status, const char *msg)
@@ -439,8 +439,7 @@ static const struct http_body_handler proxy_body = {
     .on_drain = px_resp_drained,
 };
 
-static void px_on_response(struct tun_endpoint *ep, struct tun_stream *st,
-                           const struct tun_head *h)
+static void px_on_response(struct tun_endpoint *ep, struct tun_stream *st, const struct tun_head *h)
 {
     struct proxy_ep *p = (struct proxy_ep *)ep;
     if (p->ex_done)
@@ -576,13 +575,12 @@ int tun_http_proxy(struct http_exchange *ex, struct tun_session *s, const char *
 
 struct splice_ep {
     struct tun_endpoint ep;
-    struct stream_writer w;     /* writes to this side's stream */
+    struct stream_writer w; /* writes to this side's stream */
     struct splice_ep *other;
-    size_t unconsumed;          /* bytes read here, waiting for room on the other side */
+    size_t unconsumed; /* bytes read here, waiting for room on the other side */
 };
 
-static void sp_on_response(struct tun_endpoint *ep, struct tun_stream *st,
-                           const struct tun_head *h)
+static void sp_on_response(struct tun_endpoint *ep, struct tun_stream *st, const struct tun_head *h)
 {
     struct splice_ep *e = (struct splice_ep *)ep;
     if (e->other)
@@ -718,8 +716,7 @@ static void call_on_response(struct tun_endpoint *ep, struct tun_stream *st,
     ((struct tun_call *)ep)->status = h->status;
 }
 
-static void call_on_data(struct tun_endpoint *ep, struct tun_stream *st, const uint8_t *d,
-                         size_t n)
+static void call_on_data(struct tun_endpoint *ep, struct tun_stream *st, const uint8_t *d, size_t n)
 {
     struct tun_call *c = (struct tun_call *)ep;
     tun_stream_consumed(st, n);

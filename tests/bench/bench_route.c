@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "agentbox/common.h"
-#include "federation.h"
-#include "route.h"
+#include "hub/federation.h"
+#include "hub/route.h"
 
 static uint64_t rng = 88172645463325252ull;
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envelope.h"
+#include "agent/envd/envelope.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -14,8 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[160];
     json_t *v = NULL;
 
-    while (off < size && envd_env_decode(data + off, size - off, 1 << 16, &flags, &p, &plen,
-                                         &used, err, sizeof(err)) == 0) {
+    while (off < size && envd_env_decode(data + off, size - off, 1 << 16, &flags, &p, &plen, &used,
+                                         err, sizeof(err)) == 0) {
         uint8_t *again;
         size_t n;
         if (envd_env_encode(flags, p, plen, &again, &n) == 0) {

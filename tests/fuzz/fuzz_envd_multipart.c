@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "multipart.h"
+#include "agent/envd/multipart.h"
 
 struct sink {
     uint64_t hash;

@@ -55,8 +55,8 @@ static void run(const uint8_t *data, size_t size, size_t split)
         while (off < stops[k]) {
             int status = 0;
             const char *why = NULL;
-            ssize_t n = http_parse_feed(st.p, (const char *)data + off, stops[k] - off, &status,
-                                        &why);
+            ssize_t n =
+                http_parse_feed(st.p, (const char *)data + off, stops[k] - off, &status, &why);
             if (n < 0) {
                 if (status < 400 || status > 599 || !why)
                     abort();

@@ -9,7 +9,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/tunnel.h"
-#include "federation.h"
+#include "hub/federation.h"
 
 static struct fed_registry *g;
 

@@ -12,31 +12,30 @@
 #include <unistd.h>
 
 #include "agentbox/common.h"
-#include "runtime/local/manifest.h"
+#include "agent/runtime/local/manifest.h"
 
-static const char *TEMPLATE_YAML =
-    "apiVersion: agents.navix.sh/v1alpha1\n"
-    "kind: SandboxTemplate\n"
-    "metadata:\n"
-    "  name: e2b-envd\n"
-    "  annotations:\n"
-    "    agentbox.navix.sh/docs: \"# hello\"\n"
-    "spec:\n"
-    "  version: 0.0.1\n"
-    "  idleImage: ghcr.io/scitix/agent-sandbox-idle:0.0.10\n"
-    "  runtimes:\n"
-    "  - name: envd\n"
-    "    port: 49983\n"
-    "    readinessProbe: {httpGet: {port: 49983, path: /health}}\n"
-    "  template:\n"
-    "    spec:\n"
-    "      automountServiceAccountToken: false\n"
-    "      containers:\n"
-    "      - name: sandbox\n"
-    "        image: ghcr.io/scitix/agent-sandbox-envd:0.9.0-2\n"
-    "        anythingGoes: {here: [1, 2]}\n"
-    "status:\n"
-    "  conditions: []\n";
+static const char *TEMPLATE_YAML = "apiVersion: agents.navix.sh/v1alpha1\n"
+                                   "kind: SandboxTemplate\n"
+                                   "metadata:\n"
+                                   "  name: e2b-envd\n"
+                                   "  annotations:\n"
+                                   "    agentbox.navix.sh/docs: \"# hello\"\n"
+                                   "spec:\n"
+                                   "  version: 0.0.1\n"
+                                   "  idleImage: ghcr.io/scitix/agent-sandbox-idle:0.0.10\n"
+                                   "  runtimes:\n"
+                                   "  - name: envd\n"
+                                   "    port: 49983\n"
+                                   "    readinessProbe: {httpGet: {port: 49983, path: /health}}\n"
+                                   "  template:\n"
+                                   "    spec:\n"
+                                   "      automountServiceAccountToken: false\n"
+                                   "      containers:\n"
+                                   "      - name: sandbox\n"
+                                   "        image: ghcr.io/scitix/agent-sandbox-envd:0.9.0-2\n"
+                                   "        anythingGoes: {here: [1, 2]}\n"
+                                   "status:\n"
+                                   "  conditions: []\n";
 
 static const char *ENV_YAML =
     "apiVersion: agents.navix.sh/v1alpha1\n"
@@ -67,18 +66,17 @@ static const char *ENV_YAML =
     "      inlineResources: {limits: {cpu: 2, memory: 8Gi}}\n"
     "      spec: {replicas: 7}\n";
 
-static const char *POOL_YAML =
-    "apiVersion: agents.navix.sh/v1alpha1\n"
-    "kind: SandboxPool\n"
-    "metadata:\n"
-    "  name: plain\n"
-    "spec:\n"
-    "  replicas: 3\n"
-    "  templateName: e2b-envd\n"
-    "  defaultStartupTimeout: 2m\n"
-    "  podCreationImagePolicy: PoolDefaultImage\n"
-    "  maxUnavailable: 20%\n"
-    "  networkPolicy: {disableEgress: true}\n";
+static const char *POOL_YAML = "apiVersion: agents.navix.sh/v1alpha1\n"
+                               "kind: SandboxPool\n"
+                               "metadata:\n"
+                               "  name: plain\n"
+                               "spec:\n"
+                               "  replicas: 3\n"
+                               "  templateName: e2b-envd\n"
+                               "  defaultStartupTimeout: 2m\n"
+                               "  podCreationImagePolicy: PoolDefaultImage\n"
+                               "  maxUnavailable: 20%\n"
+                               "  networkPolicy: {disableEgress: true}\n";
 
 /* Parses text as one file and returns the set; errors stay inside. */
 static struct mf_set *parse(const char *text)
@@ -120,9 +118,8 @@ static void test_template_sample(void **state)
     assert_string_equal(o->u.tpl.runtimes[0].name, "envd");
     assert_int_equal(o->u.tpl.runtimes[0].port, 49983);
     assert_string_equal(o->u.tpl.runtimes[0].protocol, "TCP");
-    assert_string_equal(json_string_value(json_object_get(o->annotations,
-                                                          "agentbox.navix.sh/docs")),
-                        "# hello");
+    assert_string_equal(
+        json_string_value(json_object_get(o->annotations, "agentbox.navix.sh/docs")), "# hello");
     mf_set_free(s);
 }
 
@@ -196,10 +193,10 @@ static void test_resource_keys(void **state)
     static const struct {
         const char *cpu, *mem, *key;
     } cases[] = {
-        {"500m", "512Mi", "1c0gi"}, {"4", "64Gi", "4c64gi"},   {"2", "8Gi", "2c8gi"},
-        {"1", "2Gi", "1c2gi"},      {"1.5", "1G", "2c0gi"},    {"1001m", "2147483649", "2c2gi"},
-        {"0", "1Gi", "0c1gi"},      {"100m", "0", "1c0gi"},    {"2", "1.5Gi", "2c1gi"},
-        {"1e3", "1e9", "1000c0gi"},   {"0.001", "2048Mi", "1c2gi"}, {"3", "3221225471", "3c2gi"},
+        {"500m", "512Mi", "1c0gi"}, {"4", "64Gi", "4c64gi"},      {"2", "8Gi", "2c8gi"},
+        {"1", "2Gi", "1c2gi"},      {"1.5", "1G", "2c0gi"},       {"1001m", "2147483649", "2c2gi"},
+        {"0", "1Gi", "0c1gi"},      {"100m", "0", "1c0gi"},       {"2", "1.5Gi", "2c1gi"},
+        {"1e3", "1e9", "1000c0gi"}, {"0.001", "2048Mi", "1c2gi"}, {"3", "3221225471", "3c2gi"},
     };
     char key[MF_KEY_MAX + 1];
     size_t i;
@@ -315,10 +312,10 @@ static void test_errors_name_file_line_and_field(void **state)
                  "field 'spec.replicas' must be a single value, not a list");
     expect_error(HEAD_POOL "spec:\n  replicas: 1\n  template: 3\n", 6,
                  "field 'spec.template' must be a mapping");
-    expect_error("apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxPod\nmetadata: {name: p}\n",
-                 2, "m.yaml:2: unknown kind 'SandboxPod'");
-    expect_error("apiVersion: v1\nkind: SandboxPool\nmetadata: {name: p}\nspec: {replicas: 1}\n",
-                 1, "field 'apiVersion' must be agents.navix.sh/v1alpha1");
+    expect_error("apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxPod\nmetadata: {name: p}\n", 2,
+                 "m.yaml:2: unknown kind 'SandboxPod'");
+    expect_error("apiVersion: v1\nkind: SandboxPool\nmetadata: {name: p}\nspec: {replicas: 1}\n", 1,
+                 "field 'apiVersion' must be agents.navix.sh/v1alpha1");
     expect_error("kind: SandboxPool\nmetadata: {name: p}\nspec: {replicas: 1}\n", 1,
                  "field 'apiVersion' must be");
     expect_error("apiVersion: agents.navix.sh/v1alpha1\nmetadata: {name: p}\n", 1,
@@ -346,50 +343,53 @@ static void test_env_rules(void **state)
     expect_error("apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxEnv\n"
                  "metadata: {name: 1e}\nspec: {templateRef: {name: t}}\n",
                  3, "field 'metadata.name' must be an RFC 1123 label starting with a letter");
-    expect_error(HEAD_ENV "spec: {mode: WarmPool}\n", 4, "field 'spec.templateRef.name' is required");
+    expect_error(HEAD_ENV "spec: {mode: WarmPool}\n", 4,
+                 "field 'spec.templateRef.name' is required");
     expect_error(HEAD_ENV "spec: {templateRef: {name: t}, mode: Cold}\n", 4,
                  "field 'spec.mode' must be WarmPool or OnDemandJob");
     expect_error(HEAD_ENV "spec: {templateRef: {name: t}, mode: OnDemandJob}\n", 4,
                  "only WarmPool is implemented");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  clusters:\n  - clusterID: c\n"
-                 "    members:\n    - name: e-2c8gi\n      config: {instanceType: big}\n",
-                 9, "field 'spec.clusters[0].members[0].config.instanceType' needs an instance "
-                    "catalogue");
+                          "    members:\n    - name: e-2c8gi\n      config: {instanceType: big}\n",
+                 9,
+                 "field 'spec.clusters[0].members[0].config.instanceType' needs an instance "
+                 "catalogue");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  clusters:\n  - clusterID: c\n"
-                 "    members:\n    - name: e-2c8gi\n",
+                          "    members:\n    - name: e-2c8gi\n",
                  9, "one of instanceType or inlineResources must be supplied");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  clusters:\n  - clusterID: c\n"
-                 "    members:\n    - name: e-2c8gi\n"
-                 "      config: {inlineResources: {requests: {cpu: 0, memory: 100Mi}}}\n",
+                          "    members:\n    - name: e-2c8gi\n"
+                          "      config: {inlineResources: {requests: {cpu: 0, memory: 100Mi}}}\n",
                  9, "could not derive a non-empty ResourceKey from the supplied resources");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  clusters:\n  - clusterID: c\n"
-                 "    members:\n    - name: e-big\n"
-                 "      config: {inlineResources: {requests: {cpu: 2, memory: 8Gi}}}\n",
+                          "    members:\n    - name: e-big\n"
+                          "      config: {inlineResources: {requests: {cpu: 2, memory: 8Gi}}}\n",
                  9, "field 'spec.clusters[0].members[0].name' must be 'e-2c8gi'");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  clusters:\n  - clusterID: c\n"
-                 "    members:\n    - name: e-2c8gi\n"
-                 "      config: {inlineResources: {requests: {cpu: two}}}\n",
-                 10, "field 'spec.clusters[0].members[0].config.inlineResources.requests.cpu' "
-                     "must be a non-negative quantity");
+                          "    members:\n    - name: e-2c8gi\n"
+                          "      config: {inlineResources: {requests: {cpu: two}}}\n",
+                 10,
+                 "field 'spec.clusters[0].members[0].config.inlineResources.requests.cpu' "
+                 "must be a non-negative quantity");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  clusters:\n  - clusterID: c\n"
-                 "    members:\n    - name: e-2c8gi\n"
-                 "      config: {inlineResources: {requests: {cpu: 2, memory: 8Gi}}}\n"
-                 "      spec: {templateName: t}\n",
+                          "    members:\n    - name: e-2c8gi\n"
+                          "      config: {inlineResources: {requests: {cpu: 2, memory: 8Gi}}}\n"
+                          "      spec: {templateName: t}\n",
                  11, "field 'spec.clusters[0].members[0].spec.replicas' is required");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  clusters:\n  - clusterID: c\n"
-                 "    members:\n    - name: e-2c8gi\n"
-                 "      config: {inlineResources: {requests: {cpu: 2, memory: 8Gi}}}\n"
-                 "    - name: e-2c8gi\n"
-                 "      config: {inlineResources: {requests: {cpu: 2, memory: 8Gi}}}\n",
+                          "    members:\n    - name: e-2c8gi\n"
+                          "      config: {inlineResources: {requests: {cpu: 2, memory: 8Gi}}}\n"
+                          "    - name: e-2c8gi\n"
+                          "      config: {inlineResources: {requests: {cpu: 2, memory: 8Gi}}}\n",
                  11, "member 'e-2c8gi' is listed twice");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  autoscaling:\n    groups:\n"
-                 "    - {name: g, scaleUpPolicy: {mode: Aggressive}}\n",
+                          "    - {name: g, scaleUpPolicy: {mode: Aggressive}}\n",
                  8, "maxReplicas' is required with scaleUpPolicy.mode Aggressive");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  autoscaling:\n    groups:\n"
-                 "    - {name: g, maxReplicas: 3}\n",
+                          "    - {name: g, maxReplicas: 3}\n",
                  8, "group 'g' is used by no member's scalingGroup");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  overrides:\n"
-                 "    volumes: [{claimName: c, mountPath: /data}]\n",
+                          "    volumes: [{claimName: c, mountPath: /data}]\n",
                  7, "not supported by the local runtime");
     expect_error(HEAD_ENV "spec:\n  templateRef: {name: t}\n  clusters:\n  - members: []\n", 7,
                  "field 'spec.clusters[0].clusterID' is required");
@@ -454,11 +454,13 @@ static void test_directory_load_and_signature(void **state)
     write_file(dir, "b-env.yml", ENV_YAML);
     write_file(dir, "c-pool.yaml", POOL_YAML);
     write_file(dir, "d-dup.yaml", POOL_YAML);
-    write_file(dir, "e-noref.yaml", "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxPool\n"
-                                    "metadata: {name: q}\nspec: {replicas: 1, templateName: nope}\n");
-    write_file(dir, "f-clash.yaml", "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxPool\n"
-                                    "metadata: {name: e2b-1c2gi, namespace: team-a}\n"
-                                    "spec: {replicas: 1}\n");
+    write_file(dir, "e-noref.yaml",
+               "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxPool\n"
+               "metadata: {name: q}\nspec: {replicas: 1, templateName: nope}\n");
+    write_file(dir, "f-clash.yaml",
+               "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxPool\n"
+               "metadata: {name: e2b-1c2gi, namespace: team-a}\n"
+               "spec: {replicas: 1}\n");
     write_file(dir, "g-bad.yaml", "apiVersion: agents.navix.sh/v1alpha1\nkind: Nope\n");
     write_file(dir, "notes.txt", "kind: ignored\n");
 
@@ -493,9 +495,9 @@ static void test_directory_load_and_signature(void **state)
     assert_non_null(strstr(err, "/nonexistent-dir-xyz"));
 
     {
-        const char *names[] = {"a-template.yaml", "b-env.yml", "c-pool.yaml", "d-dup.yaml",
-                               "e-noref.yaml", "f-clash.yaml", "g-bad.yaml", "notes.txt",
-                               "h-new.yaml"};
+        const char *names[] = {"a-template.yaml", "b-env.yml",    "c-pool.yaml",
+                               "d-dup.yaml",      "e-noref.yaml", "f-clash.yaml",
+                               "g-bad.yaml",      "notes.txt",    "h-new.yaml"};
         for (i = 0; i < (int)AB_ARRAY_LEN(names); i++) {
             snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
             unlink(path);

@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include "agentbox/common.h"
-#include "runtime/local/sandbox.h"
-#include "runtime/local/local.h"
+#include "agent/runtime/local/sandbox.h"
+#include "agent/runtime/local/local.h"
 #include "agentbox/loop.h"
 
 static char self_exe[512];
@@ -547,7 +547,6 @@ static void test_spawn_failures_leave_nothing(void **state)
     assert_non_null(strstr(err, "108 bytes"));
 }
 
-
 /* ---- warm pools (local runtime over a real loop) ------------------------------------ */
 
 static const char *MANIFESTS =
@@ -617,12 +616,12 @@ static void run_script(struct script *sc, int (*fn)(struct script *), int timeou
         fail_msg("%s", sc->failure);
 }
 
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            snprintf(sc->failure, sizeof(sc->failure), "step %d: %s", sc->step, #cond);          \
-            return -1;                                                                           \
-        }                                                                                        \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            snprintf(sc->failure, sizeof(sc->failure), "step %d: %s", sc->step, #cond);            \
+            return -1;                                                                             \
+        }                                                                                          \
     } while (0)
 
 static char claimed_id[64];
@@ -667,10 +666,10 @@ static int pool_steps(struct script *sc)
         CHECK(rt_claim(sc->rt, "default", "nope", RT_TARGET_ENV, NULL, &o, claim_cb, sc, NULL, err,
                        sizeof(err)) == AB_ENOENT);
         CHECK(strstr(err, "env 'nope' not found") != NULL);
-        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_ENV, NULL, &o, claim_cb, sc, NULL,
-                       err, sizeof(err)) == AB_ENOENT);
-        CHECK(rt_claim(sc->rt, "default", "e", RT_TARGET_ENV, "9c9gi", &o, claim_cb, sc, NULL,
-                       err, sizeof(err)) == AB_ENOENT);
+        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_ENV, NULL, &o, claim_cb, sc, NULL, err,
+                       sizeof(err)) == AB_ENOENT);
+        CHECK(rt_claim(sc->rt, "default", "e", RT_TARGET_ENV, "9c9gi", &o, claim_cb, sc, NULL, err,
+                       sizeof(err)) == AB_ENOENT);
         CHECK(strstr(err, "scaling group '9c9gi'") != NULL);
         sc->step++;
         return 1;
@@ -708,8 +707,8 @@ static int cold_steps(struct script *sc)
         o.id = "sbx-cold";
         o.timeout_s = 30;
         sc->ncb = 0;
-        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_POOL, NULL, &o, claim_cb, sc, NULL,
-                       err, sizeof(err)) == 0);
+        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_POOL, NULL, &o, claim_cb, sc, NULL, err,
+                       sizeof(err)) == 0);
         o.id = "sbx-cold2";
         CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_ENV_OR_POOL, NULL, &o, claim_cb, sc,
                        NULL, err, sizeof(err)) == AB_EBUSY); /* waiters_max 1 */
@@ -731,8 +730,8 @@ static int cold_steps(struct script *sc)
         o.id = "sbx-late";
         o.startup_timeout_ms = 1;
         sc->ncb = 0;
-        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_POOL, NULL, &o, claim_cb, sc, NULL,
-                       err, sizeof(err)) == 0);
+        CHECK(rt_claim(sc->rt, "default", "cold", RT_TARGET_POOL, NULL, &o, claim_cb, sc, NULL, err,
+                       sizeof(err)) == 0);
         sc->step++;
         return 1;
     case 3:
@@ -796,7 +795,8 @@ static void reap_all(const char *dir)
 static void test_warm_pools_claim_release_readopt(void **state)
 {
     const char *args[] = {NULL};
-    struct loop_options lopts = {.workers = getenv("LRT_WORKERS") ? atoi(getenv("LRT_WORKERS")) : 0};
+    struct loop_options lopts = {.workers =
+                                     getenv("LRT_WORKERS") ? atoi(getenv("LRT_WORKERS")) : 0};
     struct lrt_options o = {0};
     struct script sc;
     char mdir[256], sdir[256], sbxdir[300], err[512], body[2048], path[600];

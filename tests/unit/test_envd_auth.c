@@ -7,7 +7,7 @@
 #include <cmocka.h>
 
 #include "agentbox/common.h"
-#include "auth.h"
+#include "agent/envd/auth.h"
 
 #define TOK "tok_0123456789abcdef0123456789abcdef"
 
@@ -34,9 +34,9 @@ static void test_check_rules(void **state)
     assert_int_equal(envd_sig_check(NULL, NULL, NULL, NULL, "/a", "read", NULL, 0, err, 128), 0);
     /* Header token must match when present, signature then ignored. */
     assert_int_equal(envd_sig_check(TOK, TOK, NULL, NULL, "/a", "read", NULL, 0, err, 128), 0);
-    assert_int_equal(envd_sig_check(TOK, "nope", good, NULL, "/home/user/a.txt", "read", NULL, 0,
-                                    err, 128),
-                     AB_EDENIED);
+    assert_int_equal(
+        envd_sig_check(TOK, "nope", good, NULL, "/home/user/a.txt", "read", NULL, 0, err, 128),
+        AB_EDENIED);
     assert_non_null(strstr(err, "does not match"));
     /* Signature path. */
     assert_int_equal(
@@ -55,18 +55,18 @@ static void test_check_rules(void **state)
         AB_EDENIED);
     assert_non_null(strstr(err, "missing signature"));
     /* Expiration: part of the signature, and checked against now. */
-    assert_int_equal(envd_sig_check(TOK, NULL, exp_sig, "1800000000", "/home/user/a.txt",
-                                    "write", "user", 1700000000, err, 128),
+    assert_int_equal(envd_sig_check(TOK, NULL, exp_sig, "1800000000", "/home/user/a.txt", "write",
+                                    "user", 1700000000, err, 128),
                      0);
-    assert_int_equal(envd_sig_check(TOK, NULL, exp_sig, "1800000000", "/home/user/a.txt",
-                                    "write", "user", 1800000001, err, 128),
+    assert_int_equal(envd_sig_check(TOK, NULL, exp_sig, "1800000000", "/home/user/a.txt", "write",
+                                    "user", 1800000001, err, 128),
                      AB_EDENIED);
     assert_non_null(strstr(err, "expired"));
-    assert_int_equal(envd_sig_check(TOK, NULL, exp_sig, "1800000001", "/home/user/a.txt",
-                                    "write", "user", 1700000000, err, 128),
+    assert_int_equal(envd_sig_check(TOK, NULL, exp_sig, "1800000001", "/home/user/a.txt", "write",
+                                    "user", 1700000000, err, 128),
                      AB_EDENIED);
-    assert_int_equal(envd_sig_check(TOK, NULL, exp_sig, "soon", "/home/user/a.txt", "write",
-                                    "user", 0, err, 128),
+    assert_int_equal(envd_sig_check(TOK, NULL, exp_sig, "soon", "/home/user/a.txt", "write", "user",
+                                    0, err, 128),
                      AB_EINVAL);
 }
 
@@ -89,7 +89,7 @@ static void test_basic_user(void **state)
     assert_int_equal(envd_basic_user(NULL, u, sizeof(u)), AB_ENOENT);
     assert_int_equal(envd_basic_user("Bearer x", u, sizeof(u)), AB_EINVAL);
     assert_int_equal(envd_basic_user("Basic !!!!", u, sizeof(u)), AB_EINVAL);
-    assert_int_equal(envd_basic_user("Basic cm9vdA==", u, sizeof(u)), AB_EINVAL); /* no ':' */
+    assert_int_equal(envd_basic_user("Basic cm9vdA==", u, sizeof(u)), AB_EINVAL);     /* no ':' */
     assert_int_equal(envd_basic_user("Basic Li4vZXRjOg==", u, sizeof(u)), AB_EINVAL); /* ../etc: */
     assert_int_equal(envd_basic_user("Basic Og==", u, sizeof(u)), AB_EINVAL);         /* ":" */
 }
@@ -109,10 +109,8 @@ static void test_username_rules(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_signature_vectors),
-        cmocka_unit_test(test_check_rules),
-        cmocka_unit_test(test_token_matches),
-        cmocka_unit_test(test_basic_user),
+        cmocka_unit_test(test_signature_vectors), cmocka_unit_test(test_check_rules),
+        cmocka_unit_test(test_token_matches),     cmocka_unit_test(test_basic_user),
         cmocka_unit_test(test_username_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "agentbox/common.h"
-#include "envelope.h"
+#include "agent/envd/envelope.h"
 
 static void test_header_is_big_endian(void **state)
 {
@@ -47,8 +47,7 @@ static void test_end_stream_ok_and_error(void **state)
     assert_memory_equal(out, "\x02\x00\x00\x00\x02{}", 7);
     free(out);
 
-    assert_int_equal(envd_env_encode_end("not_found", "process with pid 9 not found", &out, &n),
-                     0);
+    assert_int_equal(envd_env_encode_end("not_found", "process with pid 9 not found", &out, &n), 0);
     const char *want = "{\"error\":{\"code\":\"not_found\",\"message\":\"process with pid 9 not "
                        "found\"}}";
     assert_int_equal(out[0], 0x02);
@@ -80,9 +79,9 @@ static void test_decode_roundtrip_and_consumed(void **state)
     memcpy(buf + 5, "{}", 2);
     envd_env_header(ENVD_ENV_FLAG_END, 3, buf + 7);
     memcpy(buf + 12, "abc", 3);
-    assert_int_equal(envd_env_decode(buf, sizeof(buf), ENVD_ENV_MAX, &flags, &p, &plen, &used,
-                                     err, sizeof(err)),
-                     0);
+    assert_int_equal(
+        envd_env_decode(buf, sizeof(buf), ENVD_ENV_MAX, &flags, &p, &plen, &used, err, sizeof(err)),
+        0);
     assert_int_equal(flags, 0);
     assert_int_equal(plen, 2);
     assert_int_equal(used, 7);
@@ -103,27 +102,27 @@ static void test_decode_rejects_malformed(void **state)
     char err[128];
 
     /* short header */
-    assert_int_equal(envd_env_decode(buf, 4, ENVD_ENV_MAX, &flags, &p, &plen, &used, err,
-                                     sizeof(err)),
-                     AB_EINVAL);
+    assert_int_equal(
+        envd_env_decode(buf, 4, ENVD_ENV_MAX, &flags, &p, &plen, &used, err, sizeof(err)),
+        AB_EINVAL);
     assert_non_null(strstr(err, "truncated"));
     /* truncated payload */
     envd_env_header(0, 10, buf);
-    assert_int_equal(envd_env_decode(buf, 9, ENVD_ENV_MAX, &flags, &p, &plen, &used, err,
-                                     sizeof(err)),
-                     AB_EINVAL);
+    assert_int_equal(
+        envd_env_decode(buf, 9, ENVD_ENV_MAX, &flags, &p, &plen, &used, err, sizeof(err)),
+        AB_EINVAL);
     assert_non_null(strstr(err, "4 of 10"));
     /* over the limit, even though the header itself is complete */
     envd_env_header(0, ENVD_ENV_MAX + 1, buf);
-    assert_int_equal(envd_env_decode(buf, 5, ENVD_ENV_MAX, &flags, &p, &plen, &used, err,
-                                     sizeof(err)),
-                     AB_ELIMIT);
+    assert_int_equal(
+        envd_env_decode(buf, 5, ENVD_ENV_MAX, &flags, &p, &plen, &used, err, sizeof(err)),
+        AB_ELIMIT);
     assert_non_null(strstr(err, "limit"));
     /* unknown flag bits */
     envd_env_header(0x80, 0, buf);
-    assert_int_equal(envd_env_decode(buf, 5, ENVD_ENV_MAX, &flags, &p, &plen, &used, err,
-                                     sizeof(err)),
-                     AB_EINVAL);
+    assert_int_equal(
+        envd_env_decode(buf, 5, ENVD_ENV_MAX, &flags, &p, &plen, &used, err, sizeof(err)),
+        AB_EINVAL);
     assert_non_null(strstr(err, "0x80"));
 }
 

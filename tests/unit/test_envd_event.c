@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "event.h"
+#include "agent/envd/event.h"
 
 static void assert_json(json_t *v, const char *want)
 {

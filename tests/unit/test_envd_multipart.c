@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "agentbox/common.h"
-#include "multipart.h"
+#include "agent/envd/multipart.h"
 
 struct collect {
     char parts[8][2][256]; /* name, filename */
@@ -116,9 +116,8 @@ static void test_content_that_looks_like_a_boundary(void **state)
 
     for (size_t step = 1; step < sizeof(body); step++) {
         c.fail_on_part = 0;
-        assert_int_equal(run("multipart/form-data; boundary=\"bnd\"", body, sizeof(body) - 1,
-                             step, &c, err),
-                         0);
+        assert_int_equal(
+            run("multipart/form-data; boundary=\"bnd\"", body, sizeof(body) - 1, step, &c, err), 0);
         assert_int_equal(c.nparts, 2);
         assert_int_equal(c.dlen[0], sizeof(want) - 1);
         assert_memory_equal(c.data[0], want, sizeof(want) - 1);
@@ -137,8 +136,7 @@ static void test_preamble_epilogue_and_quoted_filename(void **state)
     char err[160];
 
     c.fail_on_part = 0;
-    assert_int_equal(run("Multipart/Form-Data;boundary=b", body, sizeof(body) - 1, 7, &c, err),
-                     0);
+    assert_int_equal(run("Multipart/Form-Data;boundary=b", body, sizeof(body) - 1, 7, &c, err), 0);
     assert_int_equal(c.nparts, 1);
     assert_string_equal(c.parts[0][0], "file");
     assert_string_equal(c.parts[0][1], "we\"ird;name.txt");
@@ -157,8 +155,7 @@ static void test_bad_content_types(void **state)
     snprintf(ct, sizeof(ct), "multipart/form-data; boundary=%071d", 0);
     assert_int_equal(run(ct, "", 0, 1, &c, err), -100);
     assert_non_null(strstr(err, "70"));
-    assert_int_equal(run("multipart/form-data; boundary=\"unterminated", "", 0, 1, &c, err),
-                     -100);
+    assert_int_equal(run("multipart/form-data; boundary=\"unterminated", "", 0, 1, &c, err), -100);
 }
 
 static void test_malformed_bodies(void **state)
@@ -177,9 +174,9 @@ static void test_malformed_bodies(void **state)
     static const char junk[] = "--bXY";
     assert_int_equal(run("multipart/form-data; boundary=b", junk, 5, 1, &c, err), AB_EINVAL);
     static const char nocolon[] = "--b\r\nthis is not a header\r\n\r\nx\r\n--b--";
-    assert_int_equal(run("multipart/form-data; boundary=b", nocolon, sizeof(nocolon) - 1, 4, &c,
-                         err),
-                     AB_EINVAL);
+    assert_int_equal(
+        run("multipart/form-data; boundary=b", nocolon, sizeof(nocolon) - 1, 4, &c, err),
+        AB_EINVAL);
     assert_non_null(strstr(err, "':'"));
     /* headers past 16 KiB */
     memset(big, 'a', sizeof(big));

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "agentbox/common.h"
-#include "path.h"
+#include "agent/envd/path.h"
 
 static void check_clean(const char *in, const char *want)
 {
@@ -41,8 +41,7 @@ static void test_resolve(void **state)
     char out[PATH_MAX];
     char err[128];
 
-    assert_int_equal(envd_path_resolve("b.txt", "/home/user", NULL, out, sizeof(out), err, 128),
-                     0);
+    assert_int_equal(envd_path_resolve("b.txt", "/home/user", NULL, out, sizeof(out), err, 128), 0);
     assert_string_equal(out, "/home/user/b.txt");
     assert_int_equal(envd_path_resolve("~", "/home/user", NULL, out, sizeof(out), err, 128), 0);
     assert_string_equal(out, "/home/user");

@@ -261,9 +261,9 @@ static void test_oversized_body_gets_413(void **state)
 {
     int fd = dial();
     char head[256];
-    int n = snprintf(head, sizeof(head),
-                     "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n",
-                     HTTP_BODY_MAX + 10);
+    int n =
+        snprintf(head, sizeof(head), "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n",
+                 HTTP_BODY_MAX + 10);
     send_all(fd, head, (size_t)n);
     char *chunk = calloc(1, 65536);
     memset(chunk, 'x', 65536);
@@ -296,7 +296,8 @@ static void test_malformed_request_gets_400(void **state)
 static void test_unknown_route_404_and_wrong_method_405(void **state)
 {
     int fd = dial();
-    const char *req = "GET /nope HTTP/1.1\r\nHost: t\r\n\r\nDELETE /echo HTTP/1.1\r\nHost: t\r\n\r\n";
+    const char *req =
+        "GET /nope HTTP/1.1\r\nHost: t\r\n\r\nDELETE /echo HTTP/1.1\r\nHost: t\r\n\r\n";
     send_all(fd, req, strlen(req));
     char *resp = read_until(fd, "}", 2, NULL);
     assert_non_null(strstr(resp, "HTTP/1.1 404"));
@@ -417,7 +418,8 @@ static void test_client_get_and_chunked_post(void **state)
 
     struct client_result r2 = {0};
     struct client_job j2 = {
-        {.addr = addr, .method = "POST", .target = "/echo", .content_length = -1}, &r2,
+        {.addr = addr, .method = "POST", .target = "/echo", .content_length = -1},
+        &r2,
         "streamed body"};
     run_client(&j2);
     assert_int_equal(r2.status, 200);
@@ -434,9 +436,8 @@ static void test_client_get_and_chunked_post(void **state)
 static void test_client_connect_refused_reports_error(void **state)
 {
     struct client_result r = {0};
-    struct client_job j = {{.addr = "unix:/nonexistent/agentbox.sock", .method = "GET",
-                            .target = "/"},
-                           &r, NULL};
+    struct client_job j = {
+        {.addr = "unix:/nonexistent/agentbox.sock", .method = "GET", .target = "/"}, &r, NULL};
     run_client(&j);
     assert_int_equal(r.err, AB_EIO);
     assert_int_equal(r.status, 0);
@@ -481,7 +482,8 @@ static void test_unix_socket_server_and_client(void **state)
     snprintf(addr, sizeof(addr), "unix:%s", j.path);
     for (int k = 0; k < 3; k++) {
         struct client_result r = {0};
-        struct client_job cj = {{.addr = addr, .method = "GET", .target = "/items/u?q=1"}, &r, NULL};
+        struct client_job cj = {
+            {.addr = addr, .method = "GET", .target = "/items/u?q=1"}, &r, NULL};
         run_client(&cj);
         assert_int_equal(r.status, 200);
         r.body[r.len] = '\0';

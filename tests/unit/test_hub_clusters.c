@@ -12,7 +12,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
-#include "clusters_table.h"
+#include "hub/clusters_table.h"
 
 #define TOKEN_A "abxc_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 #define TOKEN_B "abxc_ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"

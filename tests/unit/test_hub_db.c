@@ -17,7 +17,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/loop.h"
-#include "db.h"
+#include "hub/db.h"
 
 struct probe {
     struct loop *loop;

@@ -13,7 +13,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/metrics.h"
-#include "federation.h"
+#include "hub/federation.h"
 
 #define NOW 5000000
 

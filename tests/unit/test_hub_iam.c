@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "agentbox/common.h"
-#include "iam.h"
+#include "hub/iam.h"
 
 struct ns_case {
     const char *team, *user, *want;

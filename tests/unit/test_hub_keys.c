@@ -9,7 +9,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
-#include "keys.h"
+#include "hub/keys.h"
 
 static void test_token_format(void **state)
 {

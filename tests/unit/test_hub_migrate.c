@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "agentbox/common.h"
-#include "migrate.h"
+#include "hub/migrate.h"
 
 static void test_parse_good_names(void **state)
 {

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "agentbox/http.h"
-#include "hub.h"
-#include "sandbox_events.h"
+#include "hub/hub.h"
+#include "hub/sandbox_events.h"
 
 struct capture {
     int status;

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "agentbox/common.h"
-#include "federation.h"
-#include "route.h"
+#include "hub/federation.h"
+#include "hub/route.h"
 
 #define T0 1000000 /* the tests' "now" */
 #define MAXR 16

@@ -21,7 +21,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
-#include "vault.h"
+#include "hub/vault.h"
 
 static const char SECRET[] = "0123456789abcdef0123456789abcdef-test-secret";
 static const char OTHER[] = "another hub secret of at least thirty-two bytes";

@@ -24,12 +24,12 @@ static void test_malformed_is_first_page(void **state)
     assert_int_equal(pagetoken_decode(NULL), 0);
     assert_int_equal(pagetoken_decode(""), 0);
     assert_int_equal(pagetoken_decode("!!!"), 0);
-    assert_int_equal(pagetoken_decode("YWJj"), 0);          /* "abc": not a number */
-    assert_int_equal(pagetoken_decode("LTU"), 0);           /* "-5": not positive */
+    assert_int_equal(pagetoken_decode("YWJj"), 0); /* "abc": not a number */
+    assert_int_equal(pagetoken_decode("LTU"), 0);  /* "-5": not positive */
     char big[64];
     memset(big, 'A', 60);
     big[60] = '\0';
-    assert_int_equal(pagetoken_decode(big), 0);             /* over the length limit */
+    assert_int_equal(pagetoken_decode(big), 0); /* over the length limit */
 }
 
 int main(void)

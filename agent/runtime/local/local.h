@@ -7,22 +7,22 @@
 
 #include <stddef.h>
 
-#include "runtime/runtime.h"
+#include "agent/runtime/runtime.h"
 
 struct loop;
 struct mf_set;
 
 struct lrt_options {
     struct loop *loop;
-    const char *cluster_id;     /* selects the Env member segment (spec.clusters[].clusterID) */
-    const char *state_dir;      /* sandboxes live in <state_dir>/sandboxes/<sid> */
+    const char *cluster_id; /* selects the Env member segment (spec.clusters[].clusterID) */
+    const char *state_dir;  /* sandboxes live in <state_dir>/sandboxes/<sid> */
     const char *manifests_dir;
-    const char *envd_path;      /* absolute; run as `envd --listen unix:/run/agentbox/envd.sock` */
+    const char *envd_path; /* absolute; run as `envd --listen unix:/run/agentbox/envd.sock` */
     const char *const *envd_args; /* extra arguments, NULL-terminated, or NULL */
-    const char *slirp;          /* NULL → slirp4netns from PATH */
-    int reload_ms;              /* manifest change check and health check; 0 → 2000 */
-    int max_sandboxes;          /* all pools together; 0 → 256 */
-    int waiters_max;            /* waiting claims per pool; 0 → 1024 */
+    const char *slirp;            /* NULL → slirp4netns from PATH */
+    int reload_ms;                /* manifest change check and health check; 0 → 2000 */
+    int max_sandboxes;            /* all pools together; 0 → 256 */
+    int waiters_max;              /* waiting claims per pool; 0 → 1024 */
 };
 
 /* Loads the manifests (bad objects are logged, not fatal), re-adopts live

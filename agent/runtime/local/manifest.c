@@ -6,7 +6,7 @@
  * bounded, so aliases (even cyclic ones) cannot make it loop or explode:
  * schemaless parts (template, status, config) are checked for shape and then
  * left alone. */
-#include "runtime/local/manifest.h"
+#include "agent/runtime/local/manifest.h"
 
 #include "agentbox/common.h"
 
@@ -23,7 +23,7 @@
 
 #define WALK_PATH_MAX 192
 #define WALK_VISITS_MAX 200000
-#define LIST_ITEMS_MAX 256  /* string lists, map entries */
+#define LIST_ITEMS_MAX 256 /* string lists, map entries */
 #define ANNOTATION_MAX (64 * 1024)
 
 struct walk {
@@ -32,12 +32,12 @@ struct walk {
     yaml_document_t *doc;
     char path[WALK_PATH_MAX];
     size_t plen;
-    yaml_node_t *key;      /* key node of the field being parsed */
+    yaml_node_t *key; /* key node of the field being parsed */
     bool failed;
     int line;
     char msg[MF_ERR_MAX];
     long visits;
-    const char *kind;      /* for "unknown field ... in SandboxPool" */
+    const char *kind; /* for "unknown field ... in SandboxPool" */
 };
 
 typedef int (*pair_fn)(struct walk *w, const char *key, yaml_node_t *val, void *ctx);
@@ -46,7 +46,7 @@ typedef int (*item_fn)(struct walk *w, int index, yaml_node_t *val, void *ctx);
 /* ---- errors and paths --------------------------------------------------- */
 
 __attribute__((format(printf, 3, 4))) static int fail(struct walk *w, yaml_node_t *at,
-                                                       const char *fmt, ...)
+                                                      const char *fmt, ...)
 {
     va_list ap;
 
@@ -62,7 +62,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct walk *w, yaml_node_
 
 /* "field 'spec.replicas' must be ..." at node at. */
 __attribute__((format(printf, 3, 4))) static int fail_field(struct walk *w, yaml_node_t *at,
-                                                             const char *fmt, ...)
+                                                            const char *fmt, ...)
 {
     char what[MF_ERR_MAX / 2];
     va_list ap;
@@ -76,8 +76,7 @@ __attribute__((format(printf, 3, 4))) static int fail_field(struct walk *w, yaml
 static size_t path_push(struct walk *w, const char *key)
 {
     size_t old = w->plen;
-    int n = snprintf(w->path + w->plen, sizeof(w->path) - w->plen, "%s%s", w->plen ? "." : "",
-                     key);
+    int n = snprintf(w->path + w->plen, sizeof(w->path) - w->plen, "%s%s", w->plen ? "." : "", key);
 
     if (n > 0)
         w->plen = AB_MIN(w->plen + (size_t)n, sizeof(w->path) - 1);
@@ -229,8 +228,8 @@ static int get_int(struct walk *w, yaml_node_t *n, int64_t min, int64_t max, int
     if (!(s = scalar(w, n)))
         return AB_EINVAL;
     p = s + (*s == '-');
-    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE || !*p || strspn(p, "0123456789") !=
-        strlen(p) || strlen(p) > 12)
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE || !*p ||
+        strspn(p, "0123456789") != strlen(p) || strlen(p) > 12)
         goto bad;
     errno = 0;
     v = strtoll(s, &end, 10);
@@ -396,11 +395,11 @@ static int quantity_scaled(const char *s, int scale, int64_t *out)
 {
     static const struct {
         const char *sfx;
-        int dec;  /* power of ten */
-        int bin;  /* power of 1024 */
-    } sfx[] = {{"Ki", 0, 1}, {"Mi", 0, 2}, {"Gi", 0, 3}, {"Ti", 0, 4}, {"Pi", 0, 5}, {"Ei", 0, 6},
-               {"n", -9, 0}, {"u", -6, 0}, {"m", -3, 0}, {"k", 3, 0},  {"M", 6, 0},  {"G", 9, 0},
-               {"T", 12, 0}, {"P", 15, 0}, {"E", 18, 0}};
+        int dec; /* power of ten */
+        int bin; /* power of 1024 */
+    } sfx[] = {{"Ki", 0, 1}, {"Mi", 0, 2}, {"Gi", 0, 3}, {"Ti", 0, 4}, {"Pi", 0, 5},
+               {"Ei", 0, 6}, {"n", -9, 0}, {"u", -6, 0}, {"m", -3, 0}, {"k", 3, 0},
+               {"M", 6, 0},  {"G", 9, 0},  {"T", 12, 0}, {"P", 15, 0}, {"E", 18, 0}};
     const char *p = s;
     u128 m = 0;
     int digits = 0, frac = 0, exp10 = 0, bin = 0;
@@ -424,8 +423,8 @@ static int quantity_scaled(const char *s, int scale, int64_t *out)
             m = m * 10 + (u128)(*p - '0');
         }
     }
-    if ((*p == 'e' || *p == 'E') && p[1] != '\0' && (p[1] == '-' || p[1] == '+' ||
-                                                       (p[1] >= '0' && p[1] <= '9'))) {
+    if ((*p == 'e' || *p == 'E') && p[1] != '\0' &&
+        (p[1] == '-' || p[1] == '+' || (p[1] >= '0' && p[1] <= '9'))) {
         int sign = 1, e = 0, ed = 0;
 
         p++;
@@ -492,9 +491,9 @@ int mf_duration_ms(const char *s, int64_t *ms)
     static const struct {
         const char *unit;
         int64_t ns;
-    } units[] = {{"ns", 1},           {"us", 1000},          {"\xc2\xb5s", 1000},
-                 {"\xce\xbcs", 1000}, {"ms", 1000000},       {"s", 1000000000LL},
-                 {"m", 60000000000LL}, {"h", 3600000000000LL}};
+    } units[] = {
+        {"ns", 1},       {"us", 1000},        {"\xc2\xb5s", 1000},  {"\xce\xbcs", 1000},
+        {"ms", 1000000}, {"s", 1000000000LL}, {"m", 60000000000LL}, {"h", 3600000000000LL}};
     const u128 cap = (u128)100 * 365 * 24 * 3600000000000LL; /* 100 years */
     const char *p = s;
     u128 total = 0;
@@ -820,8 +819,10 @@ static int quantity_pair(struct walk *w, const char *k, yaml_node_t *v, void *ct
     else
         rc = mf_quantity_bytes(s, &x);
     if (rc != 0)
-        return fail_field(w, v, "must be a non-negative quantity such as 500m, 2 or 8Gi (got "
-                                "'%.40s')", s);
+        return fail_field(w, v,
+                          "must be a non-negative quantity such as 500m, 2 or 8Gi (got "
+                          "'%.40s')",
+                          s);
     if (!strcmp(k, "cpu")) {
         *(c->limits ? &c->mi->lim_cpu : &c->mi->req_cpu) = x;
         *(c->limits ? &c->mi->lim_any : &c->mi->req_any) = true;
@@ -874,8 +875,8 @@ static int update_strategy_pair(struct walk *w, const char *k, yaml_node_t *v, v
 }
 
 /* The sizing fields shared by `config` and the legacy flat member. */
-static int member_sizing_pair(struct walk *w, const char *k, yaml_node_t *v,
-                              struct member_in *mi, bool *handled)
+static int member_sizing_pair(struct walk *w, const char *k, yaml_node_t *v, struct member_in *mi,
+                              bool *handled)
 {
     struct mf_member *m = mi->m;
     char buf[MF_STR_MAX];
@@ -1076,8 +1077,7 @@ static int scale_up_pair(struct walk *w, const char *k, yaml_node_t *v, void *ct
         else if (!strcmp(s, "Aggressive"))
             g->up_mode = MF_SCALE_AGGRESSIVE;
         else
-            return fail_field(w, v, "must be Conservative, Default or Aggressive (got '%.40s')",
-                              s);
+            return fail_field(w, v, "must be Conservative, Default or Aggressive (got '%.40s')", s);
         return 0;
     }
     if (!strcmp(k, "cooldownSeconds") || !strcmp(k, "idleThresholdSeconds") ||
@@ -1137,8 +1137,10 @@ static int group_item(struct walk *w, int i, yaml_node_t *v, void *ctx)
     if (!e->has_gname || !g->name[0])
         return fail(w, v, "field '%s.name' is required", w->path);
     if (g->up_mode == MF_SCALE_AGGRESSIVE && !e->has_gmax)
-        return fail(w, v, "field '%s.maxReplicas' is required with scaleUpPolicy.mode "
-                          "Aggressive (it doubles every cooldown)", w->path);
+        return fail(w, v,
+                    "field '%s.maxReplicas' is required with scaleUpPolicy.mode "
+                    "Aggressive (it doubles every cooldown)",
+                    w->path);
     if (g->max_replicas >= 0 && g->min_replicas > g->max_replicas)
         return fail(w, v, "field '%s.minReplicas' (%d) exceeds maxReplicas (%d)", w->path,
                     g->min_replicas, g->max_replicas);
@@ -1166,8 +1168,9 @@ static int volume_item(struct walk *w, int i, yaml_node_t *v, void *ctx)
 {
     (void)i;
     (void)ctx;
-    return fail_field(w, v, "is not supported by the local runtime (PVC mounts need the kube "
-                            "runtime); remove spec.overrides.volumes");
+    return fail_field(w, v,
+                      "is not supported by the local runtime (PVC mounts need the kube "
+                      "runtime); remove spec.overrides.volumes");
 }
 
 static int gateway_pair(struct walk *w, const char *k, yaml_node_t *v, void *ctx)
@@ -1248,8 +1251,9 @@ static int env_spec_pair(struct walk *w, const char *k, yaml_node_t *v, void *ct
         if (!strcmp(s, "WarmPool"))
             return 0;
         if (!strcmp(s, "OnDemandJob"))
-            return fail_field(w, v, "is OnDemandJob, which is reserved; only WarmPool is "
-                                    "implemented");
+            return fail_field(w, v,
+                              "is OnDemandJob, which is reserved; only WarmPool is "
+                              "implemented");
         return fail_field(w, v, "must be WarmPool or OnDemandJob (got '%.40s')", s);
     }
     if (!strcmp(k, "defaults"))
@@ -1293,29 +1297,37 @@ static int env_finish(struct walk *w, struct mf_object *o, struct env_ctx *e, ya
 
         if (!mi->has_inline) {
             if (mi->has_type)
-                return fail(w, mi->node, "field '%s.config.instanceType' needs an instance "
-                                         "catalogue, which the local runtime does not have; "
-                                         "give config.inlineResources", mi->path);
-            return fail(w, mi->node, "field '%s': one of instanceType or inlineResources must "
-                                     "be supplied", mi->path);
+                return fail(w, mi->node,
+                            "field '%s.config.instanceType' needs an instance "
+                            "catalogue, which the local runtime does not have; "
+                            "give config.inlineResources",
+                            mi->path);
+            return fail(w, mi->node,
+                        "field '%s': one of instanceType or inlineResources must "
+                        "be supplied",
+                        mi->path);
         }
         mb->cpu_milli = use_req ? mi->req_cpu : mi->lim_cpu;
         mb->mem_bytes = use_req ? mi->req_mem : mi->lim_mem;
         if (mf_resource_key(mb->cpu_milli, mb->mem_bytes, mb->resource_key,
                             sizeof(mb->resource_key)) != 0)
-            return fail(w, mi->node, "field '%s.config.inlineResources': could not derive a "
-                                     "non-empty ResourceKey from the supplied resources",
+            return fail(w, mi->node,
+                        "field '%s.config.inlineResources': could not derive a "
+                        "non-empty ResourceKey from the supplied resources",
                         mi->path);
         snprintf(pool, sizeof(pool), "%s-%s", o->name, mb->resource_key);
         if (strcmp(pool, mb->name) != 0)
-            return fail(w, mi->node, "field '%s.name' must be '%s' (<env>-<resource key>), "
-                                     "not '%s'", mi->path, pool, mb->name);
+            return fail(w, mi->node,
+                        "field '%s.name' must be '%s' (<env>-<resource key>), "
+                        "not '%s'",
+                        mi->path, pool, mb->name);
         if (!mi->has_group)
             ab_strlcpy(mb->scaling_group, mb->resource_key, sizeof(mb->scaling_group));
-        if (mb->min_replicas >= 0 && mb->max_replicas >= 0 &&
-            mb->min_replicas > mb->max_replicas)
-            return fail(w, mi->node, "field '%s.config.minReplicas' (%d) exceeds maxReplicas "
-                                     "(%d)", mi->path, mb->min_replicas, mb->max_replicas);
+        if (mb->min_replicas >= 0 && mb->max_replicas >= 0 && mb->min_replicas > mb->max_replicas)
+            return fail(w, mi->node,
+                        "field '%s.config.minReplicas' (%d) exceeds maxReplicas "
+                        "(%d)",
+                        mi->path, mb->min_replicas, mb->max_replicas);
     }
     for (j = 0; j < env->ngroups; j++) {
         bool used = false;
@@ -1325,8 +1337,10 @@ static int env_finish(struct walk *w, struct mf_object *o, struct env_ctx *e, ya
         if (!used) {
             yaml_node_t at = {0};
             at.start_mark.line = (size_t)(env->groups[j].line - 1);
-            return fail(w, &at, "field 'spec.autoscaling.groups[%d].name': group '%s' is used "
-                                "by no member's scalingGroup", j, env->groups[j].name);
+            return fail(w, &at,
+                        "field 'spec.autoscaling.groups[%d].name': group '%s' is used "
+                        "by no member's scalingGroup",
+                        j, env->groups[j].name);
         }
     }
     return 0;
@@ -1472,8 +1486,9 @@ static int parse_object(struct walk *w, yaml_node_t *root, struct mf_object **ou
 
     *out = NULL;
     if (root->type != YAML_MAPPING_NODE)
-        return fail(w, root, "a manifest must be a mapping with apiVersion, kind, metadata and "
-                             "spec");
+        return fail(w, root,
+                    "a manifest must be a mapping with apiVersion, kind, metadata and "
+                    "spec");
     w->kind = "manifest";
     kn = root_get(w->doc, root, "kind");
     if (!kn || is_null(kn))
@@ -1492,16 +1507,18 @@ static int parse_object(struct walk *w, yaml_node_t *root, struct mf_object **ou
     else if (!strcmp(kind, "SandboxEnv"))
         o->kind = MF_ENV;
     else {
-        rc = fail(w, kn, "unknown kind '%.60s' (expected SandboxTemplate, SandboxPool or "
-                         "SandboxEnv)", kind);
+        rc = fail(w, kn,
+                  "unknown kind '%.60s' (expected SandboxTemplate, SandboxPool or "
+                  "SandboxEnv)",
+                  kind);
         goto out;
     }
     w->kind = mf_kind_name(o->kind);
     av = root_get(w->doc, root, "apiVersion");
     api = av && av->type == YAML_SCALAR_NODE ? (const char *)av->data.scalar.value : NULL;
     if (!api || strcmp(api, MF_API_VERSION) != 0) {
-        rc = fail(w, av ? av : root, "field 'apiVersion' must be %s (got '%.60s')",
-                  MF_API_VERSION, api ? api : "");
+        rc = fail(w, av ? av : root, "field 'apiVersion' must be %s (got '%.60s')", MF_API_VERSION,
+                  api ? api : "");
         goto out;
     }
     o->line = (int)root->start_mark.line + 1;
@@ -1515,10 +1532,10 @@ static int parse_object(struct walk *w, yaml_node_t *root, struct mf_object **ou
         rc = fail(w, r.meta ? r.meta : root, "field 'metadata.name' is required");
         goto out;
     }
-    if (o->kind == MF_TEMPLATE ? !mf_name_is_subdomain(o->name)
-                               : !mf_name_is_label(o->name, o->kind == MF_ENV ? MF_ENV_NAME_MAX
-                                                                              : MF_NAME_MAX,
-                                                   o->kind == MF_ENV)) {
+    if (o->kind == MF_TEMPLATE
+            ? !mf_name_is_subdomain(o->name)
+            : !mf_name_is_label(o->name, o->kind == MF_ENV ? MF_ENV_NAME_MAX : MF_NAME_MAX,
+                                o->kind == MF_ENV)) {
         if (o->kind == MF_ENV && strlen(o->name) > MF_ENV_NAME_MAX)
             rc = fail(w, r.name_node, "env name \"%s\" exceeds %d-char cap", o->name,
                       MF_ENV_NAME_MAX);
@@ -1526,9 +1543,9 @@ static int parse_object(struct walk *w, yaml_node_t *root, struct mf_object **ou
             rc = fail(w, r.name_node, "field 'metadata.name' must be %s (got '%s')",
                       o->kind == MF_TEMPLATE ? "a DNS subdomain of lower-case letters, digits, "
                                                "'-' and '.', at most 253 characters"
-                      : o->kind == MF_ENV ? "an RFC 1123 label starting with a letter, at most "
-                                            "24 characters ([a-z]([a-z0-9-]*[a-z0-9])?)"
-                                          : "an RFC 1123 label of at most 63 characters",
+                      : o->kind == MF_ENV    ? "an RFC 1123 label starting with a letter, at most "
+                                               "24 characters ([a-z]([a-z0-9-]*[a-z0-9])?)"
+                                             : "an RFC 1123 label of at most 63 characters",
                       o->name);
         goto out;
     }
@@ -1610,8 +1627,8 @@ const struct mf_object *mf_set_find(const struct mf_set *s, enum mf_kind kind, c
 
     for (i = 0; i < s->nobjs; i++) {
         const struct mf_object *o = s->objs[i];
-        if (o->kind == kind && !strcmp(o->name, name) && (kind == MF_TEMPLATE || !ns ||
-                                                          !strcmp(o->ns, ns)))
+        if (o->kind == kind && !strcmp(o->name, name) &&
+            (kind == MF_TEMPLATE || !ns || !strcmp(o->ns, ns)))
             return o;
     }
     return NULL;
@@ -1708,28 +1725,31 @@ void mf_set_check(struct mf_set *s)
         }
         if (j < i) {
             snprintf(msg, sizeof(msg), "duplicate %s '%s%s%s' (first defined at %.200s:%d)",
-                     mf_kind_name(o->kind), o->ns, o->ns[0] ? "/" : "", o->name,
-                     s->objs[j]->file, s->objs[j]->line);
+                     mf_kind_name(o->kind), o->ns, o->ns[0] ? "/" : "", o->name, s->objs[j]->file,
+                     s->objs[j]->line);
             drop(s, i--, msg);
         }
     }
     for (i = 0; i < s->nobjs; i++) {
         struct mf_object *o = s->objs[i];
-        const char *tpl = o->kind == MF_ENV ? o->u.env.template_ref
-                          : o->kind == MF_POOL ? o->u.pool.template_name : "";
+        const char *tpl = o->kind == MF_ENV    ? o->u.env.template_ref
+                          : o->kind == MF_POOL ? o->u.pool.template_name
+                                               : "";
         const struct mf_object *owner;
 
         if (tpl[0] && !mf_set_find(s, MF_TEMPLATE, NULL, tpl)) {
-            snprintf(msg, sizeof(msg), "field '%s' names SandboxTemplate '%s', which no manifest "
-                     "defines", o->kind == MF_ENV ? "spec.templateRef.name" : "spec.templateName",
-                     tpl);
+            snprintf(msg, sizeof(msg),
+                     "field '%s' names SandboxTemplate '%s', which no manifest "
+                     "defines",
+                     o->kind == MF_ENV ? "spec.templateRef.name" : "spec.templateName", tpl);
             drop(s, i--, msg);
             continue;
         }
         if (o->kind == MF_POOL && (owner = member_owner(s, o->ns, o->name)) != NULL) {
-            snprintf(msg, sizeof(msg), "SandboxPool '%s/%s' has the name of a member pool of "
-                     "SandboxEnv '%s' (%.200s:%d); rename one of them", o->ns, o->name, owner->name,
-                     owner->file, owner->line);
+            snprintf(msg, sizeof(msg),
+                     "SandboxPool '%s/%s' has the name of a member pool of "
+                     "SandboxEnv '%s' (%.200s:%d); rename one of them",
+                     o->ns, o->name, owner->name, owner->file, owner->line);
             drop(s, i--, msg);
         }
     }
@@ -1963,11 +1983,10 @@ int mf_set_pools(const struct mf_set *s, const char *cluster_id, struct mf_pool_
                 v->scaling_group = mb->scaling_group;
                 v->template_name = o->u.env.template_ref;
                 v->replicas = mb->has_spec ? mb->spec.replicas : AB_MAX(mb->min_replicas, 0);
-                v->startup_timeout_ms = o->u.env.startup_timeout_ms
-                                            ? o->u.env.startup_timeout_ms
-                                            : mb->spec.startup_timeout_ms;
-                v->idle_timeout_ms = o->u.env.idle_timeout_ms ? o->u.env.idle_timeout_ms
-                                                              : mb->spec.idle_timeout_ms;
+                v->startup_timeout_ms = o->u.env.startup_timeout_ms ? o->u.env.startup_timeout_ms
+                                                                    : mb->spec.startup_timeout_ms;
+                v->idle_timeout_ms =
+                    o->u.env.idle_timeout_ms ? o->u.env.idle_timeout_ms : mb->spec.idle_timeout_ms;
                 v->disable_egress = o->u.env.disable_egress || mb->spec.disable_egress;
             }
         }

@@ -31,7 +31,7 @@
 #define MF_ERRORS_MAX 256
 #define MF_RUNTIMES_MAX 8
 #define MF_CLUSTERS_MAX 32
-#define MF_MEMBERS_MAX 64        /* per cluster segment */
+#define MF_MEMBERS_MAX 64 /* per cluster segment */
 #define MF_GROUPS_MAX 64
 
 enum mf_kind { MF_TEMPLATE = 1, MF_POOL, MF_ENV };
@@ -120,8 +120,8 @@ struct mf_object {
     char name[MF_TEMPLATE_NAME_MAX + 1];
     char ns[MF_NAME_MAX + 1]; /* "" for templates (cluster-scoped); "default" when absent */
     char file[MF_PATH_MAX];
-    int line;                 /* line of the document's first key */
-    json_t *labels;           /* object of strings, owned; never NULL */
+    int line;       /* line of the document's first key */
+    json_t *labels; /* object of strings, owned; never NULL */
     json_t *annotations;
     union {
         struct mf_template tpl;
@@ -132,8 +132,8 @@ struct mf_object {
 
 struct mf_error {
     char file[MF_PATH_MAX];
-    int line;                 /* 1-based; 0 when the file itself failed */
-    char text[MF_ERR_MAX];    /* "file:line: field 'spec.replicas' must be ..." */
+    int line;              /* 1-based; 0 when the file itself failed */
+    char text[MF_ERR_MAX]; /* "file:line: field 'spec.replicas' must be ..." */
 };
 
 /* Objects and errors of one load. Owns everything it points to. */
@@ -190,12 +190,12 @@ bool mf_name_is_subdomain(const char *s);
 /* A pool the runtime should keep: a SandboxPool, or a member of an Env's
  * segment for cluster_id. Pointers borrow from the set. */
 struct mf_pool_view {
-    const struct mf_object *obj;     /* the SandboxPool or SandboxEnv */
-    const struct mf_member *member;  /* NULL for a SandboxPool */
+    const struct mf_object *obj;    /* the SandboxPool or SandboxEnv */
+    const struct mf_member *member; /* NULL for a SandboxPool */
     const char *ns;
     const char *name;
-    const char *env;                 /* "" for a standalone pool */
-    const char *scaling_group;       /* resource key for a standalone pool: "" */
+    const char *env;           /* "" for a standalone pool */
+    const char *scaling_group; /* resource key for a standalone pool: "" */
     const char *template_name;
     int32_t replicas;
     int64_t startup_timeout_ms, idle_timeout_ms; /* 0 = unset */

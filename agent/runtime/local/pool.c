@@ -15,15 +15,15 @@
  * Loop thread only. Blocking steps (clone + setup, slirp attach, rm -rf) run
  * on the loop's workers; while a worker holds a sandbox its phase says so and
  * nothing else touches it. */
-#include "runtime/local/local.h"
+#include "agent/runtime/local/local.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/http.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
-#include "runtime/local/manifest.h"
-#include "runtime/local/sandbox.h"
+#include "agent/runtime/local/manifest.h"
+#include "agent/runtime/local/sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,13 +38,21 @@
 #define READY_POLL_MS 10
 #define GONE_POLL_MS 10
 #define RETRY_MS 1000
-#define REFILL_QUIET_MS 100      /* replacements start after this long without a claim */
-#define REFILL_DEFER_MAX_MS 500  /* ... and never later than this after the first one */
+#define REFILL_QUIET_MS 100     /* replacements start after this long without a claim */
+#define REFILL_DEFER_MAX_MS 500 /* ... and never later than this after the first one */
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
 
-enum phase { PH_SPAWNING = 1, PH_STARTING, PH_IDLE, PH_ATTACHING, PH_ARMING, PH_RUNNING,
-             PH_STOPPING, PH_REMOVING };
+enum phase {
+    PH_SPAWNING = 1,
+    PH_STARTING,
+    PH_IDLE,
+    PH_ATTACHING,
+    PH_ARMING,
+    PH_RUNNING,
+    PH_STOPPING,
+    PH_REMOVING
+};
 
 struct lpool;
 struct lsb;
@@ -101,7 +109,7 @@ struct lsb {
     int64_t deadline_ms;       /* monotonic: startup deadline while starting */
     struct loop_timer timer;
     bool timer_on;
-    bool doomed;               /* destroy when the worker hands it back */
+    bool doomed; /* destroy when the worker hands it back */
     struct http_client *hc;
     int http_status;
     struct waiter *armer;
@@ -135,7 +143,7 @@ struct lrt {
     struct loop_timer tick;
     struct loop_timer refill; /* deferred replacements after claims (op_claim) */
     bool refill_on;
-    int64_t refill_first_ms;  /* when the pending refill was first deferred */
+    int64_t refill_first_ms; /* when the pending refill was first deferred */
     bool closing;
     bool adopting; /* no spawns before the state directory has been scanned */
 };
@@ -261,16 +269,15 @@ static void fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
     ab_strlcpy(o->template_name, s->pool->tpl, sizeof(o->template_name));
     ab_strlcpy(o->team, s->team, sizeof(o->team));
     ab_strlcpy(o->owner, s->owner, sizeof(o->owner));
-    o->state = s->phase == PH_RUNNING ? RT_RUNNING
-               : s->phase == PH_IDLE  ? RT_IDLE
+    o->state = s->phase == PH_RUNNING    ? RT_RUNNING
+               : s->phase == PH_IDLE     ? RT_IDLE
                : s->phase >= PH_STOPPING ? RT_STOPPING
                                          : RT_STARTING;
     o->internet = s->x.internet;
     o->claimed_ms = s->claimed_ms;
     o->end_ms = s->end_ms;
     snprintf(o->envd_addr, sizeof(o->envd_addr), "unix:%s", s->x.socket);
-    snprintf(o->port_addr, sizeof(o->port_addr), "netns:/proc/%d/ns/net|127.0.0.1",
-             (int)s->x.pid);
+    snprintf(o->port_addr, sizeof(o->port_addr), "netns:/proc/%d/ns/net|127.0.0.1", (int)s->x.pid);
     o->metadata = s->metadata && ref_metadata ? json_incref(s->metadata) : s->metadata;
 }
 
@@ -621,8 +628,10 @@ static void waiter_timeout(struct loop_timer *t)
 
     w->timer_on = false;
     waiter_unlink(w->pool, w);
-    snprintf(msg, sizeof(msg), "no sandbox of pool '%s' became ready within %lld ms; the pool "
-             "may be at its sandbox limit or failing to start sandboxes", w->pool->name,
+    snprintf(msg, sizeof(msg),
+             "no sandbox of pool '%s' became ready within %lld ms; the pool "
+             "may be at its sandbox limit or failing to start sandboxes",
+             w->pool->name,
              (long long)(w->pool->startup_ms ? w->pool->startup_ms : DEFAULT_STARTUP_MS));
     claim_fail(w, AB_ETIMEOUT, msg);
     reconcile(w->rt, w->pool);
@@ -643,8 +652,7 @@ static void ready_poll(struct loop_timer *t)
     }
     if (!lsbx_socket_answers(&s->x)) {
         if (ab_now_ms() > s->deadline_ms) {
-            LOG_WARN("sandbox envd did not listen in time", "pool", s->pool->name, "dir",
-                     s->x.dir);
+            LOG_WARN("sandbox envd did not listen in time", "pool", s->pool->name, "dir", s->x.dir);
             destroy(s);
             return;
         }
@@ -707,8 +715,7 @@ static void spawn_done(void *arg, int status)
         destroy(s);
         return;
     }
-    s->deadline_ms = ab_now_ms() + (s->pool->startup_ms ? s->pool->startup_ms
-                                                        : DEFAULT_STARTUP_MS);
+    s->deadline_ms = ab_now_ms() + (s->pool->startup_ms ? s->pool->startup_ms : DEFAULT_STARTUP_MS);
     s->timer_on = true;
     loop_timer_start(rt->loop, &s->timer, 0, ready_poll, s);
 }
@@ -912,8 +919,7 @@ static void adopt_or_reap(struct lrt *rt, const char *dir, const char *name)
     phase = json_string_value(json_object_get(x.info, "phase"));
     if (ns && pool)
         p = pool_find(rt, ns, pool);
-    if (!p || !phase || !lsbx_is_alive(&x) || !lsbx_socket_answers(&x) ||
-        strcmp(x.id, name) != 0) {
+    if (!p || !phase || !lsbx_is_alive(&x) || !lsbx_socket_answers(&x) || strcmp(x.id, name) != 0) {
         LOG_INFO("reaping a sandbox left by an earlier agent", "dir", dir);
         if (lsbx_destroy(&x, 2000) != 0)
             LOG_WARN("a sandbox of an earlier agent survived SIGKILL", "dir", dir);
@@ -994,7 +1000,8 @@ static int check_strings(const json_t *obj, const char *what, char *err, size_t 
         snprintf(err, errlen, "%s has more than %d entries", what, RT_ENV_VARS_MAX);
         return AB_EINVAL;
     }
-    json_object_foreach((json_t *)obj, k, v) {
+    json_object_foreach((json_t *)obj, k, v)
+    {
         if (!json_is_string(v) || json_string_length(v) > RT_VALUE_MAX) {
             snprintf(err, errlen, "%s['%.60s'] must be a string of at most %d bytes", what, k,
                      RT_VALUE_MAX);
@@ -1005,8 +1012,8 @@ static int check_strings(const json_t *obj, const char *what, char *err, size_t 
 }
 
 /* The env's member on this cluster for group (or the best one). */
-static struct lpool *pick_member(struct lrt *rt, const char *ns, const char *env,
-                                 const char *group, bool *env_exists, char *err, size_t errlen)
+static struct lpool *pick_member(struct lrt *rt, const char *ns, const char *env, const char *group,
+                                 bool *env_exists, char *err, size_t errlen)
 {
     struct lpool *p, *best = NULL;
     int best_idle = -1;
@@ -1033,8 +1040,7 @@ static struct lpool *pick_member(struct lrt *rt, const char *ns, const char *env
             snprintf(err, errlen, "env '%s' has no member in scaling group '%s' on cluster '%s'",
                      env, group, rt->cluster);
         else
-            snprintf(err, errlen, "env '%s' has no member pools on cluster '%s'", env,
-                     rt->cluster);
+            snprintf(err, errlen, "env '%s' has no member pools on cluster '%s'", env, rt->cluster);
     }
     return best;
 }
@@ -1083,14 +1089,17 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
     if (!p) {
         if (!env_exists)
             snprintf(err, errlen, "%s '%s' not found in namespace '%s'",
-                     target == RT_TARGET_ENV ? "env" : target == RT_TARGET_POOL ? "pool"
-                                                                                : "env or pool",
+                     target == RT_TARGET_ENV    ? "env"
+                     : target == RT_TARGET_POOL ? "pool"
+                                                : "env or pool",
                      name, ns);
         return AB_ENOENT;
     }
     if (p->nwaiters >= rt->waiters_max) {
-        snprintf(err, errlen, "pool '%s' already has %d claims waiting for a sandbox; try again "
-                 "later", p->name, rt->waiters_max);
+        snprintf(err, errlen,
+                 "pool '%s' already has %d claims waiting for a sandbox; try again "
+                 "later",
+                 p->name, rt->waiters_max);
         return AB_EBUSY;
     }
     if (!(w = calloc(1, sizeof(*w))))
@@ -1391,7 +1400,8 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     *out = NULL;
     if (!o->loop || !o->cluster_id || !o->state_dir || !o->manifests_dir || !o->envd_path ||
         o->envd_path[0] != '/') {
-        snprintf(err, errlen, "the local runtime needs a loop, cluster_id, state_dir, "
+        snprintf(err, errlen,
+                 "the local runtime needs a loop, cluster_id, state_dir, "
                  "manifests_dir and an absolute envd_path");
         return AB_EINVAL;
     }
@@ -1411,8 +1421,10 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     if (ab_strlcpy(rt->state_dir, o->state_dir, sizeof(rt->state_dir)) >= sizeof(rt->state_dir) ||
         snprintf(rt->sbx_dir, sizeof(rt->sbx_dir), "%s/sandboxes", o->state_dir) >=
             (int)sizeof(rt->sbx_dir) - 20) {
-        snprintf(err, errlen, "state_dir %s is too long for sandbox socket paths; use a path "
-                 "of at most 60 characters", o->state_dir);
+        snprintf(err, errlen,
+                 "state_dir %s is too long for sandbox socket paths; use a path "
+                 "of at most 60 characters",
+                 o->state_dir);
         goto fail;
     }
     if ((mkdir(rt->state_dir, 0700) != 0 && errno != EEXIST) ||

@@ -5,7 +5,7 @@
  * stdio, no locks. Both children are made with the raw clone system call in
  * its fork-like form (no new stack), which is what fork() does minus the
  * atfork handlers that could deadlock on locks another thread held. */
-#include "runtime/local/sandbox.h"
+#include "agent/runtime/local/sandbox.h"
 
 #include "agentbox/common.h"
 
@@ -83,10 +83,10 @@ struct child_plan {
     char tmp[LSBX_DIR_MAX + 8];
     char run[LSBX_DIR_MAX + 8];
     char log[LSBX_DIR_MAX + 16];
-    char root[LSBX_DIR_MAX + 8];   /* <dir>/root: the sandbox's / (a tmpfs) */
-    char rpath[LSBX_DIR_MAX + 64]; /* scratch for paths under root */
-    char program_dir[LSBX_DIR_MAX];  /* the host directory of argv[0], bound at PROGRAM_DIR */
-    char exec_path[LSBX_DIR_MAX];    /* PROGRAM_DIR/<basename of argv[0]> */
+    char root[LSBX_DIR_MAX + 8];    /* <dir>/root: the sandbox's / (a tmpfs) */
+    char rpath[LSBX_DIR_MAX + 64];  /* scratch for paths under root */
+    char program_dir[LSBX_DIR_MAX]; /* the host directory of argv[0], bound at PROGRAM_DIR */
+    char exec_path[LSBX_DIR_MAX];   /* PROGRAM_DIR/<basename of argv[0]> */
     char hostname[LSBX_ID_MAX + 1];
     const char *argv[LSBX_ARGV_MAX + 1];
     const char *envp[LSBX_ENV_MAX + 1];
@@ -158,8 +158,8 @@ static void child_fds(struct child_plan *p)
  * secrets or the operator's files. */
 #define PROGRAM_DIR "/.agentbox"
 
-static const char *const system_dirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-                                          "/libx32", "/etc", "/opt", NULL};
+static const char *const system_dirs[] = {"/usr",   "/bin",    "/sbin", "/lib", "/lib32",
+                                          "/lib64", "/libx32", "/etc",  "/opt", NULL};
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
 
 static const char *under(struct child_plan *p, const char *path)
@@ -220,8 +220,9 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
             mount("tmpfs", under(p, hidden_dirs[i]), "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
                   "mode=0700,size=4k") != 0)
             child_fail(p, STEP_ROOT);
-    const char *dirs[] = {"/home", LSBX_HOME, "/tmp", "/run", LSBX_INNER_RUN, "/proc", "/dev",
-                          "/dev/pts", "/dev/shm", "/.oldroot", NULL};
+    const char *dirs[] = {"/home",        LSBX_HOME,   "/tmp", "/run",
+                          LSBX_INNER_RUN, "/proc",     "/dev", "/dev/pts",
+                          "/dev/shm",     "/.oldroot", NULL};
     for (int i = 0; dirs[i]; i++)
         if (mkdir(under(p, dirs[i]), 0755) != 0)
             child_fail(p, STEP_ROOT);
@@ -370,8 +371,9 @@ static int start_slirp(const char *dir, const char *slirp, pid_t target, int rea
     posix_spawn_file_actions_t fa;
     char pid_s[16], ready_s[32], log[LSBX_DIR_MAX + 16];
     const char *bin = slirp ? slirp : "slirp4netns";
-    char *argv[] = {(char *)bin, "--configure", "--disable-host-loopback", "--mtu=65520",
-                    ready_s, pid_s, "tap0", NULL};
+    char *argv[] = {(char *)bin,   "--configure", "--disable-host-loopback",
+                    "--mtu=65520", ready_s,       pid_s,
+                    "tap0",        NULL};
     int rc;
 
     snprintf(pid_s, sizeof(pid_s), "%d", (int)target);
@@ -430,9 +432,10 @@ static int attach(struct lsbx *s, const char *slirp, int ready[2], char *err, si
     char c;
 
     if (start_slirp(s->dir, slirp, s->pid, ready[1], &s->slirp_pid) != 0) {
-        snprintf(err, errlen, "cannot start %s: %s (install the slirp4netns package, or "
-                 "create the sandbox without internet access)", slirp ? slirp : "slirp4netns",
-                 strerror(errno));
+        snprintf(err, errlen,
+                 "cannot start %s: %s (install the slirp4netns package, or "
+                 "create the sandbox without internet access)",
+                 slirp ? slirp : "slirp4netns", strerror(errno));
         return AB_EIO;
     }
     close(ready[1]);
@@ -500,7 +503,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     if (ab_strlcpy(s->dir, o->dir, sizeof(s->dir)) >= sizeof(s->dir) ||
         (size_t)snprintf(s->socket, sizeof(s->socket), "%s/run/envd.sock", o->dir) >=
             sizeof(((struct sockaddr_un *)0)->sun_path)) {
-        snprintf(err, errlen, "sandbox directory %s is too long: the socket path "
+        snprintf(err, errlen,
+                 "sandbox directory %s is too long: the socket path "
                  "<dir>/run/envd.sock must stay under 108 bytes; use a shorter state directory",
                  o->dir);
         return AB_ELIMIT;
@@ -544,8 +548,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     }
     made_dir = true;
     if (mkdir_p1(plan.home, 0755) != 0 || mkdir_p1(plan.tmp, 01777) != 0 ||
-        mkdir_p1(plan.root, 0755) != 0 ||
-        chmod(plan.tmp, 01777) != 0 || mkdir_p1(plan.run, 0755) != 0) {
+        mkdir_p1(plan.root, 0755) != 0 || chmod(plan.tmp, 01777) != 0 ||
+        mkdir_p1(plan.run, 0755) != 0) {
         snprintf(err, errlen, "cannot create the sandbox's directories under %s: %s", o->dir,
                  strerror(errno));
         goto fail;
@@ -639,9 +643,9 @@ int lsbx_state_write(const struct lsbx *s)
     int rc;
 
     j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:b, s:I}", "id", s->id, "pid", (json_int_t)s->pid,
-                  "start_time", (json_int_t)s->start_time, "slirp_pid",
-                  (json_int_t)s->slirp_pid, "slirp_start", (json_int_t)s->slirp_start,
-                  "internet", s->internet, "created_ms", (json_int_t)s->created_ms);
+                  "start_time", (json_int_t)s->start_time, "slirp_pid", (json_int_t)s->slirp_pid,
+                  "slirp_start", (json_int_t)s->slirp_start, "internet", s->internet, "created_ms",
+                  (json_int_t)s->created_ms);
     if (!j)
         return AB_ENOMEM;
     if (s->info)
@@ -719,8 +723,7 @@ void lsbx_kill(struct lsbx *s)
     /* A reused pid belongs to someone else: only signal the process we started. */
     if (s->pid > 0 && (s->is_child || lsbx_is_alive(s)))
         kill(s->pid, SIGKILL);
-    if (s->slirp_pid > 0 &&
-        (s->is_child || lsbx_proc_start_time(s->slirp_pid) == s->slirp_start))
+    if (s->slirp_pid > 0 && (s->is_child || lsbx_proc_start_time(s->slirp_pid) == s->slirp_start))
         kill(s->slirp_pid, SIGKILL);
 }
 

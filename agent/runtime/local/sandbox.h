@@ -34,7 +34,7 @@
 #define LSBX_INNER_SOCKET LSBX_INNER_RUN "/envd.sock"
 #define LSBX_HOME "/home/user"
 #define LSBX_ID_MAX 63
-#define LSBX_DIR_MAX 200   /* and <dir>/run/envd.sock must fit sun_path (108 bytes) */
+#define LSBX_DIR_MAX 200 /* and <dir>/run/envd.sock must fit sun_path (108 bytes) */
 #define LSBX_ARGV_MAX 32
 #define LSBX_ENV_MAX 64
 #define LSBX_SETUP_TIMEOUT_MS 5000
@@ -57,10 +57,10 @@ struct lsbx {
     uint64_t start_time;            /* /proc/<pid>/stat field 22, against pid reuse */
     pid_t slirp_pid;                /* 0 when no internet */
     uint64_t slirp_start;
-    bool is_child;                  /* ours to waitpid (false after re-adoption) */
+    bool is_child; /* ours to waitpid (false after re-adoption) */
     bool internet;
-    int64_t created_ms;             /* wall clock */
-    json_t *info;                   /* caller's data persisted in state.json; owned, may be NULL */
+    int64_t created_ms; /* wall clock */
+    json_t *info;       /* caller's data persisted in state.json; owned, may be NULL */
 };
 
 /* Creates the directory and starts the sandbox. On success *s describes it

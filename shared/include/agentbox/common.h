@@ -9,14 +9,14 @@
 /* Functions that can fail return 0 or one of these (always negative). */
 enum ab_err {
     AB_OK = 0,
-    AB_EINVAL = -1,   /* malformed input; the caller's err buffer says which field */
+    AB_EINVAL = -1, /* malformed input; the caller's err buffer says which field */
     AB_ENOMEM = -2,
-    AB_ELIMIT = -3,   /* a size or count limit was hit */
-    AB_EIO = -4,      /* a system call or peer failed */
+    AB_ELIMIT = -3, /* a size or count limit was hit */
+    AB_EIO = -4,    /* a system call or peer failed */
     AB_ENOENT = -5,
     AB_EEXIST = -6,
-    AB_EBUSY = -7,    /* a bounded queue is full; try later */
-    AB_ECLOSED = -8,  /* the object or peer is gone */
+    AB_EBUSY = -7,   /* a bounded queue is full; try later */
+    AB_ECLOSED = -8, /* the object or peer is gone */
     AB_ETIMEOUT = -9,
     AB_EDENIED = -10,
 };

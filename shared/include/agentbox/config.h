@@ -9,7 +9,8 @@
  * value is an error whose message names the key and where it came from, e.g.
  *   "config file /etc/x.yaml line 3: unknown key 'clustr_id'"
  *   "environment AGENTBOX_TIMEOUT: 'abc' is not a duration (use 500ms, 30s, 5m)"
- *   "cluster_id is required: set --cluster-id, AGENTBOX_CLUSTER_ID or cluster_id in the config file"
+ *   "cluster_id is required: set --cluster-id, AGENTBOX_CLUSTER_ID or cluster_id in the config
+ * file"
  */
 #ifndef AGENTBOX_CONFIG_H
 #define AGENTBOX_CONFIG_H
@@ -23,14 +24,15 @@ enum cfg_type {
     CFG_STRING,   /* char * (malloc'd, freed by cfg_free) */
     CFG_INT,      /* int64_t */
     CFG_BOOL,     /* bool; true/false/yes/no/1/0/on/off */
-    CFG_DURATION, /* int64_t milliseconds; "250ms", "30s", "5m", "1h", or a bare number of seconds */
+    CFG_DURATION, /* int64_t milliseconds; "250ms", "30s", "5m", "1h", or a bare number of seconds
+                   */
     CFG_SIZE,     /* int64_t bytes; "512", "64KiB", "1MiB", "2GiB" */
 };
 
 struct cfg_option {
-    const char *name;      /* snake_case key */
+    const char *name; /* snake_case key */
     enum cfg_type type;
-    const char *def;       /* default as text, NULL for none */
+    const char *def; /* default as text, NULL for none */
     bool required;
     size_t offset;         /* offsetof(struct your_config, field) */
     const char *help;      /* one line for --help */
@@ -42,7 +44,7 @@ struct cfg_option {
 struct cfg_result {
     const char *positional[CFG_MAX_POSITIONAL]; /* non-flag args in order (point into argv) */
     int npositional;
-    bool help;                                   /* --help or -h was given */
+    bool help; /* --help or -h was given */
 };
 
 /* Fills *out (a struct described by opts) from defaults, the config file,

@@ -36,20 +36,20 @@ struct http_header {
 
 /* The request head, read-only for handlers. Strings live as long as the exchange. */
 struct http_request {
-    const char *method;      /* "GET", "POST", … */
-    const char *target;      /* raw request-target, e.g. "/files?path=%2Fa" */
-    const char *path;        /* target before '?', percent-decoded */
-    const char *query;       /* raw text after '?', "" when none */
+    const char *method; /* "GET", "POST", … */
+    const char *target; /* raw request-target, e.g. "/files?path=%2Fa" */
+    const char *path;   /* target before '?', percent-decoded */
+    const char *query;  /* raw text after '?', "" when none */
     struct http_header headers[HTTP_MAX_HEADERS];
     int nheaders;
-    int64_t content_length;  /* -1 when the body is chunked or unknown; 0 for none */
+    int64_t content_length; /* -1 when the body is chunked or unknown; 0 for none */
     const char *param_names[HTTP_MAX_PARAMS];  /* from the route pattern */
     const char *param_values[HTTP_MAX_PARAMS]; /* percent-decoded */
     int nparams;
-    const char *body;        /* buffered routes: the whole body (NUL-terminated) */
+    const char *body; /* buffered routes: the whole body (NUL-terminated) */
     size_t body_len;
-    const char *peer;        /* "127.0.0.1:51234", "unix", "tunnel:<cluster>" */
-    void *transport_data;    /* what the transport attached (e.g. tunnel session) */
+    const char *peer;     /* "127.0.0.1:51234", "unix", "tunnel:<cluster>" */
+    void *transport_data; /* what the transport attached (e.g. tunnel session) */
 };
 
 struct http_exchange;
@@ -61,10 +61,10 @@ struct http_transport_ops {
                      int64_t content_length /* -1: stream (chunked) */);
     int (*send_body)(void *t, const void *data, size_t len);
     int (*send_end)(void *t);
-    size_t (*pending)(void *t);         /* response bytes queued, not yet sent */
-    void (*pause_body)(void *t, bool paused);  /* stop/start reading request body */
-    void (*abort)(void *t);             /* reset the exchange (close the connection) */
-    void (*finished)(void *t);          /* handler is done with the exchange; transport may free it */
+    size_t (*pending)(void *t);               /* response bytes queued, not yet sent */
+    void (*pause_body)(void *t, bool paused); /* stop/start reading request body */
+    void (*abort)(void *t);                   /* reset the exchange (close the connection) */
+    void (*finished)(void *t); /* handler is done with the exchange; transport may free it */
 };
 
 /* --- handler side --------------------------------------------------------- */
@@ -76,8 +76,8 @@ enum http_route_flags {
 };
 
 struct http_route {
-    const char *method;   /* "GET"…, or "*" for any */
-    const char *pattern;  /* "/sandboxes/{id}/timeout"; a trailing "/{*rest}" matches the rest */
+    const char *method;  /* "GET"…, or "*" for any */
+    const char *pattern; /* "/sandboxes/{id}/timeout"; a trailing "/{*rest}" matches the rest */
     http_handler_fn fn;
     void *arg;
     int flags;
@@ -91,8 +91,8 @@ const char *http_param(struct http_exchange *ex, const char *name);
 int http_query_get(const struct http_request *r, const char *name, char *buf, size_t len);
 
 /* Simple responses: sized body, connection kept alive. Headers may be NULL. */
-int http_respond(struct http_exchange *ex, int status, const char *content_type,
-                 const void *body, size_t len, const struct http_header *h, int n);
+int http_respond(struct http_exchange *ex, int status, const char *content_type, const void *body,
+                 size_t len, const struct http_header *h, int n);
 /* Takes the reference to body. */
 int http_respond_json(struct http_exchange *ex, int status, json_t *body);
 /* The server's error shape: JSON built by the router's error formatter
@@ -176,15 +176,15 @@ bool http_exchange_is_finished(struct http_exchange *ex);
 
 struct http_server;
 struct http_server_options {
-    const char *listen;       /* "127.0.0.1:8090", ":8090", "unix:/path/sock" */
+    const char *listen; /* "127.0.0.1:8090", ":8090", "unix:/path/sock" */
     struct http_router *router;
-    size_t head_max;          /* 0 → HTTP_HEAD_MAX */
-    size_t body_max;          /* 0 → HTTP_BODY_MAX */
-    int idle_timeout_ms;      /* keep-alive idle close; 0 → 60000 */
-    const char *name;         /* for logs and metrics ("e2b", "data", …) */
+    size_t head_max;     /* 0 → HTTP_HEAD_MAX */
+    size_t body_max;     /* 0 → HTTP_BODY_MAX */
+    int idle_timeout_ms; /* keep-alive idle close; 0 → 60000 */
+    const char *name;    /* for logs and metrics ("e2b", "data", …) */
 };
-int http_server_start(struct loop *l, const struct http_server_options *o,
-                      struct http_server **out, char *err, size_t errlen);
+int http_server_start(struct loop *l, const struct http_server_options *o, struct http_server **out,
+                      char *err, size_t errlen);
 /* The bound TCP port (useful with port 0). */
 int http_server_port(struct http_server *s);
 void http_server_stop(struct http_server *s);
@@ -203,13 +203,13 @@ struct http_client_handler {
     void (*on_drain)(struct http_client *c, void *arg); /* request body output fell low */
 };
 struct http_client_options {
-    const char *addr;         /* "unix:/path" or "host:port" */
+    const char *addr; /* "unix:/path" or "host:port" */
     const char *method;
     const char *target;
     const struct http_header *headers;
     int nheaders;
-    int64_t content_length;   /* 0 none, -1 chunked (then http_client_write/end) */
-    int timeout_ms;           /* connect + response head; 0 → 30000 */
+    int64_t content_length; /* 0 none, -1 chunked (then http_client_write/end) */
+    int timeout_ms;         /* connect + response head; 0 → 30000 */
 };
 /* Starts a request. Failures after this returns are reported via on_error.
  * Returns NULL only on allocation failure or a malformed addr. */

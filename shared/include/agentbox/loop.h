@@ -15,8 +15,8 @@ struct lws_context;
 struct loop;
 
 struct loop_options {
-    int workers;         /* worker threads; 0 → 4 */
-    size_t queue_max;    /* pending jobs (submitted, not yet done); 0 → 1024 */
+    int workers;      /* worker threads; 0 → 4 */
+    size_t queue_max; /* pending jobs (submitted, not yet done); 0 → 1024 */
 };
 
 /* Creates the lws context (explicit vhosts; modules add their own). NULL on failure. */

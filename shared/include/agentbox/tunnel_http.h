@@ -65,10 +65,10 @@ int tun_stream_respond_json(struct tun_stream *st, int status, const char *json)
  * agent asking the hub to validate a key, say). Body is sent whole. */
 struct tun_call;
 struct tun_call_result {
-    int status;          /* HTTP status, or 0 when the call failed (see error) */
-    const char *body;    /* response body, NUL-terminated (bounded by max_body) */
+    int status;       /* HTTP status, or 0 when the call failed (see error) */
+    const char *body; /* response body, NUL-terminated (bounded by max_body) */
     size_t body_len;
-    const char *error;   /* why the call failed, or NULL */
+    const char *error; /* why the call failed, or NULL */
 };
 typedef void (*tun_call_fn)(const struct tun_call_result *res, void *arg);
 /* Returns 0 (done is called exactly once, later or never if the session is

@@ -17,14 +17,14 @@ struct lws;
 struct tun_ws {
     struct lws *wsi;
     struct tun_session *s;
-    uint8_t *rx;          /* TUN_FRAME_MAX: one message being reassembled */
+    uint8_t *rx; /* TUN_FRAME_MAX: one message being reassembled */
     size_t rxlen;
     bool rx_overflow;
-    uint8_t *tx;          /* LWS_PRE + TUN_FRAME_MAX */
+    uint8_t *tx; /* LWS_PRE + TUN_FRAME_MAX */
     bool ping_due;
     int64_t ping_sent_us; /* 0 when no ping is outstanding */
     int64_t last_rtt_us;
-    int64_t last_rx_ms;   /* any frame or pong */
+    int64_t last_rx_ms; /* any frame or pong */
     bool closing;
 };
 
