@@ -130,11 +130,24 @@ struct rt_ops {
     void (*free)(struct rt *rt);
 };
 
+/* What a runtime can do beyond the basics. The layers above ask with rt_has;
+ * they never compare kinds. */
+enum rt_cap {
+    RT_CAP_IMAGE_OVERRIDE = 1u << 0, /* a create may name an image (`env//image`) */
+    RT_CAP_NETWORK_UPDATE = 1u << 1, /* a running sandbox's egress can be changed */
+};
+
 /* Every implementation's object starts with this. */
 struct rt {
     const struct rt_ops *ops;
-    const char *kind; /* "local" or "kube" */
+    const char *kind; /* "local" or "kube": for logs and /metrics labels only */
+    unsigned caps;    /* enum rt_cap bits */
 };
+
+static inline bool rt_has(const struct rt *rt, enum rt_cap cap)
+{
+    return rt && (rt->caps & cap) != 0;
+}
 
 /* Starts a claim for env or pool `name` in namespace ns. scaling_group
  * selects an Env member (NULL or "": the member with the most idle

@@ -1409,6 +1409,7 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
         return AB_ENOMEM;
     rt->base.ops = &lrt_ops;
     rt->base.kind = "local";
+    rt->base.caps = 0; /* no image override; network changes only at create */
     rt->loop = o->loop;
     rt->reload_ms = o->reload_ms > 0 ? o->reload_ms : 2000;
     rt->max_sandboxes = o->max_sandboxes > 0 ? o->max_sandboxes : 256;
