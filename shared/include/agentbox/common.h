@@ -25,6 +25,11 @@ enum ab_err {
 #define AB_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define AB_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* A cluster id is a DNS label of at most 24 characters; a buffer holding one
+ * is char id[AB_CLUSTER_ID_BUF]. */
+#define AB_CLUSTER_ID_MAX 24
+#define AB_CLUSTER_ID_BUF (AB_CLUSTER_ID_MAX + 1)
+
 /* strlcpy semantics: always terminates, returns strlen(src). */
 size_t ab_strlcpy(char *dst, const char *src, size_t size);
 
