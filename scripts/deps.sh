@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake pkg-config clang
   libwebsockets-dev libjansson-dev libyaml-dev libpq-dev libcurl4-openssl-dev libssl-dev
-  libcmocka-dev libhttp-parser-dev zlib1g-dev
+  libcmocka-dev libhttp-parser-dev zlib1g-dev libseccomp-dev
   postgresql postgresql-contrib
   slirp4netns iproute2 util-linux procps curl ca-certificates
   nodejs npm

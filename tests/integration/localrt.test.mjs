@@ -24,6 +24,7 @@ const { Sandbox } = await import('e2b');
 // only its program's directory of the host (read-only at /.agentbox), so
 // envd is copied next to the wrapper.
 const gate = fs.mkdtempSync('/var/tmp/agentbox-gate-');
+fs.chmodSync(gate, 0o755); // sandbox root is not host root: it needs the mode to enter
 const wrapper = path.join(gate, 'envd-gated');
 
 let stack;

@@ -8,6 +8,7 @@
 #include "agent/runtime/local/sandbox.h"
 
 #include "agentbox/common.h"
+#include "agent/runtime/local/seccomp.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,12 +23,14 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 extern char **environ;
 
@@ -44,6 +47,13 @@ enum setup_step {
     STEP_SYNC,
     STEP_FORK,
     STEP_EXEC,
+    STEP_USERNS,
+    STEP_IDS,
+    STEP_LOCK,
+    STEP_CAPS,
+    STEP_NNP,
+    STEP_SECCOMP,
+    STEP_ETC,
 };
 
 static const char *step_name(int step)
@@ -73,6 +83,20 @@ static const char *step_name(int step)
         return "starting the program";
     case STEP_EXEC:
         return "executing the program";
+    case STEP_USERNS:
+        return "entering the sandbox's user namespace";
+    case STEP_IDS:
+        return "becoming the sandbox's root";
+    case STEP_LOCK:
+        return "locking the mounts (new mount and cgroup namespaces)";
+    case STEP_CAPS:
+        return "dropping capabilities";
+    case STEP_NNP:
+        return "setting no_new_privs";
+    case STEP_SECCOMP:
+        return "installing the seccomp filter";
+    case STEP_ETC:
+        return "binding the sandbox's /etc/passwd and /etc/group";
     }
     return "setup";
 }
@@ -87,6 +111,11 @@ struct child_plan {
     char rpath[LSBX_DIR_MAX + 64];  /* scratch for paths under root */
     char program_dir[LSBX_DIR_MAX]; /* the host directory of argv[0], bound at PROGRAM_DIR */
     char exec_path[LSBX_DIR_MAX];   /* PROGRAM_DIR/<basename of argv[0]> */
+    char passwd[LSBX_DIR_MAX + 16]; /* <dir>/passwd, bound on /etc/passwd */
+    char group[LSBX_DIR_MAX + 16];  /* <dir>/group, bound on /etc/group */
+    char root_opts[96];             /* tmpfs options of /, owned by the sandbox's root */
+    uint32_t uid_base;
+    const struct sock_fprog *seccomp;
     char hostname[LSBX_ID_MAX + 1];
     const char *argv[LSBX_ARGV_MAX + 1];
     const char *envp[LSBX_ENV_MAX + 1];
@@ -173,7 +202,7 @@ static int bind_ro(struct child_plan *p, const char *src, const char *dst, bool 
     if (is_dir) {
         if (mkdir(dst, 0755) != 0 && errno != EEXIST)
             return -1;
-    } else {
+    } else if (access(dst, F_OK) != 0) { /* a file in a read-only bind already exists */
         int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0)
             return -1;
@@ -190,7 +219,7 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     struct stat st;
     char link[256];
 
-    if (mount("tmpfs", p->root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") != 0)
+    if (mount("tmpfs", p->root, "tmpfs", MS_NOSUID | MS_NODEV, p->root_opts) != 0)
         child_fail(p, STEP_ROOT);
     for (int i = 0; system_dirs[i]; i++) {
         if (lstat(system_dirs[i], &st) != 0)
@@ -220,13 +249,21 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
             mount("tmpfs", under(p, hidden_dirs[i]), "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
                   "mode=0700,size=4k") != 0)
             child_fail(p, STEP_ROOT);
-    const char *dirs[] = {"/home",        LSBX_HOME,   "/tmp", "/run",
-                          LSBX_INNER_RUN, "/proc",     "/dev", "/dev/pts",
-                          "/dev/shm",     "/.oldroot", NULL};
+    /* the sandbox's own accounts: root and user (uid 1000, /home/user) */
+    if (bind_ro(p, p->passwd, under(p, "/etc/passwd"), false) != 0 ||
+        bind_ro(p, p->group, under(p, "/etc/group"), false) != 0)
+        child_fail(p, STEP_ETC);
+    const char *dirs[] = {"/home", LSBX_HOME,  "/tmp",     "/run",      LSBX_INNER_RUN, "/proc",
+                          "/dev",  "/dev/pts", "/dev/shm", "/.oldroot", "/root",        NULL};
     for (int i = 0; dirs[i]; i++)
         if (mkdir(under(p, dirs[i]), 0755) != 0)
             child_fail(p, STEP_ROOT);
     chmod(under(p, "/tmp"), 01777);
+    chmod(under(p, "/root"), 0700);
+    /* host root's inodes are nobody's inside: give the sandbox's root its own */
+    if (chown(under(p, "/root"), p->uid_base, p->uid_base) != 0 ||
+        chown(under(p, "/run"), p->uid_base, p->uid_base) != 0)
+        child_fail(p, STEP_ROOT);
     for (int i = 0; i < 3; i++)
         if (mount(fdpath[i], under(p, inner[i]), NULL, MS_BIND | MS_REC, NULL) != 0)
             child_fail(p, STEP_BIND_HOME + i);
@@ -245,7 +282,8 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     if (mount("devpts", under(p, "/dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC,
               "newinstance,ptmxmode=0666,mode=0620") != 0 ||
         symlink("pts/ptmx", under(p, "/dev/ptmx")) != 0 ||
-        mount("tmpfs", under(p, "/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0 ||
+        mount("tmpfs", under(p, "/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") !=
+            0 ||
         symlink("/proc/self/fd", under(p, "/dev/fd")) != 0 ||
         symlink("/proc/self/fd/0", under(p, "/dev/stdin")) != 0 ||
         symlink("/proc/self/fd/1", under(p, "/dev/stdout")) != 0 ||
@@ -254,6 +292,66 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     if (syscall(SYS_pivot_root, p->root, under(p, "/.oldroot")) != 0 || chdir("/") != 0 ||
         umount2("/.oldroot", MNT_DETACH) != 0 || rmdir("/.oldroot") != 0)
         child_fail(p, STEP_PIVOT);
+}
+
+/* Docker's default capabilities minus NET_RAW and MKNOD: never SYS_ADMIN,
+ * NET_ADMIN, DAC_READ_SEARCH, SYS_MODULE or SYS_PTRACE. */
+static const int kept_caps[] = {CAP_CHOWN,      CAP_DAC_OVERRIDE, CAP_FSETID,
+                                CAP_FOWNER,     CAP_SETGID,       CAP_SETUID,
+                                CAP_SETFCAP,    CAP_SETPCAP,      CAP_NET_BIND_SERVICE,
+                                CAP_SYS_CHROOT, CAP_KILL,         CAP_AUDIT_WRITE};
+
+static int drop_caps(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    uint64_t keep = 0;
+
+    for (size_t i = 0; i < sizeof(kept_caps) / sizeof(kept_caps[0]); i++)
+        keep |= 1ULL << kept_caps[i];
+    for (int cap = 0; cap < 64; cap++) {
+        if (keep & (1ULL << cap))
+            continue;
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+            if (errno == EINVAL)
+                break; /* past the kernel's last capability */
+            return -1;
+        }
+    }
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+        return -1;
+    memset(d, 0, sizeof(d));
+    d[0].effective = d[0].permitted = (uint32_t)keep;
+    d[1].effective = d[1].permitted = (uint32_t)(keep >> 32);
+    return (int)syscall(SYS_capset, &h, d);
+}
+
+/* The last steps before exec: a user namespace in which the sandbox's root
+ * is host uid_base (the parent writes the maps while we wait), new mount and
+ * cgroup namespaces owned by it (so every inherited mount is locked by the
+ * kernel: read-only stays read-only, nothing can be unmounted to reveal what
+ * lies below), the kept capabilities, no_new_privs and the seccomp filter.
+ * Raw system calls for the ids: glibc's setxid would signal the agent's
+ * threads, which do not exist in this copy of it. */
+static void child_confine(struct child_plan *p)
+{
+    char c = 'u';
+
+    if (unshare(CLONE_NEWUSER) != 0)
+        child_fail(p, STEP_USERNS);
+    if (write(p->syncfd, &c, 1) != 1 || read(p->syncfd, &c, 1) != 1 || c != 'm')
+        child_fail(p, STEP_USERNS);
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, NULL) != 0 ||
+        syscall(SYS_setresuid, 0, 0, 0) != 0)
+        child_fail(p, STEP_IDS);
+    if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) != 0)
+        child_fail(p, STEP_LOCK);
+    if (drop_caps() != 0)
+        child_fail(p, STEP_CAPS);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        child_fail(p, STEP_NNP);
+    if (lsec_install(p->seccomp) != 0)
+        child_fail(p, STEP_SECCOMP);
 }
 
 /* pid 1 of the namespace. Never returns. */
@@ -293,6 +391,7 @@ static void child_init(const struct child_plan *plan)
         child_fail(p, STEP_HOSTNAME);
     if (read(p->syncfd, &c, 1) != 1)
         child_fail(p, STEP_SYNC);
+    child_confine(p);
     close(p->syncfd);
 
     /* The program becomes pid 1 itself (envd reaps every child, orphans
@@ -369,14 +468,17 @@ static int mkdir_p1(const char *path, mode_t mode)
 static int start_slirp(const char *dir, const char *slirp, pid_t target, int ready_w, pid_t *out)
 {
     posix_spawn_file_actions_t fa;
-    char pid_s[16], ready_s[32], log[LSBX_DIR_MAX + 16];
+    char ns_s[48], ready_s[32], log[LSBX_DIR_MAX + 16];
     const char *bin = slirp ? slirp : "slirp4netns";
+    /* By path, not by pid: given a pid, slirp4netns would first join the
+     * sandbox's user namespace and then lack the rights on its network
+     * namespace, which belongs to the host's. */
     char *argv[] = {(char *)bin,   "--configure", "--disable-host-loopback",
-                    "--mtu=65520", ready_s,       pid_s,
-                    "tap0",        NULL};
+                    "--mtu=65520", ready_s,       "--netns-type=path",
+                    ns_s,          "tap0",        NULL};
     int rc;
 
-    snprintf(pid_s, sizeof(pid_s), "%d", (int)target);
+    snprintf(ns_s, sizeof(ns_s), "/proc/%d/ns/net", (int)target);
     snprintf(ready_s, sizeof(ready_s), "--ready-fd=3");
     if (posix_spawn_file_actions_init(&fa) != 0)
         return AB_ENOMEM;
@@ -476,6 +578,87 @@ int lsbx_attach_internet(struct lsbx *s, const char *slirp, char *err, size_t er
     return rc;
 }
 
+/* Sandbox ids 0-65535 are host ids base.. (written by us, host root, while
+ * the child waits in its fresh user namespace). */
+static int write_id_maps(pid_t pid, uint32_t base)
+{
+    static const char *const files[] = {"uid_map", "gid_map"};
+    char path[64], line[64];
+
+    for (int i = 0; i < 2; i++) {
+        int fd, n;
+        ssize_t w;
+        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[i]);
+        n = snprintf(line, sizeof(line), "0 %u %u\n", base, LSBX_UID_COUNT);
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        w = write(fd, line, (size_t)n);
+        close(fd);
+        if (w != n)
+            return -1;
+    }
+    return 0;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    size_t n = strlen(text);
+    ssize_t w;
+
+    if (fd < 0)
+        return -1;
+    w = write(fd, text, n);
+    close(fd);
+    return w == (ssize_t)n ? 0 : -1;
+}
+
+/* The sandbox's own accounts, as on E2B: root and user (uid 1000). */
+static int write_accounts(const struct child_plan *p)
+{
+    static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
+                                 "user:x:1000:1000:user:" LSBX_HOME ":/bin/bash\n"
+                                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+    static const char group[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
+
+    return write_file(p->passwd, passwd) == 0 && write_file(p->group, group) == 0 ? 0 : -1;
+}
+
+/* Host ownership of the writable directories: uid_base is the sandbox's
+ * root, uid_base+1000 its user (home). */
+static int own_dirs(const struct child_plan *p)
+{
+    uid_t r = p->uid_base, u = p->uid_base + LSBX_USER_UID;
+
+    return chown(p->home, u, u) == 0 && chown(p->tmp, r, r) == 0 && chown(p->run, r, r) == 0 ? 0
+                                                                                             : -1;
+}
+
+/* The child has unshared its user namespace: map it and let it go on. */
+static int map_child(struct lsbx *s, int syncfd, uint32_t base, char *err, size_t errlen)
+{
+    char c = 0;
+
+    if (wait_readable(syncfd, ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0) {
+        snprintf(err, errlen, "sandbox setup did not reach its user namespace within %d ms",
+                 LSBX_SETUP_TIMEOUT_MS);
+        return AB_ETIMEOUT;
+    }
+    if (read(syncfd, &c, 1) != 1 || c != 'u')
+        return AB_ECLOSED; /* it failed: errfd says where */
+    if (write_id_maps(s->pid, base) != 0) {
+        snprintf(err, errlen,
+                 "cannot write the user namespace maps of the sandbox (host ids %u-%u): %s", base,
+                 base + LSBX_UID_COUNT - 1, strerror(errno));
+        return AB_EIO;
+    }
+    c = 'm';
+    if (send(syncfd, &c, 1, MSG_NOSIGNAL) != 1)
+        return AB_ECLOSED;
+    return 0;
+}
+
 int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t errlen)
 {
     static const char *default_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
@@ -523,12 +706,27 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         }
         plan.envp[i] = envp[i];
     }
+    plan.uid_base = o->uid_base ? o->uid_base : LSBX_UID_BASE_DEFAULT;
+    if (plan.uid_base < LSBX_UID_COUNT || plan.uid_base > UINT32_MAX - LSBX_UID_COUNT) {
+        snprintf(err, errlen,
+                 "uid_base %u is out of range: sandbox ids 0-65535 need host ids from at least "
+                 "65536 up to 4294901759 (default %u)",
+                 plan.uid_base, LSBX_UID_BASE_DEFAULT);
+        return AB_EINVAL;
+    }
+    if ((rc = lsec_program(&plan.seccomp, err, errlen)) != 0)
+        return rc;
+    rc = AB_EIO;
+    snprintf(plan.root_opts, sizeof(plan.root_opts), "mode=0755,size=16m,uid=%u,gid=%u",
+             plan.uid_base, plan.uid_base);
     ab_strlcpy(plan.hostname, o->hostname ? o->hostname : o->id, sizeof(plan.hostname));
     snprintf(plan.home, sizeof(plan.home), "%s/home", o->dir);
     snprintf(plan.tmp, sizeof(plan.tmp), "%s/tmp", o->dir);
     snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
     snprintf(plan.log, sizeof(plan.log), "%s/envd.log", o->dir);
     snprintf(plan.root, sizeof(plan.root), "%s/root", o->dir);
+    snprintf(plan.passwd, sizeof(plan.passwd), "%s/passwd", o->dir);
+    snprintf(plan.group, sizeof(plan.group), "%s/group", o->dir);
     {
         const char *slash = strrchr(o->argv[0], '/');
         size_t dl = slash == o->argv[0] ? 1 : (size_t)(slash - o->argv[0]);
@@ -549,7 +747,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     made_dir = true;
     if (mkdir_p1(plan.home, 0755) != 0 || mkdir_p1(plan.tmp, 01777) != 0 ||
         mkdir_p1(plan.root, 0755) != 0 || chmod(plan.tmp, 01777) != 0 ||
-        mkdir_p1(plan.run, 0755) != 0) {
+        mkdir_p1(plan.run, 0755) != 0 || own_dirs(&plan) != 0 || write_accounts(&plan) != 0) {
         snprintf(err, errlen, "cannot create the sandbox's directories under %s: %s", o->dir,
                  strerror(errno));
         goto fail;
@@ -588,6 +786,12 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         goto fail;
     if (send(syncp[1], &c, 1, MSG_NOSIGNAL) != 1) {
         snprintf(err, errlen, "sandbox init exited during setup");
+        goto fail;
+    }
+    rc = map_child(s, syncp[1], plan.uid_base, err, errlen);
+    if (rc == AB_ECLOSED) {
+        rc = AB_EIO; /* the report on errfd below names the failed step */
+    } else if (rc != 0) {
         goto fail;
     }
     if (wait_readable(errp[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0) {

@@ -38,6 +38,10 @@
 #define LSBX_ARGV_MAX 32
 #define LSBX_ENV_MAX 64
 #define LSBX_SETUP_TIMEOUT_MS 5000
+/* Sandbox uids and gids 0-65535 are host ids uid_base..uid_base+65535. */
+#define LSBX_UID_BASE_DEFAULT 100000U
+#define LSBX_UID_COUNT 65536U
+#define LSBX_USER_UID 1000U /* `user`, home LSBX_HOME */
 
 struct lsbx_options {
     const char *id;          /* [a-z0-9-], at most LSBX_ID_MAX */
@@ -47,6 +51,7 @@ struct lsbx_options {
     const char *const *envp; /* NULL → empty environment plus PATH and HOME */
     bool internet;           /* attach slirp4netns */
     const char *slirp;       /* NULL → "slirp4netns" from PATH */
+    uint32_t uid_base;       /* 0 → LSBX_UID_BASE_DEFAULT; at least 65536 */
 };
 
 struct lsbx {

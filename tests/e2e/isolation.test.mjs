@@ -1,0 +1,259 @@
+// Sandbox isolation on the local runtime (issue 11, DESIGN §10a), tried as an
+// attacker would: every test drives a real sandbox created with the
+// unmodified e2b SDK through the agent, runs the attack from inside and
+// asserts the refusal (and, where it matters, that nothing changed outside).
+// Needs root (the runtime's namespaces) and gcc on the host (/usr is bound
+// into sandboxes, so attack programs are compiled inside them).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
+
+const UID_BASE = 100000; // the agent's default --uid-base
+
+let stack;
+let alpha;
+let E2B;
+let sbx; // one sandbox shared by the read-only attacks
+const made = [];
+
+before(async () => {
+    assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
+    const manifests = manifestsDir([envManifest('iso', ['alpha'], { replicas: 2 })]);
+    stack = await startStack({ clusters: ['alpha'], manifests });
+    alpha = stack.agents.alpha;
+    await waitPool(alpha, 'iso-1c0gi', (s) => s.idle === 2, 'alpha warm', 30000);
+    process.env.E2B_API_URL = alpha.e2b;
+    process.env.E2B_SANDBOX_URL = alpha.data;
+    process.env.E2B_API_KEY = stack.key;
+    E2B = await import('e2b');
+    sbx = await create();
+});
+
+after(async () => {
+    for (const s of made) await s.kill().catch(() => {});
+    if (stack) await stack.stop();
+});
+
+const logs = () => `\nagent log:\n${alpha.proc.logs().split('\n').slice(-20).join('\n')}`;
+
+async function create() {
+    const s = await E2B.Sandbox.create('iso', { timeoutMs: 300000 });
+    made.push(s);
+    return s;
+}
+
+// Runs cmd in s as user (default root); resolves {exitCode, stdout, stderr}
+// whether or not the command failed.
+async function sh(s, cmd, { user = 'root', timeoutMs = 60000 } = {}) {
+    try {
+        return await s.commands.run(cmd, { user, timeoutMs });
+    } catch (e) {
+        if (e && typeof e.exitCode === 'number') return { exitCode: e.exitCode, stdout: e.stdout, stderr: e.stderr };
+        throw e;
+    }
+}
+
+async function ok(s, cmd, opts) {
+    const r = await sh(s, cmd, opts);
+    assert.equal(r.exitCode, 0, `${cmd}: ${r.stderr}${logs()}`);
+    return r.stdout;
+}
+
+async function refused(s, cmd, opts) {
+    const r = await sh(s, cmd, opts);
+    assert.notEqual(r.exitCode, 0, `${cmd} must fail inside a sandbox, got: ${r.stdout}`);
+    return r;
+}
+
+// Compiles (once per sandbox) and runs a C program inside s.
+async function cprog(s, name, source, opts) {
+    await s.files.write(`/tmp/${name}.c`, source, { user: 'root' });
+    await ok(s, `gcc -O0 -o /tmp/${name} /tmp/${name}.c`, opts);
+    return sh(s, `/tmp/${name}`, opts);
+}
+
+// The host directory of a sandbox: the one whose home holds marker.
+function hostSandboxDir(marker) {
+    const root = path.join(alpha.stateDir, 'sandboxes');
+    for (const d of fs.readdirSync(root)) {
+        if (fs.existsSync(path.join(root, d, 'home', marker))) return path.join(root, d);
+    }
+    throw new Error(`no sandbox directory under ${root} holds home/${marker}`);
+}
+
+function statusField(status, field) {
+    const m = new RegExp(`^${field}:\\s*(\\S+)`, 'm').exec(status);
+    assert.ok(m, `/proc/self/status has ${field}`);
+    return m[1];
+}
+
+// ---- 1. user namespace, privileges, seccomp ------------------------------------------
+
+test('sandbox root is not host root: uid map, files it creates are owned by the mapped ids', async () => {
+    const map = (await ok(sbx, 'cat /proc/self/uid_map')).trim().split(/\s+/).map(Number);
+    assert.deepEqual(map, [0, UID_BASE, 65536]);
+    const gmap = (await ok(sbx, 'cat /proc/self/gid_map')).trim().split(/\s+/).map(Number);
+    assert.deepEqual(gmap, [0, UID_BASE, 65536]);
+    await ok(sbx, 'touch /home/user/made-by-root');
+    const dir = hostSandboxDir('made-by-root');
+    const st = fs.statSync(path.join(dir, 'home', 'made-by-root'));
+    assert.equal(st.uid, UID_BASE, 'a file root makes is host uid_base');
+    assert.equal(st.gid, UID_BASE);
+    // the user namespace is not the host's
+    const inner = (await ok(sbx, 'readlink /proc/self/ns/user')).trim();
+    assert.notEqual(inner, fs.readlinkSync('/proc/self/ns/user'));
+    const cg = (await ok(sbx, 'readlink /proc/self/ns/cgroup')).trim();
+    assert.notEqual(cg, fs.readlinkSync('/proc/self/ns/cgroup'), 'own cgroup namespace');
+});
+
+test('capabilities: no SYS_ADMIN, NET_ADMIN, NET_RAW, MKNOD, DAC_READ_SEARCH, SYS_MODULE, SYS_PTRACE; no_new_privs; seccomp', async () => {
+    const st = await ok(sbx, 'cat /proc/self/status');
+    const forbidden = { SYS_ADMIN: 21, NET_ADMIN: 12, NET_RAW: 13, MKNOD: 27, DAC_READ_SEARCH: 2, SYS_MODULE: 16, SYS_PTRACE: 19, SYS_RAWIO: 17, SYS_BOOT: 22, SYS_TIME: 25, SYSLOG: 34, BPF: 39, PERFMON: 38 };
+    for (const f of ['CapEff', 'CapPrm', 'CapBnd', 'CapInh', 'CapAmb']) {
+        const v = BigInt('0x' + statusField(st, f));
+        for (const [name, bit] of Object.entries(forbidden)) {
+            assert.equal((v >> BigInt(bit)) & 1n, 0n, `${f} must not hold CAP_${name} (${f} ${v.toString(16)})`);
+        }
+    }
+    // what a root shell still needs: chown, setuid/setgid, kill (bits 0, 7, 6, 5)
+    const eff = BigInt('0x' + statusField(st, 'CapEff'));
+    for (const bit of [0, 5, 6, 7]) assert.equal((eff >> BigInt(bit)) & 1n, 1n, `CapEff keeps bit ${bit}`);
+    assert.equal(statusField(st, 'NoNewPrivs'), '1');
+    assert.equal(statusField(st, 'Seccomp'), '2', 'a seccomp filter is installed');
+});
+
+test('mounts: no fresh procfs (core_pattern), no remount of system directories, no unmount', async () => {
+    await ok(sbx, 'mkdir -p /tmp/p');
+    await refused(sbx, 'mount -t proc proc /tmp/p');
+    assert.equal((await ok(sbx, 'ls /tmp/p | wc -l')).trim(), '0');
+    for (const d of ['/usr', '/etc', '/.agentbox']) {
+        await refused(sbx, `mount -o remount,bind,rw ${d}`);
+    }
+    await refused(sbx, 'touch /usr/pwned');
+    await refused(sbx, 'touch /etc/pwned');
+    await refused(sbx, 'umount -l /usr');
+    await refused(sbx, 'mount -t tmpfs t /tmp/p');
+    // the host's kernel settings stay out of reach
+    await refused(sbx, 'echo "|/tmp/x" > /proc/sys/kernel/core_pattern');
+    await refused(sbx, 'echo 1 > /proc/sys/vm/drop_caches');
+    assert.notEqual(fs.readFileSync('/proc/sys/kernel/core_pattern', 'utf8').trim(), '|/tmp/x');
+    await refused(sbx, 'echo h > /proc/sysrq-trigger');
+    await refused(sbx, 'dmesg');
+});
+
+test('namespaces: unshare and nsenter refused', async () => {
+    await refused(sbx, 'unshare -U true');
+    await refused(sbx, 'unshare -Ur true');
+    await refused(sbx, 'unshare -m true');
+    await refused(sbx, 'unshare -n true');
+    await refused(sbx, 'unshare -p -f true');
+    await refused(sbx, 'nsenter -t 1 -m true');
+    // the same as an unprivileged user
+    await refused(sbx, 'unshare -Ur true', { user: 'user' });
+});
+
+test('device nodes: mknod of a block or char device is refused, a fifo works', async () => {
+    await refused(sbx, 'mknod /tmp/sda b 8 0');
+    await refused(sbx, 'mknod /tmp/mem c 1 1');
+    await ok(sbx, 'mkfifo /tmp/fifo && test -p /tmp/fifo');
+});
+
+test('system calls: file handles, bpf, perf, modules, kexec, keyrings, setns, userfaultfd, io_uring are EPERM', async () => {
+    const src = String.raw`
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+static void try(const char *name, long rc) {
+    printf("%s %s\n", name, rc < 0 ? strerrorname_np(errno) : "ALLOWED");
+}
+int main(void) {
+    char fh[128 + 8] = {0};
+    int mnt = 0;
+    *(unsigned *)fh = 128;
+    try("name_to_handle_at", syscall(SYS_name_to_handle_at, AT_FDCWD, "/", fh, &mnt, 0));
+    try("open_by_handle_at", syscall(SYS_open_by_handle_at, AT_FDCWD, fh, O_RDONLY));
+    try("bpf", syscall(SYS_bpf, 0, 0, 0));
+    try("perf_event_open", syscall(SYS_perf_event_open, 0, 0, -1, -1, 0));
+    try("init_module", syscall(SYS_init_module, 0, 0, ""));
+    try("finit_module", syscall(SYS_finit_module, 0, "", 0));
+    try("delete_module", syscall(SYS_delete_module, "ext4", 0));
+    try("kexec_load", syscall(SYS_kexec_load, 0, 0, 0, 0));
+    try("add_key", syscall(SYS_add_key, "user", "k", "v", 1, -4));
+    try("request_key", syscall(SYS_request_key, "user", "k", 0, 0));
+    try("keyctl", syscall(SYS_keyctl, 0, -3, 0));
+    try("setns", syscall(SYS_setns, open("/proc/1/ns/mnt", O_RDONLY), 0));
+    try("unshare_user", syscall(SYS_unshare, CLONE_NEWUSER));
+    try("unshare_ns", syscall(SYS_unshare, CLONE_NEWNS));
+    try("clone_newuser", syscall(SYS_clone, CLONE_NEWUSER | 17, 0, 0, 0, 0));
+    try("userfaultfd", syscall(SYS_userfaultfd, 0));
+    try("io_uring_setup", syscall(SYS_io_uring_setup, 8, fh));
+    try("mount", syscall(SYS_mount, "none", "/tmp", "tmpfs", 0, 0));
+    try("umount2", syscall(SYS_umount2, "/usr", 2));
+    try("pivot_root", syscall(SYS_pivot_root, "/tmp", "/tmp"));
+    try("open_tree", syscall(428, AT_FDCWD, "/usr", 1));
+    try("fsopen", syscall(430, "tmpfs", 0));
+    try("swapon", syscall(SYS_swapon, "/tmp/x", 0));
+    try("syslog", syscall(SYS_syslog, 3, fh, 64));
+    try("clock_settime", syscall(SYS_clock_settime, 0, fh));
+    try("sethostname", syscall(SYS_sethostname, "x", 1));
+    try("clone3", syscall(435, fh, 88));
+    try("getpid", syscall(SYS_getpid));
+    return 0;
+}`;
+    const r = await cprog(sbx, 'sys', src);
+    assert.equal(r.exitCode, 0, r.stderr);
+    const got = Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.split(' ')));
+    assert.equal(got.getpid, 'ALLOWED', 'the filter lets ordinary calls through');
+    assert.equal(got.clone3, 'ENOSYS', 'clone3 is ENOSYS so libc falls back to clone');
+    for (const [name, res] of Object.entries(got)) {
+        if (name === 'getpid' || name === 'clone3') continue;
+        assert.equal(res, 'EPERM', `${name} must be refused with EPERM (got ${res})`);
+    }
+    // as the unprivileged user too
+    const u = await sh(sbx, '/tmp/sys', { user: 'user' });
+    for (const l of u.stdout.trim().split('\n')) {
+        const [name, res] = l.split(' ');
+        if (name !== 'getpid' && name !== 'clone3') assert.notEqual(res, 'ALLOWED', `${name} as user`);
+    }
+});
+
+test('other architectures: i386 int 0x80 and x32 system calls kill the process', async () => {
+    const src = String.raw`
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    long rc = -1;
+    if (argc > 1 && strcmp(argv[1], "i386") == 0) {
+        __asm__ volatile("int $0x80" : "=a"(rc) : "a"(20L) : "memory"); /* i386 getpid */
+    } else {
+        __asm__ volatile("syscall" : "=a"(rc) : "a"(0x40000000L | 39L) : "rcx", "r11", "memory");
+    }
+    printf("survived %ld\n", rc);
+    return 0;
+}`;
+    await sbx.files.write('/tmp/arch.c', src, { user: 'root' });
+    await ok(sbx, 'gcc -O0 -o /tmp/arch /tmp/arch.c');
+    for (const a of ['i386', 'x32']) {
+        const r = await sh(sbx, `/tmp/arch ${a}; echo "status=$?"`);
+        assert.doesNotMatch(r.stdout, /survived/, `${a} entry point must not run`);
+        assert.match(r.stdout, /status=159/, `${a}: killed by SIGSYS (128+31): ${r.stdout}`);
+    }
+});
+
+test('the host is out of view: no /sys cgroups, no host processes, kallsyms hidden', async () => {
+    await refused(sbx, 'test -e /sys/fs/cgroup/memory/release_agent');
+    await refused(sbx, 'ls /sys/fs/cgroup/memory');
+    const pids = (await ok(sbx, 'ls /proc | grep -E "^[0-9]+$" | sort -n | head -1')).trim();
+    assert.equal(pids, '1', 'the sandbox has its own pid namespace');
+    // a host process's pid is not nameable inside
+    await refused(sbx, `kill -0 ${process.pid}`);
+    const ks = await sh(sbx, 'head -1 /proc/kallsyms');
+    assert.ok(ks.exitCode !== 0 || /^0{16} /.test(ks.stdout), `kallsyms addresses hidden: ${ks.stdout}`);
+});
