@@ -409,6 +409,10 @@ static const struct rt_ops lrt_ops = {
     .list_envs = op_list_envs,
     .pool_status = op_pool_status,
     .free = op_free,
+    .usage_probe = lrt_usage_probe,
+    .usage_read = lrt_usage_read,
+    .log_probe = lrt_log_probe,
+    .log_read = lrt_log_read,
 };
 
 int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errlen)
@@ -428,7 +432,8 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
         return AB_ENOMEM;
     rt->base.ops = &lrt_ops;
     rt->base.kind = "local";
-    rt->base.caps = 0; /* no image override; network changes only at create */
+    /* no image override; network changes only at create */
+    rt->base.caps = RT_CAP_USAGE | RT_CAP_LOGS;
     rt->loop = o->loop;
     rt->reload_ms = o->reload_ms > 0 ? o->reload_ms : 2000;
     rt->max_sandboxes = o->max_sandboxes > 0 ? o->max_sandboxes : 256;

@@ -70,6 +70,7 @@ struct lpool {
     char tpl[254];
     int replicas;
     int priority;
+    int64_t cpu_milli, mem_bytes; /* an Env member's sizing; 0 for a standalone pool */
     int64_t startup_ms;
     int64_t idle_ms;
     bool disable_egress;
@@ -154,5 +155,17 @@ void lrt_waiter_timeout(struct loop_timer *t);
 
 /* adopt.c: re-adopt or reap what a previous agent left */
 void lrt_adopt_all(struct lrt *rt);
+
+/* usage.c, logs.c: the "Usage and logs" half of runtime.h. The probes run on
+ * the loop thread, the reads on any thread and touch only the probe. */
+int lrt_usage_probe(struct rt *base, const char *id, struct rt_probe *out);
+void lrt_usage_read(const struct rt_probe *p, size_t n, struct rt_usage *out);
+int lrt_log_probe(struct rt *base, const char *id, struct rt_probe *out);
+int lrt_log_read(const struct rt_probe *p, const struct rt_log_query *q, struct rt_log *out);
+/* Usage from a cgroup v2 directory (cpu.stat, memory.current, memory.stat,
+ * cpu.max, memory.max) into the cpu and memory fields of *u; limits only
+ * when the cgroup sets one. 0, or AB_EIO when cpu.stat or memory.current
+ * cannot be read. */
+int lrt_usage_cgroup(const char *dir, struct rt_usage *u);
 
 #endif

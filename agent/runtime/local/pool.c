@@ -431,6 +431,8 @@ static void apply_manifests(struct lrt *rt, struct mf_set *set)
         ab_strlcpy(p->tpl, v->template_name, sizeof(p->tpl));
         p->replicas = v->replicas;
         p->priority = v->member ? v->member->priority : 0;
+        p->cpu_milli = v->member ? v->member->cpu_milli : 0;
+        p->mem_bytes = v->member ? v->member->mem_bytes : 0;
         p->startup_ms = v->startup_timeout_ms;
         p->idle_ms = v->idle_timeout_ms;
         p->disable_egress = v->disable_egress;
