@@ -47,6 +47,7 @@ struct e2b {
     struct metric_family *m_creates;
     struct metric_family *m_create_seconds;
     struct e2b_events *events;
+    struct e2b_metrics *metrics;
 };
 
 typedef void (*e2b_fn)(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p);
