@@ -257,3 +257,48 @@ test('the host is out of view: no /sys cgroups, no host processes, kallsyms hidd
     const ks = await sh(sbx, 'head -1 /proc/kallsyms');
     assert.ok(ks.exitCode !== 0 || /^0{16} /.test(ks.stdout), `kallsyms addresses hidden: ${ks.stdout}`);
 });
+
+// ---- 2. users ---------------------------------------------------------------------------
+
+test('users: `user` (1000, /home/user) by default, `root` on request, both in the sandbox\'s own passwd', async () => {
+    const s = await create();
+    const run = async (cmd, opts = {}) => {
+        const r = await s.commands.run(cmd, opts);
+        assert.equal(r.exitCode, 0, `${cmd}: ${r.stderr}${logs()}`);
+        return r.stdout;
+    };
+    assert.equal(await run('whoami'), 'user\n');
+    assert.equal(await run('id'), 'uid=1000(user) gid=1000(user) groups=1000(user)\n');
+    assert.equal(await run('cd ~ && pwd'), '/home/user\n');
+    assert.equal(await run('echo "$HOME"'), '/home/user\n');
+    assert.equal(await run('pwd'), '/home/user\n');
+    assert.equal(await run('whoami', { user: 'root' }), 'root\n');
+    assert.equal(await run('id -u; echo ~; cd ~ && pwd', { user: 'root' }), '0\n/root\n/root\n');
+    assert.equal(await run('touch /root/x && echo ok', { user: 'root' }), 'ok\n', "root's home is root's");
+    // the sandbox's accounts, not the host's
+    const passwd = await run('cat /etc/passwd');
+    assert.match(passwd, /^user:x:1000:1000:[^:]*:\/home\/user:/m);
+    assert.match(passwd, /^root:x:0:0:/m);
+    assert.doesNotMatch(passwd, /postgres/, 'host accounts are not listed');
+    assert.match(await run('cat /etc/group'), /^user:x:1000:/m);
+    const shadow = await sh(s, 'cat /etc/shadow', { user: 'root' });
+    assert.doesNotMatch(shadow.stdout, /root:/, "the host's password hashes stay hidden");
+
+    // relative paths and ~ resolve in the request's user's home
+    await s.files.write('notes.txt', 'mine');
+    assert.equal(await run('cat /home/user/notes.txt'), 'mine');
+    assert.equal(await s.files.read('notes.txt'), 'mine');
+    await s.files.write('rootnote.txt', 'r', { user: 'root' });
+    assert.equal(await run('cat /root/rootnote.txt', { user: 'root' }), 'r');
+    // user cannot touch root's files; the host sees the mapped owners
+    await refused(s, 'cat /root/rootnote.txt', { user: 'user' });
+    await run('echo x > ~/by-user');
+    const dir = hostSandboxDir('by-user');
+    assert.equal(fs.statSync(path.join(dir, 'home', 'by-user')).uid, UID_BASE + 1000);
+    assert.equal(fs.statSync(path.join(dir, 'home', 'notes.txt')).uid, UID_BASE + 1000);
+    // git config --global writes the user's ~/.gitconfig
+    await run('git config --global user.name tester && git config --global user.name');
+    assert.match(await run('cat ~/.gitconfig'), /name = tester/);
+    // nothing of the user's can gain privileges back
+    await refused(s, 'su -c true root </dev/null', { user: 'user' });
+});
