@@ -46,6 +46,10 @@ const struct cfg_option agent_serve_options[] = {
      "local runtime: directory of SandboxTemplate/SandboxEnv/SandboxPool YAML", NULL},
     {"envd_path", CFG_STRING, NULL, false, AOPT(envd_path),
      "local runtime: the agentbox-envd binary (default: next to agentbox-agent)", NULL},
+    {"uid_base", CFG_INT, "100000", false, AOPT(uid_base),
+     "local runtime: sandbox uids and gids 0-65535 are host ids uid_base..uid_base+65535 "
+     "(an unprivileged range nobody else uses; at least 65536)",
+     NULL},
     {"data_domain", CFG_STRING, NULL, false, AOPT(data_domain),
      "data plane: route hosts <port>-<sandbox id>.<data_domain> (unset: headers and paths, "
      "and hosts whose first label parses as <port>-<sandbox id>)",
@@ -299,6 +303,14 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
         .manifests_dir = manifests,
         .envd_path = envd_path,
     };
+    if (cfg->uid_base < 65536 || cfg->uid_base > 4294901759LL) {
+        snprintf(err, errlen,
+                 "uid_base must be between 65536 and 4294901759 (sandbox ids 0-65535 map to "
+                 "uid_base..uid_base+65535 on the host), got %lld",
+                 (long long)cfg->uid_base);
+        return AB_EINVAL;
+    }
+    o.uid_base = (uint32_t)cfg->uid_base;
     if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
         snprintf(err, errlen, "out of memory");
         return AB_ENOMEM;

@@ -12,6 +12,22 @@ import { startStack, manifestsDir, envManifest, waitPool } from '../integration/
 
 const UID_BASE = 100000; // the agent's default --uid-base
 
+// A small pool for the resource attacks: 256 MiB of memory, 64 MiB of
+// writable space, 128 processes, half a CPU.
+const TIGHT = `apiVersion: agents.navix.sh/v1alpha1
+kind: SandboxEnv
+metadata: {name: tight, namespace: default}
+spec:
+  templateRef: {name: envd}
+  clusters:
+  - clusterID: alpha
+    members:
+    - name: tight-1c0gi
+      config:
+        inlineResources: {requests: {cpu: 500m, memory: 256Mi, ephemeral-storage: 64Mi, pids: "128"}}
+      spec: {replicas: 1, defaultStartupTimeout: 60s}
+`;
+
 let stack;
 let alpha;
 let E2B;
@@ -20,10 +36,11 @@ const made = [];
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
-    const manifests = manifestsDir([envManifest('iso', ['alpha'], { replicas: 2 })]);
+    const manifests = manifestsDir([envManifest('iso', ['alpha'], { replicas: 2 }), TIGHT]);
     stack = await startStack({ clusters: ['alpha'], manifests });
     alpha = stack.agents.alpha;
     await waitPool(alpha, 'iso-1c0gi', (s) => s.idle === 2, 'alpha warm', 30000);
+    await waitPool(alpha, 'tight-1c0gi', (s) => s.idle === 1, 'tight warm', 30000);
     process.env.E2B_API_URL = alpha.e2b;
     process.env.E2B_SANDBOX_URL = alpha.data;
     process.env.E2B_API_KEY = stack.key;
@@ -38,8 +55,8 @@ after(async () => {
 
 const logs = () => `\nagent log:\n${alpha.proc.logs().split('\n').slice(-20).join('\n')}`;
 
-async function create() {
-    const s = await E2B.Sandbox.create('iso', { timeoutMs: 300000 });
+async function create(tpl = 'iso') {
+    const s = await E2B.Sandbox.create(tpl, { timeoutMs: 300000 });
     made.push(s);
     return s;
 }
@@ -301,4 +318,66 @@ test('users: `user` (1000, /home/user) by default, `root` on request, both in th
     assert.match(await run('cat ~/.gitconfig'), /name = tester/);
     // nothing of the user's can gain privileges back
     await refused(s, 'su -c true root </dev/null', { user: 'user' });
+});
+
+// ---- 3. filesystem ----------------------------------------------------------------------
+
+function mountsOf(mountinfo) {
+    const out = {};
+    for (const l of mountinfo.trim().split('\n')) {
+        const f = l.split(' ');
+        const sep = f.indexOf('-');
+        out[f[4]] = { opts: f[5].split(','), fstype: f[sep + 1], super: (f[sep + 3] || '').split(',') };
+    }
+    return out;
+}
+
+test('filesystem: writable mounts are nodev,nosuid; system directories read-only; only envd bound in', async () => {
+    const m = mountsOf(await ok(sbx, 'cat /proc/self/mountinfo'));
+    for (const mp of ['/', '/home/user', '/tmp', '/run/agentbox', '/dev/shm']) {
+        assert.ok(m[mp], `${mp} is a mount (${Object.keys(m).join(' ')})`);
+        assert.ok(m[mp].opts.includes('nosuid') && m[mp].opts.includes('nodev'), `${mp}: ${m[mp].opts}`);
+    }
+    for (const mp of ['/usr', '/etc', '/proc/sys', '/proc/sysrq-trigger', '/proc/irq', '/.agentbox/agentbox-envd']) {
+        if ((await sh(sbx, `test -e ${mp}`)).exitCode !== 0) continue; // this kernel has none
+        assert.ok(m[mp], `${mp} is a mount`);
+        assert.ok(m[mp].opts.includes('ro'), `${mp} is read-only: ${m[mp].opts}`);
+    }
+    assert.equal(await ok(sbx, 'ls -A /.agentbox'), 'agentbox-envd\n', 'only the envd binary of the agent');
+    await refused(sbx, 'ls /.agentbox/../agentbox-agent');
+    await refused(sbx, 'echo 1 > /proc/sys/kernel/ns_last_pid');
+    const w = await sh(sbx, 'echo 1 > /proc/sys/kernel/ns_last_pid');
+    assert.match(w.stderr, /Read-only file system/);
+    for (const f of ['/proc/kcore', '/proc/keys', '/proc/kallsyms', '/proc/timer_list']) {
+        if ((await sh(sbx, `test -e ${f}`)).exitCode !== 0) continue;
+        assert.equal((await ok(sbx, `cat ${f} | wc -c`)).trim(), '0', `${f} is masked`);
+    }
+    // set-uid programs do not gain anything (no_new_privs, nosuid)
+    await ok(sbx, 'cp /bin/ls /tmp/suid && chmod 4755 /tmp/suid');
+    assert.equal((await ok(sbx, '/tmp/suid -d / >/dev/null; id -u', { user: 'user' })).trim(), '1000');
+});
+
+test('filesystem: a minimal /dev, a bounded /dev/shm', async () => {
+    const dev = (await ok(sbx, 'ls -A /dev')).trim().split('\n').sort();
+    assert.deepEqual(dev, ['fd', 'full', 'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', 'stdin', 'stdout', 'tty', 'urandom', 'zero']);
+    const shmKiB = Number((await ok(sbx, "df -k --output=size /dev/shm | tail -1")).trim());
+    assert.ok(shmKiB > 0 && shmKiB <= 64 * 1024, `/dev/shm is ${shmKiB} KiB`);
+    const r = await sh(sbx, 'dd if=/dev/zero of=/dev/shm/fill bs=1M count=100 2>&1; rm -f /dev/shm/fill');
+    assert.match(r.stdout, /No space left on device/);
+});
+
+test('filesystem: writing past ephemeral-storage is ENOSPC inside and fills nothing outside', async () => {
+    const s = await create('tight');
+    const kib = Number((await ok(s, 'df -k --output=size /home/user | tail -1')).trim());
+    assert.equal(kib, 64 * 1024, 'home is the pool\'s ephemeral-storage');
+    const r = await sh(s, 'dd if=/dev/zero of=/home/user/fill bs=1M count=200 2>&1; echo "dd=$?"', { user: 'user' });
+    assert.match(r.stdout, /No space left on device/);
+    assert.match(r.stdout, /dd=1/);
+    const t = await sh(s, 'dd if=/dev/zero of=/tmp/more bs=1M count=10 2>&1', { user: 'user' });
+    assert.match(t.stdout, /No space left on device/, '/tmp shares the bound');
+    const dir = hostSandboxDir('fill');
+    assert.ok(fs.statSync(path.join(dir, 'home', 'fill')).size <= 64 * 1024 * 1024);
+    // the sandbox still works, and frees its space
+    await ok(s, 'rm /home/user/fill /tmp/more && echo fine > /home/user/after', { user: 'user' });
+    await s.kill();
 });

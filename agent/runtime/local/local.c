@@ -441,6 +441,7 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
     ab_strlcpy(rt->manifests, o->manifests_dir, sizeof(rt->manifests));
     ab_strlcpy(rt->envd, o->envd_path, sizeof(rt->envd));
+    rt->uid_base = o->uid_base;
     if (o->slirp && !(rt->slirp = strdup(o->slirp)))
         goto nomem;
     if (ab_strlcpy(rt->state_dir, o->state_dir, sizeof(rt->state_dir)) >= sizeof(rt->state_dir) ||

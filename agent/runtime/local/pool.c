@@ -289,6 +289,11 @@ static void spawn_work(void *arg)
     o.dir = dir;
     o.argv = s->rt->argv;
     o.slirp = s->rt->slirp;
+    o.uid_base = s->rt->uid_base;
+    o.disk_bytes = (uint64_t)s->pool->disk_bytes;
+    o.mem_bytes = s->pool->mem_bytes;
+    o.cpu_milli = s->pool->cpu_milli;
+    o.pids_max = s->pool->pids_max;
     s->rc = lsbx_spawn(&o, &s->x, s->err, sizeof(s->err));
 }
 
@@ -433,6 +438,8 @@ static void apply_manifests(struct lrt *rt, struct mf_set *set)
         p->priority = v->member ? v->member->priority : 0;
         p->cpu_milli = v->member ? v->member->cpu_milli : 0;
         p->mem_bytes = v->member ? v->member->mem_bytes : 0;
+        p->disk_bytes = v->member ? v->member->disk_bytes : 0;
+        p->pids_max = v->member ? v->member->pids_max : 0;
         p->startup_ms = v->startup_timeout_ms;
         p->idle_ms = v->idle_timeout_ms;
         p->disable_egress = v->disable_egress;

@@ -103,13 +103,14 @@ static const char *step_name(int step)
 
 /* Everything the children need, prepared before clone(). */
 struct child_plan {
-    char home[LSBX_DIR_MAX + 8];
-    char tmp[LSBX_DIR_MAX + 8];
+    char data[LSBX_DIR_MAX + 8]; /* <dir>/data: the writable space, a tmpfs of disk_bytes */
+    char home[LSBX_DIR_MAX + 16];
+    char tmp[LSBX_DIR_MAX + 16];
     char run[LSBX_DIR_MAX + 8];
     char log[LSBX_DIR_MAX + 16];
     char root[LSBX_DIR_MAX + 8];    /* <dir>/root: the sandbox's / (a tmpfs) */
     char rpath[LSBX_DIR_MAX + 64];  /* scratch for paths under root */
-    char program_dir[LSBX_DIR_MAX]; /* the host directory of argv[0], bound at PROGRAM_DIR */
+    char program[LSBX_DIR_MAX];     /* argv[0] on the host: the only file bound from the agent */
     char exec_path[LSBX_DIR_MAX];   /* PROGRAM_DIR/<basename of argv[0]> */
     char passwd[LSBX_DIR_MAX + 16]; /* <dir>/passwd, bound on /etc/passwd */
     char group[LSBX_DIR_MAX + 16];  /* <dir>/group, bound on /etc/group */
@@ -199,6 +200,7 @@ static const char *under(struct child_plan *p, const char *path)
 
 static int bind_ro(struct child_plan *p, const char *src, const char *dst, bool is_dir)
 {
+    (void)p;
     if (is_dir) {
         if (mkdir(dst, 0755) != 0 && errno != EEXIST)
             return -1;
@@ -264,11 +266,14 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     if (chown(under(p, "/root"), p->uid_base, p->uid_base) != 0 ||
         chown(under(p, "/run"), p->uid_base, p->uid_base) != 0)
         child_fail(p, STEP_ROOT);
+    /* writable, so never a device node or a set-uid program */
     for (int i = 0; i < 3; i++)
-        if (mount(fdpath[i], under(p, inner[i]), NULL, MS_BIND | MS_REC, NULL) != 0)
+        if (mount(fdpath[i], under(p, inner[i]), NULL, MS_BIND | MS_REC, NULL) != 0 ||
+            mount(NULL, under(p, inner[i]), NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV,
+                  NULL) != 0)
             child_fail(p, STEP_BIND_HOME + i);
-    if (access(p->program_dir, X_OK) != 0 ||
-        bind_ro(p, p->program_dir, under(p, PROGRAM_DIR), true) != 0)
+    if (access(p->program, X_OK) != 0 || mkdir(under(p, PROGRAM_DIR), 0755) != 0 ||
+        bind_ro(p, p->program, under(p, p->exec_path), false) != 0)
         child_fail(p, STEP_EXEC); /* a missing program fails here, before exec */
     for (int i = 0; dev_nodes[i]; i++) {
         char src[32];
@@ -292,6 +297,43 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     if (syscall(SYS_pivot_root, p->root, under(p, "/.oldroot")) != 0 || chdir("/") != 0 ||
         umount2("/.oldroot", MNT_DETACH) != 0 || rmdir("/.oldroot") != 0)
         child_fail(p, STEP_PIVOT);
+}
+
+/* /proc is the sandbox's own, but some of its files are the kernel's (DESIGN
+ * §10a, as runc does): read-only where they configure the host, hidden where
+ * they leak its memory, keys or timers. Entries this kernel lacks are skipped. */
+static int mask_proc(void)
+{
+    static const char *const ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus",
+                                     NULL};
+    static const char *const masked[] = {"/proc/kcore",
+                                         "/proc/keys",
+                                         "/proc/kallsyms",
+                                         "/proc/timer_list",
+                                         "/proc/sched_debug",
+                                         "/proc/latency_stats",
+                                         NULL};
+    static const char *const masked_dirs[] = {"/proc/acpi", "/proc/scsi", NULL};
+    const unsigned long ro_flags =
+        MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    struct stat st;
+
+    for (int i = 0; ro[i]; i++) {
+        if (lstat(ro[i], &st) != 0)
+            continue;
+        if (mount(ro[i], ro[i], NULL, MS_BIND | MS_REC, NULL) != 0 ||
+            mount(NULL, ro[i], NULL, ro_flags, NULL) != 0)
+            return -1;
+    }
+    for (int i = 0; masked[i]; i++)
+        if (lstat(masked[i], &st) == 0 && mount("/dev/null", masked[i], NULL, MS_BIND, NULL) != 0)
+            return -1;
+    for (int i = 0; masked_dirs[i]; i++)
+        if (lstat(masked_dirs[i], &st) == 0 && S_ISDIR(st.st_mode) &&
+            mount("tmpfs", masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k") != 0)
+            return -1;
+    return 0;
 }
 
 /* Docker's default capabilities minus NET_RAW and MKNOD: never SYS_ADMIN,
@@ -383,7 +425,8 @@ static void child_init(const struct child_plan *plan)
     build_root(p, (const char(*)[32])fdpath);
     for (i = 0; i < 3; i++)
         close(src[i]);
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0 ||
+        mask_proc() != 0)
         child_fail(p, STEP_PROC);
     if (loopback_up() != 0)
         child_fail(p, STEP_LOOPBACK);
@@ -508,10 +551,16 @@ static int rm_entry(const char *path, const struct stat *st, int type, struct FT
 
 static int remove_tree(const char *dir)
 {
+    char data[LSBX_DIR_MAX + 8];
     struct stat st;
 
     if (lstat(dir, &st) != 0)
         return errno == ENOENT ? 0 : AB_EIO;
+    /* the writable space is a mount of its own: gone with it, and the walk
+     * below never crosses into a mount */
+    snprintf(data, sizeof(data), "%s/data", dir);
+    if (umount2(data, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL && errno != ENOENT)
+        return AB_EIO;
     return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0 ? 0 : AB_EIO;
 }
 
@@ -614,6 +663,24 @@ static int write_file(const char *path, const char *text)
     return w == (ssize_t)n ? 0 : -1;
 }
 
+/* The sandbox's writable space (home and /tmp) is one size-limited tmpfs at
+ * <dir>/data, mounted here in the agent's namespace so that the host sees
+ * the files at <dir>/home and <dir>/tmp (symlinks into it): a full disk is
+ * ENOSPC inside and nothing outside. Its pages are charged to the memory
+ * cgroup of whoever writes them, the sandbox. */
+static int make_data(const char *dir, const char *data, const char *opts)
+{
+    char link[LSBX_DIR_MAX + 8];
+
+    if (mkdir(data, 0755) != 0 || mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+        return -1;
+    snprintf(link, sizeof(link), "%s/home", dir);
+    if (symlink("data/home", link) != 0)
+        return -1;
+    snprintf(link, sizeof(link), "%s/tmp", dir);
+    return symlink("data/tmp", link);
+}
+
 /* The sandbox's own accounts, as on E2B: root and user (uid 1000). */
 static int write_accounts(const struct child_plan *p)
 {
@@ -667,6 +734,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     struct child_plan plan;
     int errp[2] = {-1, -1}, syncp[2] = {-1, -1}, readyp[2] = {-1, -1};
     int msg[2] = {0, 0}, i, rc = AB_EIO;
+    char data_opts[96];
+    uint64_t disk;
     const char *const *envp = o->envp ? o->envp : default_env;
     bool made_dir = false;
     ssize_t n;
@@ -720,8 +789,12 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     snprintf(plan.root_opts, sizeof(plan.root_opts), "mode=0755,size=16m,uid=%u,gid=%u",
              plan.uid_base, plan.uid_base);
     ab_strlcpy(plan.hostname, o->hostname ? o->hostname : o->id, sizeof(plan.hostname));
-    snprintf(plan.home, sizeof(plan.home), "%s/home", o->dir);
-    snprintf(plan.tmp, sizeof(plan.tmp), "%s/tmp", o->dir);
+    snprintf(plan.data, sizeof(plan.data), "%s/data", o->dir);
+    snprintf(plan.home, sizeof(plan.home), "%s/data/home", o->dir);
+    snprintf(plan.tmp, sizeof(plan.tmp), "%s/data/tmp", o->dir);
+    disk = o->disk_bytes ? o->disk_bytes : LSBX_DISK_DEFAULT;
+    snprintf(data_opts, sizeof(data_opts), "size=%llu,nr_inodes=%u,mode=0755",
+             (unsigned long long)disk, LSBX_INODES_MAX);
     snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
     snprintf(plan.log, sizeof(plan.log), "%s/envd.log", o->dir);
     snprintf(plan.root, sizeof(plan.root), "%s/root", o->dir);
@@ -730,13 +803,13 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     {
         const char *slash = strrchr(o->argv[0], '/');
         size_t dl = slash == o->argv[0] ? 1 : (size_t)(slash - o->argv[0]);
-        if (dl >= sizeof(plan.program_dir) || strlen(slash + 1) == 0) {
+        if (strlen(o->argv[0]) >= sizeof(plan.program) || dl >= sizeof(plan.program) ||
+            strlen(slash + 1) == 0) {
             snprintf(err, errlen, "sandbox program path %s is too long or names no file",
                      o->argv[0]);
             return AB_EINVAL;
         }
-        memcpy(plan.program_dir, o->argv[0], dl);
-        plan.program_dir[dl] = '\0';
+        ab_strlcpy(plan.program, o->argv[0], sizeof(plan.program));
         snprintf(plan.exec_path, sizeof(plan.exec_path), "%s/%s", PROGRAM_DIR, slash + 1);
     }
 
@@ -745,9 +818,10 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         return errno == EEXIST ? AB_EEXIST : AB_EIO;
     }
     made_dir = true;
-    if (mkdir_p1(plan.home, 0755) != 0 || mkdir_p1(plan.tmp, 01777) != 0 ||
-        mkdir_p1(plan.root, 0755) != 0 || chmod(plan.tmp, 01777) != 0 ||
-        mkdir_p1(plan.run, 0755) != 0 || own_dirs(&plan) != 0 || write_accounts(&plan) != 0) {
+    if (make_data(o->dir, plan.data, data_opts) != 0 || mkdir_p1(plan.home, 0755) != 0 ||
+        mkdir_p1(plan.tmp, 01777) != 0 || mkdir_p1(plan.root, 0755) != 0 ||
+        chmod(plan.tmp, 01777) != 0 || mkdir_p1(plan.run, 0755) != 0 || own_dirs(&plan) != 0 ||
+        write_accounts(&plan) != 0) {
         snprintf(err, errlen, "cannot create the sandbox's directories under %s: %s", o->dir,
                  strerror(errno));
         goto fail;

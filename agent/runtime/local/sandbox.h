@@ -41,7 +41,10 @@
 /* Sandbox uids and gids 0-65535 are host ids uid_base..uid_base+65535. */
 #define LSBX_UID_BASE_DEFAULT 100000U
 #define LSBX_UID_COUNT 65536U
-#define LSBX_USER_UID 1000U /* `user`, home LSBX_HOME */
+#define LSBX_USER_UID 1000U            /* `user`, home LSBX_HOME */
+#define LSBX_DISK_DEFAULT (1ULL << 30) /* writable space (home + /tmp) */
+#define LSBX_INODES_MAX 262144U
+#define LSBX_PIDS_DEFAULT 1024
 
 struct lsbx_options {
     const char *id;          /* [a-z0-9-], at most LSBX_ID_MAX */
@@ -52,6 +55,10 @@ struct lsbx_options {
     bool internet;           /* attach slirp4netns */
     const char *slirp;       /* NULL → "slirp4netns" from PATH */
     uint32_t uid_base;       /* 0 → LSBX_UID_BASE_DEFAULT; at least 65536 */
+    uint64_t disk_bytes;     /* home + /tmp; 0 → LSBX_DISK_DEFAULT (a pool's ephemeral-storage) */
+    int64_t mem_bytes;       /* cgroup memory limit; 0 → none beyond the host's */
+    int64_t cpu_milli;       /* cgroup CPU quota in thousandths of a CPU; 0 → none */
+    int64_t pids_max;        /* cgroup pids limit; 0 → LSBX_PIDS_DEFAULT */
 };
 
 struct lsbx {

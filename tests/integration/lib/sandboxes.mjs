@@ -6,6 +6,7 @@
 // (they outlive a stopped agent by design, so a test must kill them).
 import fs from 'node:fs';
 import path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import {
     startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, run, hubBin,
     hubSecret, buildDir, tempDir, waitFor,
@@ -53,11 +54,11 @@ export function reapSandboxes(stateDir) {
     const root = path.join(stateDir, 'sandboxes');
     if (!fs.existsSync(root)) return;
     for (const d of fs.readdirSync(root)) {
-        let st;
+        let st = {};
         try {
             st = JSON.parse(fs.readFileSync(path.join(root, d, 'state.json'), 'utf8'));
         } catch {
-            continue;
+            /* mid-spawn: no state yet, but maybe its writable space */
         }
         for (const pid of [st.pid, st.slirp_pid]) {
             if (!pid) continue;
@@ -67,6 +68,10 @@ export function reapSandboxes(stateDir) {
                 /* gone */
             }
         }
+        // a sandbox's writable space is a tmpfs mounted on <dir>/data in the
+        // host's namespace: unmount it so the directory can be removed
+        const data = path.join(root, d, 'data');
+        if (fs.existsSync(data)) spawnSync('umount', ['-l', data], { stdio: 'ignore' });
     }
 }
 
