@@ -566,6 +566,10 @@ static int remove_tree(const char *dir)
 
 int lsbx_remove_dir(const struct lsbx *s)
 {
+    int rc = lcg_remove(&s->cg);
+
+    if (rc != 0)
+        return rc;
     return remove_tree(s->dir);
 }
 
@@ -737,7 +741,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     char data_opts[96];
     uint64_t disk;
     const char *const *envp = o->envp ? o->envp : default_env;
-    bool made_dir = false;
+    bool made_dir = false, made_cg = false;
     ssize_t n;
     char c = 1;
 
@@ -833,6 +837,15 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         snprintf(err, errlen, "cannot create pipes: %s", strerror(errno));
         goto fail;
     }
+    {
+        struct lcg_limits lim = {.mem_bytes = o->mem_bytes,
+                                 .cpu_milli = o->cpu_milli,
+                                 .pids_max = o->pids_max > 0 ? o->pids_max : LSBX_PIDS_DEFAULT};
+        if ((rc = lcg_create(o->id, &lim, &s->cg, err, errlen)) != 0)
+            goto fail;
+        made_cg = true;
+        rc = AB_EIO;
+    }
     plan.errfd = errp[1];
     plan.syncfd = syncp[0];
     s->pid = raw_fork(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET);
@@ -848,6 +861,9 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         child_init(&plan);
     }
     s->is_child = true;
+    if ((rc = lcg_enter(&s->cg, s->pid, err, errlen)) != 0)
+        goto fail; /* before the init may run anything: every process is counted */
+    rc = AB_EIO;
     s->internet = o->internet;
     s->created_ms = ab_wall_ms();
     close(errp[1]);
@@ -858,15 +874,14 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
 
     if (o->internet && attach(s, o->slirp, readyp, err, errlen) != 0)
         goto fail;
-    if (send(syncp[1], &c, 1, MSG_NOSIGNAL) != 1) {
-        snprintf(err, errlen, "sandbox init exited during setup");
-        goto fail;
-    }
-    rc = map_child(s, syncp[1], plan.uid_base, err, errlen);
-    if (rc == AB_ECLOSED) {
-        rc = AB_EIO; /* the report on errfd below names the failed step */
-    } else if (rc != 0) {
-        goto fail;
+    /* A child that failed before reading the byte makes send() fail: its
+     * report on errfd below names the step. */
+    if (send(syncp[1], &c, 1, MSG_NOSIGNAL) == 1) {
+        rc = map_child(s, syncp[1], plan.uid_base, err, errlen);
+        if (rc == AB_ECLOSED)
+            rc = AB_EIO; /* the report on errfd below names the failed step */
+        else if (rc != 0)
+            goto fail;
     }
     if (wait_readable(errp[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0) {
         snprintf(err, errlen, "sandbox setup did not finish within %d ms", LSBX_SETUP_TIMEOUT_MS);
@@ -897,6 +912,10 @@ fail:
         lsbx_kill(s);
         while (!lsbx_is_gone(s) && ab_now_ms() < deadline)
             poll(NULL, 0, 5);
+    }
+    if (made_cg) {
+        lcg_kill_all(&s->cg);
+        lcg_remove(&s->cg);
     }
     if (made_dir)
         remove_tree(o->dir);
@@ -968,6 +987,11 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     s->created_ms = created;
     s->info = info ? json_incref(info) : NULL;
     json_decref(j);
+    {
+        char why[256];
+        if (lcg_locate(s->id, &s->cg, why, sizeof(why)) != 0)
+            memset(&s->cg, 0, sizeof(s->cg));
+    }
     return 0;
 }
 
@@ -1003,6 +1027,8 @@ void lsbx_kill(struct lsbx *s)
         kill(s->pid, SIGKILL);
     if (s->slirp_pid > 0 && (s->is_child || lsbx_proc_start_time(s->slirp_pid) == s->slirp_start))
         kill(s->slirp_pid, SIGKILL);
+    /* anything of the sandbox that escaped the pid namespace's end */
+    lcg_kill_all(&s->cg);
 }
 
 static bool proc_gone(pid_t *pid, uint64_t start, bool child)
@@ -1029,7 +1055,7 @@ bool lsbx_is_gone(struct lsbx *s)
     bool a = proc_gone(&s->pid, s->start_time, s->is_child);
     bool b = proc_gone(&s->slirp_pid, s->slirp_start, s->is_child);
 
-    return a && b;
+    return a && b && lcg_is_empty(&s->cg);
 }
 
 void lsbx_release(struct lsbx *s)

@@ -30,6 +30,8 @@
 #include <sys/types.h>
 #include <jansson.h>
 
+#include "agent/runtime/local/cgroup.h"
+
 #define LSBX_INNER_RUN "/run/agentbox"
 #define LSBX_INNER_SOCKET LSBX_INNER_RUN "/envd.sock"
 #define LSBX_HOME "/home/user"
@@ -72,6 +74,7 @@ struct lsbx {
     bool is_child; /* ours to waitpid (false after re-adoption) */
     bool internet;
     int64_t created_ms; /* wall clock */
+    struct lcg cg;      /* its cgroups (memory, pids, cpu); located again on re-adoption */
     json_t *info;       /* caller's data persisted in state.json; owned, may be NULL */
 };
 
@@ -95,12 +98,15 @@ bool lsbx_is_alive(const struct lsbx *s);
 /* True when a connect() to envd's socket succeeds (non-blocking). */
 bool lsbx_socket_answers(const struct lsbx *s);
 
-/* Sends SIGKILL to pid 1 (which ends the namespace) and to slirp4netns,
- * after checking their start times. Does not wait. */
+/* Sends SIGKILL to pid 1 (which ends the namespace), to every process in
+ * the sandbox's cgroups and to slirp4netns, after checking their start
+ * times. Does not wait. */
 void lsbx_kill(struct lsbx *s);
-/* Non-blocking: true once both processes are gone (reaps our own children). */
+/* Non-blocking: true once both processes are gone (reaps our own children)
+ * and the sandbox's cgroups hold no process. */
 bool lsbx_is_gone(struct lsbx *s);
-/* Removes the directory tree (never following symlinks). */
+/* Removes the cgroups and the directory tree (never following symlinks).
+ * AB_EBUSY while a process is still in the cgroups. */
 int lsbx_remove_dir(const struct lsbx *s);
 /* kill + wait up to timeout_ms for is_gone + remove_dir; frees info.
  * Returns AB_ETIMEOUT if a process survived (the directory is kept then). */

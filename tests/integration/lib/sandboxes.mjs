@@ -72,6 +72,30 @@ export function reapSandboxes(stateDir) {
         // host's namespace: unmount it so the directory can be removed
         const data = path.join(root, d, 'data');
         if (fs.existsSync(data)) spawnSync('umount', ['-l', data], { stdio: 'ignore' });
+        removeCgroups(d);
+    }
+}
+
+// The agent puts sandbox <sid> in <its own cgroup>/agentbox/<sid> of the
+// memory, pids and cpu hierarchies (cgroup v1) or of the unified one; the
+// agent is our child, so its cgroup is ours. Removes them once empty (the
+// SIGKILLs above take a moment), for at most 2 s.
+function removeCgroups(sid) {
+    const dirs = [];
+    for (const l of fs.readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n')) {
+        const [, ctrls, p] = l.split(':');
+        const names = ctrls === '' ? [''] : ctrls.split(',').filter((c) => ['memory', 'pids', 'cpu'].includes(c));
+        for (const c of names) dirs.push(path.join('/sys/fs/cgroup', c, p, 'agentbox', sid));
+    }
+    const deadline = Date.now() + 2000;
+    for (const dir of dirs) {
+        while (fs.existsSync(dir)) {
+            try {
+                fs.rmdirSync(dir);
+            } catch {
+                if (Date.now() > deadline) break;
+            }
+        }
     }
 }
 
