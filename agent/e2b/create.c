@@ -311,8 +311,7 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
     ab_strlcpy(c->user, p->user, sizeof(c->user));
     sbxid_generate(e->cluster, c->id, sizeof(c->id));
 
-    char token[E2B_TOKEN_HEX + 1];
-    e2b_token(e, c->id, token);
+    /* no access_token: the runtime arms the sandbox with its own random one */
     struct rt_claim_options o = {
         .id = c->id,
         .timeout_s = timeout,
@@ -320,7 +319,6 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         .env_vars = envs,
         .metadata = md,
         .allow_internet = internet,
-        .access_token = token,
         .team = p->team,
         .owner = p->user,
     };

@@ -102,13 +102,12 @@ void e2b_pool_size(const char *pool, int64_t *cpu, int64_t *mem_mb)
 
 json_t *e2b_sandbox_json(struct e2b *e, const struct rt_sandbox *s)
 {
-    char tok[E2B_TOKEN_HEX + 1];
     const char *domain = e2b_domain(e);
-    e2b_token(e, s->id, tok);
+    /* the runtime's random per-sandbox token (runtime.h), never derived from the id */
     return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s}", "sandboxID", s->id, "templateID", s->pool,
-                     "clientID", s->ns, "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", tok,
-                     "domain", domain ? json_string(domain) : json_null(), "trafficAccessToken",
-                     "");
+                     "clientID", s->ns, "envdVersion", E2B_ENVD_VERSION, "envdAccessToken",
+                     s->envd_token, "domain", domain ? json_string(domain) : json_null(),
+                     "trafficAccessToken", "");
 }
 
 json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_domain)
@@ -119,6 +118,10 @@ json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_dom
     e2b_time(s->claimed_ms, started, sizeof(started));
     e2b_time(s->end_ms > 0 ? s->end_ms : s->claimed_ms + 300000, end, sizeof(end));
     e2b_pool_size(s->pool, &cpu, &mem);
+    if (s->cpu_milli > 0) /* the runtime's real sizing wins over the pool name's */
+        cpu = (s->cpu_milli + 999) / 1000;
+    if (s->mem_bytes > 0)
+        mem = s->mem_bytes / (1024 * 1024);
     json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:i,s:s,s:s}", "sandboxID", s->id,
                           "templateID", s->pool, "clientID", s->ns, "startedAt", started, "endAt",
                           end, "cpuCount", (json_int_t)cpu, "memoryMB", (json_int_t)mem,

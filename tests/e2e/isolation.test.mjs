@@ -416,6 +416,10 @@ test('cgroups: one per sandbox with the pool\'s memory, CPU and pids limits; get
     assert.equal(fs.readFileSync(path.join(cg.memory, 'memory.limit_in_bytes'), 'utf8').trim(), String(256 * 1024 * 1024));
     assert.equal(fs.readFileSync(path.join(cg.pids, 'pids.max'), 'utf8').trim(), '128');
     assert.equal(fs.readFileSync(path.join(cg.cpu, 'cpu.cfs_quota_us'), 'utf8').trim(), '50000');
+    const info = await s.getInfo();
+    assert.equal(info.cpuCount, 1);
+    assert.equal(info.memoryMB, 256);
+    assert.equal((await sbx.getInfo()).memoryMB, 512);
     // inside, the cgroup namespace hides where it is
     assert.equal((await ok(s, 'cat /proc/self/cgroup | grep -c agentbox || true')).trim(), '0');
     // the default pool gets the default pids limit
@@ -484,4 +488,67 @@ int main(void) {
     await ok(s, 'touch ~/bomb-marker', { user: 'user' }).catch(() => {});
     await s.kill();
     assert.ok(await agentHealthy());
+});
+
+// ---- 5. platform secrets ------------------------------------------------------------------
+
+test('envd tokens: random per sandbox, held in a 0600 state file, another tenant\'s token is refused', async () => {
+    const a = sbx;
+    const b = await create();
+    await ok(b, 'echo b-secret > ~/b-secret', { user: 'user' });
+    assert.match(a.envdAccessToken, /^[0-9a-f]{64}$/);
+    assert.notEqual(a.envdAccessToken, b.envdAccessToken);
+    const dirB = hostSandboxDir('b-secret');
+    const st = fs.statSync(path.join(dirB, 'state.json'));
+    assert.equal(st.mode & 0o777, 0o600, 'state.json is the agent\'s only');
+    assert.equal(JSON.parse(fs.readFileSync(path.join(dirB, 'state.json'), 'utf8')).token, b.envdAccessToken);
+    // a's token does not open b's envd through the data plane
+    const body = JSON.stringify({ process: { cmd: '/bin/cat', args: ['/home/user/b-secret'] } });
+    for (const token of [a.envdAccessToken, '', 'x'.repeat(64)]) {
+        const r = await fetch(`${alpha.data}/process.Process/Start`, {
+            method: 'POST',
+            headers: {
+                'E2b-Sandbox-Id': b.sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': token,
+                'Content-Type': 'application/connect+json', 'Connect-Protocol-Version': '1',
+            },
+            body,
+        });
+        const text = await r.text();
+        assert.equal(r.status, 401, `token ${token.slice(0, 8)}… must not run commands in b: ${r.status} ${text}`);
+        assert.doesNotMatch(text, /b-secret/);
+    }
+    // and nothing of b is reachable from inside a
+    const found = await ok(a, 'find / -path /proc -prune -o -name b-secret -print 2>/dev/null; true');
+    assert.equal(found, '');
+    await b.kill();
+});
+
+test('envd socket: its directory is not the sandbox\'s; the socket cannot be swapped for a link', async () => {
+    for (const cmd of [
+        'rm -f /run/agentbox/envd.sock',
+        'mv /run/agentbox/envd.sock /run/agentbox/x',
+        'ln -sf /tmp /run/agentbox/evil',
+        'touch /run/agentbox/new',
+        'chmod 777 /run/agentbox',
+    ]) await refused(sbx, cmd);
+    // still the socket, and the sandbox still answers through it
+    assert.equal(await ok(sbx, 'test -S /run/agentbox/envd.sock && echo sock'), 'sock\n');
+    await ok(sbx, 'touch ~/sock-marker', { user: 'user' });
+    const run = path.join(hostSandboxDir('sock-marker'), 'run');
+    const st = fs.lstatSync(run);
+    assert.equal(st.uid, 0, 'host root owns the socket directory');
+    assert.equal(st.mode & 0o022, 0, 'nobody else may write it');
+    assert.ok(fs.lstatSync(path.join(run, 'envd.sock')).isSocket());
+});
+
+test('nothing secret in envd\'s environment or on a path the sandbox can name', async () => {
+    const env = (await ok(sbx, 'tr "\\0" "\\n" < /proc/1/environ')).trim().split('\n').map((l) => l.split('=')[0]).sort();
+    assert.deepEqual(env, ['HOME', 'PATH'], `envd's environment: ${env}`);
+    const all = await ok(sbx, 'cat /proc/*/environ 2>/dev/null | tr "\\0" "\\n"');
+    assert.doesNotMatch(all, /AGENTBOX_|JOIN_TOKEN|HUB_SECRET|PGPASSWORD|DATABASE_URL/);
+    // the agent's state directory and the build directory are not in view
+    await refused(sbx, `ls ${alpha.stateDir}`);
+    await refused(sbx, `ls ${path.dirname(process.env.AGENTBOX_BUILD_DIR || '/work')}/build/agentbox-agent`);
+    // hard links to host files cannot be made from inside (nothing of the host's to link to)
+    await refused(sbx, 'ln /etc/passwd /tmp/pw && echo x >> /tmp/pw');
 });

@@ -158,6 +158,11 @@ void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
     o->end_ms = s->end_ms;
     snprintf(o->envd_addr, sizeof(o->envd_addr), "unix:%s", s->x.socket);
     snprintf(o->port_addr, sizeof(o->port_addr), "netns:/proc/%d/ns/net|127.0.0.1", (int)s->x.pid);
+    if (s->phase >= PH_ATTACHING)
+        ab_strlcpy(o->envd_token, s->x.token, sizeof(o->envd_token));
+    o->cpu_milli = s->pool->cpu_milli;
+    o->mem_bytes = s->pool->mem_bytes;
+    o->disk_bytes = s->pool->disk_bytes > 0 ? s->pool->disk_bytes : (int64_t)LSBX_DISK_DEFAULT;
     o->metadata = s->metadata && ref_metadata ? json_incref(s->metadata) : s->metadata;
 }
 
@@ -269,6 +274,12 @@ static void ready_poll(struct loop_timer *t)
         }
         s->timer_on = true;
         loop_timer_start(s->rt->loop, &s->timer, READY_POLL_MS, ready_poll, s);
+        return;
+    }
+    if (lsbx_lock_socket(&s->x) != 0) {
+        LOG_WARN("sandbox envd socket is not a socket, or its directory cannot be locked", "pool",
+                 s->pool->name, "dir", s->x.dir);
+        lrt_destroy(s);
         return;
     }
     s->phase = PH_IDLE;

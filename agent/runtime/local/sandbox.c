@@ -24,6 +24,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -747,6 +748,17 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
 
     memset(s, 0, sizeof(*s));
     memset(&plan, 0, sizeof(plan));
+    {
+        uint8_t raw[32];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+            snprintf(err, errlen, "cannot make the sandbox's envd token: getrandom: %s",
+                     strerror(errno));
+            return AB_EIO;
+        }
+        for (size_t k = 0; k < sizeof(raw); k++)
+            snprintf(s->token + 2 * k, 3, "%02x", raw[k]);
+        explicit_bzero(raw, sizeof(raw));
+    }
     if (!o->id || !id_is_valid(o->id)) {
         snprintf(err, errlen, "sandbox id must be 1-%d characters of [a-z0-9-]", LSBX_ID_MAX);
         return AB_EINVAL;
@@ -939,17 +951,29 @@ int lsbx_state_write(const struct lsbx *s)
     json_t *j;
     int rc;
 
-    j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:b, s:I}", "id", s->id, "pid", (json_int_t)s->pid,
-                  "start_time", (json_int_t)s->start_time, "slirp_pid", (json_int_t)s->slirp_pid,
-                  "slirp_start", (json_int_t)s->slirp_start, "internet", s->internet, "created_ms",
-                  (json_int_t)s->created_ms);
+    j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b, s:I}", "id", s->id, "token", s->token, "pid",
+                  (json_int_t)s->pid, "start_time", (json_int_t)s->start_time, "slirp_pid",
+                  (json_int_t)s->slirp_pid, "slirp_start", (json_int_t)s->slirp_start, "internet",
+                  s->internet, "created_ms", (json_int_t)s->created_ms);
     if (!j)
         return AB_ENOMEM;
     if (s->info)
         json_object_set(j, "info", s->info);
     snprintf(path, sizeof(path), "%s/state.json", s->dir);
     snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", s->dir);
-    rc = json_dump_file(j, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : AB_EIO;
+    /* it holds the envd token: the agent's user only */
+    {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        rc = AB_EIO;
+        if (!f && fd >= 0)
+            close(fd);
+        if (f) {
+            bool ok = fchmod(fd, 0600) == 0 && json_dumpf(j, f, JSON_COMPACT) == 0;
+            ok = fclose(f) == 0 && ok;
+            rc = ok && rename(tmp, path) == 0 ? 0 : AB_EIO;
+        }
+    }
     json_decref(j);
     return rc;
 }
@@ -959,7 +983,7 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     char path[LSBX_DIR_MAX + 32];
     json_error_t jerr;
     json_t *j, *info = NULL;
-    const char *id = NULL;
+    const char *id = NULL, *token = NULL;
     json_int_t pid = 0, st = 0, spid = 0, sst = 0, created = 0;
     int internet = 0;
 
@@ -971,14 +995,16 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     j = json_load_file(path, 0, &jerr);
     if (!j)
         return access(path, F_OK) == 0 ? AB_EINVAL : AB_ENOENT;
-    if (json_unpack(j, "{s:s, s:I, s:I, s?I, s?I, s?b, s?I, s?o}", "id", &id, "pid", &pid,
-                    "start_time", &st, "slirp_pid", &spid, "slirp_start", &sst, "internet",
-                    &internet, "created_ms", &created, "info", &info) != 0 ||
+    if (json_unpack(j, "{s:s, s?s, s:I, s:I, s?I, s?I, s?b, s?I, s?o}", "id", &id, "token", &token,
+                    "pid", &pid, "start_time", &st, "slirp_pid", &spid, "slirp_start", &sst,
+                    "internet", &internet, "created_ms", &created, "info", &info) != 0 ||
         !id_is_valid(id) || pid <= 0 || pid > INT32_MAX || spid < 0 || spid > INT32_MAX) {
         json_decref(j);
         return AB_EINVAL;
     }
     ab_strlcpy(s->id, id, sizeof(s->id));
+    if (token)
+        ab_strlcpy(s->token, token, sizeof(s->token));
     s->pid = (pid_t)pid;
     s->start_time = (uint64_t)st;
     s->slirp_pid = (pid_t)spid;
@@ -1002,11 +1028,34 @@ bool lsbx_is_alive(const struct lsbx *s)
     return st != 0 && st == s->start_time;
 }
 
+int lsbx_lock_socket(const struct lsbx *s)
+{
+    char run[LSBX_DIR_MAX + 8];
+    struct stat st;
+    int fd;
+    int rc = 0;
+
+    snprintf(run, sizeof(run), "%s/run", s->dir);
+    fd = open(run, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return AB_EIO;
+    if (fchown(fd, 0, 0) != 0 || fchmod(fd, 0755) != 0)
+        rc = AB_EIO;
+    else if (fstatat(fd, "envd.sock", &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode))
+        rc = AB_EDENIED; /* something else than envd's socket: never connect to it */
+    close(fd);
+    return rc;
+}
+
 bool lsbx_socket_answers(const struct lsbx *s)
 {
     struct sockaddr_un sa;
+    struct stat st;
     int fd;
     bool ok;
+
+    if (lstat(s->socket, &st) != 0 || !S_ISSOCK(st.st_mode))
+        return false;
 
     memset(&sa, 0, sizeof(sa));
     sa.sun_family = AF_UNIX;

@@ -47,6 +47,7 @@
 #define LSBX_DISK_DEFAULT (1ULL << 30) /* writable space (home + /tmp) */
 #define LSBX_INODES_MAX 262144U
 #define LSBX_PIDS_DEFAULT 1024
+#define LSBX_TOKEN_MAX 512
 
 struct lsbx_options {
     const char *id;          /* [a-z0-9-], at most LSBX_ID_MAX */
@@ -75,7 +76,10 @@ struct lsbx {
     bool internet;
     int64_t created_ms; /* wall clock */
     struct lcg cg;      /* its cgroups (memory, pids, cpu); located again on re-adoption */
-    json_t *info;       /* caller's data persisted in state.json; owned, may be NULL */
+    /* envd's access token: 64 random hex digits made at spawn, or the one a
+     * claim brought; kept in state.json (mode 0600) */
+    char token[LSBX_TOKEN_MAX + 1];
+    json_t *info; /* caller's data persisted in state.json; owned, may be NULL */
 };
 
 /* Creates the directory and starts the sandbox. On success *s describes it
@@ -95,8 +99,15 @@ int lsbx_state_read(const char *dir, struct lsbx *s);
 
 /* True when s->pid still runs the process that was started (same start time). */
 bool lsbx_is_alive(const struct lsbx *s);
-/* True when a connect() to envd's socket succeeds (non-blocking). */
+/* True when a connect() to envd's socket succeeds (non-blocking) and the
+ * socket is a socket, not a link somewhere else. */
 bool lsbx_socket_answers(const struct lsbx *s);
+
+/* Once envd listens (and before any code of a tenant runs): gives the
+ * socket's directory back to the host's root, so the sandbox can no longer
+ * replace the socket with a link to another one. Refuses (AB_EDENIED) when
+ * the socket is not a socket. */
+int lsbx_lock_socket(const struct lsbx *s);
 
 /* Sends SIGKILL to pid 1 (which ends the namespace), to every process in
  * the sandbox's cgroups and to slirp4netns, after checking their start
