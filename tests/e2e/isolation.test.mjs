@@ -552,3 +552,24 @@ test('nothing secret in envd\'s environment or on a path the sandbox can name', 
     // hard links to host files cannot be made from inside (nothing of the host's to link to)
     await refused(sbx, 'ln /etc/passwd /tmp/pw && echo x >> /tmp/pw');
 });
+
+// ---- 6. no isolation, no runtime ------------------------------------------------------------
+
+test('the agent refuses to start the local runtime without a pids or memory cgroup, naming the fix', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const { buildDir, tempDir } = await import('../integration/lib/harness.mjs');
+    for (const ctrl of ['pids', 'memory']) {
+        const d = tempDir('agentbox-refuse-');
+        fs.mkdirSync(path.join(d, 'm'));
+        // a private mount namespace in which the controller's hierarchy is hidden
+        const r = spawnSync('unshare', ['-m', 'sh', '-c',
+            `mount -t tmpfs none /sys/fs/cgroup/${ctrl} && exec "$0" "$@"`,
+            path.join(buildDir(), 'agentbox-agent'), 'serve', '--cluster-id', 'refuse',
+            '--state-dir', path.join(d, 's'), '--manifests-dir', path.join(d, 'm'),
+            '--e2b-listen', '127.0.0.1:0', '--data-listen', '127.0.0.1:0', '--native-listen', '127.0.0.1:0'],
+        { encoding: 'utf8', timeout: 20000 });
+        assert.notEqual(r.status, 0, `the agent must not start without ${ctrl}: ${r.stdout}${r.stderr}`);
+        assert.match(r.stderr, new RegExp(`cannot isolate sandboxes: no cgroup '${ctrl}' controller`), r.stderr);
+        assert.match(r.stderr, /mount -t cgroup/, 'the message says how to fix it');
+    }
+});

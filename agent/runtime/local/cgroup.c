@@ -113,9 +113,8 @@ int lcg_locate(const char *id, struct lcg *cg, char *err, size_t errlen)
         snprintf(mnt, sizeof(mnt), CG_ROOT "/%s", v1_controllers[i]);
         if (!exists(mnt, "cgroup.procs") || own_path(v1_controllers[i], own, sizeof(own)) != 0) {
             snprintf(err, errlen,
-                     "no cgroup '%s' controller: neither cgroup v2 with memory and pids at " CG_ROOT
-                     " nor a v1 hierarchy at %s is available (mount it, e.g. `mount -t "
-                     "cgroup -o %s cgroup %s`, or run the agent where cgroups are delegated)",
+                     "no cgroup '%s' controller (neither v2 at " CG_ROOT " nor v1 at %s): mount "
+                     "it (mount -t cgroup -o %s cgroup %s) or delegate cgroup v2 to the agent",
                      v1_controllers[i], mnt, v1_controllers[i], mnt);
             return AB_ENOENT;
         }

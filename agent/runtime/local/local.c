@@ -458,6 +458,9 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
         snprintf(err, errlen, "cannot create %s: %s", rt->sbx_dir, strerror(errno));
         goto fail;
     }
+    /* no silent fallback to weaker isolation (DESIGN §10a) */
+    if (lsbx_check_host(rt->uid_base, err, errlen) != 0)
+        goto fail;
     rt->argv[n++] = rt->envd;
     rt->argv[n++] = "--listen";
     rt->argv[n++] = "unix:" LSBX_INNER_SOCKET;

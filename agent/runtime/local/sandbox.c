@@ -945,6 +945,84 @@ out:
     return rc;
 }
 
+/* In a child: a user namespace mapping base. 0 when the kernel allows it. */
+static int try_userns(uint32_t base)
+{
+    int go[2] = {-1, -1}, up[2] = {-1, -1};
+    char c = 0;
+    pid_t pid;
+    int st = 0, rc = -1;
+
+    if (pipe2(go, O_CLOEXEC) != 0 || pipe2(up, O_CLOEXEC) != 0)
+        goto out;
+    pid = raw_fork(0);
+    if (pid < 0)
+        goto out;
+    if (pid == 0) {
+        if (unshare(CLONE_NEWUSER) != 0)
+            _exit(1);
+        if (write(up[1], &c, 1) != 1)
+            _exit(2);
+        _exit(read(go[0], &c, 1) == 1 && c == 'm' ? 0 : 3); /* until mapped */
+    }
+    close(up[1]);
+    up[1] = -1;
+    if (wait_readable(up[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) == 0 && read(up[0], &c, 1) == 1)
+        rc = write_id_maps(pid, base);
+    c = rc == 0 ? 'm' : 'x';
+    (void)!write(go[1], &c, 1);
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        rc = -1;
+out:
+    for (int i = 0; i < 2; i++) {
+        if (go[i] >= 0)
+            close(go[i]);
+        if (up[i] >= 0)
+            close(up[i]);
+    }
+    return rc;
+}
+
+int lsbx_check_host(uint32_t uid_base, char *err, size_t errlen)
+{
+    const struct sock_fprog *prog;
+    char why[400], buf[64];
+    struct lcg cg;
+    struct lcg_limits lim = {.pids_max = 1};
+    int fd;
+    ssize_t n;
+
+    uid_base = uid_base ? uid_base : LSBX_UID_BASE_DEFAULT;
+    fd = open("/proc/sys/user/max_user_namespaces", O_RDONLY | O_CLOEXEC);
+    n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0 || (buf[n] = '\0', atol(buf) <= 0) || try_userns(uid_base) != 0) {
+        snprintf(err, errlen,
+                 "cannot isolate sandboxes: user namespaces are not available (%s); enable "
+                 "them (sysctl user.max_user_namespaces=10000, a kernel with CONFIG_USER_NS) and "
+                 "run the agent as root",
+                 n <= 0 ? "no /proc/sys/user/max_user_namespaces"
+                        : "creating or mapping one failed");
+        return AB_EDENIED;
+    }
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 || lsec_program(&prog, why, sizeof(why)) != 0) {
+        snprintf(err, errlen,
+                 "cannot isolate sandboxes: no seccomp filter (%s); use a kernel with "
+                 "CONFIG_SECCOMP_FILTER and install libseccomp2",
+                 errno == EINVAL ? "the kernel lacks seccomp" : why);
+        return AB_EDENIED;
+    }
+    snprintf(buf, sizeof(buf), "probe-%d", (int)getpid());
+    if (lcg_create(buf, &lim, &cg, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "cannot isolate sandboxes: %s", why);
+        return AB_EDENIED;
+    }
+    lcg_remove(&cg);
+    return 0;
+}
+
 int lsbx_state_write(const struct lsbx *s)
 {
     char path[LSBX_DIR_MAX + 32], tmp[LSBX_DIR_MAX + 32];

@@ -109,6 +109,13 @@ bool lsbx_socket_answers(const struct lsbx *s);
  * the socket is not a socket. */
 int lsbx_lock_socket(const struct lsbx *s);
 
+/* Whether this host can isolate sandboxes as DESIGN §10a requires: user
+ * namespaces (with the uid_base range mappable), seccomp filters, cgroup
+ * memory and pids controllers the agent may create groups in. 0, or
+ * AB_EDENIED with err naming what is missing and how to fix it. The local
+ * runtime never starts without (no weaker fallback). */
+int lsbx_check_host(uint32_t uid_base, char *err, size_t errlen);
+
 /* Sends SIGKILL to pid 1 (which ends the namespace), to every process in
  * the sandbox's cgroups and to slirp4netns, after checking their start
  * times. Does not wait. */
