@@ -1,23 +1,36 @@
-/* One local sandbox: a process tree in its own pid, mount, uts, ipc and
- * network namespaces (DESIGN §10).
+/* One local sandbox, isolated as DESIGN §10a requires: a process tree in
+ * its own user, pid, mount, uts, ipc, net and cgroup namespaces.
  *
- * Layout of a sandbox directory <statedir>/sandboxes/<id>/:
- *   home/        bind-mounted on /home/user inside
- *   tmp/         bind-mounted on /tmp inside (mode 1777)
- *   run/         bind-mounted on /run/agentbox inside; envd listens on
- *                run/envd.sock (inside: /run/agentbox/envd.sock). A fixed
- *                inner path keeps the socket reachable even when the state
- *                directory itself lives under /tmp or /home/user.
+ * Layout of a sandbox directory <statedir>/sandboxes/<id>/ (mode 0700):
+ *   data/        the writable space: a tmpfs of disk_bytes mounted here, in
+ *                the agent's namespace (a full disk is ENOSPC inside only)
+ *   home -> data/home  bind-mounted on /home/user (host owner uid_base+1000)
+ *   tmp -> data/tmp    bind-mounted on /tmp (mode 1777, owner uid_base)
+ *   run/         bind-mounted on /run/agentbox; envd listens on
+ *                run/envd.sock. Given back to host root once envd listens
+ *                (lsbx_lock_socket), so the sandbox cannot swap the socket.
+ *   passwd, group  the sandbox's own accounts (root, user 1000), bound on
+ *                /etc/passwd and /etc/group
  *   envd.log     stdout and stderr of the program (slirp.log: of slirp4netns)
- *   state.json   what a restarted agent needs to re-adopt or reap it
+ *   state.json   what a restarted agent needs to re-adopt or reap it, and
+ *                envd's access token (mode 0600)
  *
- * Process tree: pid 1 of the namespace is a small init (a copy of the agent
- * made by clone()) that sets up mounts, loopback and hostname, then starts
- * the program (envd) as pid 2, reaps every zombie and exits when the program
- * exits. So envd need not reap children. SIGKILL to pid 1 ends the whole
- * namespace. With internet access a slirp4netns process (outside the
- * namespaces) gives the namespace outbound networking, never the host's
- * loopback.
+ * Inside: / is a tmpfs with read-only binds of the host's system
+ * directories, the program file alone at /.agentbox/<name>, a fresh /proc
+ * (kernel files masked or read-only), a minimal /dev; every writable mount
+ * nodev,nosuid. Sandbox ids 0-65535 are host ids uid_base.. (no host root);
+ * the mounts are locked by a mount namespace owned by that user namespace;
+ * the capabilities are Docker's default minus NET_RAW and MKNOD;
+ * no_new_privs; the seccomp allow-list of seccomp.c. One cgroup per sandbox
+ * (cgroup.h) holds every process of it.
+ *
+ * Process tree: pid 1 of the namespace is the program (envd), which reaps
+ * every child. Before exec it is a copy of the agent made by clone() that
+ * sets up mounts, loopback and hostname as host root, then enters the user
+ * namespace (the parent writes the maps) and confines itself. SIGKILL to
+ * pid 1 ends the whole namespace. With internet access a slirp4netns
+ * process (outside the namespaces) gives the namespace outbound networking,
+ * never the host's loopback.
  *
  * Functions here block for at most a few seconds (spawn waits for setup) and
  * may run on any thread; one thread at a time per struct lsbx. */
