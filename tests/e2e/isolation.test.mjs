@@ -28,6 +28,9 @@ spec:
         inlineResources: {requests: {cpu: 500m, memory: 256Mi, ephemeral-storage: 64Mi, pids: "128"}}
       spec: {replicas: 1, defaultStartupTimeout: 60s}
 `;
+// More writable space than memory: the tmpfs is charged to the sandbox's
+// memory cgroup, so filling it is an OOM kill inside, of the writer.
+const SPILL = TIGHT.replace(/tight/g, 'spill').replace('memory: 256Mi, ephemeral-storage: 64Mi', 'memory: 128Mi, ephemeral-storage: 256Mi');
 
 let stack;
 let alpha;
@@ -37,7 +40,7 @@ const made = [];
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
-    const manifests = manifestsDir([envManifest('iso', ['alpha'], { replicas: 2 }), TIGHT]);
+    const manifests = manifestsDir([envManifest('iso', ['alpha'], { replicas: 2 }), TIGHT, SPILL]);
     stack = await startStack({ clusters: ['alpha'], manifests });
     alpha = stack.agents.alpha;
     await waitPool(alpha, 'iso-1c0gi', (s) => s.idle === 2, 'alpha warm', 30000);
@@ -572,4 +575,16 @@ test('the agent refuses to start the local runtime without a pids or memory cgro
         assert.match(r.stderr, new RegExp(`cannot isolate sandboxes: no cgroup '${ctrl}' controller`), r.stderr);
         assert.match(r.stderr, /mount -t cgroup/, 'the message says how to fix it');
     }
+});
+
+test('cgroups: writable space larger than half the memory is capped there: ENOSPC, never an OOM of envd', async () => {
+    const s = await create('spill');
+    const kib = Number((await ok(s, 'df -k --output=size /home/user | tail -1')).trim());
+    assert.equal(kib, 64 * 1024, 'ephemeral-storage 256Mi with 128Mi of memory gives 64 MiB');
+    const r = await sh(s, 'dd if=/dev/zero of=/home/user/big bs=1M count=250 2>&1', { user: 'user' });
+    assert.match(r.stdout, /No space left on device/);
+    assert.equal(await ok(s, 'echo alive', { user: 'user' }), 'alive\n');
+    await ok(s, 'rm -f /home/user/big', { user: 'user' });
+    assert.ok(await agentHealthy());
+    await s.kill();
 });

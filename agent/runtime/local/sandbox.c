@@ -809,6 +809,11 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     snprintf(plan.home, sizeof(plan.home), "%s/data/home", o->dir);
     snprintf(plan.tmp, sizeof(plan.tmp), "%s/data/tmp", o->dir);
     disk = o->disk_bytes ? o->disk_bytes : LSBX_DISK_DEFAULT;
+    /* The tmpfs is charged to the sandbox's memory cgroup: past the memory
+     * limit a full disk would be an OOM kill (of envd last, but of envd once
+     * the files hold everything), not ENOSPC. So at most half the memory. */
+    if (o->mem_bytes > 0 && disk > (uint64_t)o->mem_bytes / 2)
+        disk = (uint64_t)o->mem_bytes / 2;
     snprintf(data_opts, sizeof(data_opts), "size=%llu,nr_inodes=%u,mode=0755",
              (unsigned long long)disk, LSBX_INODES_MAX);
     snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
@@ -875,6 +880,19 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     s->is_child = true;
     if ((rc = lcg_enter(&s->cg, s->pid, err, errlen)) != 0)
         goto fail; /* before the init may run anything: every process is counted */
+    /* envd (pid 1 once exec'd) is the OOM killer's last choice in its
+     * cgroup: a hog, or a writer filling the tmpfs, goes first. envd gives
+     * its commands the ordinary score back. */
+    {
+        char adj[64];
+        int fd;
+        snprintf(adj, sizeof(adj), "/proc/%d/oom_score_adj", (int)s->pid);
+        fd = open(adj, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            (void)!write(fd, "-998", 4);
+            close(fd);
+        }
+    }
     rc = AB_EIO;
     s->internet = o->internet;
     s->created_ms = ab_wall_ms();

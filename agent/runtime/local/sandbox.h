@@ -71,7 +71,8 @@ struct lsbx_options {
     bool internet;           /* attach slirp4netns */
     const char *slirp;       /* NULL → "slirp4netns" from PATH */
     uint32_t uid_base;       /* 0 → LSBX_UID_BASE_DEFAULT; at least 65536 */
-    uint64_t disk_bytes;     /* home + /tmp; 0 → LSBX_DISK_DEFAULT (a pool's ephemeral-storage) */
+    uint64_t disk_bytes;     /* home + /tmp; 0 → LSBX_DISK_DEFAULT (a pool's ephemeral-storage);
+                                at most mem_bytes / 2 (the space is memory) */
     int64_t mem_bytes;       /* cgroup memory limit; 0 → none beyond the host's */
     int64_t cpu_milli;       /* cgroup CPU quota in thousandths of a CPU; 0 → none */
     int64_t pids_max;        /* cgroup pids limit; 0 → LSBX_PIDS_DEFAULT */
