@@ -36,7 +36,8 @@ async function measure(buildDir) {
         const release = async (id) => {
             await native(alpha, stack.key, 'DELETE', `/v1/sandboxes/${id}`);
         };
-        // idle start: cold claim − warm claim, interleaved
+        // idle start: cold claim − warm claim, interleaved (after one of each unmeasured)
+        for (const pool of ['warm', 'cold']) await release((await claim(alpha, stack.key, { poolName: pool, timeout: 60 })).sandboxId);
         const cold = [];
         const warm = [];
         for (let i = 0; i < N; i++) {
@@ -55,7 +56,9 @@ async function measure(buildDir) {
         process.env.E2B_SANDBOX_URL = alpha.data;
         process.env.E2B_API_KEY = stack.key;
         const { Sandbox } = await import('e2b');
-        // warm create through the E2B API
+        // warm create through the E2B API (one unmeasured first: the SDK's
+        // lazy setup must not count against whichever build runs first)
+        await (await Sandbox.create('warm')).kill();
         const creates = [];
         for (let i = 0; i < N; i++) {
             await waitPool(alpha, 'warm-1c0gi', (s) => s.idle === 2, 'warm pool refilled', 60000);
