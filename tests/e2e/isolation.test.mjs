@@ -588,3 +588,40 @@ test('cgroups: writable space larger than half the memory is capped there: ENOSP
     assert.ok(await agentHealthy());
     await s.kill();
 });
+
+// ---- network: nothing inside can change routes or craft packets ----------------------------
+
+test('network: no route or link changes, no raw or packet sockets', async () => {
+    for (const cmd of [
+        'ip route add 10.99.0.0/16 dev lo',
+        'ip link set lo down',
+        'ip addr add 10.99.0.1/32 dev lo',
+        'ip link add dummy0 type dummy',
+    ]) await refused(sbx, cmd);
+    assert.match(await ok(sbx, 'ip link show lo'), /UP/, 'loopback stays up');
+    const src = String.raw`
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <linux/if_ether.h>
+static void try(const char *name, int fd) { printf("%s %s\n", name, fd < 0 ? strerrorname_np(errno) : "ALLOWED"); }
+int main(void) {
+    try("raw_icmp", socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));
+    try("raw_tcp", socket(AF_INET, SOCK_RAW, IPPROTO_TCP));
+    try("raw6", socket(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6));
+    try("packet", socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL)));
+    try("packet_dgram", socket(AF_PACKET, SOCK_DGRAM, htons(ETH_P_IP)));
+    try("tcp", socket(AF_INET, SOCK_STREAM, 0));
+    return 0;
+}`;
+    await cprog(sbx, 'raw', src);
+    const r = await sh(sbx, '/tmp/raw; echo "status=$?"');
+    const got = Object.fromEntries(r.stdout.trim().split('\n').map((l) => l.split(' ')));
+    assert.equal(got.tcp, 'ALLOWED', `${r.exitCode} ${r.stdout} ${r.stderr}`);
+    for (const k of ['raw_icmp', 'raw_tcp', 'raw6', 'packet', 'packet_dgram']) {
+        assert.equal(got[k], 'EPERM', `${k} socket must be refused (no NET_RAW): ${got[k]}`);
+    }
+});
