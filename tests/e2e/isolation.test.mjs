@@ -625,3 +625,20 @@ int main(void) {
         assert.equal(got[k], 'EPERM', `${k} socket must be refused (no NET_RAW): ${got[k]}`);
     }
 });
+
+test('links in the sandbox\'s files never make the agent touch host files (cleanup, usage)', async () => {
+    const { tempDir } = await import('../integration/lib/harness.mjs');
+    const host = tempDir('agentbox-canary-');
+    fs.writeFileSync(path.join(host, 'canary'), 'keep');
+    fs.chmodSync(host, 0o755);
+    const s = await create();
+    await ok(s, `ln -s ${host} ~/to-host && ln -s ${host}/canary ~/canary-link && ln -s / ~/root-link`, { user: 'user' });
+    await ok(s, 'ln -s /proc/1/root ~/proc-root', { user: 'user' });
+    const dir = hostSandboxDir('to-host');
+    // usage (disk) walks the sandbox directory: it must not follow the links
+    await s.getMetrics?.().catch(() => {});
+    await s.kill();
+    await waitFor(() => !fs.existsSync(dir), { timeoutMs: 5000, what: 'the sandbox directory removed' });
+    assert.equal(fs.readFileSync(path.join(host, 'canary'), 'utf8'), 'keep', 'the host file behind a link survives');
+    assert.ok(fs.existsSync('/etc/passwd'));
+});
