@@ -14,6 +14,7 @@
 
 #define CG_ROOT "/sys/fs/cgroup"
 #define CG_PERIOD_US 100000
+#define AGENT_LEAF "agentbox-agent" /* v2: where the agent moves itself (make_parent) */
 
 static const char *const v1_controllers[LCG_DIRS] = {"memory", "pids", "cpu"};
 
@@ -89,6 +90,12 @@ static bool v2_usable(char *base, size_t len)
 
     if (access(CG_ROOT "/cgroup.controllers", F_OK) != 0 || own_path("", own, sizeof(own)) != 0)
         return false;
+    /* once moved into its leaf, the agent's cgroup is still the parent */
+    {
+        size_t ol = strlen(own), ll = strlen("/" AGENT_LEAF);
+        if (ol >= ll && strcmp(own + ol - ll, "/" AGENT_LEAF) == 0)
+            own[ol - ll] = '\0';
+    }
     if ((size_t)snprintf(base, len, CG_ROOT "%s", own) >= len)
         return false;
     if (read_small(CG_ROOT "/cgroup.controllers", ctl, sizeof(ctl)) != 0)
@@ -130,6 +137,27 @@ too_long:
     return AB_ELIMIT;
 }
 
+static int enable(const char *dir)
+{
+    if (write_str(dir, "cgroup.subtree_control", "+memory +pids +cpu") == 0)
+        return 0;
+    return write_str(dir, "cgroup.subtree_control", "+memory +pids");
+}
+
+/* Moves the agent (this process, all its threads) into dir/AGENT_LEAF.
+ * Other processes in dir keep it busy: then the agent needs a cgroup of its
+ * own (systemd: Delegate=yes), which lcg_create's error says. */
+static int move_agent_to_leaf(const char *dir)
+{
+    char leaf[LCG_PATH_MAX + 32], pid[24];
+
+    snprintf(leaf, sizeof(leaf), "%s/" AGENT_LEAF, dir);
+    snprintf(pid, sizeof(pid), "%d", (int)getpid());
+    if ((mkdir(leaf, 0755) != 0 && errno != EEXIST) || write_str(leaf, "cgroup.procs", pid) != 0)
+        return -1;
+    return 0;
+}
+
 /* mkdir of dir's parent ("agentbox"), enabling the v2 controllers on the way. */
 static int make_parent(const struct lcg *cg, const char *dir)
 {
@@ -146,11 +174,13 @@ static int make_parent(const struct lcg *cg, const char *dir)
         ab_strlcpy(grand, parent, sizeof(grand));
         *strrchr(grand, '/') = '\0';
         /* the agent's cgroup must delegate the controllers to agentbox/ and
-         * agentbox/ to each sandbox; EBUSY when the agent's cgroup holds
-         * processes and is not the root (then run the agent in a leaf) */
-        if (write_str(grand, "cgroup.subtree_control", "+memory +pids +cpu") != 0 &&
-            write_str(grand, "cgroup.subtree_control", "+memory +pids") != 0)
-            return -1;
+         * agentbox/ to each sandbox; v2 allows that only in a cgroup without
+         * processes of its own (EBUSY), so the agent first moves itself into
+         * the leaf AGENT_LEAF beside agentbox/ */
+        if (enable(grand) != 0) {
+            if (errno != EBUSY || move_agent_to_leaf(grand) != 0 || enable(grand) != 0)
+                return -1;
+        }
         if (write_str(parent, "cgroup.subtree_control", "+memory +pids +cpu") != 0 &&
             write_str(parent, "cgroup.subtree_control", "+memory +pids") != 0)
             return -1;
@@ -221,7 +251,12 @@ int lcg_create(const char *id, const struct lcg_limits *l, struct lcg *cg, char 
     lcg_remove(cg);
     for (int i = 0; i < cg->n; i++) {
         if (make_parent(cg, cg->dirs[i]) != 0 || mkdir(cg->dirs[i], 0755) != 0) {
-            snprintf(err, errlen, "cannot create cgroup %s: %s", cg->dirs[i], strerror(errno));
+            snprintf(err, errlen, "cannot create cgroup %s: %s%s", cg->dirs[i], strerror(errno),
+                     cg->v2 && errno == EBUSY
+                         ? " (cgroup v2: the agent's cgroup holds other processes; run the "
+                           "agent in a cgroup of its own with the controllers delegated, e.g. "
+                           "systemd Delegate=yes)"
+                         : "");
             lcg_remove(cg);
             return AB_EIO;
         }
