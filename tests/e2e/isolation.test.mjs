@@ -642,3 +642,12 @@ test('links in the sandbox\'s files never make the agent touch host files (clean
     assert.equal(fs.readFileSync(path.join(host, 'canary'), 'utf8'), 'keep', 'the host file behind a link survives');
     assert.ok(fs.existsSync('/etc/passwd'));
 });
+
+test('a terminal works inside the isolation (devpts of its own), as user', async () => {
+    let data = '';
+    const dec = new TextDecoder();
+    const h = await sbx.pty.create({ cols: 80, rows: 24, user: 'user', onData: (d) => { data += dec.decode(d); } });
+    await sbx.pty.sendInput(h.pid, new TextEncoder().encode('echo "$(id -un)-$((6*7))"; tty\n'));
+    await waitFor(() => /user-42/.test(data) && /\/dev\/pts\/\d+/.test(data), { timeoutMs: 10000, what: `pty output (${data})` });
+    await sbx.pty.kill(h.pid);
+});
