@@ -337,6 +337,31 @@ static bool path_exists(const char *p)
     return lstat(p, &st) == 0;
 }
 
+/* Destroys every sandbox a failed test left under state_dir (processes,
+ * cgroups, the writable space's mount, the directory). */
+static void reap_leftovers(void)
+{
+    DIR *d = opendir(state_dir);
+    struct dirent *de;
+
+    while (d && (de = readdir(d)) != NULL) {
+        char dir[400];
+        struct lsbx s;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(dir, sizeof(dir), "%s/%s", state_dir, de->d_name);
+        if (lsbx_state_read(dir, &s) == 0) {
+            lsbx_destroy(&s, 5000);
+        } else {
+            memset(&s, 0, sizeof(s));
+            ab_strlcpy(s.dir, dir, sizeof(s.dir));
+            lsbx_remove_dir(&s);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
 /* ---- tests --------------------------------------------------------------------------- */
 
 static void test_namespaces_and_mounts(void **state)
@@ -985,6 +1010,7 @@ int main(int argc, char **argv)
     if (!mkdtemp(state_dir))
         return 1;
     rc = cmocka_run_group_tests(tests, NULL, NULL);
+    reap_leftovers(); /* a failed assertion skips a test's destroy */
     rmdir(state_dir);
     return rc;
 }
