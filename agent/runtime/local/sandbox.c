@@ -242,7 +242,9 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     /* the host's credentials stay out of view even though /etc is shared */
     static const char *const hidden_files[] = {"/etc/shadow", "/etc/gshadow", "/etc/shadow-",
                                                "/etc/gshadow-", NULL};
-    static const char *const hidden_dirs[] = {"/etc/ssh", "/etc/ssl/private", NULL};
+    /* and so does an agent configuration kept under /etc (join token, keys) */
+    static const char *const hidden_dirs[] = {"/etc/ssh", "/etc/ssl/private", "/etc/agentbox",
+                                              NULL};
     for (int i = 0; hidden_files[i]; i++)
         if (lstat(hidden_files[i], &st) == 0 && S_ISREG(st.st_mode) &&
             mount("/dev/null", under(p, hidden_files[i]), NULL, MS_BIND, NULL) != 0)
