@@ -360,11 +360,7 @@ static void h_data(struct http_exchange *ex, void *arg)
         count_request("bad_request", t0);
         return;
     }
-    if (sbxid_cluster_of(t.id, cluster) != 0) {
-        snprintf(err, sizeof(err),
-                 "sandbox id '%.100s' is malformed: expected <cluster>-<%d "
-                 "characters [a-z0-9]>",
-                 t.id, SBXID_SUFFIX_LEN);
+    if (dp_target_cluster(&t, cluster, err, sizeof(err)) != 0) {
         respond_error(ex, 400, err);
         count_request("bad_request", t0);
         return;

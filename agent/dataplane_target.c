@@ -178,6 +178,17 @@ static int from_path(const char *target, struct dp_target *t, char *err, size_t 
     return 0;
 }
 
+int dp_target_cluster(const struct dp_target *t, char *cluster, char *err, size_t errlen)
+{
+    if (sbxid_cluster_of(t->id, cluster) == 0)
+        return 0;
+    snprintf(err, errlen,
+             "sandbox id '%.100s' is malformed: expected <cluster>-<%d "
+             "characters [a-z0-9]>",
+             t->id, SBXID_SUFFIX_LEN);
+    return AB_EINVAL;
+}
+
 int dp_target_parse(const struct dp_target_req *req, const char *domain, struct dp_target *t,
                     char *err, size_t errlen)
 {

@@ -36,6 +36,12 @@ struct dp_target_req {
 int dp_target_parse(const struct dp_target_req *req, const char *domain, struct dp_target *t,
                     char *err, size_t errlen);
 
+/* The cluster that t->id names, into cluster (SBXID_CLUSTER_MAX + 1 bytes):
+ * the way the request goes (here, or relayed to that cluster). Returns 0, or
+ * AB_EINVAL with err set to the 400 message for an id that is not
+ * <cluster>-<suffix> (uppercase included: ids are lower case). */
+int dp_target_cluster(const struct dp_target *t, char *cluster, char *err, size_t errlen);
+
 /* A port 1..65535 written as 1 to 5 plain decimal digits (len bytes of s);
  * 0 for anything else. */
 int dp_target_port(const char *s, size_t len);

@@ -2,13 +2,15 @@
  * target, Host, E2b-Sandbox-Id, E2b-Sandbox-Port, X-Sandbox-Id, X-Sandbox-Port
  * and the data domain; a missing line is an absent header. Never crashes, and
  * what it returns holds: a port in range, a terminated id and path, a message
- * exactly when it refuses. */
+ * exactly when it refuses, and a cluster (or a message) for every id it cuts
+ * out. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/dataplane_target.h"
 #include "agentbox/common.h"
+#include "agentbox/sbxid.h"
 
 #define NPARTS 7
 
@@ -48,6 +50,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (t.path[0] != '/' && (!part[0] || strcmp(t.path, part[0]) != 0))
             abort(); /* the path form always rewrites to "/..."; others pass it on */
+        /* the way the request goes: a cluster, or a 400 that says why */
+        char cluster[SBXID_CLUSTER_MAX + 1];
+        err[0] = '\0';
+        rc = dp_target_cluster(&t, cluster, err, sizeof(err));
+        if (rc == 0 ? (err[0] || !sbxid_cluster_is_valid(cluster, NULL, 0))
+                    : (rc != AB_EINVAL || !err[0]))
+            abort();
     } else if (rc == AB_EINVAL) {
         if (!err[0] || !memchr(err, '\0', sizeof(err)))
             abort();

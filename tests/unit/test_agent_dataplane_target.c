@@ -12,6 +12,7 @@
 
 #include "agent/dataplane_target.h"
 #include "agentbox/common.h"
+#include "agentbox/sbxid.h"
 
 #define ID "alpha-abcdefghij0123456789" /* a well-formed id of cluster "alpha" */
 #define DOM "e2b.example"
@@ -384,6 +385,43 @@ static void test_err_always_set_and_bounded(void **state)
     }
 }
 
+static void test_cluster(void **state)
+{
+    static const struct {
+        const char *id, *cluster; /* NULL: refused */
+    } cases[] = {
+        {ID, "alpha"},
+        {"a-b-c-abcdefghij0123456789", "a-b-c"},
+        {"ALPHA-ABCDEFGHIJ0123456789", NULL}, /* ids are lower case */
+        {"alpha-ABCDEFGHIJ0123456789", NULL},
+        {"alpha-abcdefghij012345678", NULL},   /* suffix one short */
+        {"alpha-abcdefghij01234567890", NULL}, /* one long */
+        {"-abcdefghij0123456789", NULL},       /* no cluster */
+        {"abcdefghij0123456789", NULL},
+        {"alpha_abcdefghij0123456789", NULL},
+        {"abcdefghijklmnopqrstuvwxy-abcdefghij0123456789", NULL}, /* cluster of 25 */
+        {"", NULL},
+    };
+    for (size_t i = 0; i < AB_ARRAY_LEN(cases); i++) {
+        struct dp_target t = {.port = 1};
+        char cluster[SBXID_CLUSTER_MAX + 1] = "", err[256] = "";
+        ab_strlcpy(t.id, cases[i].id, sizeof(t.id));
+        int rc = dp_target_cluster(&t, cluster, err, sizeof(err));
+        print_message("'%s': rc %d cluster '%s' err '%s'\n", cases[i].id, rc, cluster, err);
+        if (cases[i].cluster) {
+            assert_int_equal(rc, 0);
+            assert_string_equal(cluster, cases[i].cluster);
+        } else {
+            char want[200];
+            assert_int_equal(rc, AB_EINVAL);
+            snprintf(want, sizeof(want),
+                     "sandbox id '%s' is malformed: expected <cluster>-<20 characters [a-z0-9]>",
+                     cases[i].id);
+            assert_string_equal(err, want);
+        }
+    }
+}
+
 static void test_port(void **state)
 {
     assert_int_equal(dp_target_port("49983", 5), 49983);
@@ -403,6 +441,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_err_always_set_and_bounded),
+        cmocka_unit_test(test_cluster),
         cmocka_unit_test(test_port),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
