@@ -3,6 +3,7 @@
 #include "agentbox/http.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
+#include "agentbox/pct.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -190,41 +191,6 @@ const char *http_param(struct http_exchange *ex, const char *name)
     return NULL;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Form-decodes len bytes of src into dst; -1 on a bad escape or overflow. */
-static int form_decode(const char *src, size_t len, char *dst, size_t dstlen)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        int c = (unsigned char)src[i];
-        if (c == '+') {
-            c = ' ';
-        } else if (c == '%') {
-            if (i + 2 >= len || hexval(src[i + 1]) < 0 || hexval(src[i + 2]) < 0)
-                return -1;
-            c = hexval(src[i + 1]) * 16 + hexval(src[i + 2]);
-            i += 2;
-        }
-        if (o + 1 >= dstlen)
-            return -1;
-        dst[o++] = (char)c;
-    }
-    if (dstlen == 0)
-        return -1;
-    dst[o] = '\0';
-    return 0;
-}
-
 int http_query_get(const struct http_request *r, const char *name, char *buf, size_t len)
 {
     const char *q = r->query ? r->query : "";
@@ -235,11 +201,12 @@ int http_query_get(const struct http_request *r, const char *name, char *buf, si
         const char *eq = memchr(q, '=', plen);
         size_t klen = eq ? (size_t)(eq - q) : plen;
         char key[256];
-        if (klen < sizeof(key) && form_decode(q, klen, key, sizeof(key)) == 0 &&
+        if (klen < sizeof(key) &&
+            pct_decode(q, klen, key, sizeof(key), PCT_PLUS_IS_SPACE, NULL) == 0 &&
             strlen(key) == nlen && memcmp(key, name, nlen) == 0) {
             const char *v = eq ? eq + 1 : q + plen;
             size_t vlen = eq ? plen - klen - 1 : 0;
-            return form_decode(v, vlen, buf, len) == 0 ? 0 : AB_ELIMIT;
+            return pct_decode(v, vlen, buf, len, PCT_PLUS_IS_SPACE, NULL) == 0 ? 0 : AB_ELIMIT;
         }
         q += plen;
         if (*q == '&')

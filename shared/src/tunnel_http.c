@@ -4,6 +4,7 @@
 #include "agentbox/tunnel_http.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
+#include "agentbox/pct.h"
 #include "http_out.h"
 #include "http_parse.h"
 
@@ -341,7 +342,7 @@ int tun_http_serve(struct tun_stream *st, const struct tun_head *head, struct ht
     const char *q = strchr(head->path, '?');
     size_t plen = q ? (size_t)(q - head->path) : strlen(head->path);
     req.query = q ? q + 1 : "";
-    if (http_percent_decode(head->path, plen, path, TUN_PATH_MAX + 1, false) < 0) {
+    if (pct_decode(head->path, plen, path, TUN_PATH_MAX + 1, 0, NULL) != 0) {
         free(path);
         free(s);
         tun_stream_respond_json(st, 400,

@@ -87,7 +87,10 @@ const struct http_request *http_req(struct http_exchange *ex);
 /* Case-insensitive header lookup; NULL when absent. */
 const char *http_header_get(const struct http_request *r, const char *name);
 const char *http_param(struct http_exchange *ex, const char *name);
-/* Decodes one query parameter into buf; returns 0, AB_ENOENT or AB_ELIMIT. */
+/* Form-decodes one query parameter into buf (pct.h's policy, '+' is a space).
+ * 0; AB_ENOENT when absent; AB_ELIMIT when the value does not fit in len or is
+ * not validly encoded ("%G1", "%2", "%00"), buf then "". Callers answer 400 on
+ * AB_ELIMIT, so both refusals share that code until they test rc != AB_ENOENT. */
 int http_query_get(const struct http_request *r, const char *name, char *buf, size_t len);
 
 /* Simple responses: sized body, connection kept alive. Headers may be NULL. */
