@@ -342,13 +342,23 @@ int tun_http_serve(struct tun_stream *st, const struct tun_head *head, struct ht
     const char *q = strchr(head->path, '?');
     size_t plen = q ? (size_t)(q - head->path) : strlen(head->path);
     req.query = q ? q + 1 : "";
-    if (pct_decode(head->path, plen, path, TUN_PATH_MAX + 1, 0, NULL) != 0) {
+    int drc = pct_decode(head->path, plen, path, TUN_PATH_MAX + 1, 0, NULL);
+    if (drc != 0) {
         free(path);
         free(s);
-        tun_stream_respond_json(st, 400,
-                                "{\"code\":400,\"message\":\"request path has a malformed "
-                                "percent-escape\"}");
-        return AB_EINVAL;
+        /* The head parser bounds the path, so only a bad escape is expected here. */
+        char msg[128];
+        if (drc == AB_ELIMIT)
+            snprintf(msg, sizeof(msg),
+                     "{\"code\":400,\"message\":\"request path is longer than %d bytes\"}",
+                     TUN_PATH_MAX);
+        else
+            ab_strlcpy(msg,
+                       "{\"code\":400,\"message\":\"request path has a malformed "
+                       "percent-escape or a NUL byte\"}",
+                       sizeof(msg));
+        tun_stream_respond_json(st, 400, msg);
+        return drc;
     }
     req.path = path;
     for (int i = 0; i < head->nheaders && i < HTTP_MAX_HEADERS; i++) {
@@ -652,20 +662,22 @@ static const struct tun_endpoint_ops splice_ep_ops = {
 int tun_splice(struct tun_stream *in, struct tun_session *target, const struct tun_head *head,
                const char *unavailable_msg)
 {
-    char body[1200];
-    json_t *j = json_pack("{s:i,s:s}", "code", 503, "message", unavailable_msg);
+    /* The whole message, never a cut one: a cut JSON text is not JSON. */
+    json_t *j =
+        json_pack("{s:i,s:s}", "code", 503, "message", unavailable_msg ? unavailable_msg : "");
     char *txt = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    ab_strlcpy(body, txt ? txt : "{\"code\":503}", sizeof(body));
-    free(txt);
+    const char *body = txt ? txt : "{\"code\":503}";
     if (!target || !tun_session_is_established(target)) {
         tun_stream_respond_json(in, 503, body);
+        free(txt);
         return AB_ECLOSED;
     }
     struct splice_ep *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
     if (!a || !b) {
         free(a);
         free(b);
+        free(txt);
         tun_stream_reset(in, TUN_RESET_BUSY, "out of memory");
         return AB_ENOMEM;
     }
@@ -678,8 +690,10 @@ int tun_splice(struct tun_stream *in, struct tun_session *target, const struct t
         free(a);
         free(b);
         tun_stream_respond_json(in, 503, body);
+        free(txt);
         return rc;
     }
+    free(txt);
     tun_stream_set_user(in, &a->ep);
     return 0;
 }

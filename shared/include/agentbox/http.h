@@ -214,8 +214,10 @@ struct http_client_options {
     int64_t content_length; /* 0 none, -1 chunked (then http_client_write/end) */
     int timeout_ms;         /* connect + response head; 0 → 30000 */
 };
-/* Starts a request. Failures after this returns are reported via on_error.
- * Returns NULL only on allocation failure or a malformed addr. */
+/* Starts a request. Returns NULL only on allocation failure. Every other
+ * failure reaches on_error from a later loop turn, with a message: AB_EIO for
+ * an address that is malformed, too long or does not connect; AB_ELIMIT for a
+ * request line or head that does not fit HTTP_HEAD_MAX (never sent cut). */
 struct http_client *http_client_start(struct loop *l, const struct http_client_options *o,
                                       const struct http_client_handler *h, void *arg);
 int http_client_write(struct http_client *c, const void *data, size_t len);
