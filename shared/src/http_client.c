@@ -231,8 +231,8 @@ static int socket_in_netns(const char *ns_path, size_t len, int family, char *er
 {
     char path[128];
     if (len == 0 || len >= sizeof(path)) {
-        snprintf(err, errlen, "network namespace path '%.*s' must be 1..%zu bytes", (int)len,
-                 ns_path, sizeof(path) - 1);
+        snprintf(err, errlen, "network namespace path must be 1..%zu bytes: '%.*s'",
+                 sizeof(path) - 1, (int)len, ns_path);
         return -1;
     }
     memcpy(path, ns_path, len);
@@ -281,8 +281,9 @@ static int open_socket(const char *addr, char *err, size_t errlen)
         memset(&sun, 0, sizeof(sun));
         sun.sun_family = AF_UNIX;
         if (strlen(addr + 5) >= sizeof(sun.sun_path)) {
-            snprintf(err, errlen, "unix socket path '%s' is longer than %zu bytes", addr + 5,
-                     sizeof(sun.sun_path) - 1);
+            /* the limit first: a long path would push it out of err */
+            snprintf(err, errlen, "unix socket path is longer than %zu bytes: '%s'",
+                     sizeof(sun.sun_path) - 1, addr + 5);
             return -1;
         }
         ab_strlcpy(sun.sun_path, addr + 5, sizeof(sun.sun_path));
@@ -304,8 +305,8 @@ static int open_socket(const char *addr, char *err, size_t errlen)
     char host[256];
     size_t hl = (size_t)(colon - addr);
     if (hl >= sizeof(host)) {
-        snprintf(err, errlen, "host of address '%s' is longer than %zu bytes", addr,
-                 sizeof(host) - 1);
+        snprintf(err, errlen, "host of an address is longer than %zu bytes: '%s'", sizeof(host) - 1,
+                 addr);
         return -1;
     }
     memcpy(host, addr, hl);
