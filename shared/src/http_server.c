@@ -444,8 +444,11 @@ int http_server_start(struct loop *l, const struct http_server_options *o, struc
     if (rc != 0)
         return rc;
     struct http_server *s = calloc(1, sizeof(*s));
-    if (!s)
+    if (!s) {
+        /* callers log err as it is: never leave it empty */
+        snprintf(err, errlen, "out of memory starting the server on %s", o->listen);
         return AB_ENOMEM;
+    }
     s->loop = l;
     s->router = o->router;
     s->head_max = o->head_max ? o->head_max : HTTP_HEAD_MAX;
