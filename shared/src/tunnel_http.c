@@ -3,6 +3,7 @@
  * tunnel_http.h. No libwebsockets here. */
 #include "agentbox/tunnel_http.h"
 #include "agentbox/common.h"
+#include "agentbox/buf.h"
 #include "agentbox/log.h"
 #include "agentbox/pct.h"
 #include "http_out.h"
@@ -706,8 +707,7 @@ struct tun_call {
     tun_call_fn done;
     void *arg;
     int status;
-    char *body;
-    size_t len, max;
+    struct buf body; /* limit: the caller's max_body */
     bool finished;
 };
 
@@ -718,8 +718,8 @@ static void call_finish(struct tun_call *c, const char *error)
     c->finished = true;
     struct tun_call_result res = {
         .status = error ? 0 : c->status,
-        .body = c->body ? c->body : "",
-        .body_len = c->len,
+        .body = buf_str(&c->body),
+        .body_len = buf_len(&c->body),
         .error = error,
     };
     c->done(&res, c->arg);
@@ -735,14 +735,15 @@ static void call_on_data(struct tun_endpoint *ep, struct tun_stream *st, const u
 {
     struct tun_call *c = (struct tun_call *)ep;
     tun_stream_consumed(st, n);
-    if (c->len + n > c->max) {
-        tun_stream_reset(st, TUN_RESET_CANCEL, "response too large");
-        call_finish(c, "response larger than the caller's limit");
+    if (c->finished)
         return;
+    int rc = buf_append(&c->body, d, n);
+    if (rc != 0) {
+        /* "response body is larger than N bytes", or out of memory */
+        tun_stream_reset(st, TUN_RESET_CANCEL,
+                         rc == AB_ELIMIT ? "response too large" : "out of memory");
+        call_finish(c, buf_err(&c->body));
     }
-    memcpy(c->body + c->len, d, n);
-    c->len += n;
-    c->body[c->len] = '\0';
 }
 
 static void call_on_end(struct tun_endpoint *ep, struct tun_stream *st)
@@ -762,7 +763,7 @@ static void call_on_closed(struct tun_endpoint *ep, struct tun_stream *st)
 {
     struct tun_call *c = (struct tun_call *)ep;
     call_finish(c, "tunnel closed");
-    free(c->body);
+    buf_free(&c->body);
     free(c);
 }
 
@@ -785,13 +786,8 @@ int tun_call(struct tun_session *s, const char *service, const char *method, con
     struct tun_call *c = calloc(1, sizeof(*c));
     if (!c)
         return AB_ENOMEM;
-    c->max = max_body ? max_body : 64 * 1024;
-    c->body = malloc(c->max + 1);
-    if (!c->body) {
-        free(c);
-        return AB_ENOMEM;
-    }
-    c->body[0] = '\0';
+    /* Grows as the answer arrives: a 1 MiB limit no longer costs 1 MiB per call. */
+    buf_init(&c->body, max_body ? max_body : 64 * 1024, "response body");
     c->ep.ops = &call_ep_ops;
     c->done = done;
     c->arg = arg;
@@ -804,7 +800,7 @@ int tun_call(struct tun_session *s, const char *service, const char *method, con
         head.headers[head.nheaders++] = h[i];
     int rc = tun_stream_open(s, &head, &c->ep, &c->st);
     if (rc != 0) {
-        free(c->body);
+        buf_free(&c->body);
         free(c);
         return rc;
     }
