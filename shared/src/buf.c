@@ -111,6 +111,17 @@ int buf_printf(struct buf *b, const char *fmt, ...)
     return rc;
 }
 
+void buf_consume(struct buf *b, size_t n)
+{
+    if (n >= b->len) {
+        buf_reset(b);
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+    b->data[b->len] = '\0';
+}
+
 const char *buf_str(const struct buf *b)
 {
     return b->data ? b->data : "";

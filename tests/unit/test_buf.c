@@ -238,6 +238,26 @@ static void test_take_hands_over(void **state)
     buf_free(&b);
 }
 
+static void test_consume_from_front(void **state)
+{
+    struct buf b;
+
+    buf_init(&b, 8, "stdin queue");
+    buf_consume(&b, 3); /* nothing there: fine */
+    assert_int_equal(buf_append(&b, "abcdefgh", 8), 0);
+    buf_consume(&b, 3);
+    assert_int_equal(buf_len(&b), 5);
+    assert_string_equal(buf_str(&b), "defgh");
+    /* what was consumed is room again, up to the same limit */
+    assert_int_equal(buf_append(&b, "123", 3), 0);
+    assert_string_equal(buf_str(&b), "defgh123");
+    assert_int_equal(buf_append(&b, "4", 1), AB_ELIMIT);
+    buf_consume(&b, 100);
+    assert_int_equal(buf_len(&b), 0);
+    assert_string_equal(buf_str(&b), "");
+    buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_printf_long_output_grows),
         cmocka_unit_test(test_reset_keeps_memory_and_limit),
         cmocka_unit_test(test_take_hands_over),
+        cmocka_unit_test(test_consume_from_front),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

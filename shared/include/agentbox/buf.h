@@ -50,6 +50,10 @@ int buf_append_str(struct buf *b, const char *s);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/* Drops the first n bytes (all of them when n >= len), for a buffer used as a
+ * queue that is written out from the front. Keeps the memory. */
+void buf_consume(struct buf *b, size_t n);
+
 /* The content as a C string: "" (never NULL) while nothing was appended. The
  * pointer is valid until the next append, reset, take or free. */
 const char *buf_str(const struct buf *b);
