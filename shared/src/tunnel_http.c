@@ -738,10 +738,12 @@ static void call_on_data(struct tun_endpoint *ep, struct tun_stream *st, const u
     if (c->finished)
         return;
     int rc = buf_append(&c->body, d, n);
-    if (rc != 0) {
-        /* "response body is larger than N bytes", or out of memory */
-        tun_stream_reset(st, TUN_RESET_CANCEL,
-                         rc == AB_ELIMIT ? "response too large" : "out of memory");
+    if (rc == AB_ELIMIT) {
+        /* callers and tests match this text; buf_err(&c->body) would name the size */
+        tun_stream_reset(st, TUN_RESET_CANCEL, "response too large");
+        call_finish(c, "response larger than the caller's limit");
+    } else if (rc != 0) {
+        tun_stream_reset(st, TUN_RESET_BUSY, "out of memory");
         call_finish(c, buf_err(&c->body));
     }
 }
