@@ -663,7 +663,7 @@ static front_fn op_id = id_op, op_metrics = metrics_op, op_create = create_op, o
 
 int hub_e2b_front_add_routes(struct hub *h, char *err, size_t errlen)
 {
-    /* first match wins: creates and lists before the id routes, the catch-all last */
+    /* the router picks the most specific pattern: the order below does not matter */
     const struct http_route routes[] = {
         {"POST", "/e2b/sandboxes", h_auth, &op_create, 0},
         {"POST", "/e2b/v2/sandboxes", h_auth, &op_create, 0},

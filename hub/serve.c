@@ -291,7 +291,7 @@ int hub_serve_main(int argc, char **argv)
         rc = hub_health_add_routes(&h, err, sizeof(err));
     if (rc == 0)
         rc = hub_identity_start(&h, cfg.hub_secret, cfg.hub_secret_file, err, sizeof(err));
-    if (rc == 0) /* after identity: /e2b/secrets matches before the front door */
+    if (rc == 0)
         rc = hub_e2b_front_add_routes(&h, err, sizeof(err));
     if (rc == 0)
         rc = hub_sandboxes_add_routes(&h, err, sizeof(err));
