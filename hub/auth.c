@@ -17,7 +17,6 @@
 #include "agentbox/loop.h"
 #include "hub/db.h"
 #include "hub/hub.h"
-#include "dashboard-api/identity_api.h"
 #include "hub/vault.h"
 #include "hub/vault_api.h"
 
@@ -609,54 +608,10 @@ static void validate_route(struct http_exchange *ex, void *arg)
 
 /* --- wiring -------------------------------------------------------------------------------- */
 
-/* The identity context of the one hub in this process (hub_identity_start). */
-static struct auth_ctx *hub_identity;
-
-int hub_identity_start(struct hub *h, const char *secret_value, const char *secret_file, char *err,
-                       size_t errlen)
+int auth_add_internal_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen)
 {
-    struct auth_options o = {0};
-    const struct http_route routes[1] = {
-        {"POST", "/internal/v1/keys/validate", validate_route, NULL, 0},
+    const struct http_route routes[] = {
+        {"POST", "/internal/v1/keys/validate", validate_route, a, 0},
     };
-    struct http_route rt[1];
-    char *secret = NULL;
-    size_t len = 0;
-    int rc;
-
-    if (hub_identity != NULL) {
-        snprintf(err, errlen, "the identity routes are already started");
-        return AB_EEXIST;
-    }
-    rc = vault_hub_secret_load("hub_secret", secret_value, secret_file, &secret, &len, err, errlen);
-    if (rc != 0)
-        return rc;
-    o.loop = h->loop;
-    o.db = h->db;
-    o.hub_secret = secret;
-    o.hub_secret_len = len;
-    hub_identity = auth_new(&o, err, errlen);
-    OPENSSL_cleanse(secret, len);
-    free(secret);
-    if (hub_identity == NULL)
-        return AB_EINVAL;
-    memcpy(rt, routes, sizeof(rt));
-    rt[0].arg = hub_identity;
-    rc = hub_add_internal_routes(h, rt, AB_ARRAY_LEN(rt), err, errlen);
-    if (rc == 0)
-        rc = identity_api_add_routes(h, hub_identity, err, errlen);
-    if (rc == 0)
-        rc = vault_api_add_routes(h, hub_identity, err, errlen);
-    return rc;
-}
-
-struct auth_ctx *hub_identity_ctx(void)
-{
-    return hub_identity;
-}
-
-void hub_identity_stop(void)
-{
-    auth_free(hub_identity);
-    hub_identity = NULL;
+    return hub_add_internal_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
 }

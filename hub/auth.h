@@ -108,18 +108,10 @@ void auth_respond_db_error(struct auth_ctx *a, struct http_exchange *ex, enum au
 
 /* --- wiring into `serve` --------------------------------------------------------- */
 
-/* Loads the hub secret (secret_value, else the first line of secret_file;
- * missing or short → AB_EINVAL saying how to make one), creates the
- * process's identity context and adds every identity route: /api/v1/auth/whoami,
- * /api/v1/api-keys, /api/v1/admin/api-keys, /e2b/secrets on the API router,
- * and /internal/v1/keys/validate, /internal/v1/vault/resolve on the internal
- * (tunnel-only) router. Between hub_init and hub_start. */
-int hub_identity_start(struct hub *h, const char *secret_value, const char *secret_file, char *err,
-                       size_t errlen);
-/* The context hub_identity_start made (NULL before), for the tunnel code. */
-struct auth_ctx *hub_identity_ctx(void);
-/* In hub_fini after db_pool_free (pending jobs' done() still use the
- * context), before loop_free. Safe when never started. */
-void hub_identity_stop(void);
+/* Adds POST /internal/v1/keys/validate (the tunnel-only router) answered by
+ * a. serve.c creates the context (auth_new, the secret from
+ * vault_hub_secret_load) and registers the public identity routes
+ * (dashboard-api/) and /e2b/secrets (vault_api.h). Before hub_start. */
+int auth_add_internal_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen);
 
 #endif

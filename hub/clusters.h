@@ -87,12 +87,13 @@ void clusters_touch(struct clusters *c, const char *cluster_id, int64_t epoch);
 /* Copies one cluster's state. 0, or AB_ENOENT when unknown in memory. */
 int clusters_get(struct clusters *c, const char *cluster_id, struct cluster_info *out);
 
-/* GET /api/clusters → {"clusters":[{"id","name","region","online","lastSeen",
- * "agentVersion"}]} sorted by id; lastSeen RFC 3339 or null (also "disabled";
- * agentVersion null before the first session).
- * GET /api/clusters/{id} → one cluster's object, 404 naming the id.
- * Both answer 503 until the first refresh succeeded. */
-int clusters_add_routes(struct hub *h, struct clusters *c, char *err, size_t errlen);
+/* The registry in memory, for the console (dashboard-api/clusters_api.c):
+ * clusters_count entries sorted by id; clusters_at copies entry i (AB_ENOENT
+ * past the end). clusters_last_error: why the last refresh failed ("" when it
+ * did not). */
+size_t clusters_count(struct clusters *c);
+int clusters_at(struct clusters *c, size_t i, struct cluster_info *out);
+const char *clusters_last_error(struct clusters *c);
 
 /* `agentbox-hub cluster ...` (cluster_cli.c); argv[0] is the first argument
  * after "cluster". Returns the exit status: 0 done, 1 refused or failed,

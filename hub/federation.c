@@ -18,8 +18,6 @@
 #include "agentbox/loop.h"
 #include "agentbox/metrics.h"
 #include "hub/db.h"
-#include "hub/hub.h"
-#include "hub/tunnel_server.h"
 
 #define REC_BUCKETS (1u << 18)
 #define ENV_BUCKETS (1u << 16)
@@ -588,7 +586,8 @@ int fed_registry_report(struct fed_registry *g, const char *cluster, const json_
 /* --- the hub's federation -------------------------------------------------------------- */
 
 struct federation {
-    struct hub *hub;
+    struct loop *loop;
+    struct db_pool *db;
     struct fed_registry *g;
     struct loop_timer sweep;
     bool dirty;
@@ -596,13 +595,6 @@ struct federation {
     bool stopping;
     struct metric_family *m_reports;
 };
-
-static struct federation *g_fed;
-
-struct federation *hub_federation(void)
-{
-    return g_fed;
-}
 
 struct fed_registry *federation_registry(struct federation *f)
 {
@@ -614,7 +606,7 @@ int64_t federation_now_ms(void)
     return ab_now_ms();
 }
 
-static void on_report(void *arg, const char *cluster, json_t *msg)
+void federation_on_report(void *arg, const char *cluster, json_t *msg)
 {
     struct federation *f = arg;
     char err[256];
@@ -629,7 +621,7 @@ static void on_report(void *arg, const char *cluster, json_t *msg)
     metrics_add(f->m_reports, lv, 1);
 }
 
-static void on_session_end(void *arg, const char *cluster)
+void federation_on_session_end(void *arg, const char *cluster)
 {
     struct federation *f = arg;
     size_t n = fed_registry_drop_cluster(f->g, cluster);
@@ -717,7 +709,7 @@ static void snap_done(void *arg, int status)
 
 static void snapshot(struct federation *f)
 {
-    if (f->persisting || !f->dirty || !f->hub->db)
+    if (f->persisting || !f->dirty || !f->db)
         return;
     struct snap_build b = {json_array(), federation_now_ms(), ab_wall_ms()};
     struct snapshot *s = calloc(1, sizeof(*s));
@@ -730,7 +722,7 @@ static void snapshot(struct federation *f)
     s->f = f;
     s->json = json_dumps(b.arr, JSON_COMPACT);
     json_decref(b.arr);
-    if (!s->json || db_submit(f->hub->db, snap_job, snap_done, s) != 0) {
+    if (!s->json || db_submit(f->db, snap_job, snap_done, s) != 0) {
         free(s->json);
         free(s);
         return; /* the database is down or busy: next tick */
@@ -750,51 +742,31 @@ static void sweep_tick(struct loop_timer *t)
         f->dirty = true;
     }
     snapshot(f);
-    loop_timer_start(f->hub->loop, &f->sweep, FED_SWEEP_MS, sweep_tick, f);
+    loop_timer_start(f->loop, &f->sweep, FED_SWEEP_MS, sweep_tick, f);
 }
 
-int hub_federation_start(struct hub *h, char *err, size_t errlen)
+struct federation *federation_new(const struct federation_deps *d, char *err, size_t errlen)
 {
-    if (g_fed) {
-        snprintf(err, errlen, "federation already started in this process");
-        return AB_EEXIST;
-    }
     struct federation *f = calloc(1, sizeof(*f));
     if (!f || !(f->g = fed_registry_new(true))) {
         free(f);
         snprintf(err, errlen, "out of memory creating the federation registry");
-        return AB_ENOMEM;
+        return NULL;
     }
     static const char *const ol[] = {"outcome", NULL};
     f->m_reports = metrics_register(metrics_default(), "agentbox_federation_reports_total",
                                     "Capacity reports received, by outcome (applied, refused).",
                                     METRIC_COUNTER, ol, NULL, 0);
-    f->hub = h;
-    int rc = route_api_add_routes(h, f, err, errlen);
-    if (rc != 0) {
-        fed_registry_free(f->g);
-        free(f);
-        return rc;
-    }
-    g_fed = f;
-    loop_timer_start(h->loop, &f->sweep, FED_SWEEP_MS, sweep_tick, f);
-    return 0;
+    f->loop = d->loop;
+    f->db = d->db;
+    loop_timer_start(f->loop, &f->sweep, FED_SWEEP_MS, sweep_tick, f);
+    return f;
 }
 
-void hub_federation_attach(struct hub *h)
+void federation_free(struct federation *f)
 {
-    if (!g_fed || !h->tunnel)
-        return;
-    tunnel_server_set_report_hook(h->tunnel, on_report, g_fed);
-    tunnel_server_set_session_end_hook(h->tunnel, on_session_end, g_fed);
-}
-
-void hub_federation_stop(void)
-{
-    struct federation *f = g_fed;
     if (!f)
         return;
-    g_fed = NULL;
     loop_timer_cancel(&f->sweep);
     if (f->persisting) {
         f->stopping = true; /* snap_done frees */

@@ -87,17 +87,23 @@ void fed_registry_each(struct fed_registry *g, void (*fn)(void *arg, const struc
 
 struct federation;
 
-/* Creates the process's registry and adds its routes (internal POST
- * /internal/v1/route; GET /api/v1/federation, GET /api/clusters/{id}/federation).
- * In hub_init, before hub_start. */
-int hub_federation_start(struct hub *h, char *err, size_t errlen);
-/* Hooks the registry to the tunnel server (REPORT frames, session ends). In
- * hub_start right after tunnel_server_start. */
-void hub_federation_attach(struct hub *h);
-/* Stops timers and frees the registry. In hub_fini after db_pool_free
- * (a snapshot job's done() uses it). Safe when never started. */
-void hub_federation_stop(void);
-struct federation *hub_federation(void);
+/* What the hub's federation may use. */
+struct federation_deps {
+    struct loop *loop;  /* not owned: the sweep timer */
+    struct db_pool *db; /* not owned: federation_capacity snapshots; NULL: none */
+};
+
+/* Creates the registry and starts the sweep (stale records out, snapshot
+ * every FED_SWEEP_MS). NULL with err when out of memory. */
+struct federation *federation_new(const struct federation_deps *d, char *err, size_t errlen);
+/* Stops the timer and frees the registry. Call after db_pool_free (a
+ * snapshot job's done() uses it) and after the tunnel server is gone (its
+ * hooks below point here). NULL is fine. */
+void federation_free(struct federation *f);
+/* Tunnel hooks (tunnel_server_set_report_hook / _session_end_hook), arg = f:
+ * a REPORT frame replaces the cluster's records; a session end drops them. */
+void federation_on_report(void *arg, const char *cluster, json_t *msg);
+void federation_on_session_end(void *arg, const char *cluster);
 struct fed_registry *federation_registry(struct federation *f);
 /* The hub's clock for records (monotonic ms). */
 int64_t federation_now_ms(void);

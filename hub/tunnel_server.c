@@ -676,30 +676,3 @@ void tunnel_server_stop(struct tunnel_server *ts)
     }
     free(ts);
 }
-
-/* --- the hub API's reach into a cluster ------------------------------------------------ */
-
-static void h_cluster_native(struct http_exchange *ex, void *arg)
-{
-    struct tunnel_server *ts = *(struct tunnel_server **)arg;
-    const char *id = http_param(ex, "id");
-    const char *target = http_req(ex)->target;
-    /* the raw target after /api/clusters/<id>, so escapes reach the agent as sent */
-    const char *rest = strstr(target + strlen("/api/clusters/"), "/v1");
-    char msg[160];
-    snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", id);
-    if (!rest) {
-        http_respond_error(ex, 400, "path must be /api/clusters/{id}/v1/...");
-        return;
-    }
-    tun_http_proxy(ex, tunnel_server_session(ts, id), "native", rest, NULL, 0, msg);
-}
-
-int tunnel_server_add_routes(struct hub *h, struct tunnel_server **ts, char *err, size_t errlen)
-{
-    const struct http_route routes[] = {
-        {"*", "/api/clusters/{id}/v1/{*rest}", h_cluster_native, ts, HTTP_ROUTE_STREAM},
-        {"*", "/api/clusters/{id}/v1", h_cluster_native, ts, HTTP_ROUTE_STREAM},
-    };
-    return hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
-}

@@ -51,8 +51,4 @@ void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_repor
 void tunnel_server_set_session_end_hook(struct tunnel_server *ts, tunnel_server_session_end_fn fn,
                                         void *arg);
 
-/* Registers ANY /api/clusters/{id}/v1/{*rest} (relayed to the cluster's
- * native service). Before hub_start. */
-int tunnel_server_add_routes(struct hub *h, struct tunnel_server **ts, char *err, size_t errlen);
-
 #endif
