@@ -37,6 +37,8 @@ struct auth_ctx {
     char (*used)[KEYS_ID_MAX + 1];
     size_t nused;
     struct auth_grant *grants; /* live grants of the public bridge */
+    keys_revocation_fn revocation_fn;
+    void *revocation_arg;
 };
 
 struct auth_grant {
@@ -222,7 +224,7 @@ static void tick_job_done(void *arg, int status)
         ab_strlcpy(a->mark, j->mark_out, sizeof(a->mark));
     for (i = 0; i < j->nrows; i++) {
         LOG_INFO("api key no longer valid", "key_id", j->rows[i].id, "reason", j->rows[i].reason);
-        keys_notify_revoked(j->rows[i].id, j->rows[i].hash, j->rows[i].reason);
+        auth_notify_revoked(a, j->rows[i].id, j->rows[i].hash, j->rows[i].reason);
     }
     tick_job_free(j);
 }
@@ -300,6 +302,19 @@ void auth_free(struct auth_ctx *a)
     vault_keyring_clear(&a->kr);
     free(a->used);
     free(a);
+}
+
+void auth_set_revocation_hook(struct auth_ctx *a, keys_revocation_fn fn, void *arg)
+{
+    a->revocation_fn = fn;
+    a->revocation_arg = arg;
+}
+
+void auth_notify_revoked(struct auth_ctx *a, const char *key_id, const char *hash,
+                         const char *reason)
+{
+    if (a->revocation_fn != NULL)
+        a->revocation_fn(a->revocation_arg, key_id, hash, reason);
 }
 
 const struct vault_keyring *auth_keyring(const struct auth_ctx *a)

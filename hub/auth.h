@@ -95,6 +95,13 @@ int auth_validate_hash(struct auth_ctx *a, const char *hash, auth_validate_fn cb
 /* {keyId, name, team, user, namespace, role, mode, expiresAt}: no hash, no token. */
 json_t *auth_principal_json(const struct keys_principal *p);
 
+/* The revocation hook (keys.h) of this context; NULL removes it. serve.c
+ * points it at the tunnel server, and clears it before the tunnel goes. */
+void auth_set_revocation_hook(struct auth_ctx *a, keys_revocation_fn fn, void *arg);
+/* Calls the hook, if any: the scan (auth.c) and the key API's revoke. */
+void auth_notify_revoked(struct auth_ctx *a, const char *key_id, const char *hash,
+                         const char *reason);
+
 /* Records that a key was used (batched into last_used_at). */
 void auth_mark_used(struct auth_ctx *a, const char *key_id);
 

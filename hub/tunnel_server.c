@@ -19,7 +19,6 @@
 #include "agentbox/version.h"
 #include "hub/clusters.h"
 #include "hub/hub.h"
-#include "hub/keys.h"
 
 #include <libwebsockets.h>
 #include <stdio.h>
@@ -550,7 +549,8 @@ static void on_revoke(void *arg, const char *cluster_id, const char *reason)
 }
 
 /* A key stopped being valid: every agent drops it from its cache at once. */
-static void on_key_revoked(void *arg, const char *key_id, const char *hash, const char *reason)
+void tunnel_server_on_key_revoked(void *arg, const char *key_id, const char *hash,
+                                  const char *reason)
 {
     json_t *ev = json_pack("{s:s,s:s,s:s}", "type", "key_revoked", "hash", hash, "reason",
                            reason ? reason : "revoked");
@@ -643,7 +643,6 @@ int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *i
         return AB_EIO;
     }
     clusters_set_revoke_hook(c, on_revoke, ts);
-    keys_set_revocation_hook(on_key_revoked, ts);
     loop_timer_start(h->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
     loop_timer_start(h->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
     loop_timer_start(h->loop, &ts->ping_timer, ts->ping_interval_ms, ping_tick, ts);
@@ -660,7 +659,6 @@ void tunnel_server_stop(struct tunnel_server *ts)
     loop_timer_cancel(&ts->stats_timer);
     loop_timer_cancel(&ts->ping_timer);
     clusters_set_revoke_hook(ts->clusters, NULL, NULL);
-    keys_set_revocation_hook(NULL, NULL);
     /* sessions are closed by the context's destruction (CLOSED per wsi) */
     lws_vhost_destroy(ts->vh);
     while (ts->all) {

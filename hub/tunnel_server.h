@@ -47,6 +47,10 @@ void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg);
  * session is gone (closed, superseded, revoked), called at once. */
 typedef void (*tunnel_server_report_fn)(void *arg, const char *cluster_id, json_t *msg);
 typedef void (*tunnel_server_session_end_fn)(void *arg, const char *cluster_id);
+/* A keys_revocation_fn (keys.h), arg = the tunnel server: sends every
+ * session an EVENT {type: key_revoked, hash, reason}. */
+void tunnel_server_on_key_revoked(void *arg, const char *key_id, const char *hash,
+                                  const char *reason);
 void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_report_fn fn, void *arg);
 void tunnel_server_set_session_end_hook(struct tunnel_server *ts, tunnel_server_session_end_fn fn,
                                         void *arg);
