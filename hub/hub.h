@@ -3,7 +3,7 @@
  *
  * Modules are X_new(deps)/X_free(x); struct hub holds their pointers and
  * serve.c is the only file that creates, connects and frees them. Everything here runs on the loop
- * thread except hub_serve_main's signal handler, which only calls loop_stop. */
+ * thread except the signal handler (main.c), which only calls loop_stop. */
 #ifndef AGENTBOX_HUB_HUB_H
 #define AGENTBOX_HUB_HUB_H
 
@@ -83,8 +83,12 @@ int hub_add_internal_routes(struct hub *h, const struct http_route *routes, size
                             size_t errlen);
 /* Builds the router and starts the listeners. */
 int hub_start(struct hub *h, char *err, size_t errlen);
-/* Runs the loop until loop_stop (SIGINT/SIGTERM). */
-int hub_run(struct hub *h);
+/* Points SIGINT/SIGTERM at loop_stop(l) (l NULL: at nothing). A signal
+ * handler needs a process-wide variable, so main.c, which owns the process,
+ * keeps it. */
+typedef void (*hub_signals_fn)(struct loop *l);
+/* Runs the loop until loop_stop (SIGINT/SIGTERM through signals, if any). */
+int hub_run(struct hub *h, hub_signals_fn signals);
 /* Frees everything hub_init and hub_start created, in reverse order of
  * creation (after db_pool_free, which runs the pending jobs' done()). */
 void hub_fini(struct hub *h);
@@ -96,6 +100,6 @@ int hub_internal_add_routes(struct hub *h, char *err, size_t errlen);
 int hub_health_add_routes(struct hub *h, char *err, size_t errlen);
 
 /* `agentbox-hub serve ARGS` (argv[0] is the first argument after "serve"). */
-int hub_serve_main(int argc, char **argv);
+int hub_serve_main(int argc, char **argv, hub_signals_fn signals);
 
 #endif

@@ -259,27 +259,15 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     return 0;
 }
 
-static struct loop *signal_loop;
-
-static void on_signal(int sig)
+int hub_run(struct hub *h, hub_signals_fn signals)
 {
-    (void)sig;
-    if (signal_loop != NULL)
-        loop_stop(signal_loop);
-}
-
-int hub_run(struct hub *h)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    signal_loop = h->loop;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    return loop_run(h->loop);
+    if (signals != NULL)
+        signals(h->loop);
+    int rc = loop_run(h->loop);
+    if (signals != NULL)
+        signals(NULL);
+    return rc;
 }
 
 void hub_fini(struct hub *h)
@@ -310,12 +298,11 @@ void hub_fini(struct hub *h)
     if (h->internal_router != NULL)
         http_router_free(h->internal_router);
     h->internal_router = NULL;
-    signal_loop = NULL;
     loop_free(h->loop);
     h->loop = NULL;
 }
 
-int hub_serve_main(int argc, char **argv)
+int hub_serve_main(int argc, char **argv, hub_signals_fn signals)
 {
     struct hub_serve_config cfg;
     struct cfg_result res;
@@ -362,7 +349,7 @@ int hub_serve_main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    hub_run(&h);
+    hub_run(&h, signals);
     LOG_INFO("hub stopping");
 out:
     if (h.loop != NULL)
