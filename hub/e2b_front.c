@@ -231,12 +231,9 @@ static void create_op(struct e2b_front *fr, struct http_exchange *ex,
         .now_ms = federation_now_ms(),
     };
     struct route_decision d;
-    memset(&d, 0, sizeof(d));
-    if (f)
-        fed_registry_decide(federation_registry(f), &q, &d);
-    route_api_count(&q, &d);
-    if (!f || !d.cluster[0]) {
-        http_respond_error(ex, 404,
+    federation_place(f, &q, &d);
+    if (!d.cluster[0]) { /* the agent's E2B create answers an unknown env 400 too */
+        http_respond_error(ex, 400,
                            "sandbox env \"%s\" is not offered in namespace %s by any cluster "
                            "connected to the hub: GET /templates lists the envs you can use",
                            ref.name, p->namespace);

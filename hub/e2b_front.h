@@ -4,10 +4,12 @@
  *   /e2b/...   authenticated (auth_request, AUTH_SURFACE_E2B), then:
  *              - id-addressed calls → the id's cluster's `e2b` service;
  *              - `cluster::x` creates → that cluster, verbatim;
- *              - bare creates → placed here (fed_registry_decide with no
- *                local cluster: steps 2 and 4, else park on the env's first
- *                cluster by id) and sent as `cluster::pool` (`cluster::env`
- *                when parked), `//image` kept;
+ *              - bare creates → placed here by federation_place, the code
+ *                that answers the agents' step 2, with no local cluster:
+ *                steps 2 and 4, else park on the env's first cluster by id;
+ *                sent as `cluster::pool` (`cluster::env` when parked),
+ *                `//image` kept; no cluster offers the env → 400, as the
+ *                agent's E2B create answers an unknown env;
  *              - GET /sandboxes, /v2/sandboxes, /templates → every connected
  *                cluster (at most E2B_FRONT_FANOUT at once, answered by
  *                E2B_FRONT_DEADLINE_MS with what arrived), merged here.

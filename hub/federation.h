@@ -71,8 +71,8 @@ size_t fed_registry_env(struct fed_registry *g, const char *ns, const char *env,
 /* route_decide over (q->ns, q->env); a forward reserves one idle on the
  * chosen member until its next report, so a burst spreads. The hub's own
  * front door (/e2b) calls it with q->local NULL: steps 2, 4, then parking on
- * the env's first cluster by id (d.cluster, "" when no cluster reports it);
- * then route_api_count(q, d) for the metric and the debug line. */
+ * the env's first cluster by id (d.cluster, "" when no cluster reports it).
+ * Callers go through federation_place. */
 void fed_registry_decide(struct fed_registry *g, const struct route_query *q,
                          struct route_decision *out);
 /* Reserves one idle on r (a record of this registry). */
@@ -110,7 +110,11 @@ int64_t federation_now_ms(void);
 
 /* route_api.c: adds the routes above. */
 int route_api_add_routes(struct hub *h, struct federation *f, char *err, size_t errlen);
-/* route_api.c: agentbox_route_decisions_total{step} and a debug line. */
-void route_api_count(const struct route_query *q, const struct route_decision *d);
+/* The one placement of a bare-name create (DESIGN §6), route_api.c: the
+ * agents' step 2 (POST /internal/v1/route, q->local = the origin) and the
+ * hub's front door (q->local NULL) both call it. fed_registry_decide, then
+ * agentbox_route_decisions_total{step} and a debug line. f NULL: no cluster
+ * (d->cluster ""). */
+void federation_place(struct federation *f, const struct route_query *q, struct route_decision *d);
 
 #endif

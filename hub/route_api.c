@@ -19,7 +19,7 @@
 #include "agentbox/metrics.h"
 #include "hub/hub.h"
 
-void route_api_count(const struct route_query *q, const struct route_decision *d)
+static void count(const struct route_query *q, const struct route_decision *d)
 {
     static const char *const labels[] = {"step", NULL};
     struct metric_family *m =
@@ -35,6 +35,14 @@ void route_api_count(const struct route_query *q, const struct route_decision *d
               q->env, "group", q->group ? q->group : "", "step", step, "action",
               route_action_name(d->action), "cluster", d->cluster, "pool", d->pool, "idle", idle,
               "reason", d->reason);
+}
+
+void federation_place(struct federation *f, const struct route_query *q, struct route_decision *d)
+{
+    memset(d, 0, sizeof(*d));
+    if (f != NULL)
+        fed_registry_decide(federation_registry(f), q, d);
+    count(q, d);
 }
 
 static json_t *decision_json(const struct route_decision *d)
@@ -83,8 +91,7 @@ static void h_route(struct http_exchange *ex, void *arg)
         .now_ms = federation_now_ms(),
     };
     struct route_decision d;
-    fed_registry_decide(federation_registry(f), &q, &d);
-    route_api_count(&q, &d);
+    federation_place(f, &q, &d);
     json_decref(body);
     http_respond_json(ex, 200, decision_json(&d));
 }
