@@ -35,7 +35,7 @@
 struct add_req {
     struct hub *h;
     struct http_exchange *ex;
-    char id[SBXID_CLUSTER_MAX + 1];
+    char id[AB_CLUSTER_ID_BUF];
     char name[128], region[64];
     char actor[96];
     char token[80], hash[65];
@@ -107,7 +107,7 @@ static void add_authed(struct http_exchange *ex, const struct keys_principal *p,
     }
     json_t *body = json_parse_object(r->body, r->body_len, 0, err, sizeof(err));
     const char *id = NULL, *name = NULL, *region = NULL;
-    if (!body || json_get_str(body, "id", true, SBXID_CLUSTER_MAX + 8, &id, err, sizeof(err)) ||
+    if (!body || json_get_str(body, "id", true, AB_CLUSTER_ID_MAX + 8, &id, err, sizeof(err)) ||
         json_get_str(body, "name", false, 127, &name, err, sizeof(err)) ||
         json_get_str(body, "region", false, 63, &region, err, sizeof(err))) {
         auth_respond_api_error(ex, 400, "INVALID_ARGUMENT", "%s", err);

@@ -117,7 +117,7 @@ static void list_ok(struct http_exchange *ex, const struct keys_principal *p, vo
 {
     struct hub *h = arg;
     struct federation *f = h->fed;
-    char ns[ROUTE_NAME_MAX + 2] = "", env[ROUTE_NAME_MAX + 2] = "", cl[ROUTE_CLUSTER_MAX + 2] = "";
+    char ns[ROUTE_NAME_MAX + 2] = "", env[ROUTE_NAME_MAX + 2] = "", cl[AB_CLUSTER_ID_MAX + 2] = "";
     struct collect c = {0};
     if (!f) {
         auth_respond_api_error(ex, 503, "UNAVAILABLE", "federation is shutting down");

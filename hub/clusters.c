@@ -293,7 +293,7 @@ const char *clusters_hub_instance(struct clusters *c)
 
 struct begin_job {
     struct clusters *c;
-    char id[25];
+    char id[AB_CLUSTER_ID_BUF];
     char version[64];
     char instance[CLUSTERS_INSTANCE_MAX];
     void (*done)(void *arg, int status, int64_t epoch);
@@ -422,7 +422,7 @@ void clusters_session_online(struct clusters *c, const char *cluster_id, int64_t
 
 struct end_job {
     struct clusters *c;
-    char id[25];
+    char id[AB_CLUSTER_ID_BUF];
     int64_t epoch;
     char err[CLUSTERS_ERR_MAX];
 };

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agentbox/common.h"
+
 struct hub;
 struct clusters;
 
@@ -20,7 +22,7 @@ struct clusters;
 #define CLUSTERS_MAX 10000            /* clusters held in memory; more is a refresh error */
 
 struct cluster_info {
-    char id[25];
+    char id[AB_CLUSTER_ID_BUF];
     char name[128];
     char region[64];
     bool disabled;

@@ -70,7 +70,7 @@ static int keep_headers(const struct http_request *r, struct tun_header *h)
 
 struct one {
     struct http_exchange *ex;
-    char cluster[SBXID_CLUSTER_MAX + 1];
+    char cluster[AB_CLUSTER_ID_BUF];
 };
 
 static void one_done(const struct tun_call_result *res, void *arg)
@@ -143,7 +143,7 @@ static void id_op(struct e2b_front *fr, struct http_exchange *ex, const struct k
 {
     const struct http_request *r = http_req(ex);
     const char *id = http_param(ex, "id");
-    char cluster[SBXID_CLUSTER_MAX + 1], target[TARGET_MAX];
+    char cluster[AB_CLUSTER_ID_BUF], target[TARGET_MAX];
     (void)p;
     if (!id || sbxid_cluster_of(id, cluster) != 0) {
         http_respond_error(ex, 404, "sandbox \"%.80s\" not found", id ? id : "");
@@ -158,7 +158,7 @@ static void metrics_op(struct e2b_front *fr, struct http_exchange *ex,
                        const struct keys_principal *p)
 {
     const struct http_request *r = http_req(ex);
-    char ids[4096], first[SBXID_CLUSTER_MAX + 1] = "", c[SBXID_CLUSTER_MAX + 1];
+    char ids[4096], first[AB_CLUSTER_ID_BUF] = "", c[AB_CLUSTER_ID_BUF];
     char target[TARGET_MAX];
     (void)p;
     if (http_query_get(r, "sandbox_ids", ids, sizeof(ids)) != 0 || !ids[0]) {
@@ -269,7 +269,7 @@ struct fan {
     struct http_exchange *ex; /* NULL once answered */
     enum fan_kind kind;
     char target[TARGET_MAX]; /* sent to every cluster */
-    char (*clusters)[SBXID_CLUSTER_MAX + 1];
+    char (*clusters)[AB_CLUSTER_ID_BUF];
     size_t n, next, inflight;
     json_t *items;
     json_t *seen; /* templates: templateID → true */
@@ -504,7 +504,7 @@ static void templates_op(struct e2b_front *fr, struct http_exchange *ex,
  * catalogue, /api-keys): `cluster::x` ids go to that cluster, the rest to the
  * first connected cluster by id, which answers for the namespace as a whole. */
 struct first_cluster {
-    char id[SBXID_CLUSTER_MAX + 1];
+    char id[AB_CLUSTER_ID_BUF];
 };
 
 static void pick_first(void *arg, const char *id)
@@ -547,7 +547,7 @@ static void data_error(struct http_exchange *ex, int status, const char *msg)
 static int data_target_id(const struct http_request *r, char *id, size_t len)
 {
     static const char *const hdr[] = {"E2b-Sandbox-Id", "X-Sandbox-Id"};
-    char cluster[SBXID_CLUSTER_MAX + 1];
+    char cluster[AB_CLUSTER_ID_BUF];
     for (size_t i = 0; i < AB_ARRAY_LEN(hdr); i++) {
         const char *v = http_header_get(r, hdr[i]);
         if (v && v[0])
@@ -585,7 +585,7 @@ static void h_data(struct http_exchange *ex, void *arg)
 {
     const struct http_request *r = http_req(ex);
     struct e2b_front *fr = arg;
-    char id[128], cluster[SBXID_CLUSTER_MAX + 1], target[TARGET_MAX], msg[256];
+    char id[128], cluster[AB_CLUSTER_ID_BUF], target[TARGET_MAX], msg[256];
     if (data_target_id(r, id, sizeof(id)) != 0) {
         data_error(ex, 400,
                    "missing sandbox id: set the E2b-Sandbox-Id and E2b-Sandbox-Port headers, use "
@@ -621,7 +621,7 @@ struct envs_collect {
 static void envs_one(void *arg, const struct route_record *r)
 {
     struct envs_collect *c = arg;
-    char key[ROUTE_CLUSTER_MAX + ROUTE_NAME_MAX + 4];
+    char key[AB_CLUSTER_ID_MAX + ROUTE_NAME_MAX + 4];
     if (strcmp(r->ns, c->ns) != 0 || (c->origin && strcmp(r->cluster, c->origin) == 0) ||
         !route_is_fresh(r, c->now_ms, ROUTE_TTL_MS) || json_object_size(c->map) >= ENVS_MAX)
         return;

@@ -47,7 +47,7 @@ struct fed_env {
 };
 
 struct fed_cluster {
-    char id[ROUTE_CLUSTER_MAX + 1];
+    char id[AB_CLUSTER_ID_BUF];
     uint32_t hash;
     struct fed_cluster *hnext;
     struct fed_rec *head;

@@ -35,7 +35,7 @@ struct hub_session {
     struct lws *wsi; /* from the handshake on */
     struct tun_ws ws;
     struct tun_session *s;
-    char cluster[25];
+    char cluster[AB_CLUSTER_ID_BUF];
     char peer[40]; /* "tunnel:<cluster>" */
     char agent_version[64];
     int64_t epoch;
