@@ -18,7 +18,6 @@
 #include "hub/db.h"
 #include "hub/hub.h"
 #include "hub/vault.h"
-#include "hub/vault_api.h"
 
 /* Keys revoked up to this long before the previous scan are reported again,
  * so a revocation committed late (its revoked_at is its transaction's start)
