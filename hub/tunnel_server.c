@@ -249,6 +249,11 @@ void tunnel_server_set_session_end_hook(struct tunnel_server *ts, tunnel_server_
     ts->end_arg = arg;
 }
 
+/* Relay header names, in one place (the lead swaps them for relay.h). */
+#define H_TARGET_CLUSTER "X-AgentBox-Target-Cluster"
+#define H_TARGET_SERVICE "X-AgentBox-Target-Service"
+#define H_SOURCE_CLUSTER "X-Source-Cluster"
+
 static const char *header_of(const struct tun_head *h, const char *name)
 {
     for (int i = 0; i < h->nheaders; i++)
@@ -259,19 +264,19 @@ static const char *header_of(const struct tun_head *h, const char *name)
 
 static void relay(struct hub_session *hs, struct tun_stream *st, const struct tun_head *head)
 {
-    const char *target = header_of(head, "X-AgentBox-Target-Cluster");
-    const char *service = header_of(head, "X-AgentBox-Target-Service");
+    const char *target = header_of(head, H_TARGET_CLUSTER);
+    const char *service = header_of(head, H_TARGET_SERVICE);
     char msg[200];
     if (!target || !service) {
         tun_stream_respond_json(st, 400,
-                                "{\"code\":400,\"message\":\"a relay stream needs "
-                                "X-AgentBox-Target-Cluster and X-AgentBox-Target-Service\"}");
+                                "{\"code\":400,\"message\":\"a relay stream needs " H_TARGET_CLUSTER
+                                " and " H_TARGET_SERVICE "\"}");
         return;
     }
     if (strcmp(service, "e2b") != 0 && strcmp(service, "data") != 0 &&
         strcmp(service, "native") != 0) {
         tun_stream_respond_json(st, 400,
-                                "{\"code\":400,\"message\":\"X-AgentBox-Target-Service must be "
+                                "{\"code\":400,\"message\":\"" H_TARGET_SERVICE " must be "
                                 "e2b, data or native\"}");
         return;
     }
@@ -282,13 +287,12 @@ static void relay(struct hub_session *hs, struct tun_stream *st, const struct tu
     out.path = head->path;
     for (int i = 0; i < head->nheaders && out.nheaders < TUN_MAX_HEADERS - 1; i++) {
         const char *n = head->headers[i].name;
-        if (strcasecmp(n, "X-AgentBox-Target-Cluster") == 0 ||
-            strcasecmp(n, "X-AgentBox-Target-Service") == 0 ||
-            strcasecmp(n, "X-Source-Cluster") == 0)
+        if (strcasecmp(n, H_TARGET_CLUSTER) == 0 || strcasecmp(n, H_TARGET_SERVICE) == 0 ||
+            strcasecmp(n, H_SOURCE_CLUSTER) == 0)
             continue;
         out.headers[out.nheaders++] = head->headers[i];
     }
-    out.headers[out.nheaders].name = "X-Source-Cluster";
+    out.headers[out.nheaders].name = H_SOURCE_CLUSTER;
     out.headers[out.nheaders].value = hs->cluster;
     out.nheaders++;
     snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", target);
