@@ -23,7 +23,6 @@
 #include "agentbox/loop.h"
 #include "hub/clusters_table.h"
 #include "hub/db.h"
-#include "hub/hub.h"
 
 #define CLUSTERS_ERR_MAX 256
 #define CLUSTERS_INSTANCE_MAX 96
@@ -32,7 +31,6 @@
 #define CLUSTERS_SESSION_KEEP "7 days"
 
 struct clusters {
-    struct hub *hub;
     struct loop *loop;
     struct db_pool *db;
     struct clusters_table table;
@@ -630,13 +628,13 @@ static void make_instance(char *out, size_t len)
     snprintf(out, len, "%s-%s", host, hex);
 }
 
-int clusters_new(struct hub *h, struct clusters **out, char *err, size_t errlen)
+int clusters_new(const struct clusters_deps *d, struct clusters **out, char *err, size_t errlen)
 {
     struct clusters *c;
 
     *out = NULL;
-    if (h == NULL || h->loop == NULL || h->db == NULL) {
-        snprintf(err, errlen, "clusters_new needs an initialised hub (hub_init first)");
+    if (d->loop == NULL || d->db == NULL) {
+        snprintf(err, errlen, "clusters_new needs the hub's loop and database pool");
         return AB_EINVAL;
     }
     c = calloc(1, sizeof(*c));
@@ -644,9 +642,8 @@ int clusters_new(struct hub *h, struct clusters **out, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory creating the cluster registry");
         return AB_ENOMEM;
     }
-    c->hub = h;
-    c->loop = h->loop;
-    c->db = h->db;
+    c->loop = d->loop;
+    c->db = d->db;
     make_instance(c->instance, sizeof(c->instance));
     loop_timer_start(c->loop, &c->refresh_timer, 0, refresh_tick, c);
     loop_timer_start(c->loop, &c->flush_timer, CLUSTERS_TOUCH_FLUSH_MS, flush_tick, c);

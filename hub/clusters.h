@@ -13,7 +13,8 @@
 
 #include "agentbox/common.h"
 
-struct hub;
+struct loop;
+struct db_pool;
 struct clusters;
 
 #define CLUSTERS_REFRESH_MS 2000      /* reload of the clusters table */
@@ -32,10 +33,16 @@ struct cluster_info {
     char agent_version[64];
 };
 
-/* Creates the registry of h (after hub_init: uses h->loop and h->db) and
- * starts the refresh timer (every 2 s, the first at once) and the last_seen
- * flush timer (every 10 s). Free with clusters_free before loop_free. */
-int clusters_new(struct hub *h, struct clusters **out, char *err, size_t errlen);
+/* What the registry may use; neither owned. */
+struct clusters_deps {
+    struct loop *loop;
+    struct db_pool *db;
+};
+
+/* Creates the registry and starts the refresh timer (every 2 s, the first
+ * at once) and the last_seen flush timer (every 10 s). Free with
+ * clusters_free before loop_free. */
+int clusters_new(const struct clusters_deps *d, struct clusters **out, char *err, size_t errlen);
 /* Cancels the timers. Database jobs still in flight keep the memory until
  * their done() ran (db_pool_free runs them), so call it before or after
  * db_pool_free. NULL is fine. */

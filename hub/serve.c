@@ -172,7 +172,8 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     h->db = db_pool_new(h->loop, &dbo, err, errlen);
     if (h->db == NULL)
         return AB_EIO;
-    if (clusters_new(h, &h->clusters, err, errlen) != 0)
+    struct clusters_deps cd = {.loop = h->loop, .db = h->db};
+    if (clusters_new(&cd, &h->clusters, err, errlen) != 0)
         return AB_EIO;
     rc = create_auth(h, err, errlen);
     if (rc != 0)
@@ -248,7 +249,9 @@ int hub_start(struct hub *h, char *err, size_t errlen)
         .timeout_ms = h->cfg->tunnel_timeout_ms,
         .sync_interval_ms = h->cfg->tunnel_sync_interval_ms,
     };
-    rc = tunnel_server_start(h, h->clusters, h->internal_router, &to, &h->tunnel, err, errlen);
+    struct tunnel_server_deps td = {
+        .loop = h->loop, .clusters = h->clusters, .internal = h->internal_router};
+    rc = tunnel_server_start(&td, &to, &h->tunnel, err, errlen);
     if (rc != 0)
         return rc;
     tunnel_server_set_report_hook(h->tunnel, federation_on_report, h->fed);

@@ -18,7 +18,6 @@
 #include "agentbox/tunnel_ws.h"
 #include "agentbox/version.h"
 #include "hub/clusters.h"
-#include "hub/hub.h"
 
 #include <libwebsockets.h>
 #include <stdio.h>
@@ -51,7 +50,7 @@ struct hub_session {
 };
 
 struct tunnel_server {
-    struct hub *hub;
+    struct loop *loop;
     struct clusters *clusters;
     struct http_router *internal;
     struct lws_vhost *vh;
@@ -487,7 +486,7 @@ static void sync_tick(struct loop_timer *t)
             tun_session_send_sync(hs->s);
             tun_ws_want_write(&hs->ws);
         }
-    loop_timer_start(ts->hub->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
+    loop_timer_start(ts->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
 }
 
 /* The hub pings each agent too (lws answers the agent's pings without telling
@@ -519,8 +518,7 @@ static void ping_tick(struct loop_timer *t)
         if (hs->registered)
             clusters_touch(ts->clusters, hs->cluster, hs->epoch);
     }
-    loop_timer_start(ts->hub->loop, &ts->ping_timer, ts->ping_interval_ms / PING_SLICES, ping_tick,
-                     ts);
+    loop_timer_start(ts->loop, &ts->ping_timer, ts->ping_interval_ms / PING_SLICES, ping_tick, ts);
 }
 
 static void stats_tick(struct loop_timer *t)
@@ -539,7 +537,7 @@ static void stats_tick(struct loop_timer *t)
             hs->stalls_seen = st.credit_stalls;
         }
     }
-    loop_timer_start(ts->hub->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
+    loop_timer_start(ts->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
 }
 
 /* --- revocation, events, lifecycle ----------------------------------------------------- */
@@ -571,16 +569,15 @@ void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg)
         }
 }
 
-int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *internal,
-                        const struct tunnel_server_options *o, struct tunnel_server **out,
-                        char *err, size_t errlen)
+int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_server_options *o,
+                        struct tunnel_server **out, char *err, size_t errlen)
 {
     struct tunnel_server *ts = calloc(1, sizeof(*ts));
     if (!ts)
         return AB_ENOMEM;
-    ts->hub = h;
-    ts->clusters = c;
-    ts->internal = internal;
+    ts->loop = d->loop;
+    ts->clusters = d->clusters;
+    ts->internal = d->internal;
     ts->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     ts->sync_interval_ms = o->sync_interval_ms > 0 ? o->sync_interval_ms : 60000;
     ts->ping_interval_ms = AB_MIN(10000, ts->timeout_ms / 3);
@@ -639,17 +636,17 @@ int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *i
         free(ts);
         return AB_EINVAL;
     }
-    ts->vh = lws_create_vhost(loop_lws(h->loop), &info);
+    ts->vh = lws_create_vhost(loop_lws(ts->loop), &info);
     if (!ts->vh) {
         snprintf(err, errlen, "cannot listen on %s for the tunnel (in use? bad certificate?)",
                  o->listen);
         free(ts);
         return AB_EIO;
     }
-    clusters_set_revoke_hook(c, on_revoke, ts);
-    loop_timer_start(h->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
-    loop_timer_start(h->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
-    loop_timer_start(h->loop, &ts->ping_timer, ts->ping_interval_ms, ping_tick, ts);
+    clusters_set_revoke_hook(ts->clusters, on_revoke, ts);
+    loop_timer_start(ts->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
+    loop_timer_start(ts->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
+    loop_timer_start(ts->loop, &ts->ping_timer, ts->ping_interval_ms, ping_tick, ts);
     LOG_INFO("tunnel listening", "listen", o->listen, "tls", o->tls_cert ? "on" : "off");
     *out = ts;
     return 0;

@@ -10,9 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct hub;
 struct clusters;
 struct http_router;
+struct loop;
 struct tun_session;
 struct tunnel_server;
 
@@ -24,10 +24,15 @@ struct tunnel_server_options {
     int64_t sync_interval_ms; /* SYNC cadence [60000] */
 };
 
-/* internal: the router behind the `hub` service (not owned; must outlive ts). */
-int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *internal,
-                        const struct tunnel_server_options *o, struct tunnel_server **out,
-                        char *err, size_t errlen);
+/* What the tunnel server may use; none owned, all must outlive ts. */
+struct tunnel_server_deps {
+    struct loop *loop;            /* its lws context hosts the listener; timers */
+    struct clusters *clusters;    /* token check, session epochs, revoke hook */
+    struct http_router *internal; /* the router behind the `hub` service */
+};
+
+int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_server_options *o,
+                        struct tunnel_server **out, char *err, size_t errlen);
 /* Closes every session and the listener. */
 void tunnel_server_stop(struct tunnel_server *ts);
 
