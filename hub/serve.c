@@ -173,8 +173,9 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     if (h->db == NULL)
         return AB_EIO;
     struct clusters_deps cd = {.loop = h->loop, .db = h->db};
-    if (clusters_new(&cd, &h->clusters, err, errlen) != 0)
-        return AB_EIO;
+    rc = clusters_new(&cd, &h->clusters, err, errlen);
+    if (rc != 0)
+        return rc;
     rc = create_auth(h, err, errlen);
     if (rc != 0)
         return rc;
@@ -348,6 +349,8 @@ int hub_serve_main(int argc, char **argv, hub_signals_fn signals)
     if (rc == 0)
         rc = hub_start(&h, err, sizeof(err));
     if (rc != 0) {
+        if (err[0] == '\0') /* never an empty reason in the log */
+            snprintf(err, sizeof(err), "%s", ab_strerror(rc));
         LOG_ERROR("hub failed to start", "error", err);
         rc = 1;
         goto out;

@@ -573,8 +573,10 @@ int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_
                         struct tunnel_server **out, char *err, size_t errlen)
 {
     struct tunnel_server *ts = calloc(1, sizeof(*ts));
-    if (!ts)
+    if (!ts) {
+        snprintf(err, errlen, "out of memory creating the tunnel server");
         return AB_ENOMEM;
+    }
     ts->loop = d->loop;
     ts->clusters = d->clusters;
     ts->internal = d->internal;
