@@ -49,6 +49,50 @@ struct http_exchange {
 
 /* --- router ------------------------------------------------------------------- */
 
+/* How specific one pattern segment is: lower ranks win. */
+enum seg_rank { SEG_END = 0, SEG_LITERAL, SEG_PARAM, SEG_REST };
+
+/* The rank of the segment starting at *p (just after a '/', or at the end),
+ * and advances *p to the next '/' or the end. */
+static enum seg_rank next_seg(const char **p)
+{
+    if (**p == '\0')
+        return SEG_END;
+    if (**p == '/')
+        (*p)++;
+    const char *s = *p;
+    const char *e = strchr(s, '/');
+    size_t len = e ? (size_t)(e - s) : strlen(s);
+    *p = s + len;
+    if (len >= 3 && s[0] == '{' && s[1] == '*' && s[len - 1] == '}')
+        return SEG_REST;
+    if (len >= 2 && s[0] == '{' && s[len - 1] == '}')
+        return SEG_PARAM;
+    return SEG_LITERAL;
+}
+
+/* Orders routes so that the first match is the most specific one, whatever
+ * the order they were registered in: segment by segment, a literal beats a
+ * {param}, which beats a trailing {*rest}; on equal shapes a named method
+ * beats "*". Two patterns that match one path share their segments up to the
+ * first one where they differ in kind, so that segment decides. Registration
+ * order only separates identical shapes (the first stays first). */
+static int route_cmp(const struct http_route *a, const struct http_route *b)
+{
+    const char *pa = a->pattern, *pb = b->pattern;
+    for (;;) {
+        enum seg_rank ra = next_seg(&pa), rb = next_seg(&pb);
+        if (ra != rb)
+            return ra < rb ? -1 : 1;
+        if (ra == SEG_END || ra == SEG_REST)
+            break;
+    }
+    bool wa = strcmp(a->method, "*") == 0, wb = strcmp(b->method, "*") == 0;
+    if (wa != wb)
+        return wa ? 1 : -1;
+    return 0;
+}
+
 struct http_router *http_router_new(const struct http_route *routes, size_t n)
 {
     struct http_router *r = calloc(1, sizeof(*r));
@@ -59,8 +103,16 @@ struct http_router *http_router_new(const struct http_route *routes, size_t n)
         free(r);
         return NULL;
     }
-    if (n)
-        memcpy(r->routes, routes, n * sizeof(*routes));
+    /* Insertion sort keeps equal routes in registration order; routers are
+     * built once at startup and hold a few hundred routes at most. */
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j > 0 && route_cmp(&routes[i], &r->routes[j - 1]) < 0) {
+            r->routes[j] = r->routes[j - 1];
+            j--;
+        }
+        r->routes[j] = routes[i];
+    }
     r->nroutes = n;
     return r;
 }

@@ -532,6 +532,148 @@ static void test_unix_socket_server_and_client(void **state)
     assert_int_equal(access(j.path, F_OK), -1); /* the socket file is removed */
 }
 
+/* --- route specificity (no sockets: a recording transport) -------------------------- */
+
+struct rec {
+    int status;
+    bool finished;
+};
+
+static int rec_head(void *t, int status, const struct http_header *h, int n, int64_t len)
+{
+    (void)h, (void)n, (void)len;
+    ((struct rec *)t)->status = status;
+    return 0;
+}
+static int rec_body(void *t, const void *d, size_t len)
+{
+    (void)t, (void)d, (void)len;
+    return 0;
+}
+static int rec_end(void *t)
+{
+    (void)t;
+    return 0;
+}
+static size_t rec_pending(void *t)
+{
+    (void)t;
+    return 0;
+}
+static void rec_pause(void *t, bool p)
+{
+    (void)t, (void)p;
+}
+static void rec_abort(void *t)
+{
+    (void)t;
+}
+static void rec_finished(void *t)
+{
+    ((struct rec *)t)->finished = true;
+}
+static const struct http_transport_ops rec_ops = {rec_head,  rec_body,  rec_end,     rec_pending,
+                                                  rec_pause, rec_abort, rec_finished};
+
+static const char *g_winner;
+static char g_winner_param[64];
+
+/* Records which route answered (its arg names it) and the first param it saw. */
+static void h_named(struct http_exchange *ex, void *arg)
+{
+    const struct http_request *r = http_req(ex);
+    g_winner = arg;
+    snprintf(g_winner_param, sizeof(g_winner_param), "%s",
+             r->nparams > 0 ? r->param_values[0] : "");
+    http_respond(ex, 200, "text/plain", "", 0, NULL, 0);
+}
+
+/* Routes a request through a router built from routes (in the given order
+ * or reversed) and returns the name of the route that answered, or "404"/"405". */
+static const char *route_winner(const struct http_route *table, size_t n, bool reversed,
+                                const char *method, const char *path)
+{
+    struct http_route copy[8];
+    struct rec t = {0};
+    struct http_request head = {0};
+
+    assert_true(n <= AB_ARRAY_LEN(copy));
+    for (size_t i = 0; i < n; i++)
+        copy[i] = table[reversed ? n - 1 - i : i];
+    struct http_router *r = http_router_new(copy, n);
+    assert_non_null(r);
+    head.method = method;
+    head.target = path;
+    head.path = path;
+    head.query = "";
+    head.peer = "test";
+    g_winner = NULL;
+    g_winner_param[0] = '\0';
+    struct http_exchange *ex = http_exchange_new(r, &head, &rec_ops, &t);
+    assert_non_null(ex);
+    http_exchange_start(ex);
+    http_exchange_body_end(ex);
+    assert_true(t.finished);
+    http_exchange_release(ex);
+    http_router_free(r);
+    if (g_winner != NULL)
+        return g_winner;
+    return t.status == 405 ? "405" : "404";
+}
+
+static void test_router_picks_most_specific_route_in_any_order(void **state)
+{
+    (void)state;
+    static const struct http_route shapes[] = {
+        {"*", "/e2b/{*rest}", h_named, "rest", 0},
+        {"*", "/e2b/sandboxes/{id}", h_named, "id", 0},
+        {"*", "/e2b/sandboxes/{id}/{*rest}", h_named, "id-rest", 0},
+        {"GET", "/e2b/sandboxes/metrics", h_named, "metrics", 0},
+        {"POST", "/e2b/sandboxes", h_named, "create", 0},
+        {"GET", "/e2b/sandboxes/{id}/logs", h_named, "logs", 0},
+        {"*", "/e2b/sandboxes/{id}/logs", h_named, "any-logs", 0},
+        {"GET", "/e2b/{kind}/metrics", h_named, "kind-metrics", 0},
+    };
+    static const struct {
+        const char *method, *path, *winner, *param;
+    } cases[] = {
+        {"GET", "/e2b/sandboxes/metrics", "metrics", ""},    /* literal beats {id} */
+        {"POST", "/e2b/sandboxes/metrics", "id", "metrics"}, /* the literal is GET only */
+        {"GET", "/e2b/sandboxes/abc", "id", "abc"},          /* {id} beats {*rest} */
+        {"DELETE", "/e2b/sandboxes/abc", "id", "abc"},
+        {"GET", "/e2b/sandboxes/abc/files", "id-rest", "abc"},
+        {"GET", "/e2b/sandboxes/abc/logs", "logs", "abc"}, /* named method beats "*" */
+        {"PUT", "/e2b/sandboxes/abc/logs", "any-logs", "abc"},
+        {"POST", "/e2b/sandboxes", "create", ""}, /* literal beats {*rest} */
+        {"GET", "/e2b/sandboxes", "rest", "sandboxes"},
+        {"GET", "/e2b/templates/metrics", "kind-metrics", "templates"}, /* {kind} beats {*rest} */
+        {"GET", "/e2b/templates", "rest", "templates"},
+        {"GET", "/other", "404", ""},
+    };
+    for (size_t i = 0; i < AB_ARRAY_LEN(cases); i++) {
+        for (int rev = 0; rev < 2; rev++) {
+            const char *w =
+                route_winner(shapes, AB_ARRAY_LEN(shapes), rev, cases[i].method, cases[i].path);
+            if (strcmp(w, cases[i].winner) != 0)
+                fail_msg("%s %s (%s order): got %s, want %s", cases[i].method, cases[i].path,
+                         rev ? "reversed" : "registration", w, cases[i].winner);
+            assert_string_equal(g_winner_param, cases[i].param);
+        }
+    }
+}
+
+static void test_router_keeps_registration_order_for_identical_shapes(void **state)
+{
+    (void)state;
+    static const struct http_route shapes[] = {
+        {"GET", "/a/{x}", h_named, "first", 0},
+        {"GET", "/a/{y}", h_named, "second", 0},
+    };
+    assert_string_equal(route_winner(shapes, 2, false, "GET", "/a/1"), "first");
+    assert_string_equal(route_winner(shapes, 2, true, "GET", "/a/1"), "second");
+    assert_string_equal(route_winner(shapes, 2, false, "POST", "/a/1"), "405");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +688,8 @@ int main(void)
         cmocka_unit_test(test_client_get_and_chunked_post),
         cmocka_unit_test(test_client_connect_refused_reports_error),
         cmocka_unit_test(test_unix_socket_server_and_client),
+        cmocka_unit_test(test_router_picks_most_specific_route_in_any_order),
+        cmocka_unit_test(test_router_keeps_registration_order_for_identical_shapes),
     };
     return cmocka_run_group_tests_name("http", tests, setup, teardown);
 }

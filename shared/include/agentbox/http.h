@@ -131,7 +131,10 @@ void http_pause_body(struct http_exchange *ex, bool paused);
 
 struct http_router;
 typedef json_t *(*http_error_fn)(int status, const char *message);
-/* routes is copied. */
+/* routes is copied. A request goes to the most specific matching route,
+ * whatever the order of routes: segment by segment a literal beats a
+ * {param}, which beats a trailing {*rest}; on equal shapes a named method
+ * beats "*"; identical shapes keep their order (the first wins). */
 struct http_router *http_router_new(const struct http_route *routes, size_t n);
 void http_router_free(struct http_router *r);
 void http_router_set_error_format(struct http_router *r, http_error_fn fn);
