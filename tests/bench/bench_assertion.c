@@ -8,12 +8,16 @@
  *   sha256(key)  the baseline
  *   sign         asrt_sign: claims check, JSON, base64url, Ed25519 sign (hub)
  *   verify       asrt_verify: decode, parse, Ed25519 verify, checks (agent)
+ *   raw verify   EVP Ed25519 verify of the same bytes alone, so verify - raw
+ *                is what the codec and the checks cost
  * plus the one-off costs of deriving the key from the secret and importing a
  * public key. Usage: bench_assertion [ops per round] [rounds] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "agentbox/assertion.h"
 #include "agentbox/common.h"
@@ -56,7 +60,10 @@ int main(int argc, char **argv)
     struct asrt_claims c, out;
     char tok[ASRT_TOKEN_MAX + 1], pub[ASRT_PUBKEY_TEXT_MAX + 1], err[256], hex[65];
     char key[] = "agbx_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    double *base, *sign, *verify;
+    double *base, *sign, *verify, *raw;
+    uint8_t rawsig[64];
+    size_t rawsiglen = sizeof(rawsig);
+    EVP_PKEY *rk = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
     unsigned sink = 0;
     int64_t now, t0;
 
@@ -67,7 +74,8 @@ int main(int argc, char **argv)
     base = calloc((size_t)rounds, sizeof(double));
     sign = calloc((size_t)rounds, sizeof(double));
     verify = calloc((size_t)rounds, sizeof(double));
-    if (base == NULL || sign == NULL || verify == NULL)
+    raw = calloc((size_t)rounds, sizeof(double));
+    if (base == NULL || sign == NULL || verify == NULL || raw == NULL || rk == NULL)
         return 1;
     print_env();
 
@@ -101,6 +109,17 @@ int main(int argc, char **argv)
     c.iat = now;
     c.exp = now + ASRT_LIFETIME_MAX_S;
 
+    if (asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)) != 0) {
+        fprintf(stderr, "sign: %s\n", err);
+        return 1;
+    }
+    {
+        EVP_MD_CTX *m = EVP_MD_CTX_new();
+        if (m == NULL || EVP_DigestSignInit(m, NULL, NULL, NULL, rk) != 1 ||
+            EVP_DigestSign(m, rawsig, &rawsiglen, (uint8_t *)tok, strlen(tok)) != 1)
+            return 1;
+        EVP_MD_CTX_free(m);
+    }
     for (int r = 0; r < rounds; r++) {
         t0 = ab_now_us();
         for (int i = 0; i < per; i++) {
@@ -129,9 +148,20 @@ int main(int argc, char **argv)
             sink += (unsigned char)out.user[0];
         }
         verify[r] = (double)(ab_now_us() - t0) / per;
+
+        t0 = ab_now_us();
+        for (int i = 0; i < per; i++) {
+            EVP_MD_CTX *m = EVP_MD_CTX_new();
+            if (m == NULL || EVP_DigestVerifyInit(m, NULL, NULL, NULL, rk) != 1 ||
+                EVP_DigestVerify(m, rawsig, rawsiglen, (uint8_t *)tok, strlen(tok)) != 1)
+                return 1;
+            EVP_MD_CTX_free(m);
+        }
+        raw[r] = (double)(ab_now_us() - t0) / per;
     }
 
     double b = median(base, rounds), sg = median(sign, rounds), v = median(verify, rounds);
+    double rv = median(raw, rounds);
     printf("token %zu bytes; %d rounds x %d ops, medians (sink %u)\n", strlen(tok), rounds, per,
            sink & 1);
     printf("sha256(key)   %8.2f us   baseline: what key validation hashes per request\n", b);
@@ -139,6 +169,8 @@ int main(int argc, char **argv)
            b > 0 ? sg / b : 0.0);
     printf("verify        %8.2f us   agent, per received request (%.0fx the baseline)\n", v,
            b > 0 ? v / b : 0.0);
+    printf("raw verify    %8.2f us   Ed25519 alone on the same bytes (codec and checks: %.2f us)\n",
+           rv, v - rv);
     printf("sign+verify   %8.2f us   added to a forwarded create (DESIGN §12 budget 1500 us: "
            "%.1f%%)\n",
            sg + v, (sg + v) / 15.0);
@@ -150,5 +182,7 @@ int main(int argc, char **argv)
     free(base);
     free(sign);
     free(verify);
+    free(raw);
+    EVP_PKEY_free(rk);
     return 0;
 }
