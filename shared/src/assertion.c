@@ -41,10 +41,18 @@ struct asrt_key {
     char kid[ASRT_KID_LEN + 1];
 };
 
+struct asrt_revoked {
+    char key[ASRT_KEY_ID_MAX + 1];
+    int64_t at; /* now_s of the revocation */
+};
+
 struct asrt_keyring {
     char self[AB_CLUSTER_ID_BUF];
     struct asrt_key keys[ASRT_KEYRING_MAX];
     size_t n;
+    struct asrt_revoked revoked[ASRT_REVOKED_MAX];
+    size_t nrevoked;
+    int64_t refuse_until_iat; /* after an overflow: assertions with iat <= this are refused */
 };
 
 const char *asrt_strerror(int err)
@@ -70,6 +78,8 @@ const char *asrt_strerror(int err)
         return "assertion issued in the future";
     case ASRT_ELIFETIME:
         return "assertion lifetime invalid";
+    case ASRT_EREVOKED:
+        return "assertion for a revoked API key";
     default:
         return ab_strerror(err);
     }
@@ -273,6 +283,21 @@ static bool is_dns_label(const char *s)
     return true;
 }
 
+static bool is_key_id(const char *s)
+{
+    size_t n = strnlen(s, ASRT_KEY_ID_MAX + 1);
+
+    if (n > ASRT_KEY_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
 static bool is_rid(const char *s)
 {
     size_t n = strnlen(s, ASRT_RID_MAX + 1);
@@ -298,6 +323,12 @@ int asrt_claims_check(const struct asrt_claims *c, char *err, size_t errlen)
         rc = check_name("user", c->user, ASRT_USER_MAX, false, err, errlen);
     if (rc != 0)
         return rc;
+    if (!is_key_id(c->key)) {
+        snprintf(err, errlen,
+                 "assertion field 'key' must be at most %d characters of [A-Za-z0-9_-]",
+                 ASRT_KEY_ID_MAX);
+        return ASRT_EFIELD;
+    }
     if (!is_dns_label(c->ns)) {
         snprintf(err, errlen,
                  "assertion field 'ns' must be a DNS label ([a-z0-9-], at most %d characters)",
@@ -380,9 +411,10 @@ int asrt_sign(const struct asrt_signer *s, const struct asrt_claims *c, char *ou
     if (rc != 0)
         return rc;
     /* jansson keeps insertion order, so the payload reads as documented. */
-    o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I}", "v", 1, "kid", s->kid, "team",
-                  c->team, "user", c->user, "ns", c->ns, "role", c->role, "mode", c->mode, "aud",
-                  c->aud, "rid", c->rid, "iat", (json_int_t)c->iat, "exp", (json_int_t)c->exp);
+    o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I}", "v", 1, "kid", s->kid, "key",
+                  c->key, "team", c->team, "user", c->user, "ns", c->ns, "role", c->role, "mode",
+                  c->mode, "aud", c->aud, "rid", c->rid, "iat", (json_int_t)c->iat, "exp",
+                  (json_int_t)c->exp);
     if (o != NULL)
         json = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -519,6 +551,8 @@ int asrt_keyring_add(struct asrt_keyring *kr, const char *text, char *err, size_
 
 int asrt_keyring_remove(struct asrt_keyring *kr, const char *kid)
 {
+    if (kid == NULL)
+        return AB_ENOENT;
     for (size_t i = 0; i < kr->n; i++) {
         if (strcmp(kr->keys[i].kid, kid) == 0) {
             key_clear(&kr->keys[i]);
@@ -531,31 +565,64 @@ int asrt_keyring_remove(struct asrt_keyring *kr, const char *kid)
     return AB_ENOENT;
 }
 
+/* Only the keys change: the revocations stay, they are about API keys. */
 int asrt_keyring_replace(struct asrt_keyring *kr, const char *const *texts, size_t n, char *err,
                          size_t errlen)
 {
-    struct asrt_keyring next;
-    int rc;
+    struct asrt_keyring *next;
+    int rc = 0;
 
-    memset(&next, 0, sizeof(next));
-    ab_strlcpy(next.self, kr->self, sizeof(next.self));
-    for (size_t i = 0; i < n; i++) {
-        rc = asrt_keyring_add(&next, texts[i], err, errlen);
-        if (rc != 0) {
-            for (size_t j = 0; j < next.n; j++)
-                key_clear(&next.keys[j]);
-            return rc;
-        }
+    next = asrt_keyring_new(kr->self);
+    if (next == NULL)
+        return AB_ENOMEM;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = asrt_keyring_add(next, texts[i], err, errlen);
+    if (rc == 0) {
+        for (size_t i = 0; i < kr->n; i++)
+            key_clear(&kr->keys[i]);
+        memcpy(kr->keys, next->keys, sizeof(kr->keys));
+        kr->n = next->n;
+        next->n = 0; /* the keys moved to kr */
     }
-    for (size_t i = 0; i < kr->n; i++)
-        key_clear(&kr->keys[i]);
-    *kr = next;
-    return 0;
+    asrt_keyring_free(next);
+    return rc;
 }
 
 size_t asrt_keyring_count(const struct asrt_keyring *kr)
 {
     return kr->n;
+}
+
+/* An entry may go once every assertion made before its revocation has
+ * expired on this agent's clock: hub iat <= at + skew, exp <= iat + lifetime,
+ * accepted until exp + skew. */
+static bool revoked_is_stale(const struct asrt_revoked *r, int64_t now_s)
+{
+    return now_s - r->at > ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S;
+}
+
+int asrt_keyring_revoke(struct asrt_keyring *kr, const char *key_id, int64_t now_s)
+{
+    size_t i, keep = 0;
+
+    if (key_id == NULL || key_id[0] == '\0' || !is_key_id(key_id))
+        return AB_EINVAL;
+    for (i = 0; i < kr->nrevoked; i++) {
+        if (!revoked_is_stale(&kr->revoked[i], now_s) && strcmp(kr->revoked[i].key, key_id) != 0)
+            kr->revoked[keep++] = kr->revoked[i];
+    }
+    kr->nrevoked = keep;
+    if (kr->nrevoked == ASRT_REVOKED_MAX) {
+        /* Too many to remember: refuse everything that could name any of
+         * them, which is everything issued so far. */
+        kr->refuse_until_iat = AB_MAX(kr->refuse_until_iat, now_s + ASRT_SKEW_S);
+        kr->nrevoked = 0;
+        return 0;
+    }
+    ab_strlcpy(kr->revoked[kr->nrevoked].key, key_id, sizeof(kr->revoked[0].key));
+    kr->revoked[kr->nrevoked].at = now_s;
+    kr->nrevoked++;
+    return 0;
 }
 
 bool asrt_keyring_has(const struct asrt_keyring *kr, const char *kid)
@@ -565,8 +632,8 @@ bool asrt_keyring_has(const struct asrt_keyring *kr, const char *kid)
 
 /* ---- verifying ---- */
 
-static const char *const members[] = {"v",    "kid", "team", "user", "ns", "role",
-                                      "mode", "aud", "rid",  "iat",  "exp"};
+static const char *const members[] = {"v",    "kid",  "key", "team", "user", "ns",
+                                      "role", "mode", "aud", "rid",  "iat",  "exp"};
 
 /* Copies string member name into buf (cap bytes with the NUL). A missing
  * member, a non-string, an embedded NUL or a value that does not fit is
@@ -638,8 +705,12 @@ static int parse_payload(const uint8_t *p, size_t n, struct asrt_claims *c, char
                 break;
         }
         if (i == AB_ARRAY_LEN(members)) {
-            /* key is printable only if it is short; the payload is untrusted. */
-            snprintf(err, errlen, "assertion payload has an unknown member '%.32s'", key);
+            /* the name is untrusted: quote it only when it is short printable ASCII */
+            bool printable = strlen(key) <= 32;
+            for (const char *q = key; printable && *q != '\0'; q++)
+                printable = *q >= 0x20 && *q <= 0x7e;
+            snprintf(err, errlen, "assertion payload has an unknown member%s%s%s",
+                     printable ? " '" : "", printable ? key : "", printable ? "'" : "");
             rc = ASRT_EPAYLOAD;
             goto out;
         }
@@ -651,6 +722,8 @@ static int parse_payload(const uint8_t *p, size_t n, struct asrt_claims *c, char
     }
     if (rc == 0)
         rc = get_str(o, "kid", c->kid, sizeof(c->kid), err, errlen);
+    if (rc == 0)
+        rc = get_str(o, "key", c->key, sizeof(c->key), err, errlen);
     if (rc == 0)
         rc = get_str(o, "team", c->team, sizeof(c->team), err, errlen);
     if (rc == 0)
@@ -762,6 +835,17 @@ static int verify(const struct asrt_keyring *kr, const char *token, size_t len, 
                  "assertion issued %" PRId64 " s in the future (clock skew allowed: %d s)",
                  c->iat - now_s, ASRT_SKEW_S);
         return ASRT_EFUTURE;
+    }
+    if (c->iat <= kr->refuse_until_iat) {
+        snprintf(err, errlen,
+                 "assertion issued before the agent's revocation list overflowed; ask again");
+        return ASRT_EREVOKED;
+    }
+    for (size_t i = 0; c->key[0] != '\0' && i < kr->nrevoked; i++) {
+        if (strcmp(kr->revoked[i].key, c->key) == 0) {
+            snprintf(err, errlen, "assertion is for API key %s, which was revoked", c->key);
+            return ASRT_EREVOKED;
+        }
     }
     return 0;
 }

@@ -98,7 +98,7 @@ static void check_verify(const char *tok, size_t len, int64_t now)
     int rc = asrt_verify(g_ring, tok, len, now, &c, err, sizeof(err));
 
     if (rc != 0) {
-        if (rc > ASRT_ETOOLONG || rc < ASRT_ELIFETIME || err[0] == '\0' || c.user[0] != '\0')
+        if (rc > ASRT_ETOOLONG || rc < ASRT_EREVOKED || err[0] == '\0' || c.user[0] != '\0')
             abort();
         return;
     }
@@ -108,10 +108,10 @@ static void check_verify(const char *tok, size_t len, int64_t now)
         abort();
     if (asrt_sign(g_signer, &c, tok2, sizeof(tok2), err2, sizeof(err2)) != 0 ||
         asrt_verify(g_ring, tok2, strlen(tok2), now, &again, err2, sizeof(err2)) != 0 ||
-        strcmp(c.team, again.team) != 0 || strcmp(c.user, again.user) != 0 ||
-        strcmp(c.ns, again.ns) != 0 || strcmp(c.role, again.role) != 0 ||
-        strcmp(c.mode, again.mode) != 0 || strcmp(c.rid, again.rid) != 0 || c.iat != again.iat ||
-        c.exp != again.exp)
+        strcmp(c.key, again.key) != 0 || strcmp(c.team, again.team) != 0 ||
+        strcmp(c.user, again.user) != 0 || strcmp(c.ns, again.ns) != 0 ||
+        strcmp(c.role, again.role) != 0 || strcmp(c.mode, again.mode) != 0 ||
+        strcmp(c.rid, again.rid) != 0 || c.iat != again.iat || c.exp != again.exp)
         abort();
 }
 

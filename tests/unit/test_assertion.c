@@ -101,9 +101,9 @@ static void payload(char *out, size_t outlen, const char *member, const char *va
 {
     char kid[ASRT_KID_LEN + 3];
     char iat[24], exp[24];
-    const char *names[] = {"v",    "kid", "team", "user", "ns", "role",
-                           "mode", "aud", "rid",  "iat",  "exp"};
-    const char *vals[11];
+    const char *names[] = {"v",    "kid",  "key", "team", "user", "ns",
+                           "role", "mode", "aud", "rid",  "iat",  "exp"};
+    const char *vals[12];
     size_t o = 0;
 
     snprintf(kid, sizeof(kid), "\"");
@@ -113,17 +113,18 @@ static void payload(char *out, size_t outlen, const char *member, const char *va
     snprintf(exp, sizeof(exp), "%d", NOW + 60);
     vals[0] = "1";
     vals[1] = kid;
-    vals[2] = "\"acme\"";
-    vals[3] = "\"alice\"";
-    vals[4] = "\"t-acme-alice\"";
-    vals[5] = "\"tenant\"";
-    vals[6] = "\"unrestricted\"";
-    vals[7] = "\"alpha\"";
-    vals[8] = "\"req-1\"";
-    vals[9] = iat;
-    vals[10] = exp;
+    vals[2] = "\"ak_0123456789abcdef\"";
+    vals[3] = "\"acme\"";
+    vals[4] = "\"alice\"";
+    vals[5] = "\"t-acme-alice\"";
+    vals[6] = "\"tenant\"";
+    vals[7] = "\"unrestricted\"";
+    vals[8] = "\"alpha\"";
+    vals[9] = "\"req-1\"";
+    vals[10] = iat;
+    vals[11] = exp;
     o += (size_t)snprintf(out + o, outlen - o, "{");
-    for (size_t i = 0; i < 11; i++) {
+    for (size_t i = 0; i < AB_ARRAY_LEN(names); i++) {
         const char *v = vals[i];
         if (member != NULL && strcmp(member, names[i]) == 0) {
             if (value == NULL)
@@ -140,6 +141,7 @@ static void payload(char *out, size_t outlen, const char *member, const char *va
 static void claims(struct asrt_claims *c)
 {
     memset(c, 0, sizeof(*c));
+    strcpy(c->key, "ak_0123456789abcdef");
     strcpy(c->team, "acme");
     strcpy(c->user, "alice");
     strcpy(c->ns, "t-acme-alice");
@@ -208,6 +210,7 @@ static void test_round_trip(void **state)
     assert_null(strchr(strchr(tok, '.') + 1, '.'));
     assert_int_equal(asrt_verify(kr, tok, strlen(tok), NOW, &out, err, sizeof(err)), 0);
     assert_string_equal(out.kid, asrt_signer_kid(s));
+    assert_string_equal(out.key, "ak_0123456789abcdef");
     assert_string_equal(out.team, "");
     assert_string_equal(out.user, "alice");
     assert_string_equal(out.ns, "t-acme-alice");
@@ -309,6 +312,7 @@ static void test_largest_claims_fit(void **state)
     memset(c.user, '\\', ASRT_USER_MAX);
     memset(c.ns, 'n', ASRT_NS_MAX);
     memset(c.rid, 'r', ASRT_RID_MAX);
+    memset(c.key, 'k', ASRT_KEY_ID_MAX);
     strcpy(c.aud, "abcdefghijklmnopqrstuvwx");
     kr = ring(c.aud, s);
     assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
@@ -588,8 +592,8 @@ static void test_missing_member(void **state)
 {
     struct asrt_keyring *kr;
     struct asrt_signer *s = signer(SECRET);
-    const char *names[] = {"v",    "kid", "team", "user", "ns", "role",
-                           "mode", "aud", "rid",  "iat",  "exp"};
+    const char *names[] = {"v",    "kid",  "key", "team", "user", "ns",
+                           "role", "mode", "aud", "rid",  "iat",  "exp"};
     char tok[TOKBUF], json[1024], err[256], want[64];
 
     kr = ring("alpha", s);
@@ -636,6 +640,9 @@ static void test_wrong_types_and_shape(void **state)
         {"user", "\"\"", ASRT_EFIELD},
         {"rid", "\"\"", ASRT_EFIELD},
         {"rid", "\"a b\"", ASRT_EFIELD},
+        {"key", "\"ak 1\"", ASRT_EFIELD},
+        {"key", "\"ak_0123456789abcdef0123456789abcdef\"", ASRT_EFIELD},
+        {"key", "7", ASRT_EFIELD},
         {"aud", "\"Alpha\"", ASRT_EFIELD},
         {"user", "\"\\u00e9\"", ASRT_EFIELD},
         /* NUL inside a string: jansson refuses it before any member is read */
@@ -710,6 +717,93 @@ static void test_sign_refuses_bad_claims(void **state)
 }
 
 /* ---- keyring ---- */
+
+/* A key revoked on the hub: its assertions, still unexpired, are refused
+ * once the agent hears of it; other keys' are not. */
+static void test_revoked_key_replay(void **state)
+{
+    struct asrt_signer *s = signer(SECRET);
+    struct asrt_keyring *kr = ring("alpha", s);
+    struct asrt_claims c;
+    char tok[TOKBUF], other[TOKBUF], admin[TOKBUF], err[256];
+
+    claims(&c);
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
+    strcpy(c.key, "ak_fedcba9876543210");
+    assert_int_equal(asrt_sign(s, &c, other, sizeof(other), err, sizeof(err)), 0);
+    strcpy(c.key, "");
+    strcpy(c.role, "admin");
+    assert_int_equal(asrt_sign(s, &c, admin, sizeof(admin), err, sizeof(err)), 0);
+    assert_int_equal(verify_at(kr, tok, NOW, err, sizeof(err)), 0);
+
+    assert_int_equal(asrt_keyring_revoke(kr, "ak_0123456789abcdef", NOW + 1), 0);
+    assert_int_equal(verify_at(kr, tok, NOW + 1, err, sizeof(err)), ASRT_EREVOKED);
+    assert_string_equal(err, "assertion is for API key ak_0123456789abcdef, which was revoked");
+    assert_int_equal(verify_at(kr, other, NOW + 1, err, sizeof(err)), 0);
+    assert_int_equal(verify_at(kr, admin, NOW + 1, err, sizeof(err)), 0);
+    /* a key rotation does not forget revocations */
+    {
+        char pub[ASRT_PUBKEY_TEXT_MAX + 1];
+        const char *texts[] = {pub};
+        assert_int_equal(asrt_signer_public_text(s, pub, sizeof(pub)), 0);
+        assert_int_equal(asrt_keyring_replace(kr, texts, 1, err, sizeof(err)), 0);
+        assert_int_equal(verify_at(kr, tok, NOW + 2, err, sizeof(err)), ASRT_EREVOKED);
+    }
+    /* bad ids are refused; the admin key (no id) cannot be revoked this way */
+    assert_int_equal(asrt_keyring_revoke(kr, "", NOW), AB_EINVAL);
+    assert_int_equal(asrt_keyring_revoke(kr, NULL, NOW), AB_EINVAL);
+    assert_int_equal(asrt_keyring_revoke(kr, "ak 1", NOW), AB_EINVAL);
+    asrt_keyring_free(kr);
+    asrt_signer_free(s);
+}
+
+/* More revocations than the list holds: nothing revoked gets through, at the
+ * price of refusing everything issued before the overflow. */
+static void test_revocation_overflow(void **state)
+{
+    struct asrt_signer *s = signer(SECRET);
+    struct asrt_keyring *kr = ring("alpha", s);
+    struct asrt_claims c;
+    char tok[TOKBUF], later[TOKBUF], err[256], id[32];
+
+    claims(&c);
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
+    assert_int_equal(asrt_keyring_revoke(kr, "ak_0123456789abcdef", NOW), 0);
+    for (int i = 1; i < ASRT_REVOKED_MAX; i++) {
+        snprintf(id, sizeof(id), "ak_%016d", i);
+        assert_int_equal(asrt_keyring_revoke(kr, id, NOW), 0);
+    }
+    assert_int_equal(verify_at(kr, tok, NOW, err, sizeof(err)), ASRT_EREVOKED);
+    assert_int_equal(asrt_keyring_revoke(kr, "ak_overflow", NOW), 0);
+    /* the list was dropped: still refused, by the watermark */
+    assert_int_equal(verify_at(kr, tok, NOW, err, sizeof(err)), ASRT_EREVOKED);
+    assert_non_null(strstr(err, "overflowed"));
+    /* an unrelated key's assertion issued after the watermark verifies */
+    strcpy(c.key, "ak_fresh");
+    c.iat = NOW + ASRT_SKEW_S + 1;
+    c.exp = c.iat + 60;
+    assert_int_equal(asrt_sign(s, &c, later, sizeof(later), err, sizeof(err)), 0);
+    assert_int_equal(verify_at(kr, later, NOW + ASRT_SKEW_S + 1, err, sizeof(err)), 0);
+    asrt_keyring_free(kr);
+
+    /* stale entries make room: a revocation older than lifetime + 2 skews goes */
+    kr = ring("alpha", s);
+    for (int i = 0; i < ASRT_REVOKED_MAX; i++) {
+        snprintf(id, sizeof(id), "ak_%016d", i);
+        assert_int_equal(asrt_keyring_revoke(kr, id, NOW), 0);
+    }
+    assert_int_equal(asrt_keyring_revoke(kr, "ak_0123456789abcdef",
+                                         NOW + ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S + 1),
+                     0);
+    claims(&c);
+    c.iat = NOW + ASRT_LIFETIME_MAX_S;
+    c.exp = c.iat + 60;
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
+    assert_int_equal(verify_at(kr, tok, c.iat, err, sizeof(err)), ASRT_EREVOKED);
+    assert_string_equal(err, "assertion is for API key ak_0123456789abcdef, which was revoked");
+    asrt_keyring_free(kr);
+    asrt_signer_free(s);
+}
 
 static void test_rotation(void **state)
 {
@@ -818,7 +912,7 @@ static void test_strerror(void **state)
 {
     const int codes[] = {ASRT_ETOOLONG, ASRT_EENCODING, ASRT_EPAYLOAD,  ASRT_EFIELD,
                          ASRT_EKID,     ASRT_ESIG,      ASRT_EAUDIENCE, ASRT_EEXPIRED,
-                         ASRT_EFUTURE,  ASRT_ELIFETIME};
+                         ASRT_EFUTURE,  ASRT_ELIFETIME, ASRT_EREVOKED};
 
     for (size_t i = 0; i < AB_ARRAY_LEN(codes); i++) {
         assert_true(strlen(asrt_strerror(codes[i])) > 10);
@@ -849,6 +943,8 @@ int main(void)
         cmocka_unit_test(test_wrong_types_and_shape),
         cmocka_unit_test(test_sign_refuses_bad_claims),
         cmocka_unit_test(test_rotation),
+        cmocka_unit_test(test_revoked_key_replay),
+        cmocka_unit_test(test_revocation_overflow),
         cmocka_unit_test(test_keyring_limits_and_bad_keys),
         cmocka_unit_test(test_strerror),
     };

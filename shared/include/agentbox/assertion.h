@@ -12,8 +12,13 @@
  * payload is a compact JSON object with exactly these members, no others and
  * none twice:
  *
- *     {"v":1,"kid":"<16 hex>","team":"…","user":"…","ns":"…","role":"tenant|admin",
- *      "mode":"unrestricted|agent","aud":"<cluster id>","rid":"…","iat":<s>,"exp":<s>}
+ *     {"v":1,"kid":"<16 hex>","key":"<API key id>","team":"…","user":"…","ns":"…",
+ *      "role":"tenant|admin","mode":"unrestricted|agent","aud":"<cluster id>","rid":"…",
+ *      "iat":<s>,"exp":<s>}
+ *
+ * kid names the hub's signing key; key is the public id of the API key the
+ * client presented (hub/keys.h key_id, never its hash), so an agent told that
+ * key was revoked refuses assertions made for it before they expire.
  *
  * signature is Ed25519 (64 bytes) over ASRT_SIGN_CONTEXT followed by the
  * base64url payload text exactly as sent; the context keeps a signature made
@@ -44,6 +49,7 @@
 #define ASRT_LIFETIME_MAX_S 300 /* exp - iat */
 #define ASRT_SKEW_S 30          /* tolerated clock difference between hub and agent */
 #define ASRT_KEYRING_MAX 8      /* current key plus the ones being rotated out */
+#define ASRT_REVOKED_MAX 256    /* API keys revoked within the last lifetime + 2 skews */
 
 #define ASRT_KID_LEN 16 /* hex characters */
 #define ASRT_TEAM_MAX 253
@@ -52,6 +58,7 @@
 #define ASRT_ROLE_MAX 6  /* "tenant" */
 #define ASRT_MODE_MAX 12 /* "unrestricted" */
 #define ASRT_RID_MAX 64
+#define ASRT_KEY_ID_MAX 32
 #define ASRT_PUBKEY_TEXT_MAX 80 /* "ed25519:" + 16 + ":" + 43 = 68 */
 
 #define ASRT_SIGN_CONTEXT "agentbox-assertion-v1."
@@ -73,6 +80,7 @@ enum asrt_err {
     ASRT_EEXPIRED = -107,  /* exp + skew has passed */
     ASRT_EFUTURE = -108,   /* iat is later than now + skew */
     ASRT_ELIFETIME = -109, /* exp <= iat, or exp - iat > ASRT_LIFETIME_MAX_S */
+    ASRT_EREVOKED = -110,  /* made for an API key this agent was told is revoked */
 };
 
 /* Short name of an asrt_err or ab_err ("assertion expired", ...). */
@@ -82,8 +90,10 @@ const char *asrt_strerror(int err);
  * (the platform admin has none), every other string is required. Times are
  * Unix seconds. */
 struct asrt_claims {
-    char
-        kid[ASRT_KID_LEN + 1]; /* set by asrt_sign from the signer, by asrt_verify from the token */
+    /* the signing key's id: set by asrt_sign from the signer, by asrt_verify from the token */
+    char kid[ASRT_KID_LEN + 1];
+    /* the API key's id; "" for the configured admin key, which has none */
+    char key[ASRT_KEY_ID_MAX + 1];
     char team[ASRT_TEAM_MAX + 1];
     char user[ASRT_USER_MAX + 1];
     char ns[ASRT_NS_MAX + 1];
@@ -96,7 +106,8 @@ struct asrt_claims {
 };
 
 /* Checks every field of c against its limit and charset: team and user
- * printable ASCII without space or '/' (as hub/iam.c), ns a DNS label, role
+ * printable ASCII without space or '/' (as hub/iam.c), key [A-Za-z0-9_-]{0,32},
+ * ns a DNS label, role
  * tenant|admin, mode unrestricted|agent, aud a cluster id, rid
  * [A-Za-z0-9._:-]{1,64}, 0 < iat < exp ≤ iat + ASRT_LIFETIME_MAX_S. The kid is
  * not checked here. Returns 0, ASRT_EFIELD or ASRT_ELIFETIME with err naming
@@ -144,12 +155,20 @@ int asrt_keyring_remove(struct asrt_keyring *kr, const char *kid);
 int asrt_keyring_replace(struct asrt_keyring *kr, const char *const *texts, size_t n, char *err,
                          size_t errlen);
 size_t asrt_keyring_count(const struct asrt_keyring *kr);
+/* Records that API key key_id was revoked (the hub's "key revoked" EVENT);
+ * from then on assertions naming it are ASRT_EREVOKED. An entry is kept for
+ * ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S after now_s, by when every assertion
+ * made before the revocation has expired. When ASRT_REVOKED_MAX entries are
+ * live, the list is dropped and every assertion issued up to now_s +
+ * ASRT_SKEW_S is refused instead: refusing too much for a few minutes, never
+ * accepting a revoked key. AB_EINVAL for an empty or malformed id. */
+int asrt_keyring_revoke(struct asrt_keyring *kr, const char *key_id, int64_t now_s);
 bool asrt_keyring_has(const struct asrt_keyring *kr, const char *kid);
 
 /* Verifies token (len bytes, need not be NUL-terminated) at time now_s (Unix
  * seconds). Order: size, encoding, payload shape (members, types, lengths),
  * kid known, signature, then on signed content only: charsets and lifetime
- * (asrt_claims_check), audience, expiry, issued-at. Only a token
+ * (asrt_claims_check), audience, expiry, issued-at, revocation. Only a token
  * that passes every check fills *out (may be NULL); on refusal *out is zeroed
  * and err says why, e.g. "assertion expired 42 s ago",
  * "assertion is for cluster 'beta', this is 'alpha'",
