@@ -8,8 +8,8 @@
  *   2  a public-key text for the keyring.
  * Invariants: a refusal is one of the documented codes with a message; an
  * accepted assertion passes asrt_claims_check, names this cluster, is within
- * its time window, and signs again into a token that verifies to the same
- * claims. */
+ * its time window, does not name the revoked key "ak_revoked", and signs again into a token that
+ * verifies to the same claims. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +39,8 @@ static void setup(void)
         asrt_signer_public_text(g_signer, pub, sizeof(pub)) != 0)
         abort();
     g_ring = asrt_keyring_new("alpha");
-    if (g_ring == NULL || asrt_keyring_add(g_ring, pub, err, sizeof(err)) != 0)
+    if (g_ring == NULL || asrt_keyring_add(g_ring, pub, err, sizeof(err)) != 0 ||
+        asrt_keyring_revoke(g_ring, "ak_revoked", NOW) != 0)
         abort();
     if (crypto_hkdf_sha256(SECRET, strlen(SECRET), ASRT_HKDF_SALT, strlen(ASRT_HKDF_SALT),
                            ASRT_HKDF_INFO, strlen(ASRT_HKDF_INFO), seed, sizeof(seed)) != 0)
@@ -104,7 +105,7 @@ static void check_verify(const char *tok, size_t len, int64_t now)
     }
     if (asrt_claims_check(&c, err2, sizeof(err2)) != 0 || strcmp(c.aud, "alpha") != 0 ||
         now - c.exp > ASRT_SKEW_S || c.iat - now > ASRT_SKEW_S ||
-        strcmp(c.kid, asrt_signer_kid(g_signer)) != 0)
+        strcmp(c.kid, asrt_signer_kid(g_signer)) != 0 || strcmp(c.key, "ak_revoked") == 0)
         abort();
     if (asrt_sign(g_signer, &c, tok2, sizeof(tok2), err2, sizeof(err2)) != 0 ||
         asrt_verify(g_ring, tok2, strlen(tok2), now, &again, err2, sizeof(err2)) != 0 ||
