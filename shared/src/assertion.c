@@ -768,8 +768,8 @@ static int verify_sig(EVP_PKEY *pkey, const char *payload64, size_t n,
     return ok ? 0 : ASRT_ESIG;
 }
 
-static int verify(const struct asrt_keyring *kr, const char *token, size_t len, int64_t now_s,
-                  struct asrt_claims *c, char *err, size_t errlen)
+static int verify(const struct asrt_keyring *kr, const char *aud, const char *token, size_t len,
+                  int64_t now_s, struct asrt_claims *c, char *err, size_t errlen)
 {
     uint8_t payload[PAYLOAD_MAX];
     uint8_t sig[ED25519_SIG_LEN + 3];
@@ -821,8 +821,8 @@ static int verify(const struct asrt_keyring *kr, const char *token, size_t len, 
     rc = asrt_claims_check(c, err, errlen);
     if (rc != 0)
         return rc;
-    if (strcmp(c->aud, kr->self) != 0) {
-        snprintf(err, errlen, "assertion is for cluster '%s', this is '%s'", c->aud, kr->self);
+    if (strcmp(c->aud, aud) != 0) {
+        snprintf(err, errlen, "assertion is for cluster '%s', this is '%s'", c->aud, aud);
         return ASRT_EAUDIENCE;
     }
     if (now_s - c->exp > ASRT_SKEW_S) {
@@ -850,8 +850,8 @@ static int verify(const struct asrt_keyring *kr, const char *token, size_t len, 
     return 0;
 }
 
-int asrt_verify(const struct asrt_keyring *kr, const char *token, size_t len, int64_t now_s,
-                struct asrt_claims *out, char *err, size_t errlen)
+int asrt_verify_for(const struct asrt_keyring *kr, const char *aud, const char *token, size_t len,
+                    int64_t now_s, struct asrt_claims *out, char *err, size_t errlen)
 {
     struct asrt_claims c;
     int rc;
@@ -862,8 +862,13 @@ int asrt_verify(const struct asrt_keyring *kr, const char *token, size_t len, in
     if (kr == NULL || token == NULL) {
         snprintf(err, errlen, "no assertion");
         rc = ASRT_ETOOLONG;
+    } else if (aud == NULL || strnlen(aud, AB_CLUSTER_ID_BUF) >= AB_CLUSTER_ID_BUF ||
+               !sbxid_cluster_is_valid(aud, NULL, 0)) {
+        /* an unauthenticated peer has no audience to match */
+        snprintf(err, errlen, "assertion presented by a peer that is not a cluster");
+        rc = ASRT_EAUDIENCE;
     } else {
-        rc = verify(kr, token, len, now_s, &c, err, errlen);
+        rc = verify(kr, aud, token, len, now_s, &c, err, errlen);
     }
     if (out != NULL) {
         if (rc == 0)
@@ -873,4 +878,10 @@ int asrt_verify(const struct asrt_keyring *kr, const char *token, size_t len, in
     }
     OPENSSL_cleanse(&c, sizeof(c));
     return rc;
+}
+
+int asrt_verify(const struct asrt_keyring *kr, const char *token, size_t len, int64_t now_s,
+                struct asrt_claims *out, char *err, size_t errlen)
+{
+    return asrt_verify_for(kr, kr != NULL ? kr->self : NULL, token, len, now_s, out, err, errlen);
 }

@@ -399,6 +399,15 @@ static void test_wrong_audience(void **state)
     assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
     assert_int_equal(verify_at(kr, tok, NOW, err, sizeof(err)), ASRT_EAUDIENCE);
     assert_string_equal(err, "assertion is for cluster 'beta', this is 'alpha'");
+    /* the hub checks the audience against the tunnel that brought it */
+    assert_int_equal(asrt_verify_for(kr, "beta", tok, strlen(tok), NOW, NULL, err, sizeof(err)), 0);
+    assert_int_equal(asrt_verify_for(kr, "gamma", tok, strlen(tok), NOW, NULL, err, sizeof(err)),
+                     ASRT_EAUDIENCE);
+    assert_string_equal(err, "assertion is for cluster 'beta', this is 'gamma'");
+    assert_int_equal(asrt_verify_for(kr, NULL, tok, strlen(tok), NOW, NULL, err, sizeof(err)),
+                     ASRT_EAUDIENCE);
+    assert_int_equal(asrt_verify_for(kr, "", tok, strlen(tok), NOW, NULL, err, sizeof(err)),
+                     ASRT_EAUDIENCE);
     /* a prefix of the cluster id is another cluster */
     strcpy(c.aud, "alph");
     assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);

@@ -44,7 +44,7 @@
 
 #include "agentbox/common.h"
 
-#define ASRT_HEADER "X-Agentbox-Assertion"
+#define ASRT_HEADER "X-AgentBox-Assertion"
 #define ASRT_TOKEN_MAX 2048 /* encoded length, without the NUL; a buffer is ASRT_TOKEN_MAX + 1 */
 #define ASRT_LIFETIME_MAX_S 300 /* exp - iat */
 #define ASRT_SKEW_S 30          /* tolerated clock difference between hub and agent */
@@ -175,5 +175,11 @@ bool asrt_keyring_has(const struct asrt_keyring *kr, const char *kid);
  * "unknown signing key id 0123456789abcdef". */
 int asrt_verify(const struct asrt_keyring *kr, const char *token, size_t len, int64_t now_s,
                 struct asrt_claims *out, char *err, size_t errlen);
+/* The same with the audience given instead of the keyring's own: the hub
+ * checks that an assertion coming back over cluster X's tunnel was made for X
+ * (aud = the tunnel's authenticated cluster id). An aud that is not a cluster
+ * id is ASRT_EAUDIENCE. */
+int asrt_verify_for(const struct asrt_keyring *kr, const char *aud, const char *token, size_t len,
+                    int64_t now_s, struct asrt_claims *out, char *err, size_t errlen);
 
 #endif
