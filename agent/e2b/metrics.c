@@ -18,7 +18,6 @@
  *      container_fs_usage_bytes, labelled namespace, pod, container="sandbox". */
 #include "agent/e2b/e2b.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
 #include "agent/runtime/runtime.h"
 
@@ -246,7 +245,7 @@ static void sbx_ref_of(const struct rt_sandbox *s, struct sbx_ref *r)
 
 static void submit(struct e2b *e, struct http_exchange *ex, struct prom *p)
 {
-    if (loop_submit(e->a->loop, prom_work, prom_done, p) != 0) {
+    if (loop_submit(e2b_loop(e), prom_work, prom_done, p) != 0) {
         free(p);
         http_respond_error(ex, 503, "too many requests in flight; retry shortly");
     }
@@ -555,7 +554,7 @@ static void export_tick(struct loop_timer *t)
     }
     rt_list(rt, &f, collect_cb, x);
     x->busy = true;
-    if (loop_submit(x->e->a->loop, export_work, export_done, x) != 0) {
+    if (loop_submit(e2b_loop(x->e), export_work, export_done, x) != 0) {
         x->busy = false;
         free(x->items);
         x->items = NULL;
@@ -565,7 +564,7 @@ static void export_tick(struct loop_timer *t)
 
 static void export_schedule(struct exporter *x)
 {
-    loop_timer_start(x->e->a->loop, &x->timer, EXPORT_INTERVAL_MS, export_tick, x);
+    loop_timer_start(e2b_loop(x->e), &x->timer, EXPORT_INTERVAL_MS, export_tick, x);
 }
 
 int e2b_metric_routes(struct e2b *e, char *err, size_t errlen)
@@ -592,7 +591,7 @@ int e2b_metric_routes(struct e2b *e, char *err, size_t errlen)
     g_exp.fs = metrics_register(m, "container_fs_usage_bytes",
                                 "Disk used by a local sandbox's directory (cAdvisor name)",
                                 METRIC_GAUGE, labels, NULL, 0);
-    loop_timer_start(e->a->loop, &g_exp.timer, 1000, export_tick, &g_exp);
+    loop_timer_start(e2b_loop(e), &g_exp.timer, 1000, export_tick, &g_exp);
 
     int rc = e2b_route(e, "GET", "/sandboxes/metrics", many_op, 0, err, errlen);
     if (rc == 0)
