@@ -57,7 +57,7 @@ void hub_link_unreachable(const struct hub_link *hl, const char *cluster, char *
 {
     const char *why = hub_link_configured(hl)
                           ? "the tunnel to the hub is down; retry once the agent is reconnected"
-                          : "this agent has no hub configured (--hub-url)";
+                          : "this agent has no hub configured";
     if (cluster)
         snprintf(msg, len, "cluster '%s' is not reachable: %s", cluster, why);
     else
