@@ -1,13 +1,16 @@
-/* POST /sandboxes and POST /v2/sandboxes (reference §2.3, e2b-protocol §1.5).
+/* POST /sandboxes and POST /v2/sandboxes (reference §2.3, e2b-protocol §1.5),
+ * the E2B surface of agent/claim.h's orchestration.
  *
  * Order: templateID → the 400 list (refusals.c) → field types → reserved
- * metadata (consumed and removed) → a prefix naming another cluster is
- * forwarded verbatim through the hub → a bare name asks the placement
- * (route_client.h: local idle → here; else the hub may pick another cluster,
- * and the create goes there rewritten as `cluster::pool[//image]`, one hop)
- * → image override refused on the local runtime → claim. The answer (201, the Sandbox shape) waits
- * until the runtime armed the sandbox (envd /init took the token and env vars) unless
- * agentbox.scitix.ai/no-wait is "true". */
+ * metadata (consumed and removed) → where the reference goes (claim_where):
+ * a prefix naming another cluster is forwarded verbatim through the hub; a
+ * bare name asks the placement (claim_place: local idle → here; else the hub
+ * may pick another cluster, and the create goes there rewritten as
+ * `cluster::pool[//image]`, one hop, claim_forward) → an image override is
+ * refused unless the runtime can (claim_image_ok) → claim (claim_start).
+ * The answer (201, the Sandbox shape; errors by claim_status(CLAIM_E2B, …))
+ * waits until the runtime armed the sandbox (envd /init took the token and
+ * env vars) unless agentbox.scitix.ai/no-wait is "true". */
 #include "agent/e2b/e2b.h"
 
 #include "agent/auth.h"
