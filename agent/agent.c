@@ -340,7 +340,8 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         snprintf(err, errlen, "cannot create the event loop");
         return AB_ENOMEM;
     }
-    const struct hub_link_deps hd = {.cluster = cfg->cluster_id, .hub_configured = cfg->hub_url};
+    const struct hub_link_deps hd = {
+        .loop = a->loop, .cluster = cfg->cluster_id, .hub_configured = cfg->hub_url};
     if (!(a->hub = hub_link_new(&hd)) || agent_auth_new(a->hub, &a->auth) != 0) {
         snprintf(err, errlen, "out of memory creating the hub link");
         return AB_ENOMEM;
@@ -455,8 +456,9 @@ int agent_start(struct agent *a, char *err, size_t errlen)
             .data_router = a->l[AGENT_DATA].router,
             .native_router = a->l[AGENT_NATIVE].router,
         };
-        if (agent_tunnel_start(a->loop, &to, &a->tunnel, err, errlen))
-            return AB_EINVAL;
+        int rc = agent_tunnel_start(a->loop, &to, &a->tunnel, err, errlen);
+        if (rc != 0)
+            return rc;
         agent_tunnel_set_event_hook(a->tunnel, agent_on_hub_event, a);
         hub_link_set_tunnel(a->hub, a->tunnel);
     }

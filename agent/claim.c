@@ -77,10 +77,6 @@ int claim_new_id(const struct claim_deps *d, char *out, size_t outlen)
 int claim_start(const struct claim_deps *d, const struct claim_request *req, rt_claim_cb done,
                 void *arg, char *err, size_t errlen)
 {
-    if (strlen(req->name) > RT_NAME_MAX) {
-        snprintf(err, errlen, "templateID name is longer than %d characters", RT_NAME_MAX);
-        return AB_EINVAL;
-    }
     if (!d->rt) {
         snprintf(err, errlen, "no sandbox runtime is running on cluster '%s'", d->cluster);
         return AB_ECLOSED;

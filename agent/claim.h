@@ -73,8 +73,8 @@ struct claim_request {
 
 /* Claims req on this cluster's runtime. Returns 0 (done runs once, later,
  * when the sandbox is armed or failed), or an error with err set (done
- * never runs): AB_EINVAL for a name over RT_NAME_MAX, AB_ECLOSED without a
- * runtime, or the runtime's refusal. */
+ * never runs): AB_ECLOSED without a runtime, or the runtime's refusal as it
+ * came (a surface that words a too-long name itself checks it first). */
 int claim_start(const struct claim_deps *d, const struct claim_request *req, rt_claim_cb done,
                 void *arg, char *err, size_t errlen);
 

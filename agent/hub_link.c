@@ -5,6 +5,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/http.h"
+#include "agentbox/loop.h"
 #include "agentbox/relay.h"
 #include "agentbox/sbxid.h"
 #include "agentbox/tunnel.h"
@@ -14,10 +15,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct deadline_call;
+
 struct hub_link {
     struct hub_link_deps d;
     struct agent_tunnel *tunnel; /* not owned; NULL when standalone or stopped */
+    struct deadline_call *calls; /* hub_link_call_within's in flight */
 };
+
+/* A call with a deadline. Lives until the tunnel's answer is back (the
+ * session's end delivers it), even when the deadline answered first. */
+struct deadline_call {
+    struct hub_link *hl;
+    void (*done)(const struct tun_call_result *res, void *arg);
+    void *arg;
+    int64_t timeout_ms;
+    struct loop_timer timer;
+    bool answered; /* done ran */
+    struct deadline_call *prev, *next;
+};
+
+static void deadline_unlink_free(struct deadline_call *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        c->hl->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    free(c);
+}
 
 struct hub_link *hub_link_new(const struct hub_link_deps *deps)
 {
@@ -29,6 +56,13 @@ struct hub_link *hub_link_new(const struct hub_link_deps *deps)
 
 void hub_link_free(struct hub_link *hl)
 {
+    if (!hl)
+        return;
+    /* none expected: the tunnel's end delivered every answer */
+    while (hl->calls) {
+        loop_timer_cancel(&hl->calls->timer);
+        deadline_unlink_free(hl->calls);
+    }
     free(hl);
 }
 
@@ -72,6 +106,56 @@ int hub_link_call(struct hub_link *hl, const char *method, const char *path,
     if (!s)
         return AB_ECLOSED;
     return tun_call(s, RELAY_SVC_HUB, method, path, h, n, body, len, max_body, done, arg);
+}
+
+static void deadline_fired(struct loop_timer *t)
+{
+    struct deadline_call *c = t->arg;
+    char why[96];
+    snprintf(why, sizeof(why), "the hub did not answer within %lld ms", (long long)c->timeout_ms);
+    const struct tun_call_result res = {.status = 0, .error = why};
+    c->answered = true;
+    c->done(&res, c->arg);
+}
+
+static void deadline_answer(const struct tun_call_result *res, void *arg)
+{
+    struct deadline_call *c = arg;
+    if (!c->answered) {
+        loop_timer_cancel(&c->timer);
+        c->answered = true;
+        c->done(res, c->arg);
+    }
+    deadline_unlink_free(c);
+}
+
+int hub_link_call_within(struct hub_link *hl, int64_t timeout_ms, const char *method,
+                         const char *path, const struct tun_header *h, int n, const void *body,
+                         size_t len, size_t max_body,
+                         void (*done)(const struct tun_call_result *res, void *arg), void *arg)
+{
+    struct tun_session *s = hub_link_session(hl);
+    struct deadline_call *c;
+    if (!s)
+        return AB_ECLOSED;
+    if (!(c = calloc(1, sizeof(*c))))
+        return AB_ENOMEM;
+    c->hl = hl;
+    c->done = done;
+    c->arg = arg;
+    c->timeout_ms = timeout_ms;
+    int rc =
+        tun_call(s, RELAY_SVC_HUB, method, path, h, n, body, len, max_body, deadline_answer, c);
+    if (rc != 0) {
+        free(c);
+        return rc;
+    }
+    c->next = hl->calls;
+    if (hl->calls)
+        hl->calls->prev = c;
+    hl->calls = c;
+    loop_timer_start(hl->d.loop, &c->timer, timeout_ms, deadline_fired, c);
+    return 0;
 }
 
 int hub_link_open(struct hub_link *hl, const struct tun_head *head, struct tun_endpoint *ep,

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 struct agent_tunnel;
+struct loop;
 struct http_exchange;
 struct tun_session;
 struct tun_header;
@@ -33,13 +34,15 @@ struct tun_call_result;
 #define HUB_LINK_RELAY_HEADERS 3
 
 struct hub_link_deps {
+    struct loop *loop;   /* deadlines of hub_link_call_within */
     const char *cluster; /* this cluster's id; must outlive the link */
     bool hub_configured; /* --hub-url is set (else: standalone, say so in errors) */
 };
 
 /* NULL when out of memory. */
 struct hub_link *hub_link_new(const struct hub_link_deps *deps);
-/* NULL is fine. The tunnel must be stopped (or never set) first. */
+/* NULL is fine. The tunnel must be stopped (or never set) first: its end
+ * delivered every call's answer. */
 void hub_link_free(struct hub_link *hl);
 /* The tunnel client once agent_start made it; NULL before it is stopped. */
 void hub_link_set_tunnel(struct hub_link *hl, struct agent_tunnel *t);
@@ -59,6 +62,13 @@ void hub_link_unreachable(const struct hub_link *hl, const char *cluster, char *
 int hub_link_call(struct hub_link *hl, const char *method, const char *path,
                   const struct tun_header *h, int n, const void *body, size_t len, size_t max_body,
                   void (*done)(const struct tun_call_result *res, void *arg), void *arg);
+/* hub_link_call with a deadline: done runs exactly once, with the hub's
+ * answer or, timeout_ms after the call, with status 0 and error "the hub did
+ * not answer within …" (a later answer is dropped). Same returns. */
+int hub_link_call_within(struct hub_link *hl, int64_t timeout_ms, const char *method,
+                         const char *path, const struct tun_header *h, int n, const void *body,
+                         size_t len, size_t max_body,
+                         void (*done)(const struct tun_call_result *res, void *arg), void *arg);
 /* Opens a raw stream with head (service set by the caller). AB_ECLOSED while down. */
 int hub_link_open(struct hub_link *hl, const struct tun_head *head, struct tun_endpoint *ep,
                   struct tun_stream **out);

@@ -25,10 +25,10 @@ struct fed_call {
     struct fed *f; /* NULL once fed_free let go of a call whose hub answer is still due */
     fed_route_fn done;
     void *arg;
-    struct loop_timer timer;
-    struct fed_decision d; /* what the timer delivers */
-    bool hub_pending;      /* tun_call's callback still to come */
-    bool finished;         /* done ran, or the call was dropped */
+    struct loop_timer timer; /* delivers a local decision on the next loop turn */
+    struct fed_decision d;   /* what the timer delivers */
+    bool hub_pending;        /* the hub link's callback still to come */
+    bool finished;           /* done ran, or the call was dropped */
     char ns[NAME_MAX_LEN + 1], env[NAME_MAX_LEN + 1], group[NAME_MAX_LEN + 1];
     struct fed_call *prev, *next;
 };
@@ -98,12 +98,10 @@ static void local_decision(struct fed_call *c, int step, const char *fmt, const 
     snprintf(c->d.reason, sizeof(c->d.reason), fmt, detail);
 }
 
+/* A decision made here, delivered on the next loop turn (never inside fed_route). */
 static void timer_fired(struct loop_timer *t)
 {
-    struct fed_call *c = t->arg;
-    if (c->hub_pending)
-        local_decision(c, 5, "the hub did not answer within %s; queued locally", "2 s");
-    finish(c);
+    finish(t->arg);
 }
 
 /* --- the hub's answer -------------------------------------------------------------------- */
@@ -157,11 +155,10 @@ static void on_hub(const struct tun_call_result *res, void *arg)
     struct fed_call *c = arg;
     char why[128];
     c->hub_pending = false;
-    if (c->finished) { /* timed out or dropped */
+    if (c->finished) { /* dropped by fed_free */
         call_unlink_free(c);
         return;
     }
-    loop_timer_cancel(&c->timer);
     if (!parse_answer(c, res, why, sizeof(why))) {
         if (res->status == 0)
             snprintf(why, sizeof(why), "the hub is unreachable (%.100s)",
@@ -218,7 +215,6 @@ int fed_route(struct fed *f, const char *ns, const char *env, const char *group,
     if (f->d.rt)
         rt_list_pools(f->d.rt, ns, sum_idle, &s);
     struct tun_session *ts = hub_link_session(f->d.hub);
-    int64_t delay = 0;
     if (s.idle > 0) {
         char n[16];
         snprintf(n, sizeof(n), "%d", s.idle);
@@ -234,18 +230,19 @@ int fed_route(struct fed *f, const char *ns, const char *env, const char *group,
         char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
         json_decref(b);
         const struct tun_header h[] = {{"Content-Type", "application/json"}};
-        int rc = body ? hub_link_call(f->d.hub, "POST", "/internal/v1/route", h, 1, body,
-                                      strlen(body), HUB_ANSWER_MAX, on_hub, c)
+        /* the hub link answers at the deadline itself (status 0: fallback local) */
+        int rc = body ? hub_link_call_within(f->d.hub, FED_ROUTE_TIMEOUT_MS, "POST",
+                                             "/internal/v1/route", h, 1, body, strlen(body),
+                                             HUB_ANSWER_MAX, on_hub, c)
                       : AB_ENOMEM;
         free(body);
         if (rc == 0) {
             c->hub_pending = true;
-            delay = FED_ROUTE_TIMEOUT_MS;
-        } else {
-            local_decision(c, 5, "cannot ask the hub (%s); queued locally", ab_strerror(rc));
+            return 0;
         }
+        local_decision(c, 5, "cannot ask the hub (%s); queued locally", ab_strerror(rc));
     }
-    loop_timer_start(f->d.loop, &c->timer, delay, timer_fired, c);
+    loop_timer_start(f->d.loop, &c->timer, 0, timer_fired, c);
     return 0;
 }
 

@@ -371,8 +371,10 @@ int agent_tunnel_start(struct loop *loop, const struct agent_tunnel_options *o,
                        struct agent_tunnel **out, char *err, size_t errlen)
 {
     struct agent_tunnel *t = calloc(1, sizeof(*t));
-    if (!t)
+    if (!t) {
+        snprintf(err, errlen, "out of memory starting the tunnel client");
         return AB_ENOMEM;
+    }
     t->loop = loop;
     t->o = *o;
     if (t->o.ping_interval_ms <= 0)

@@ -13,7 +13,6 @@
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
-#include "agentbox/loop.h"
 #include "agentbox/ref.h"
 #include "agentbox/sbxid.h"
 #include "agentbox/tunnel_http.h"
@@ -148,42 +147,18 @@ static int load(struct e2b *e, const char *ns, struct envs **es, struct pools *p
 #define HUB_ENVS_TIMEOUT_MS 1000
 #define HUB_ENVS_MAX_BODY (4 * 1024 * 1024)
 
-/* A listing waiting for the hub. Freed once answered and the call is back. */
+/* A listing waiting for the hub (at most HUB_ENVS_TIMEOUT_MS). */
 struct tlist {
     struct e2b *e;
-    struct http_exchange *ex; /* NULL once answered */
+    struct http_exchange *ex;
     json_t *arr;
     char ns[RT_NAME_MAX + 1];
-    struct loop_timer timer;
-    bool call_pending;
 };
 
-static void tlist_answer(struct tlist *t)
-{
-    struct http_exchange *ex = t->ex;
-    t->ex = NULL;
-    loop_timer_cancel(&t->timer);
-    http_respond_json(ex, 200, t->arr);
-    t->arr = NULL;
-}
-
-static void tlist_timeout(struct loop_timer *tm)
-{
-    struct tlist *t = tm->arg;
-    if (t->ex) /* the hub is slow: this cluster's envs only */
-        tlist_answer(t);
-    if (!t->call_pending)
-        free(t);
-}
-
+/* The hub's answer, or its deadline (status 0: this cluster's envs only). */
 static void tlist_hub(const struct tun_call_result *res, void *arg)
 {
     struct tlist *t = arg;
-    t->call_pending = false;
-    if (!t->ex) {
-        free(t);
-        return;
-    }
     json_t *j = res->status == 200 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
     struct pools none = {NULL, 0};
     size_t i;
@@ -200,7 +175,7 @@ static void tlist_hub(const struct tun_call_result *res, void *arg)
         json_array_append_new(t->arr, template_json(t->e, t->ns, name, true, &none, 0));
     }
     json_decref(j);
-    tlist_answer(t);
+    http_respond_json(t->ex, 200, t->arr);
     free(t);
 }
 
@@ -220,13 +195,11 @@ static void list_with_hub(struct e2b *e, struct http_exchange *ex, const char *n
     t->arr = arr;
     ab_strlcpy(t->ns, ns, sizeof(t->ns));
     snprintf(path, sizeof(path), "/internal/v1/federation/envs?namespace=%s", ns);
-    if (hub_link_call(hub, "GET", path, NULL, 0, NULL, 0, HUB_ENVS_MAX_BODY, tlist_hub, t) != 0) {
+    if (hub_link_call_within(hub, HUB_ENVS_TIMEOUT_MS, "GET", path, NULL, 0, NULL, 0,
+                             HUB_ENVS_MAX_BODY, tlist_hub, t) != 0) {
         free(t);
         http_respond_json(ex, 200, arr);
-        return;
     }
-    t->call_pending = true;
-    loop_timer_start(e2b_loop(e), &t->timer, HUB_ENVS_TIMEOUT_MS, tlist_timeout, t);
 }
 
 static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)

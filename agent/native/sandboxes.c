@@ -149,6 +149,8 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     struct native *n = arg;
     const struct http_request *r = http_req(ex);
     json_t *body = json_loadb(r->body, r->body_len, 0, NULL);
+    const struct claim_deps d = {n->d.rt, n->d.fed, n->d.hub, n->d.cluster};
+    struct claim_request req = {.target = RT_TARGET_ENV_OR_POOL};
     struct rt_claim_options o = {0};
     struct ref ref;
     struct create *c = NULL;
@@ -209,7 +211,6 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
         respond_error(ex, 503, "this agent has no sandbox runtime");
         goto out;
     }
-    struct claim_deps d = {n->d.rt, n->d.fed, n->d.hub, n->d.cluster};
     if (claim_new_id(&d, id, sizeof(id)) != 0 || crypto_random(raw, sizeof(raw)) != 0 ||
         !(c = calloc(1, sizeof(*c)))) {
         respond_error(ex, 503, "cannot allocate a sandbox id; try again");
@@ -225,8 +226,9 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     o.team = p->team;
     o.owner = p->user;
     /* cluster::name is an env first, then a pool (reference §1.8); so is a bare name here */
-    struct claim_request req = {
-        .ns = ns, .name = ref.name, .target = RT_TARGET_ENV_OR_POOL, .o = o};
+    req.ns = ns;
+    req.name = ref.name;
+    req.o = o;
     rc = claim_start(&d, &req, create_done, c, err, sizeof(err));
     if (rc != 0) {
         respond_error(ex, status_of_err(rc), "%s", err);
