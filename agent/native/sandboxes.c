@@ -183,7 +183,8 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
                       pool, ref.image, n->d.rt && n->d.rt->kind ? n->d.rt->kind : "current");
         goto out;
     }
-    if (ref.cluster[0] && strcmp(ref.cluster, n->d.cluster) != 0) {
+    /* the native API places nothing: a bare name and this cluster's prefix claim here */
+    if (claim_where(n->d.cluster, &ref, err, sizeof(err)) != CLAIM_HERE && ref.cluster[0]) {
         respond_error(ex, 400,
                       "poolName '%s' names cluster '%s': this agent creates sandboxes "
                       "on cluster '%s' only; ask that cluster's agent or the hub",
