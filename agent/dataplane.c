@@ -51,186 +51,20 @@ static void respond_error(struct http_exchange *ex, int status, const char *msg)
     http_respond_json(ex, status, json_pack("{s:s}", "error", msg));
 }
 
-/* ---- target extraction -------------------------------------------------------------------- */
-
-/* A port 1..65535 written as plain decimal digits (len bytes of s). */
-static int parse_port(const char *s, size_t len)
-{
-    int port = 0;
-    if (len == 0 || len > 5)
-        return 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return 0;
-        port = port * 10 + (s[i] - '0');
-    }
-    return port >= 1 && port <= 65535 ? port : 0;
-}
-
-static int from_headers(const struct http_request *r, struct dp_target *t, char *err, size_t errlen)
-{
-    static const char *const pairs[][2] = {
-        {"E2b-Sandbox-Id", "E2b-Sandbox-Port"},
-        {"X-Sandbox-Id", "X-Sandbox-Port"},
-    };
-    for (size_t i = 0; i < AB_ARRAY_LEN(pairs); i++) {
-        const char *id = http_header_get(r, pairs[i][0]);
-        const char *port = http_header_get(r, pairs[i][1]);
-        if ((!id || !id[0]) && !port)
-            continue;
-        if (!id || !id[0]) {
-            snprintf(err, errlen, "missing %s header when %s is set", pairs[i][0], pairs[i][1]);
-            return AB_EINVAL;
-        }
-        if (!port) {
-            snprintf(err, errlen, "missing %s header when %s is set", pairs[i][1], pairs[i][0]);
-            return AB_EINVAL;
-        }
-        if (!(t->port = parse_port(port, strlen(port)))) {
-            snprintf(err, errlen, "invalid port in %s header: must be an integer from 1 to 65535",
-                     pairs[i][1]);
-            return AB_EINVAL;
-        }
-        if (ab_strlcpy(t->id, id, sizeof(t->id)) >= sizeof(t->id)) {
-            snprintf(err, errlen, "%s is longer than %zu characters", pairs[i][0],
-                     sizeof(t->id) - 1);
-            return AB_EINVAL;
-        }
-        if (ab_strlcpy(t->path, r->target, sizeof(t->path)) >= sizeof(t->path)) {
-            snprintf(err, errlen, "request target is longer than %zu bytes", sizeof(t->path) - 1);
-            return AB_EINVAL;
-        }
-        return 0;
-    }
-    return AB_ENOENT;
-}
-
-/* label = "<port>-<id>"; strict decides whether a mismatch is an error. */
-static int from_label(const char *label, size_t len, const char *host, const char *domain,
-                      const struct http_request *r, struct dp_target *t, char *err, size_t errlen)
-{
-    const char *dash = memchr(label, '-', len);
-    char cluster[SBXID_CLUSTER_MAX + 1];
-    size_t idlen = dash ? len - (size_t)(dash + 1 - label) : 0;
-
-    t->port = dash ? parse_port(label, (size_t)(dash - label)) : 0;
-    if (t->port && idlen > 0 && idlen < sizeof(t->id)) {
-        memcpy(t->id, dash + 1, idlen);
-        t->id[idlen] = '\0';
-        if (!domain && sbxid_cluster_of(t->id, cluster) != 0)
-            return AB_ENOENT; /* not ours to read without a configured domain */
-        if (ab_strlcpy(t->path, r->target, sizeof(t->path)) >= sizeof(t->path)) {
-            snprintf(err, errlen, "request target is longer than %zu bytes", sizeof(t->path) - 1);
-            return AB_EINVAL;
-        }
-        return 0;
-    }
-    if (!domain)
-        return AB_ENOENT;
-    snprintf(err, errlen, "host '%.200s' must be <port>-<sandbox id>.%s", host, domain);
-    return AB_EINVAL;
-}
-
-static int from_host(const struct http_request *r, const char *domain, struct dp_target *t,
-                     char *err, size_t errlen)
-{
-    const char *h = http_header_get(r, "Host");
-    char host[256];
-    size_t n;
-
-    if (!h || !h[0] || strlen(h) >= sizeof(host))
-        return AB_ENOENT;
-    ab_strlcpy(host, h, sizeof(host));
-    if (host[0] != '[') { /* drop :port (not from an IPv6 literal) */
-        char *colon = strrchr(host, ':');
-        if (colon)
-            *colon = '\0';
-    }
-    n = strlen(host);
-    if (n && host[n - 1] == '.')
-        host[--n] = '\0';
-    if (domain && domain[0]) {
-        size_t dl = strlen(domain);
-        if (n <= dl + 1 || host[n - dl - 1] != '.' || strcasecmp(host + n - dl, domain) != 0)
-            return AB_ENOENT;
-        size_t ll = n - dl - 1;
-        if (memchr(host, '.', ll)) {
-            snprintf(err, errlen, "host '%.200s' must be <port>-<sandbox id>.%s (one label)", host,
-                     domain);
-            return AB_EINVAL;
-        }
-        return from_label(host, ll, host, domain, r, t, err, errlen);
-    }
-    const char *dot = strchr(host, '.');
-    if (!dot)
-        return AB_ENOENT;
-    return from_label(host, (size_t)(dot - host), host, NULL, r, t, err, errlen);
-}
-
-static int from_path(const struct http_request *r, struct dp_target *t, char *err, size_t errlen)
-{
-    const char *target = r->target;
-    const char *q = strpbrk(target, "?#");
-    size_t plen = q ? (size_t)(q - target) : strlen(target);
-    const char *at = NULL;
-
-    for (const char *p = target; p + 11 <= target + plen; p++) {
-        if (memcmp(p, "/sandboxes/", 11) == 0) {
-            at = p + 11;
-            break;
-        }
-    }
-    if (!at)
-        return AB_ENOENT;
-    const char *end = target + plen;
-    const char *s1 = memchr(at, '/', (size_t)(end - at));
-    if (!s1 || s1 == at) {
-        snprintf(err, errlen,
-                 "URL path after sandboxes/ must contain at least sandbox ID and port");
-        return AB_EINVAL;
-    }
-    const char *pstart = s1 + 1;
-    const char *s2 = memchr(pstart, '/', (size_t)(end - pstart));
-    const char *pend = s2 ? s2 : end;
-    if (pend == pstart) {
-        snprintf(err, errlen,
-                 "URL path after sandboxes/ must contain at least sandbox ID and port");
-        return AB_EINVAL;
-    }
-    if (!(t->port = parse_port(pstart, (size_t)(pend - pstart)))) {
-        snprintf(err, errlen, "invalid port number \"%.*s\" in URL path",
-                 (int)AB_MIN(pend - pstart, 16), pstart);
-        return AB_EINVAL;
-    }
-    size_t idlen = (size_t)(s1 - at);
-    if (idlen >= sizeof(t->id)) {
-        snprintf(err, errlen, "sandbox id in the URL path is longer than %zu characters",
-                 sizeof(t->id) - 1);
-        return AB_EINVAL;
-    }
-    memcpy(t->id, at, idlen);
-    t->id[idlen] = '\0';
-    /* "/" + the rest of the path, then the original query */
-    int k = snprintf(t->path, sizeof(t->path), "/%.*s%s", s2 ? (int)(end - s2 - 1) : 0,
-                     s2 ? s2 + 1 : "", q ? q : "");
-    if (k < 0 || (size_t)k >= sizeof(t->path)) {
-        snprintf(err, errlen, "request target is longer than %zu bytes", sizeof(t->path) - 1);
-        return AB_EINVAL;
-    }
-    return 0;
-}
+/* ---- target extraction (the parsing itself: dataplane_target.c) -------------------------- */
 
 int dp_extract_target(const struct http_request *r, const char *domain, struct dp_target *t,
                       char *err, size_t errlen)
 {
-    int rc;
-
-    memset(t, 0, sizeof(*t));
-    if ((rc = from_headers(r, t, err, errlen)) != AB_ENOENT)
-        return rc;
-    if ((rc = from_host(r, domain, t, err, errlen)) != AB_ENOENT)
-        return rc;
-    return from_path(r, t, err, errlen);
+    const struct dp_target_req req = {
+        .target = r->target,
+        .host = http_header_get(r, "Host"),
+        .e2b_id = http_header_get(r, "E2b-Sandbox-Id"),
+        .e2b_port = http_header_get(r, "E2b-Sandbox-Port"),
+        .x_id = http_header_get(r, "X-Sandbox-Id"),
+        .x_port = http_header_get(r, "X-Sandbox-Port"),
+    };
+    return dp_target_parse(&req, domain, t, err, errlen);
 }
 
 /* ---- the local proxy ------------------------------------------------------------------------- */
@@ -522,11 +356,7 @@ static void h_data(struct http_exchange *ex, void *arg)
         count_request(dp, "bad_request", t0);
         return;
     }
-    if (sbxid_cluster_of(t.id, cluster) != 0) {
-        snprintf(err, sizeof(err),
-                 "sandbox id '%.100s' is malformed: expected <cluster>-<%d "
-                 "characters [a-z0-9]>",
-                 t.id, SBXID_SUFFIX_LEN);
+    if (dp_target_cluster(&t, cluster, err, sizeof(err)) != 0) {
         respond_error(ex, 400, err);
         count_request(dp, "bad_request", t0);
         return;

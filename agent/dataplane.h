@@ -14,6 +14,8 @@
 #ifndef AGENTBOX_AGENT_DATAPLANE_H
 #define AGENTBOX_AGENT_DATAPLANE_H
 
+#include "agent/dataplane_target.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,15 +29,9 @@ struct dataplane;
 
 #define DP_ENVD_PORT 49983
 
-/* What a request addresses. */
-struct dp_target {
-    char id[96];     /* sandbox id as given (validated later) */
-    int port;        /* 1..65535 */
-    char path[8192]; /* request-target to send on: rewritten for the path form */
-};
-
-/* Extracts the target of r. domain may be NULL (host form then only when the
- * left-most label parses as <port>-<id>). Returns 0; AB_ENOENT when r names no
+/* Extracts the target of r: dp_target_parse on its target and headers. domain
+ * may be NULL (host form then only when the left-most label parses as
+ * <port>-<id>). Returns 0; AB_ENOENT when r names no
  * sandbox; AB_EINVAL with err set (the 400 message) for a malformed one. */
 int dp_extract_target(const struct http_request *r, const char *domain, struct dp_target *t,
                       char *err, size_t errlen);

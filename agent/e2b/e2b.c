@@ -2,6 +2,7 @@
  * the shared response shapes, envd access tokens and forwarding of
  * id-addressed calls to the owning cluster. */
 #include "agent/e2b/e2b.h"
+#include "agent/e2b/metrics.h"
 
 #include "agent/auth.h"
 #include "agent/hub_link.h"
@@ -313,6 +314,7 @@ void e2b_free(struct e2b *e)
 {
     if (!e)
         return;
+    e2b_metrics_free(e);
     e2b_events_free(e->events);
     explicit_bzero(e->token_key, sizeof(e->token_key));
     free(e);

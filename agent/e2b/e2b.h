@@ -33,6 +33,7 @@ struct rt;
 struct rt_sandbox;
 struct metric_family;
 struct e2b_events;
+struct e2b_metrics;
 
 /* What the E2B layer may call, and its settings. Everything is borrowed and
  * must outlive the module. */
@@ -83,6 +84,7 @@ struct e2b {
     struct metric_family *m_creates;
     struct metric_family *m_create_seconds;
     struct e2b_events *events;
+    struct e2b_metrics *metrics; /* metrics.c's state, freed by e2b_metrics_free */
     struct http_route routes[E2B_ROUTES_MAX];
     size_t nroutes;
     struct e2b_op ops[E2B_ROUTES_MAX]; /* args of the authenticated routes */

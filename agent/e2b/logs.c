@@ -1,8 +1,9 @@
 /* Sandbox logs (reference §2.6).
  *
- * A live sandbox's logs are the output its envd writes (<sandbox dir>/envd.log
- * on the local runtime, found from the socket path the runtime reports), at
- * most the last LOG_TAIL_BYTES / 1000 lines. A sandbox that is gone is asked
+ * A live sandbox's logs are what its runtime's log reader returns (runtime.h:
+ * rt_log_probe on the loop, rt_log_read on a worker; on the local runtime,
+ * the output its envd writes), at most RT_LOG_LINES_MAX lines of the last
+ * RT_LOG_TAIL_MAX bytes. A sandbox that is gone is asked
  * of the central log service when --log-service-url is set:
  *   GET <url>/sandboxes/<id>/logs?<the caller's query> with
  *   X-AgentBox-Namespace / -Team / -User naming the caller (the service
@@ -12,10 +13,11 @@
  *     → {"logs": [{timestamp, line}], "logEntries": [{timestamp, message, level, fields}]}
  * v2  GET /v2/sandboxes/{id}/logs?cursor=<ms>&limit=&direction=forward|backward&level=&search=
  *     → {"logs": [entries]}
- * Levels are inferred from the line's leading token (after an optional RFC
- * 3339 timestamp): TRACE/DEBUG debug, WARN/WARNING warn, ERROR/ERR/FATAL/
- * CRITICAL error, anything else info. */
+ * Levels are inferred by the seam (rt_log_infer_level) from the line's
+ * leading token (after an optional RFC 3339 timestamp): TRACE/DEBUG debug,
+ * WARN/WARNING warn, ERROR/ERR/FATAL/CRITICAL error, anything else info. */
 #include "agent/e2b/e2b.h"
+#include "agent/e2b/logs.h"
 
 #include "agent/auth.h"
 #include "agent/runtime/runtime.h"
@@ -23,24 +25,17 @@
 #include "agentbox/common.h"
 #include "agentbox/sbxid.h"
 
-#include <ctype.h>
 #include <curl/curl.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "agentbox/loop.h"
 
-#define LOG_TAIL_BYTES (1024 * 1024)
-#define LOG_LINES_MAX 1000
 #define LOG_SERVICE_BODY_MAX (8 * 1024 * 1024)
 
-enum lvl { L_DEBUG, L_INFO, L_WARN, L_ERROR };
 static const char *const lvl_name[] = {"debug", "info", "warn", "error"};
 
 static int lvl_parse(const char *s)
@@ -49,152 +44,18 @@ static int lvl_parse(const char *s)
         if (strcasecmp(s, lvl_name[i]) == 0)
             return i;
     if (strcasecmp(s, "warning") == 0)
-        return L_WARN;
+        return RT_LOG_WARN;
     return -1;
 }
 
-/* Parses a leading RFC 3339 timestamp; returns its length (0 when none). */
-static size_t leading_time(const char *s, int64_t *ms)
+/* The E2B shape of the runtime's entries (a new array). */
+static json_t *entries_json(const struct rt_log *l)
 {
-    struct tm tm;
-    memset(&tm, 0, sizeof(tm));
-    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (!p)
-        return 0;
-    int64_t frac = 0;
-    if (*p == '.') {
-        int digits = 0;
-        p++;
-        while (isdigit((unsigned char)*p)) {
-            if (digits < 3)
-                frac = frac * 10 + (*p - '0');
-            digits++;
-            p++;
-        }
-        while (digits < 3) {
-            frac *= 10;
-            digits++;
-        }
-    }
-    if (*p == 'Z')
-        p++;
-    *ms = (int64_t)timegm(&tm) * 1000 + frac;
-    return (size_t)(p - s);
-}
-
-/* reference §2.6 level inference on s (already without its timestamp). */
-static int infer_level(const char *s)
-{
-    char tok[16];
-    size_t n = 0;
-    while (*s == ' ' || *s == '\t')
-        s++;
-    if (*s == '[' || *s == '(' || *s == '<')
-        s++;
-    while (n < sizeof(tok) - 1 && isalpha((unsigned char)s[n])) {
-        tok[n] = (char)toupper((unsigned char)s[n]);
-        n++;
-    }
-    tok[n] = '\0';
-    char after = s[n];
-    if (!(after == '\0' || after == ' ' || after == '\t' || after == ']' || after == ')' ||
-          after == '>' || after == ':'))
-        return L_INFO;
-    if (!strcmp(tok, "TRACE") || !strcmp(tok, "DEBUG"))
-        return L_DEBUG;
-    if (!strcmp(tok, "WARN") || !strcmp(tok, "WARNING"))
-        return L_WARN;
-    if (!strcmp(tok, "ERROR") || !strcmp(tok, "ERR") || !strcmp(tok, "FATAL") ||
-        !strcmp(tok, "CRITICAL"))
-        return L_ERROR;
-    return L_INFO;
-}
-
-struct query {
-    int64_t start_ms;
-    int64_t limit;
-    bool backward;
-    int min_level;
-    char search[512];
-};
-
-/* The sandbox's log file from its envd address "unix:<dir>/run/envd.sock". */
-static bool log_path(const struct rt_sandbox *s, char *out, size_t len)
-{
-    const char *a = s->envd_addr;
-    if (strncmp(a, "unix:", 5) != 0)
-        return false;
-    a += 5;
-    const char *suffix = "/run/envd.sock";
-    size_t n = strlen(a), m = strlen(suffix);
-    if (n <= m || strcmp(a + n - m, suffix) != 0 || n - m + 10 >= len)
-        return false;
-    snprintf(out, len, "%.*s/envd.log", (int)(n - m), a);
-    return true;
-}
-
-static json_t *read_entries(const struct rt_sandbox *s, const struct query *q)
-{
-    char path[512];
     json_t *out = json_array();
-    if (!log_path(s, path, sizeof(path)))
-        return out;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return out;
-    struct stat st;
-    char *buf = NULL;
-    off_t from = 0;
-    ssize_t got = 0;
-    if (fstat(fd, &st) == 0) {
-        from = st.st_size > LOG_TAIL_BYTES ? st.st_size - LOG_TAIL_BYTES : 0;
-        buf = malloc(LOG_TAIL_BYTES + 1);
-        if (buf)
-            got = pread(fd, buf, LOG_TAIL_BYTES, from);
-    }
-    close(fd);
-    if (!buf || got <= 0) {
-        free(buf);
-        return out;
-    }
-    buf[got] = '\0';
-    /* split into lines; skip a partial first line when we started mid-file */
-    char *lines[LOG_LINES_MAX];
-    size_t nl = 0, head = 0;
-    char *p = buf;
-    if (from > 0) {
-        char *nlp = strchr(p, '\n');
-        p = nlp ? nlp + 1 : buf + got;
-    }
-    while (*p) {
-        char *e = strchr(p, '\n');
-        if (e)
-            *e = '\0';
-        if (*p) {
-            lines[(head + nl) % LOG_LINES_MAX] = p;
-            if (nl < LOG_LINES_MAX)
-                nl++;
-            else
-                head = (head + 1) % LOG_LINES_MAX;
-        }
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    int64_t n_out = 0;
-    for (size_t k = 0; k < nl && (q->limit <= 0 || n_out < q->limit); k++) {
-        size_t idx = q->backward ? (head + nl - 1 - k) % LOG_LINES_MAX : (head + k) % LOG_LINES_MAX;
-        const char *line = lines[idx];
-        int64_t ms = s->claimed_ms;
-        size_t tl = leading_time(line, &ms);
-        const char *msg = line + tl;
-        int lvl = infer_level(msg);
-        if (q->start_ms > 0 && ms < q->start_ms)
-            continue;
-        if (lvl < q->min_level)
-            continue;
-        if (q->search[0] && !strstr(line, q->search))
-            continue;
+
+    for (size_t k = 0; k < l->n && out; k++) {
+        const struct rt_log_entry *en = &l->entries[k];
+        int64_t ms = en->ms;
         char ts[40];
         time_t t = (time_t)(ms / 1000);
         struct tm tm;
@@ -202,12 +63,81 @@ static json_t *read_entries(const struct rt_sandbox *s, const struct query *q)
         size_t w = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
         snprintf(ts + w, sizeof(ts) - w, ".%03dZ", (int)(ms % 1000));
         json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:{s:s,s:s}}", "timestamp", ts,
-                                             "message", line, "level", lvl_name[lvl], "fields",
-                                             "container", "envd", "source", "stdout"));
-        n_out++;
+                                             "message", en->line, "level", lvl_name[en->level],
+                                             "fields", "container", "envd", "source", "stdout"));
     }
-    free(buf);
     return out;
+}
+
+/* --- live sandboxes: the runtime's log reader ------------------------------------------- */
+
+struct live {
+    struct http_exchange *ex;
+    bool v2;
+    bool probed; /* false: the runtime cannot read this log, answer [] */
+    struct rt_probe probe;
+    struct rt_log_query q;
+    struct rt_log log;
+};
+
+/* Worker: the runtime's blocking read, from the probe alone. */
+static void live_work(void *arg)
+{
+    struct live *l = arg;
+    if (l->probed)
+        rt_log_read(&l->probe, &l->q, &l->log); /* on error l->log is empty: [] */
+}
+
+static void live_answer(struct live *l)
+{
+    json_t *entries = entries_json(&l->log);
+
+    if (l->v2) {
+        http_respond_json(l->ex, 200, json_pack("{s:o}", "logs", entries));
+        return;
+    }
+    json_t *plain = json_array();
+    size_t i;
+    json_t *en;
+    json_array_foreach(entries, i, en) json_array_append_new(
+        plain, json_pack("{s:O,s:O}", "timestamp", json_object_get(en, "timestamp"), "line",
+                         json_object_get(en, "message")));
+    http_respond_json(l->ex, 200, json_pack("{s:o,s:o}", "logs", plain, "logEntries", entries));
+}
+
+static void live_done(void *arg, int status)
+{
+    struct live *l = arg;
+
+    if (status != 0)
+        http_respond_error(l->ex, 503, "the agent is shutting down");
+    else
+        live_answer(l);
+    rt_log_free(&l->log);
+    free(l);
+}
+
+void e2b_logs_live(struct loop *loop, struct rt *rt, struct http_exchange *ex, const char *id,
+                   const struct rt_log_query *q, bool v2)
+{
+    struct live *l = calloc(1, sizeof(*l));
+
+    if (!l) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    l->ex = ex;
+    l->v2 = v2;
+    l->q = *q;
+    l->probed = rt_log_probe(rt, id, &l->probe) == 0;
+    if (!l->probed) {
+        live_done(l, 0);
+        return;
+    }
+    if (loop_submit(loop, live_work, live_done, l) != 0) {
+        free(l);
+        http_respond_error(ex, 503, "too many requests in flight; retry shortly");
+    }
 }
 
 /* --- the central log service (ended sandboxes) ------------------------------------------ */
@@ -326,35 +256,45 @@ static int64_t q_int(const struct http_request *r, const char *name, int64_t dfl
     return end && *end == '\0' ? v : dflt;
 }
 
-static void logs(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p, bool v2)
+int e2b_log_query(struct http_exchange *ex, bool v2, struct rt_log_query *q)
 {
     const struct http_request *r = http_req(ex);
-    const char *id = http_param(ex, "id");
-    char cluster[SBXID_CLUSTER_MAX + 1], b[64];
-    struct rt_sandbox s;
-    struct query q;
-    struct rt *rt = e2b_rt(e);
+    char b[64];
 
-    memset(&q, 0, sizeof(q));
-    q.start_ms = q_int(r, v2 ? "cursor" : "start", 0);
-    q.limit = q_int(r, "limit", 1000);
-    if (q.limit <= 0 || q.limit > LOG_LINES_MAX)
-        q.limit = LOG_LINES_MAX;
-    q.min_level = L_DEBUG;
+    memset(q, 0, sizeof(*q));
+    q->start_ms = q_int(r, v2 ? "cursor" : "start", 0);
+    q->limit = q_int(r, "limit", 1000);
+    if (q->limit <= 0 || q->limit > RT_LOG_LINES_MAX)
+        q->limit = RT_LOG_LINES_MAX;
+    q->min_level = RT_LOG_DEBUG;
     if (v2) {
         if (http_query_get(r, "direction", b, sizeof(b)) == 0)
-            q.backward = strcmp(b, "backward") == 0;
+            q->backward = strcmp(b, "backward") == 0;
         if (http_query_get(r, "level", b, sizeof(b)) == 0 && b[0]) {
             int l = lvl_parse(b);
             if (l < 0) {
                 http_respond_error(ex, 400, "level must be debug, info, warn or error");
-                return;
+                return AB_EINVAL;
             }
-            q.min_level = l;
+            q->min_level = (enum rt_log_level)l;
         }
-        if (http_query_get(r, "search", q.search, sizeof(q.search)) != 0)
-            q.search[0] = '\0';
+        if (http_query_get(r, "search", q->search, sizeof(q->search)) != 0)
+            q->search[0] = '\0';
     }
+    return 0;
+}
+
+static void logs(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p, bool v2)
+{
+    const struct http_request *r = http_req(ex);
+    const char *id = http_param(ex, "id");
+    char cluster[SBXID_CLUSTER_MAX + 1];
+    struct rt_sandbox s;
+    struct rt_log_query q;
+    struct rt *rt = e2b_rt(e);
+
+    if (e2b_log_query(ex, v2, &q) != 0)
+        return;
     if (!id || sbxid_cluster_of(id, cluster) != 0) {
         http_respond_error(ex, 404, "sandbox \"%.80s\" not found", id ? id : "");
         return;
@@ -369,24 +309,12 @@ static void logs(struct e2b *e, struct http_exchange *ex, const struct agent_pri
         ended(e, ex, p, id, v2);
         return;
     }
+    json_decref(s.metadata);
     if (!e2b_owns(p, &s)) {
-        json_decref(s.metadata);
         http_respond_error(ex, 404, "sandbox \"%s\" not found", id);
         return;
     }
-    json_t *entries = read_entries(&s, &q);
-    json_decref(s.metadata);
-    if (v2) {
-        http_respond_json(ex, 200, json_pack("{s:o}", "logs", entries));
-        return;
-    }
-    json_t *plain = json_array();
-    size_t i;
-    json_t *en;
-    json_array_foreach(entries, i, en) json_array_append_new(
-        plain, json_pack("{s:O,s:O}", "timestamp", json_object_get(en, "timestamp"), "line",
-                         json_object_get(en, "message")));
-    http_respond_json(ex, 200, json_pack("{s:o,s:o}", "logs", plain, "logEntries", entries));
+    e2b_logs_live(e2b_loop(e), rt, ex, id, &q, v2);
 }
 
 static void logs_v1(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)

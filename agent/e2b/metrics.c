@@ -8,15 +8,17 @@
  *      GET /sandboxes/metrics?sandbox_ids=a,b   → {"sandboxes": {id: SandboxMetric}}
  *    Without a backend both answer 501 naming the flag.
  *
- * 2. The agent exports those cAdvisor-named series for its own local
- *    sandboxes on /metrics, so a Prometheus scraping the agent can answer
- *    (1): every 10 s a worker walks /proc for the processes in each
- *    sandbox's pid namespace (pid 1 from <dir>/state.json) and sums CPU time
- *    and resident memory, and sizes the sandbox directory:
- *      container_cpu_usage_seconds_total, container_memory_working_set_bytes,
- *      container_memory_rss, container_memory_cache (0: not separable here),
- *      container_fs_usage_bytes, labelled namespace, pod, container="sandbox". */
+ * 2. The agent exports those cAdvisor-named series for its own sandboxes on
+ *    /metrics, so a Prometheus scraping the agent can answer (1): every 10 s
+ *    the exporter (metrics.h) asks the runtime for each running sandbox's
+ *    usage through the seam (rt_usage_probe on the loop, rt_usage_read on a
+ *    worker). How the runtime measures it (cgroup, /proc, the directory's
+ *    size) is its business.
+ *
+ * State lives in struct e2b_metrics, one per E2B instance (e->metrics),
+ * freed by e2b_metrics_free. */
 #include "agent/e2b/e2b.h"
+#include "agent/e2b/metrics.h"
 
 #include "agent/auth.h"
 #include "agent/runtime/runtime.h"
@@ -28,22 +30,20 @@
 #include "agentbox/sbxid.h"
 
 #include <curl/curl.h>
-#include <dirent.h>
-#include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define PROM_BODY_MAX (4 * 1024 * 1024)
 #define PROM_IDS_MAX 100
 #define EXPORT_INTERVAL_MS 10000
 #define EXPORT_MAX 512
-#define DU_FILES_MAX 200000
+#define PROM_TOKEN_MAX 1023
 
-static char g_prom_token[1024];
+struct e2b_metrics {
+    char prom_token[PROM_TOKEN_MAX + 1]; /* PROMETHEUS_TOKEN, "" when unset */
+    struct e2b_exporter *exporter;
+};
 
 /* --- Prometheus queries ------------------------------------------------------------------ */
 
@@ -62,9 +62,11 @@ struct sbx_ref {
     int64_t mem_total;
 };
 
+/* One query job; everything the worker reads is a copy (base, token). */
 struct prom {
-    struct e2b *e;
     struct http_exchange *ex;
+    char *base; /* the Prometheus URL */
+    char token[PROM_TOKEN_MAX + 1];
     bool range;
     int64_t start, end, step;
     char ns[64];
@@ -111,9 +113,9 @@ static json_t *prom_get(CURL *c, const char *base, const struct prom *p, const c
     else
         snprintf(url, sizeof(url), "%s/api/v1/query?query=%s", base, eq);
     curl_free(eq);
-    if (g_prom_token[0]) {
-        char auth[1100];
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", g_prom_token);
+    if (p->token[0]) {
+        char auth[PROM_TOKEN_MAX + 32];
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", p->token);
         h = curl_slist_append(h, auth);
     }
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -163,7 +165,7 @@ static void prom_work(void *arg)
     for (int q = 0; q < Q_N && !p->err[0]; q++) {
         char query[8192];
         snprintf(query, sizeof(query), q_fmt[q], sel);
-        p->res[q] = prom_get(c, e2b_prometheus_url(p->e), p, query, p->err, sizeof(p->err));
+        p->res[q] = prom_get(c, p->base, p, query, p->err, sizeof(p->err));
     }
     curl_easy_cleanup(c);
 }
@@ -212,6 +214,14 @@ static json_t *metric_json(const struct prom *p, const struct sbx_ref *r, int64_
                      (json_int_t)value_at(p->res[Q_DISK_TOTAL], r->id, t, p->range));
 }
 
+static void prom_free(struct prom *p)
+{
+    for (int q = 0; q < Q_N; q++)
+        json_decref(p->res[q]);
+    free(p->base);
+    free(p);
+}
+
 static void prom_done(void *arg, int status)
 {
     struct prom *p = arg;
@@ -229,9 +239,7 @@ static void prom_done(void *arg, int status)
             json_object_set_new(m, p->ids[i].id, metric_json(p, &p->ids[i], now));
         http_respond_json(p->ex, 200, json_pack("{s:o}", "sandboxes", m));
     }
-    for (int q = 0; q < Q_N; q++)
-        json_decref(p->res[q]);
-    free(p);
+    prom_free(p);
 }
 
 static void sbx_ref_of(const struct rt_sandbox *s, struct sbx_ref *r)
@@ -243,10 +251,26 @@ static void sbx_ref_of(const struct rt_sandbox *s, struct sbx_ref *r)
     r->mem_total = mem_mb * 1048576;
 }
 
+/* A new job for ex against e's backend (NULL after answering 503). */
+static struct prom *prom_new(struct e2b *e, struct http_exchange *ex)
+{
+    struct prom *p = calloc(1, sizeof(*p));
+
+    if (!p || !(p->base = strdup(e2b_prometheus_url(e)))) {
+        free(p);
+        http_respond_error(ex, 503, "out of memory");
+        return NULL;
+    }
+    p->ex = ex;
+    if (e->metrics)
+        ab_strlcpy(p->token, e->metrics->prom_token, sizeof(p->token));
+    return p;
+}
+
 static void submit(struct e2b *e, struct http_exchange *ex, struct prom *p)
 {
     if (loop_submit(e2b_loop(e), prom_work, prom_done, p) != 0) {
-        free(p);
+        prom_free(p);
         http_respond_error(ex, 503, "too many requests in flight; retry shortly");
     }
 }
@@ -275,13 +299,9 @@ static void one_op(struct e2b *e, struct http_exchange *ex, const struct agent_p
                         "with --prometheus-url (and PROMETHEUS_TOKEN if the backend needs one)");
         return;
     }
-    struct prom *p = calloc(1, sizeof(*p));
-    if (!p) {
-        http_respond_error(ex, 503, "out of memory");
+    struct prom *p = prom_new(e, ex);
+    if (!p)
         return;
-    }
-    p->e = e;
-    p->ex = ex;
     p->range = true;
     p->start = start;
     p->end = end;
@@ -312,13 +332,9 @@ static void many_op(struct e2b *e, struct http_exchange *ex, const struct agent_
                            PROM_IDS_MAX);
         return;
     }
-    struct prom *p = calloc(1, sizeof(*p));
-    if (!p) {
-        http_respond_error(ex, 503, "out of memory");
+    struct prom *p = prom_new(e, ex);
+    if (!p)
         return;
-    }
-    p->e = e;
-    p->ex = ex;
     ab_strlcpy(p->ns, pr->namespace, sizeof(p->ns));
     for (char *save = NULL, *id = strtok_r(ids, ",", &save); id && p->nids < PROM_IDS_MAX;
          id = strtok_r(NULL, ",", &save)) {
@@ -330,7 +346,7 @@ static void many_op(struct e2b *e, struct http_exchange *ex, const struct agent_
         json_decref(s.metadata);
     }
     if (p->nids == 0) {
-        free(p);
+        prom_free(p);
         http_respond_json(ex, 200, json_pack("{s:{}}", "sandboxes"));
         return;
     }
@@ -342,168 +358,76 @@ static void many_op(struct e2b *e, struct http_exchange *ex, const struct agent_
 struct exp_item {
     char id[RT_ID_MAX + 1];
     char ns[RT_NAME_MAX + 1];
-    char dir[512];
-    double cpu_s, rss, fs;
-    bool ok;
+    bool ok; /* read this round */
 };
 
-struct exporter {
-    struct e2b *e;
+struct e2b_exporter {
+    struct e2b_exporter_deps d;
     struct loop_timer timer;
     struct metric_family *cpu, *ws, *rss, *cache, *fs;
-    struct exp_item *items; /* of the job in flight */
+    /* the round in flight (busy): items[i] was measured with probes[i] into usage[i] */
+    struct exp_item *items;
+    struct rt_probe *probes;
+    struct rt_usage *usage;
     size_t n;
     struct exp_item *last; /* series exported by the previous round */
     size_t nlast;
     bool busy;
+    bool closing; /* freed by the round's completion */
 };
 
-static struct exporter g_exp;
-
-static bool dir_of(const char *addr, char *out, size_t len)
+static void round_free(struct e2b_exporter *x)
 {
-    const char *suffix = "/run/envd.sock";
-    if (strncmp(addr, "unix:", 5) != 0)
-        return false;
-    addr += 5;
-    size_t n = strlen(addr), m = strlen(suffix);
-    if (n <= m || strcmp(addr + n - m, suffix) != 0 || n - m >= len)
-        return false;
-    memcpy(out, addr, n - m);
-    out[n - m] = '\0';
-    return true;
+    free(x->items);
+    free(x->probes);
+    free(x->usage);
+    x->items = NULL;
+    x->probes = NULL;
+    x->usage = NULL;
+    x->n = 0;
+}
+
+static void exporter_destroy(struct e2b_exporter *x)
+{
+    round_free(x);
+    free(x->last);
+    free(x);
 }
 
 static void collect_cb(void *arg, const struct rt_sandbox *s)
 {
-    struct exporter *x = arg;
+    struct e2b_exporter *x = arg;
     if (x->n >= EXPORT_MAX || s->state != RT_RUNNING)
         return;
-    struct exp_item *it = &x->items[x->n];
+    struct exp_item *it = &x->items[x->n++];
     memset(it, 0, sizeof(*it));
-    if (!dir_of(s->envd_addr, it->dir, sizeof(it->dir)))
-        return;
     ab_strlcpy(it->id, s->id, sizeof(it->id));
     ab_strlcpy(it->ns, s->ns, sizeof(it->ns));
-    x->n++;
 }
 
-static long pid_of(const char *dir)
-{
-    char path[600], buf[4096];
-    snprintf(path, sizeof(path), "%s/state.json", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    json_t *j = json_loads(buf, 0, NULL);
-    long pid = (long)json_integer_value(json_object_get(j, "pid"));
-    json_decref(j);
-    return pid;
-}
-
-static bool ns_inode(long pid, unsigned long *ino)
-{
-    char path[64];
-    struct stat st;
-    snprintf(path, sizeof(path), "/proc/%ld/ns/pid", pid);
-    if (stat(path, &st) != 0)
-        return false;
-    *ino = (unsigned long)st.st_ino;
-    return true;
-}
-
-static void du(const char *dir, double *bytes, int *budget)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    if (!d)
-        return;
-    while ((de = readdir(d)) && *budget > 0) {
-        char p[1024];
-        struct stat st;
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-        if (lstat(p, &st) != 0)
-            continue;
-        (*budget)--;
-        *bytes += (double)st.st_blocks * 512.0;
-        if (S_ISDIR(st.st_mode))
-            du(p, bytes, budget);
-    }
-    closedir(d);
-}
-
-/* Worker: one pass over /proc for all sandboxes. */
+/* Worker: the runtime's blocking read, from the probes alone. */
 static void export_work(void *arg)
 {
-    struct exporter *x = arg;
-    unsigned long *inos = calloc(x->n ? x->n : 1, sizeof(*inos));
-    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
-    if (!inos)
-        return;
-    for (size_t i = 0; i < x->n; i++) {
-        long pid = pid_of(x->items[i].dir);
-        x->items[i].ok = pid > 0 && ns_inode(pid, &inos[i]);
-        int budget = DU_FILES_MAX;
-        if (x->items[i].ok)
-            du(x->items[i].dir, &x->items[i].fs, &budget);
-    }
-    DIR *d = opendir("/proc");
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        char *end;
-        long pid = strtol(de->d_name, &end, 10);
-        unsigned long ino;
-        if (*end || pid <= 0 || !ns_inode(pid, &ino))
-            continue;
-        for (size_t i = 0; i < x->n; i++) {
-            if (!x->items[i].ok || inos[i] != ino)
-                continue;
-            char path[64], buf[1024];
-            snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
-            ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-            if (fd >= 0)
-                close(fd);
-            if (n > 0) {
-                buf[n] = '\0';
-                char *rp = strrchr(buf, ')');
-                unsigned long ut = 0, st = 0;
-                long rss = 0;
-                /* fields after the comm: state(3) ... utime(14) stime(15) ... rss(24) */
-                if (rp && sscanf(rp + 2,
-                                 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu "
-                                 "%*d %*d %*d %*d %*d %*d %*u %*u %ld",
-                                 &ut, &st, &rss) == 3) {
-                    x->items[i].cpu_s += (double)(ut + st) / (double)tck;
-                    x->items[i].rss += (double)rss * (double)page;
-                }
-            }
-            break;
-        }
-    }
-    if (d)
-        closedir(d);
-    free(inos);
+    struct e2b_exporter *x = arg;
+    rt_usage_read(x->probes, x->n, x->usage);
 }
 
-static void export_schedule(struct exporter *x);
+static void export_schedule(struct e2b_exporter *x);
 
 static void export_done(void *arg, int status)
 {
-    struct exporter *x = arg;
+    struct e2b_exporter *x = arg;
     x->busy = false;
-    if (status != 0) {
-        free(x->items);
-        x->items = NULL;
+    if (x->closing) {
+        exporter_destroy(x);
         return;
     }
+    if (status != 0) {
+        round_free(x);
+        return;
+    }
+    for (size_t i = 0; i < x->n; i++)
+        x->items[i].ok = x->usage[i].err == 0;
     /* drop series of sandboxes that are gone */
     for (size_t i = 0; i < x->nlast; i++) {
         bool still = false;
@@ -520,81 +444,161 @@ static void export_done(void *arg, int status)
     }
     for (size_t i = 0; i < x->n; i++) {
         const struct exp_item *it = &x->items[i];
+        const struct rt_usage *u = &x->usage[i];
         const char *l[] = {it->ns, it->id, "sandbox"};
         if (!it->ok)
             continue;
-        metrics_set(x->cpu, l, it->cpu_s);
-        metrics_set(x->ws, l, it->rss);
-        metrics_set(x->rss, l, it->rss);
-        metrics_set(x->cache, l, 0);
-        metrics_set(x->fs, l, it->fs);
+        metrics_set(x->cpu, l, u->cpu_seconds);
+        metrics_set(x->ws, l, u->mem_working_set);
+        metrics_set(x->rss, l, u->mem_rss);
+        metrics_set(x->cache, l, u->mem_cache);
+        metrics_set(x->fs, l, u->disk_used);
     }
     free(x->last);
     x->last = x->items;
     x->nlast = x->n;
     x->items = NULL;
-    x->n = 0;
+    round_free(x);
     export_schedule(x);
 }
 
 static void export_tick(struct loop_timer *t)
 {
-    struct exporter *x = t->arg;
-    struct rt *rt = e2b_rt(x->e);
+    struct e2b_exporter *x = t->arg;
+    struct rt *rt = x->d.rt(x->d.arg);
     struct rt_filter f = {0};
-    if (x->busy || !rt) {
+    size_t k = 0;
+
+    if (x->busy || !rt_has(rt, RT_CAP_USAGE)) {
         export_schedule(x);
         return;
     }
     x->items = calloc(EXPORT_MAX, sizeof(*x->items));
+    x->probes = calloc(EXPORT_MAX, sizeof(*x->probes));
+    x->usage = calloc(EXPORT_MAX, sizeof(*x->usage));
     x->n = 0;
-    if (!x->items) {
+    if (!x->items || !x->probes || !x->usage) {
+        round_free(x);
         export_schedule(x);
         return;
     }
     rt_list(rt, &f, collect_cb, x);
+    /* keep the sandboxes the runtime can measure, in order */
+    for (size_t i = 0; i < x->n; i++) {
+        if (rt_usage_probe(rt, x->items[i].id, &x->probes[k]) != 0)
+            continue;
+        if (k != i)
+            x->items[k] = x->items[i];
+        k++;
+    }
+    x->n = k;
     x->busy = true;
-    if (loop_submit(e2b_loop(x->e), export_work, export_done, x) != 0) {
+    if (loop_submit(x->d.loop, export_work, export_done, x) != 0) {
         x->busy = false;
-        free(x->items);
-        x->items = NULL;
+        round_free(x);
         export_schedule(x);
     }
 }
 
-static void export_schedule(struct exporter *x)
+static void export_schedule(struct e2b_exporter *x)
 {
-    loop_timer_start(e2b_loop(x->e), &x->timer, EXPORT_INTERVAL_MS, export_tick, x);
+    loop_timer_start(x->d.loop, &x->timer, x->d.interval_ms, export_tick, x);
+}
+
+int e2b_exporter_new(const struct e2b_exporter_deps *d, struct e2b_exporter **out)
+{
+    static const char *const labels[] = {"namespace", "pod", "container", NULL};
+    struct e2b_exporter *x = calloc(1, sizeof(*x));
+
+    *out = NULL;
+    if (!x)
+        return AB_ENOMEM;
+    x->d = *d;
+    if (x->d.first_ms <= 0)
+        x->d.first_ms = 1000;
+    if (x->d.interval_ms <= 0)
+        x->d.interval_ms = EXPORT_INTERVAL_MS;
+    x->cpu = metrics_register(d->registry, "container_cpu_usage_seconds_total",
+                              "CPU time of a local sandbox's processes (cAdvisor name)",
+                              METRIC_COUNTER, labels, NULL, 0);
+    x->ws = metrics_register(d->registry, "container_memory_working_set_bytes",
+                             "Resident memory of a local sandbox's processes (cAdvisor name)",
+                             METRIC_GAUGE, labels, NULL, 0);
+    x->rss = metrics_register(d->registry, "container_memory_rss",
+                              "Resident memory of a local sandbox's processes (cAdvisor name)",
+                              METRIC_GAUGE, labels, NULL, 0);
+    x->cache = metrics_register(d->registry, "container_memory_cache",
+                                "Page cache of a local sandbox (not separable here: 0)",
+                                METRIC_GAUGE, labels, NULL, 0);
+    x->fs = metrics_register(d->registry, "container_fs_usage_bytes",
+                             "Disk used by a local sandbox's directory (cAdvisor name)",
+                             METRIC_GAUGE, labels, NULL, 0);
+    if (!x->cpu || !x->ws || !x->rss || !x->cache || !x->fs) {
+        free(x);
+        return AB_ENOMEM;
+    }
+    loop_timer_start(x->d.loop, &x->timer, x->d.first_ms, export_tick, x);
+    *out = x;
+    return 0;
+}
+
+void e2b_exporter_free(struct e2b_exporter *x)
+{
+    if (!x)
+        return;
+    loop_timer_cancel(&x->timer);
+    if (x->busy) {
+        x->closing = true; /* the worker still reads x->probes */
+        return;
+    }
+    exporter_destroy(x);
+}
+
+/* --- the E2B instance's metrics state ---------------------------------------------------- */
+
+static struct rt *rt_of(void *e)
+{
+    return e2b_rt(e);
 }
 
 int e2b_metric_routes(struct e2b *e, char *err, size_t errlen)
 {
-    static const char *const labels[] = {"namespace", "pod", "container", NULL};
-    struct metrics_registry *m = metrics_default();
     const char *tok = getenv("PROMETHEUS_TOKEN");
-    ab_strlcpy(g_prom_token, tok ? tok : "", sizeof(g_prom_token));
+    struct e2b_metrics *m;
+    int rc;
 
-    memset(&g_exp, 0, sizeof(g_exp));
-    g_exp.e = e;
-    g_exp.cpu = metrics_register(m, "container_cpu_usage_seconds_total",
-                                 "CPU time of a local sandbox's processes (cAdvisor name)",
-                                 METRIC_COUNTER, labels, NULL, 0);
-    g_exp.ws = metrics_register(m, "container_memory_working_set_bytes",
-                                "Resident memory of a local sandbox's processes (cAdvisor name)",
-                                METRIC_GAUGE, labels, NULL, 0);
-    g_exp.rss = metrics_register(m, "container_memory_rss",
-                                 "Resident memory of a local sandbox's processes (cAdvisor name)",
-                                 METRIC_GAUGE, labels, NULL, 0);
-    g_exp.cache = metrics_register(m, "container_memory_cache",
-                                   "Page cache of a local sandbox (not separable here: 0)",
-                                   METRIC_GAUGE, labels, NULL, 0);
-    g_exp.fs = metrics_register(m, "container_fs_usage_bytes",
-                                "Disk used by a local sandbox's directory (cAdvisor name)",
-                                METRIC_GAUGE, labels, NULL, 0);
-    loop_timer_start(e2b_loop(e), &g_exp.timer, 1000, export_tick, &g_exp);
-
-    int rc = e2b_route(e, "GET", "/sandboxes/metrics", many_op, 0, err, errlen);
+    if (!(m = calloc(1, sizeof(*m)))) {
+        snprintf(err, errlen, "out of memory for the metrics state");
+        return AB_ENOMEM;
+    }
+    e->metrics = m;
+    if (tok && strlen(tok) > PROM_TOKEN_MAX) {
+        snprintf(err, errlen, "PROMETHEUS_TOKEN is longer than %d bytes", PROM_TOKEN_MAX);
+        return AB_EINVAL;
+    }
+    ab_strlcpy(m->prom_token, tok ? tok : "", sizeof(m->prom_token));
+    struct e2b_exporter_deps d = {
+        .loop = e2b_loop(e),
+        .registry = metrics_default(),
+        .rt = rt_of,
+        .arg = e,
+    };
+    if ((rc = e2b_exporter_new(&d, &m->exporter)) != 0) {
+        snprintf(err, errlen, "out of memory for the sandbox usage exporter");
+        return rc;
+    }
+    rc = e2b_route(e, "GET", "/sandboxes/metrics", many_op, 0, err, errlen);
     if (rc == 0)
         rc = e2b_route(e, "GET", "/sandboxes/{id}/metrics", one_op, 0, err, errlen);
     return rc;
+}
+
+void e2b_metrics_free(struct e2b *e)
+{
+    if (!e || !e->metrics)
+        return;
+    e2b_exporter_free(e->metrics->exporter);
+    explicit_bzero(e->metrics->prom_token, sizeof(e->metrics->prom_token));
+    free(e->metrics);
+    e->metrics = NULL;
 }

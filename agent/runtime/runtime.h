@@ -1,8 +1,10 @@
 /* The runtime seam (DESIGN §10): what the E2B API, the native API, the data
  * plane and the reporter ask of "the thing that runs sandboxes", whether it
  * is the local runtime (namespaced processes) or the kube runtime (Pods).
+ * Nothing above this header reads a runtime's files or compares its kind.
  *
- * Everything here runs on the loop thread. Calls that can finish at once do
+ * Everything here runs on the loop thread, except rt_usage_read and
+ * rt_log_read (see "Usage and logs" below), which run on a worker. Calls that can finish at once do
  * (get, list, pool status, release). claim finishes later through its
  * callback, on the loop thread, exactly once, unless the claim was refused
  * synchronously (non-zero return: the callback never comes) or cancelled
@@ -22,7 +24,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <jansson.h>
+
+#include "agentbox/common.h"
 
 #define RT_NAME_MAX 63
 #define RT_ID_MAX 63
@@ -114,6 +119,77 @@ typedef void (*rt_pool_fn)(void *arg, const struct rt_pool *p);
 typedef void (*rt_env_fn)(void *arg, const struct rt_env *e);
 typedef void (*rt_sandbox_fn)(void *arg, const struct rt_sandbox *s); /* s->metadata borrowed */
 
+/* --- Usage and logs --------------------------------------------------------------
+ *
+ * Reading a sandbox's usage or its log blocks (files, /proc, a cgroup; the
+ * network for a remote runtime), so it never runs on the loop thread. Each
+ * read is split in two:
+ *   1. rt_usage_probe / rt_log_probe, on the loop thread: the runtime copies
+ *      into a struct rt_probe what the read needs (paths, pids, the claim
+ *      time). Cheap, never blocks. AB_ENOENT for an unknown sandbox, one not
+ *      claimed, or a runtime without RT_CAP_USAGE / RT_CAP_LOGS.
+ *   2. rt_usage_read / rt_log_read, on any thread (a loop worker, through
+ *      loop_submit): they use only the probe, never the struct rt, which may
+ *      be freed meanwhile. The probe carries the runtime's ops table, which
+ *      is static, not the instance.
+ * A probe is plain data: copy it, keep it, nothing to free. */
+
+#define RT_PROBE_DATA_MAX 512
+#define RT_LOG_LINES_MAX 1000     /* entries per read */
+#define RT_LOG_TAIL_MAX (1 << 20) /* bytes of the log's end a read looks at */
+#define RT_LOG_SEARCH_MAX 511
+
+struct rt_probe {
+    const struct rt_ops *ops; /* the runtime's static table: its read functions */
+    char id[RT_ID_MAX + 1];
+    char ns[RT_NAME_MAX + 1];
+    int64_t claimed_ms; /* wall clock */
+    /* The runtime's own data (copied in and out with memcpy). */
+    _Alignas(8) unsigned char data[RT_PROBE_DATA_MAX];
+};
+
+/* One reading. Counters grow from the sandbox's start; a field the runtime
+ * cannot tell is 0. */
+struct rt_usage {
+    int err;                /* 0, or AB_ENOENT: the sandbox was gone (rest is 0) */
+    double cpu_seconds;     /* CPU time of all its processes */
+    double mem_working_set; /* bytes the kernel could not reclaim */
+    double mem_rss;         /* bytes resident */
+    double mem_cache;       /* bytes of page cache charged to it */
+    double disk_used;       /* bytes of its own files */
+    uint64_t net_rx_bytes;  /* over its interfaces except loopback */
+    uint64_t net_tx_bytes;
+    int64_t cpu_count; /* CPUs it may use */
+    int64_t mem_limit; /* bytes */
+};
+
+/* Levels inferred from a line's leading token (reference §2.6). */
+enum rt_log_level { RT_LOG_DEBUG = 0, RT_LOG_INFO, RT_LOG_WARN, RT_LOG_ERROR };
+
+/* Which entries a read returns: the last RT_LOG_TAIL_MAX bytes of the log,
+ * at most RT_LOG_LINES_MAX lines, then these filters, oldest first unless
+ * backward (then the newest first), at most limit. */
+struct rt_log_query {
+    int64_t start_ms; /* entries older than this are skipped; 0: none */
+    int64_t limit;    /* <= 0 or > RT_LOG_LINES_MAX: RT_LOG_LINES_MAX */
+    bool backward;
+    enum rt_log_level min_level;
+    char search[RT_LOG_SEARCH_MAX + 1]; /* a substring of the line; "": any */
+};
+
+struct rt_log_entry {
+    int64_t ms;              /* the line's leading RFC 3339 time, else the claim time */
+    enum rt_log_level level; /* inferred from the token after that time */
+    const char *line;        /* the whole line (time included); lives in the rt_log */
+};
+
+/* A read's result; owns the lines. Free with rt_log_free. */
+struct rt_log {
+    struct rt_log_entry *entries;
+    size_t n;
+    char *buf;
+};
+
 struct rt_ops {
     int (*claim)(struct rt *rt, const char *ns, const char *name, enum rt_target target,
                  const char *scaling_group, const struct rt_claim_options *o, rt_claim_cb cb,
@@ -128,6 +204,11 @@ struct rt_ops {
     void (*list_envs)(struct rt *rt, const char *ns, rt_env_fn fn, void *arg);
     int (*pool_status)(struct rt *rt, const char *ns, const char *pool, struct rt_pool_status *o);
     void (*free)(struct rt *rt);
+    /* Optional (NULL without the matching capability). */
+    int (*usage_probe)(struct rt *rt, const char *id, struct rt_probe *out);
+    void (*usage_read)(const struct rt_probe *p, size_t n, struct rt_usage *out);
+    int (*log_probe)(struct rt *rt, const char *id, struct rt_probe *out);
+    int (*log_read)(const struct rt_probe *p, const struct rt_log_query *q, struct rt_log *out);
 };
 
 /* What a runtime can do beyond the basics. The layers above ask with rt_has;
@@ -135,6 +216,8 @@ struct rt_ops {
 enum rt_cap {
     RT_CAP_IMAGE_OVERRIDE = 1u << 0, /* a create may name an image (`env//image`) */
     RT_CAP_NETWORK_UPDATE = 1u << 1, /* a running sandbox's egress can be changed */
+    RT_CAP_USAGE = 1u << 2,          /* rt_usage_probe / rt_usage_read answer */
+    RT_CAP_LOGS = 1u << 3,           /* rt_log_probe / rt_log_read answer */
 };
 
 /* Every implementation's object starts with this. */
@@ -201,6 +284,51 @@ static inline int rt_pool_status(struct rt *rt, const char *ns, const char *pool
 {
     return rt->ops->pool_status(rt, ns, pool, out);
 }
+/* Loop thread: prepares a usage read of claimed sandbox id (see "Usage and
+ * logs"). 0, or AB_ENOENT (unknown, not claimed, or no RT_CAP_USAGE). */
+static inline int rt_usage_probe(struct rt *rt, const char *id, struct rt_probe *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!rt_has(rt, RT_CAP_USAGE) || !rt->ops->usage_probe)
+        return AB_ENOENT;
+    return rt->ops->usage_probe(rt, id, out);
+}
+/* Any thread, blocking: reads n probes of one runtime at once (one pass over
+ * what they share, e.g. /proc), out[i] for p[i]. */
+static inline void rt_usage_read(const struct rt_probe *p, size_t n, struct rt_usage *out)
+{
+    if (n > 0)
+        p[0].ops->usage_read(p, n, out);
+}
+/* Loop thread: prepares a read of claimed sandbox id's log. 0 or AB_ENOENT. */
+static inline int rt_log_probe(struct rt *rt, const char *id, struct rt_probe *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!rt_has(rt, RT_CAP_LOGS) || !rt->ops->log_probe)
+        return AB_ENOENT;
+    return rt->ops->log_probe(rt, id, out);
+}
+/* Any thread, blocking: the entries of q. *out is always set (possibly empty)
+ * and must be freed with rt_log_free; returns 0, AB_ENOMEM, or AB_EIO when
+ * the log cannot be read (then *out is empty). */
+static inline int rt_log_read(const struct rt_probe *p, const struct rt_log_query *q,
+                              struct rt_log *out)
+{
+    return p->ops->log_read(p, q, out);
+}
+void rt_log_free(struct rt_log *l);
+
+/* For runtimes (log_text.c): splits text (len bytes and a NUL after them,
+ * malloc'ed, owned from now on, freed on error too) into entries and applies
+ * q. partial_first: text starts mid-log, its first line is cut and dropped. default_ms: the time of
+ * a line without one. Any thread. 0 or AB_ENOMEM. */
+int rt_log_from_text(char *text, size_t len, bool partial_first, int64_t default_ms,
+                     const struct rt_log_query *q, struct rt_log *out);
+/* The level of a line (already without its leading time), reference §2.6. */
+enum rt_log_level rt_log_infer_level(const char *s);
+/* Parses a leading RFC 3339 time into *ms; returns its length (0: none). */
+size_t rt_log_leading_time(const char *s, int64_t *ms);
+
 /* Stops timers and in-flight requests; sandboxes keep running (a restarted
  * agent re-adopts them). */
 static inline void rt_free(struct rt *rt)

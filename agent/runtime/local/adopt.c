@@ -1,0 +1,104 @@
+/* Re-adoption on start: a sandbox directory left by a previous agent whose
+ * init is still the same process (pid + /proc start time, against pid reuse)
+ * is adopted back into its pool; anything else is reaped.
+ *
+ * Loop thread, before the first spawn (rt->adopting). */
+#include "agent/runtime/local/lrt.h"
+
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "agent/runtime/local/manifest.h"
+#include "agent/runtime/local/sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ---- re-adoption ------------------------------------------------------------------------- */
+
+static void adopt_or_reap(struct lrt *rt, const char *dir, const char *name)
+{
+    struct lsbx x;
+    struct lpool *p = NULL;
+    struct lsb *s;
+    const char *phase, *ns, *pool;
+
+    if (lsbx_state_read(dir, &x) != 0) {
+        struct stat st;
+        char path[LSBX_DIR_MAX + 16];
+        snprintf(path, sizeof(path), "%s/state.json", dir);
+        /* A crash between mkdir and state.json: nothing ran yet. */
+        if (stat(path, &st) != 0) {
+            struct lsbx empty = {0};
+            ab_strlcpy(empty.dir, dir, sizeof(empty.dir));
+            lsbx_remove_dir(&empty);
+        }
+        return;
+    }
+    ns = json_string_value(json_object_get(x.info, "ns"));
+    pool = json_string_value(json_object_get(x.info, "pool"));
+    phase = json_string_value(json_object_get(x.info, "phase"));
+    if (ns && pool)
+        p = lrt_pool_find(rt, ns, pool);
+    if (!p || !phase || !lsbx_is_alive(&x) || !lsbx_socket_answers(&x) || strcmp(x.id, name) != 0) {
+        LOG_INFO("reaping a sandbox left by an earlier agent", "dir", dir);
+        if (lsbx_destroy(&x, 2000) != 0)
+            LOG_WARN("a sandbox of an earlier agent survived SIGKILL", "dir", dir);
+        lsbx_release(&x);
+        return;
+    }
+    if (!(s = calloc(1, sizeof(*s)))) {
+        lsbx_release(&x);
+        return;
+    }
+    s->rt = rt;
+    s->pool = p;
+    s->x = x;
+    ab_strlcpy(s->sid, x.id, sizeof(s->sid));
+    s->next = rt->sbxs;
+    rt->sbxs = s;
+    if (!strcmp(phase, "running")) {
+        const char *id = json_string_value(json_object_get(x.info, "id"));
+        json_t *md = json_object_get(x.info, "metadata");
+        s->phase = PH_RUNNING;
+        ab_strlcpy(s->id, id ? id : x.id, sizeof(s->id));
+        ab_strlcpy(s->team, json_string_value(json_object_get(x.info, "team")) ?: "",
+                   sizeof(s->team));
+        ab_strlcpy(s->owner, json_string_value(json_object_get(x.info, "owner")) ?: "",
+                   sizeof(s->owner));
+        s->claimed_ms = json_integer_value(json_object_get(x.info, "claimed_ms"));
+        s->end_ms = json_integer_value(json_object_get(x.info, "end_ms"));
+        s->last_active_ms = ab_wall_ms();
+        s->metadata = json_is_object(md) ? json_incref(md) : NULL;
+        lrt_schedule_end(s);
+    } else {
+        s->phase = PH_IDLE;
+        s->seq = ++rt->seq;
+    }
+    LOG_INFO("re-adopted a sandbox", "dir", dir, "phase", phase);
+}
+
+void lrt_adopt_all(struct lrt *rt)
+{
+    DIR *d = opendir(rt->sbx_dir);
+    struct dirent *de;
+    char dir[LSBX_DIR_MAX];
+
+    if (!d)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        if (snprintf(dir, sizeof(dir), "%s/%s", rt->sbx_dir, de->d_name) >= (int)sizeof(dir))
+            continue;
+        adopt_or_reap(rt, dir, de->d_name);
+    }
+    closedir(d);
+}

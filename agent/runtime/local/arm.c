@@ -1,0 +1,293 @@
+/* Arming a claimed sandbox: slirp4netns first when it may reach the
+ * internet (on a worker), then envd POST /init with token, env vars, user and
+ * workdir; only then is the claim reported. Also the claim's end: lifetime
+ * timer, startup timeout of waiting claims, failures.
+ *
+ * Loop thread only; the slirp attach runs on a loop worker. */
+#include "agent/runtime/local/lrt.h"
+
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "agent/runtime/local/manifest.h"
+#include "agent/runtime/local/sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ---- claims finishing ------------------------------------------------------------ */
+
+void lrt_claim_fail(struct lrt_waiter *w, int err, const char *msg)
+{
+    if (!w->cancelled && w->cb)
+        w->cb(w->arg, err, msg, NULL);
+    lrt_waiter_free(w);
+}
+
+static void end_timer(struct loop_timer *t);
+
+void lrt_schedule_end(struct lsb *s)
+{
+    int64_t now = ab_wall_ms(), at = s->end_ms;
+
+    if (s->pool->idle_ms > 0)
+        at = AB_MIN(at, s->last_active_ms + s->pool->idle_ms);
+    if (s->timer_on)
+        loop_timer_cancel(&s->timer);
+    s->timer_on = true;
+    loop_timer_start(s->rt->loop, &s->timer, AB_MAX(at - now, 0), end_timer, s);
+}
+
+static void end_timer(struct loop_timer *t)
+{
+    struct lsb *s = t->arg;
+    int64_t now = ab_wall_ms();
+
+    s->timer_on = false;
+    if (now >= s->end_ms || (s->pool->idle_ms > 0 && now >= s->last_active_ms + s->pool->idle_ms)) {
+        LOG_INFO("sandbox timed out", "id", s->id, "pool", s->pool->name);
+        lrt_destroy(s);
+        return;
+    }
+    lrt_schedule_end(s);
+}
+
+static void armed(struct lsb *s)
+{
+    struct lrt_waiter *w = s->armer;
+    struct rt_sandbox snap;
+
+    s->armer = NULL;
+    if (w->cancelled) {
+        lrt_waiter_free(w);
+        lrt_destroy(s);
+        return;
+    }
+    s->phase = PH_RUNNING;
+    ab_strlcpy(s->id, w->id, sizeof(s->id));
+    s->metadata = w->metadata;
+    w->metadata = NULL;
+    ab_strlcpy(s->team, w->team, sizeof(s->team));
+    ab_strlcpy(s->owner, w->owner, sizeof(s->owner));
+    s->claimed_ms = s->last_active_ms = ab_wall_ms();
+    s->end_ms = s->claimed_ms + w->timeout_s * 1000;
+    lrt_persist(s);
+    lrt_schedule_end(s);
+    lrt_fill(s, &snap, false);
+    w->cb(w->arg, 0, NULL, &snap);
+    lrt_waiter_free(w);
+}
+
+static void arm_failed(struct lsb *s, const char *msg)
+{
+    struct lrt_waiter *w = s->armer;
+
+    s->armer = NULL;
+    LOG_WARN("arming a sandbox failed", "pool", s->pool->name, "error", msg);
+    lrt_claim_fail(w, AB_EIO, msg);
+    lrt_destroy(s);
+}
+
+static void init_head(struct http_client *c, int status, const struct http_header *h, int n,
+                      void *arg)
+{
+    struct lsb *s = arg;
+
+    (void)c;
+    (void)h;
+    (void)n;
+    s->http_status = status;
+}
+
+static void init_data(struct http_client *c, const void *d, size_t len, void *arg)
+{
+    (void)c;
+    (void)d;
+    (void)len;
+    (void)arg;
+}
+
+static void init_end(struct http_client *c, void *arg)
+{
+    struct lsb *s = arg;
+    char msg[RT_ERR_MAX];
+
+    (void)c;
+    s->hc = NULL;
+    if (s->http_status >= 200 && s->http_status < 300) {
+        armed(s);
+        return;
+    }
+    snprintf(msg, sizeof(msg), "sandbox envd answered %d to POST /init", s->http_status);
+    arm_failed(s, msg);
+}
+
+static void init_error(struct http_client *c, int err, const char *m, void *arg)
+{
+    struct lsb *s = arg;
+    char msg[RT_ERR_MAX];
+
+    (void)c;
+    (void)err;
+    s->hc = NULL;
+    snprintf(msg, sizeof(msg), "sandbox envd did not answer POST /init: %s", m ? m : "error");
+    arm_failed(s, msg);
+}
+
+static const struct http_client_handler init_handler = {
+    .on_head = init_head,
+    .on_data = init_data,
+    .on_end = init_end,
+    .on_error = init_error,
+};
+
+static char *init_body(const struct lrt_waiter *w, const struct lsb *s)
+{
+    json_t *b = json_object();
+    char ts[40];
+    time_t now = (time_t)(ab_wall_ms() / 1000);
+    struct tm tm;
+    char *out;
+
+    if (!b)
+        return NULL;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_set_new(b, "envVars", w->env_vars ? json_deep_copy(w->env_vars) : json_object());
+    if (w->token)
+        json_object_set_new(b, "accessToken", json_string(w->token));
+    json_object_set_new(b, "defaultUser", json_string(w->user));
+    json_object_set_new(b, "defaultWorkdir", json_string(w->workdir));
+    json_object_set_new(b, "timestamp", json_string(ts));
+    json_object_set_new(b, "lifecycleID", json_string(w->id));
+    (void)s;
+    out = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    return out;
+}
+
+static void post_init(struct lsb *s)
+{
+    struct http_header h[] = {{"Content-Type", "application/json"}};
+    struct http_client_options o = {0};
+    char addr[RT_ADDR_MAX];
+    char *body = init_body(s->armer, s);
+    size_t len;
+
+    if (!body || (len = strlen(body)) > INIT_BODY_MAX) {
+        free(body);
+        arm_failed(s, "the /init body could not be built (too large or out of memory)");
+        return;
+    }
+    snprintf(addr, sizeof(addr), "unix:%s", s->x.socket);
+    o.addr = addr;
+    o.method = "POST";
+    o.target = "/init";
+    o.headers = h;
+    o.nheaders = 1;
+    o.content_length = (int64_t)len;
+    o.timeout_ms = 10000;
+    s->phase = PH_ARMING;
+    s->http_status = 0;
+    s->hc = http_client_start(s->rt->loop, &o, &init_handler, s);
+    if (!s->hc) {
+        explicit_bzero(body, len);
+        free(body);
+        arm_failed(s, "cannot start the request to the sandbox's envd");
+        return;
+    }
+    http_client_write(s->hc, body, len);
+    http_client_end(s->hc);
+    explicit_bzero(body, len);
+    free(body);
+}
+
+static void attach_work(void *arg)
+{
+    struct lsb *s = arg;
+
+    s->rc = lsbx_attach_internet(&s->x, s->rt->slirp, s->err, sizeof(s->err));
+}
+
+static void attach_done(void *arg, int status)
+{
+    struct lsb *s = arg;
+
+    if (status != 0) {
+        s->rc = status;
+        ab_strlcpy(s->err, "the runtime is shutting down", sizeof(s->err));
+    }
+    s->phase = PH_ARMING;
+    if (s->doomed || s->rt->closing) {
+        if (s->armer)
+            lrt_claim_fail(s->armer, AB_ECLOSED,
+                           "the sandbox was stopped while it was being armed");
+        s->armer = NULL;
+        lrt_destroy(s);
+        return;
+    }
+    if (s->rc != 0) {
+        arm_failed(s, s->err);
+        return;
+    }
+    post_init(s);
+}
+
+/* Takes the oldest idle sandbox of p for w. */
+static void arm(struct lsb *s, struct lrt_waiter *w)
+{
+    s->armer = w;
+    if (w->timer_on) {
+        loop_timer_cancel(&w->timer);
+        w->timer_on = false;
+    }
+    if (w->internet && !s->pool->disable_egress) {
+        s->phase = PH_ATTACHING;
+        if (loop_submit(s->rt->loop, attach_work, attach_done, s) != 0) {
+            s->phase = PH_ARMING;
+            arm_failed(s, "too many sandbox operations are queued; try again");
+        }
+        return;
+    }
+    post_init(s);
+}
+
+void lrt_serve_waiters(struct lrt *rt, struct lpool *p)
+{
+    while (p->w_head) {
+        struct lsb *s, *best = NULL;
+        struct lrt_waiter *w;
+
+        for (s = rt->sbxs; s; s = s->next)
+            if (s->pool == p && s->phase == PH_IDLE && (!best || s->seq < best->seq))
+                best = s;
+        if (!best)
+            return;
+        w = p->w_head;
+        lrt_waiter_unlink(p, w);
+        arm(best, w);
+    }
+}
+
+void lrt_waiter_timeout(struct loop_timer *t)
+{
+    struct lrt_waiter *w = t->arg;
+    char msg[RT_ERR_MAX];
+
+    w->timer_on = false;
+    lrt_waiter_unlink(w->pool, w);
+    snprintf(msg, sizeof(msg),
+             "no sandbox of pool '%s' became ready within %lld ms; the pool "
+             "may be at its sandbox limit or failing to start sandboxes",
+             w->pool->name,
+             (long long)(w->pool->startup_ms ? w->pool->startup_ms : DEFAULT_STARTUP_MS));
+    lrt_claim_fail(w, AB_ETIMEOUT, msg);
+    lrt_reconcile(w->rt, w->pool);
+}

@@ -1,0 +1,491 @@
+/* The local runtime's rt_ops (runtime.h): claims (FIFO, bounded waiters),
+ * release, timeouts, lookups and listings, lrt_new and shutdown. Pools and
+ * sandboxes are kept by pool.c, armed by arm.c, adopted by adopt.c.
+ *
+ * Loop thread only. */
+#include "agent/runtime/local/lrt.h"
+
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "agent/runtime/local/manifest.h"
+#include "agent/runtime/local/sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ---- the rt ops --------------------------------------------------------------------------- */
+
+static bool id_ok(const char *id)
+{
+    size_t n = strlen(id);
+
+    return n > 0 && n <= RT_ID_MAX &&
+           strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") == n;
+}
+
+static int check_strings(const json_t *obj, const char *what, char *err, size_t errlen)
+{
+    const char *k;
+    json_t *v;
+
+    if (!obj)
+        return 0;
+    if (!json_is_object(obj)) {
+        snprintf(err, errlen, "%s must be an object of strings", what);
+        return AB_EINVAL;
+    }
+    if (json_object_size(obj) > RT_ENV_VARS_MAX) {
+        snprintf(err, errlen, "%s has more than %d entries", what, RT_ENV_VARS_MAX);
+        return AB_EINVAL;
+    }
+    json_object_foreach((json_t *)obj, k, v)
+    {
+        if (!json_is_string(v) || json_string_length(v) > RT_VALUE_MAX) {
+            snprintf(err, errlen, "%s['%.60s'] must be a string of at most %d bytes", what, k,
+                     RT_VALUE_MAX);
+            return AB_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* The env's member on this cluster for group (or the best one). */
+static struct lpool *pick_member(struct lrt *rt, const char *ns, const char *env, const char *group,
+                                 bool *env_exists, char *err, size_t errlen)
+{
+    struct lpool *p, *best = NULL;
+    int best_idle = -1;
+
+    *env_exists = mf_set_find(rt->set, MF_ENV, ns, env) != NULL;
+    if (!*env_exists)
+        return NULL;
+    for (p = rt->pools; p; p = p->next) {
+        int idle;
+        if (p->removed || strcmp(p->ns, ns) || strcmp(p->env, env))
+            continue;
+        if (group && group[0] && strcmp(p->group, group) != 0)
+            continue;
+        idle = lrt_count(rt, p, PH_IDLE, PH_IDLE);
+        if (!best || idle > best_idle || (idle == best_idle && p->priority < best->priority) ||
+            (idle == best_idle && p->priority == best->priority &&
+             strcmp(p->name, best->name) < 0)) {
+            best = p;
+            best_idle = idle;
+        }
+    }
+    if (!best) {
+        if (group && group[0])
+            snprintf(err, errlen, "env '%s' has no member in scaling group '%s' on cluster '%s'",
+                     env, group, rt->cluster);
+        else
+            snprintf(err, errlen, "env '%s' has no member pools on cluster '%s'", env, rt->cluster);
+    }
+    return best;
+}
+
+static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_target target,
+                    const char *group, const struct rt_claim_options *o, rt_claim_cb cb, void *arg,
+                    uint64_t *ticket, char *err, size_t errlen)
+{
+    struct lrt *rt = (struct lrt *)base;
+    struct lpool *p = NULL;
+    struct lrt_waiter *w;
+    struct lsb *s;
+    bool env_exists = false;
+    int64_t startup;
+    int rc;
+
+    if (rt->closing) {
+        snprintf(err, errlen, "the local runtime is shutting down");
+        return AB_ECLOSED;
+    }
+    if (!o || !o->id || !id_ok(o->id)) {
+        snprintf(err, errlen, "sandbox id must be 1-%d characters of [A-Za-z0-9._-]", RT_ID_MAX);
+        return AB_EINVAL;
+    }
+    if (o->timeout_s < 0 || o->timeout_s > 366LL * 24 * 3600) {
+        snprintf(err, errlen, "timeout must be a positive number of seconds (at most a year)");
+        return AB_EINVAL;
+    }
+    if ((rc = check_strings(o->env_vars, "envVars", err, errlen)) != 0 ||
+        (rc = check_strings(o->metadata, "metadata", err, errlen)) != 0)
+        return rc;
+    if (o->access_token && (strlen(o->access_token) > 512 || strchr(o->access_token, '\\'))) {
+        snprintf(err, errlen, "access token must be at most 512 characters without '\\'");
+        return AB_EINVAL;
+    }
+    for (s = rt->sbxs; s; s = s->next) {
+        if (!strcmp(s->id, o->id)) {
+            snprintf(err, errlen, "sandbox id '%s' is already in use", o->id);
+            return AB_EEXIST;
+        }
+    }
+    if (target != RT_TARGET_POOL)
+        p = pick_member(rt, ns, name, group, &env_exists, err, errlen);
+    if (!p && !env_exists && target != RT_TARGET_ENV)
+        p = lrt_pool_find(rt, ns, name);
+    if (!p) {
+        if (!env_exists)
+            snprintf(err, errlen, "%s '%s' not found in namespace '%s'",
+                     target == RT_TARGET_ENV    ? "env"
+                     : target == RT_TARGET_POOL ? "pool"
+                                                : "env or pool",
+                     name, ns);
+        return AB_ENOENT;
+    }
+    if (p->nwaiters >= rt->waiters_max) {
+        snprintf(err, errlen,
+                 "pool '%s' already has %d claims waiting for a sandbox; try again "
+                 "later",
+                 p->name, rt->waiters_max);
+        return AB_EBUSY;
+    }
+    if (!(w = calloc(1, sizeof(*w))))
+        return AB_ENOMEM;
+    w->rt = rt;
+    w->pool = p;
+    w->ticket = ++rt->next_ticket;
+    w->cb = cb;
+    w->arg = arg;
+    ab_strlcpy(w->id, o->id, sizeof(w->id));
+    w->timeout_s = o->timeout_s ? o->timeout_s
+                   : p->idle_ms ? (p->idle_ms + 999) / 1000
+                                : DEFAULT_TIMEOUT_S;
+    w->env_vars = o->env_vars ? json_deep_copy(o->env_vars) : NULL;
+    w->metadata = o->metadata ? json_deep_copy(o->metadata) : NULL;
+    w->internet = o->allow_internet;
+    ab_strlcpy(w->user, o->user && o->user[0] ? o->user : "user", sizeof(w->user));
+    ab_strlcpy(w->workdir, o->workdir && o->workdir[0] ? o->workdir : LSBX_HOME,
+               sizeof(w->workdir));
+    ab_strlcpy(w->team, o->team ? o->team : "", sizeof(w->team));
+    ab_strlcpy(w->owner, o->owner ? o->owner : "", sizeof(w->owner));
+    if (o->access_token && !(w->token = strdup(o->access_token))) {
+        lrt_waiter_free(w);
+        return AB_ENOMEM;
+    }
+    if (p->w_tail)
+        p->w_tail->next = w;
+    else
+        p->w_head = w;
+    p->w_tail = w;
+    p->nwaiters++;
+    startup = o->startup_timeout_ms ? o->startup_timeout_ms
+              : p->startup_ms       ? p->startup_ms
+                                    : DEFAULT_STARTUP_MS;
+    w->timer_on = true;
+    loop_timer_start(rt->loop, &w->timer, startup, lrt_waiter_timeout, w);
+    if (ticket)
+        *ticket = w->ticket;
+    lrt_serve_waiters(rt, p);
+    if (p->nwaiters > 0 || lrt_count(rt, p, PH_IDLE, PH_IDLE) == 0)
+        lrt_reconcile(rt, p);
+    else
+        lrt_refill_later(rt);
+    return 0;
+}
+
+static void op_claim_cancel(struct rt *base, uint64_t ticket)
+{
+    struct lrt *rt = (struct lrt *)base;
+    struct lpool *p;
+    struct lrt_waiter *w;
+    struct lsb *s;
+
+    for (p = rt->pools; p; p = p->next) {
+        for (w = p->w_head; w; w = w->next) {
+            if (w->ticket == ticket) {
+                lrt_waiter_unlink(p, w);
+                lrt_waiter_free(w);
+                lrt_reconcile(rt, p);
+                return;
+            }
+        }
+    }
+    for (s = rt->sbxs; s; s = s->next)
+        if (s->armer && s->armer->ticket == ticket)
+            s->armer->cancelled = true; /* released once arming ends */
+}
+
+static int op_release(struct rt *base, const char *id)
+{
+    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+
+    if (!s)
+        return AB_ENOENT;
+    LOG_INFO("sandbox released", "id", id, "pool", s->pool->name);
+    lrt_destroy(s);
+    return 0;
+}
+
+static int op_set_timeout(struct rt *base, const char *id, int64_t timeout_s)
+{
+    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+
+    if (!s)
+        return AB_ENOENT;
+    if (timeout_s < 0 || timeout_s > 366LL * 24 * 3600)
+        return AB_EINVAL;
+    s->end_ms = ab_wall_ms() + timeout_s * 1000;
+    lrt_persist(s);
+    lrt_schedule_end(s);
+    return 0;
+}
+
+static void op_touch(struct rt *base, const char *id)
+{
+    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+
+    if (s)
+        s->last_active_ms = ab_wall_ms();
+}
+
+static int op_get(struct rt *base, const char *id, struct rt_sandbox *out)
+{
+    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+
+    if (!s)
+        return AB_ENOENT;
+    lrt_fill(s, out, true);
+    return 0;
+}
+
+static void op_list(struct rt *base, const struct rt_filter *f, rt_sandbox_fn fn, void *arg)
+{
+    struct lrt *rt = (struct lrt *)base;
+    struct lsb *s;
+
+    for (s = rt->sbxs; s; s = s->next) {
+        struct rt_sandbox snap;
+        if (s->phase != PH_RUNNING && !(f && f->include_idle))
+            continue;
+        if (f && f->ns && strcmp(f->ns, s->pool->ns) != 0)
+            continue;
+        if (f && f->team && strcmp(f->team, s->team) != 0)
+            continue;
+        if (f && f->env_or_pool && strcmp(f->env_or_pool, s->pool->env) != 0 &&
+            strcmp(f->env_or_pool, s->pool->name) != 0)
+            continue;
+        lrt_fill(s, &snap, false);
+        fn(arg, &snap);
+    }
+}
+
+static void status_of(struct lrt *rt, struct lpool *p, struct rt_pool_status *o)
+{
+    o->replicas = p->removed ? 0 : p->replicas;
+    o->idle = lrt_count(rt, p, PH_IDLE, PH_IDLE);
+    o->running = lrt_count(rt, p, PH_ATTACHING, PH_RUNNING);
+    o->starting = lrt_count(rt, p, PH_SPAWNING, PH_STARTING);
+    o->stopping = lrt_count(rt, p, PH_STOPPING, PH_REMOVING);
+    o->pending = p->nwaiters;
+}
+
+static int op_pool_status(struct rt *base, const char *ns, const char *pool,
+                          struct rt_pool_status *o)
+{
+    struct lrt *rt = (struct lrt *)base;
+    struct lpool *p = lrt_pool_find(rt, ns, pool);
+
+    if (!p)
+        return AB_ENOENT;
+    status_of(rt, p, o);
+    return 0;
+}
+
+static void op_list_pools(struct rt *base, const char *ns, rt_pool_fn fn, void *arg)
+{
+    struct lrt *rt = (struct lrt *)base;
+    struct lpool *p;
+
+    for (p = rt->pools; p; p = p->next) {
+        struct rt_pool info;
+        if (p->removed || (ns && strcmp(ns, p->ns) != 0))
+            continue;
+        memset(&info, 0, sizeof(info));
+        ab_strlcpy(info.ns, p->ns, sizeof(info.ns));
+        ab_strlcpy(info.name, p->name, sizeof(info.name));
+        ab_strlcpy(info.env, p->env, sizeof(info.env));
+        ab_strlcpy(info.scaling_group, p->group, sizeof(info.scaling_group));
+        ab_strlcpy(info.template_name, p->tpl, sizeof(info.template_name));
+        status_of(rt, p, &info.status);
+        fn(arg, &info);
+    }
+}
+
+static void op_list_envs(struct rt *base, const char *ns, rt_env_fn fn, void *arg)
+{
+    struct lrt *rt = (struct lrt *)base;
+    int i;
+
+    for (i = 0; rt->set && i < rt->set->nobjs; i++) {
+        const struct mf_object *o = rt->set->objs[i];
+        struct rt_env e;
+        struct lpool *p;
+        if (o->kind != MF_ENV || (ns && strcmp(ns, o->ns) != 0))
+            continue;
+        memset(&e, 0, sizeof(e));
+        ab_strlcpy(e.ns, o->ns, sizeof(e.ns));
+        ab_strlcpy(e.name, o->name, sizeof(e.name));
+        ab_strlcpy(e.template_name, o->u.env.template_ref, sizeof(e.template_name));
+        for (p = rt->pools; p; p = p->next) {
+            if (p->removed || strcmp(p->ns, o->ns) || strcmp(p->env, o->name))
+                continue;
+            e.npools++;
+            e.idle += lrt_count(rt, p, PH_IDLE, PH_IDLE);
+            e.running += lrt_count(rt, p, PH_ATTACHING, PH_RUNNING);
+        }
+        fn(arg, &e);
+    }
+}
+
+/* Shutdown: sandboxes keep running for the next agent; in-flight claims fail.
+ * Sandboxes still in a worker's hands are left to the worker's done callback,
+ * which the loop runs with AB_ECLOSED before loop_free returns. */
+static void op_free(struct rt *base)
+{
+    struct lrt *rt = (struct lrt *)base;
+    struct lpool *p;
+    struct lsb *s, *sn;
+
+    rt->closing = true;
+    loop_timer_cancel(&rt->tick);
+    if (rt->refill_on)
+        loop_timer_cancel(&rt->refill);
+    rt->refill_on = false;
+    for (p = rt->pools; p; p = p->next) {
+        while (p->w_head) {
+            struct lrt_waiter *w = p->w_head;
+            lrt_waiter_unlink(p, w);
+            lrt_claim_fail(w, AB_ECLOSED, "the local runtime is shutting down");
+        }
+    }
+    for (s = rt->sbxs; s; s = sn) {
+        sn = s->next;
+        if (s->armer) {
+            lrt_claim_fail(s->armer, AB_ECLOSED, "the local runtime is shutting down");
+            s->armer = NULL;
+        }
+        if (s->hc) {
+            http_client_close(s->hc);
+            s->hc = NULL;
+        }
+        if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING || s->phase == PH_REMOVING) {
+            s->doomed = true;
+            continue; /* freed by the worker's done callback */
+        }
+        lrt_sbx_unlink_free(s);
+    }
+    /* Leftovers owned by workers keep pointers to rt and pools: leak those few
+     * bytes deliberately rather than free under a running worker. */
+    if (rt->sbxs)
+        return;
+    while (rt->pools) {
+        p = rt->pools;
+        rt->pools = p->next;
+        free(p);
+    }
+    mf_set_free(rt->set);
+    free(rt->slirp);
+    free(rt);
+}
+
+static const struct rt_ops lrt_ops = {
+    .claim = op_claim,
+    .claim_cancel = op_claim_cancel,
+    .release = op_release,
+    .set_timeout = op_set_timeout,
+    .touch = op_touch,
+    .get = op_get,
+    .list = op_list,
+    .list_pools = op_list_pools,
+    .list_envs = op_list_envs,
+    .pool_status = op_pool_status,
+    .free = op_free,
+    .usage_probe = lrt_usage_probe,
+    .usage_read = lrt_usage_read,
+    .log_probe = lrt_log_probe,
+    .log_read = lrt_log_read,
+};
+
+int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errlen)
+{
+    struct lrt *rt;
+    int i, n = 0;
+
+    *out = NULL;
+    if (!o->loop || !o->cluster_id || !o->state_dir || !o->manifests_dir || !o->envd_path ||
+        o->envd_path[0] != '/') {
+        snprintf(err, errlen,
+                 "the local runtime needs a loop, cluster_id, state_dir, "
+                 "manifests_dir and an absolute envd_path");
+        return AB_EINVAL;
+    }
+    if (!(rt = calloc(1, sizeof(*rt))))
+        return AB_ENOMEM;
+    rt->base.ops = &lrt_ops;
+    rt->base.kind = "local";
+    /* no image override; network changes only at create */
+    rt->base.caps = RT_CAP_USAGE | RT_CAP_LOGS;
+    rt->loop = o->loop;
+    rt->reload_ms = o->reload_ms > 0 ? o->reload_ms : 2000;
+    rt->max_sandboxes = o->max_sandboxes > 0 ? o->max_sandboxes : 256;
+    rt->waiters_max = o->waiters_max > 0 ? o->waiters_max : 1024;
+    ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
+    ab_strlcpy(rt->manifests, o->manifests_dir, sizeof(rt->manifests));
+    ab_strlcpy(rt->envd, o->envd_path, sizeof(rt->envd));
+    if (o->slirp && !(rt->slirp = strdup(o->slirp)))
+        goto nomem;
+    if (ab_strlcpy(rt->state_dir, o->state_dir, sizeof(rt->state_dir)) >= sizeof(rt->state_dir) ||
+        snprintf(rt->sbx_dir, sizeof(rt->sbx_dir), "%s/sandboxes", o->state_dir) >=
+            (int)sizeof(rt->sbx_dir) - 20) {
+        snprintf(err, errlen,
+                 "state_dir %s is too long for sandbox socket paths; use a path "
+                 "of at most 60 characters",
+                 o->state_dir);
+        goto fail;
+    }
+    if ((mkdir(rt->state_dir, 0700) != 0 && errno != EEXIST) ||
+        (mkdir(rt->sbx_dir, 0700) != 0 && errno != EEXIST)) {
+        snprintf(err, errlen, "cannot create %s: %s", rt->sbx_dir, strerror(errno));
+        goto fail;
+    }
+    rt->argv[n++] = rt->envd;
+    rt->argv[n++] = "--listen";
+    rt->argv[n++] = "unix:" LSBX_INNER_SOCKET;
+    for (i = 0; o->envd_args && o->envd_args[i]; i++) {
+        if (n == LSBX_ARGV_MAX) {
+            snprintf(err, errlen, "envd has more than %d arguments", LSBX_ARGV_MAX - 3);
+            goto fail;
+        }
+        rt->argv[n++] = o->envd_args[i];
+    }
+    rt->argv[n] = NULL;
+    rt->adopting = true;
+    lrt_load_manifests(rt, true);
+    lrt_adopt_all(rt);
+    rt->adopting = false;
+    {
+        struct lpool *p, *next;
+        for (p = rt->pools; p; p = next) {
+            next = p->next;
+            lrt_reconcile(rt, p);
+        }
+    }
+    loop_timer_start(rt->loop, &rt->tick, rt->reload_ms, lrt_tick, rt);
+    *out = &rt->base;
+    return 0;
+nomem:
+    snprintf(err, errlen, "out of memory");
+fail:
+    free(rt->slirp);
+    free(rt);
+    return AB_EIO;
+}

@@ -1,0 +1,177 @@
+/* What the local runtime's files (pool.c, arm.c, adopt.c, local.c) share:
+ * the runtime object, its pools, sandboxes and waiting claims. Private to
+ * the local runtime; loop thread only. */
+#ifndef AGENTBOX_RUNTIME_LOCAL_LRT_H
+#define AGENTBOX_RUNTIME_LOCAL_LRT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "agent/runtime/local/local.h"
+#include "agent/runtime/local/sandbox.h"
+#include "agentbox/loop.h"
+
+struct http_client;
+struct mf_set;
+
+#define DEFAULT_STARTUP_MS 120000
+#define DEFAULT_TIMEOUT_S 300
+#define READY_POLL_MS 10
+#define GONE_POLL_MS 10
+#define RETRY_MS 1000
+#define REFILL_QUIET_MS 100     /* replacements start after this long without a claim */
+#define REFILL_DEFER_MAX_MS 500 /* ... and never later than this after the first one */
+#define POOLS_MAX 1024
+#define INIT_BODY_MAX (1024 * 1024)
+
+enum lrt_phase {
+    PH_SPAWNING = 1,
+    PH_STARTING,
+    PH_IDLE,
+    PH_ATTACHING,
+    PH_ARMING,
+    PH_RUNNING,
+    PH_STOPPING,
+    PH_REMOVING
+};
+
+struct lpool;
+struct lsb;
+
+struct lrt_waiter {
+    struct lrt_waiter *next;
+    struct lrt *rt;
+    struct lpool *pool;
+    uint64_t ticket;
+    rt_claim_cb cb;
+    void *arg;
+    bool cancelled;
+    char id[RT_ID_MAX + 1];
+    int64_t timeout_s;
+    json_t *env_vars;
+    json_t *metadata;
+    bool internet;
+    char user[RT_NAME_MAX + 1];
+    char workdir[256];
+    char *token;
+    char team[RT_NAME_MAX + 1];
+    char owner[RT_NAME_MAX + 1];
+    struct loop_timer timer; /* startup timeout */
+    bool timer_on;
+};
+
+struct lpool {
+    struct lpool *next;
+    char ns[RT_NAME_MAX + 1];
+    char name[RT_NAME_MAX + 1];
+    char env[RT_NAME_MAX + 1];
+    char group[RT_NAME_MAX + 1];
+    char tpl[254];
+    int replicas;
+    int priority;
+    int64_t cpu_milli, mem_bytes; /* an Env member's sizing; 0 for a standalone pool */
+    int64_t startup_ms;
+    int64_t idle_ms;
+    bool disable_egress;
+    bool removed;
+    bool seen;
+    int64_t retry_after_ms; /* spawn failures back off */
+    struct lrt_waiter *w_head, *w_tail;
+    int nwaiters;
+};
+
+struct lsb {
+    struct lsb *next;
+    struct lrt *rt;
+    struct lpool *pool;
+    enum lrt_phase phase;
+    struct lsbx x;
+    char sid[LSBX_ID_MAX + 1]; /* directory name */
+    int64_t seq;               /* FIFO order of becoming idle */
+    int64_t deadline_ms;       /* monotonic: startup deadline while starting */
+    struct loop_timer timer;
+    bool timer_on;
+    bool doomed; /* destroy when the worker hands it back */
+    struct http_client *hc;
+    int http_status;
+    struct lrt_waiter *armer;
+    char err[RT_ERR_MAX];
+    int rc;
+    /* claimed */
+    char id[RT_ID_MAX + 1];
+    json_t *metadata;
+    char team[RT_NAME_MAX + 1];
+    char owner[RT_NAME_MAX + 1];
+    int64_t claimed_ms, end_ms, last_active_ms; /* wall clock */
+};
+
+struct lrt {
+    struct rt base;
+    struct loop *loop;
+    char cluster[RT_NAME_MAX + 1];
+    char state_dir[LSBX_DIR_MAX];
+    char sbx_dir[LSBX_DIR_MAX];
+    char manifests[512];
+    char envd[512];
+    const char *argv[LSBX_ARGV_MAX + 1];
+    char *slirp;
+    int reload_ms, max_sandboxes, waiters_max;
+    struct mf_set *set;
+    uint64_t sig;
+    struct lpool *pools;
+    struct lsb *sbxs;
+    uint64_t next_ticket;
+    int64_t seq;
+    struct loop_timer tick;
+    struct loop_timer refill; /* deferred replacements after claims (op_claim) */
+    bool refill_on;
+    int64_t refill_first_ms; /* when the pending refill was first deferred */
+    bool closing;
+    bool adopting; /* no spawns before the state directory has been scanned */
+};
+
+/* pool.c: bookkeeping, starting, destroying, replacements, manifests */
+int lrt_count(struct lrt *rt, struct lpool *p, enum lrt_phase a, enum lrt_phase b);
+struct lpool *lrt_pool_find(struct lrt *rt, const char *ns, const char *name);
+struct lsb *lrt_sbx_find(struct lrt *rt, const char *id);
+void lrt_waiter_free(struct lrt_waiter *w);
+void lrt_waiter_unlink(struct lpool *p, struct lrt_waiter *w);
+void lrt_sbx_unlink_free(struct lsb *s);
+void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata);
+void lrt_persist(struct lsb *s);
+void lrt_destroy(struct lsb *s);
+void lrt_reconcile(struct lrt *rt, struct lpool *p);
+int lrt_load_manifests(struct lrt *rt, bool force);
+/* The reload_ms timer: manifest reload and health check. */
+void lrt_tick(struct loop_timer *t);
+void lrt_refill_later(struct lrt *rt);
+
+/* arm.c: arming, the end of a claim, waiting claims */
+void lrt_claim_fail(struct lrt_waiter *w, int err, const char *msg);
+void lrt_schedule_end(struct lsb *s);
+void lrt_serve_waiters(struct lrt *rt, struct lpool *p);
+void lrt_waiter_timeout(struct loop_timer *t);
+
+/* adopt.c: re-adopt or reap what a previous agent left */
+void lrt_adopt_all(struct lrt *rt);
+
+/* usage.c, logs.c: the "Usage and logs" half of runtime.h. The probes run on
+ * the loop thread, the reads on any thread and touch only the probe. */
+int lrt_usage_probe(struct rt *base, const char *id, struct rt_probe *out);
+/* The runtime-private part of a usage probe (out->data) for a sandbox whose
+ * directory is dir and whose init is pid (started at start_time, against pid
+ * reuse); cgroup "" or NULL reads /proc instead. AB_ELIMIT when a path does
+ * not fit. */
+int lrt_usage_probe_of(const char *dir, pid_t pid, uint64_t start_time, const char *cgroup,
+                       int64_t cpu_milli, int64_t mem_bytes, struct rt_probe *out);
+void lrt_usage_read(const struct rt_probe *p, size_t n, struct rt_usage *out);
+int lrt_log_probe(struct rt *base, const char *id, struct rt_probe *out);
+int lrt_log_read(const struct rt_probe *p, const struct rt_log_query *q, struct rt_log *out);
+/* Usage from a cgroup v2 directory (cpu.stat, memory.current, memory.stat,
+ * cpu.max, memory.max) into the cpu and memory fields of *u; limits only
+ * when the cgroup sets one. 0, or AB_EIO when cpu.stat or memory.current
+ * cannot be read. */
+int lrt_usage_cgroup(const char *dir, struct rt_usage *u);
+
+#endif
