@@ -556,15 +556,21 @@ int tun_http_proxy(struct http_exchange *ex, struct tun_session *s, const char *
     head.service = service;
     head.method = r->method;
     head.path = path;
+    /* extra first, and a request header of the same name dropped: the caller's
+     * headers (relay targets) can neither be overridden by the client nor
+     * crowded out of the table */
+    for (int i = 0; i < nextra && head.nheaders < TUN_MAX_HEADERS; i++)
+        head.headers[head.nheaders++] = extra[i];
     for (int i = 0; i < r->nheaders && head.nheaders < TUN_MAX_HEADERS; i++) {
-        if (is_hop_by_hop(r->headers[i].name))
+        bool dup = false;
+        for (int k = 0; k < nextra && !dup; k++)
+            dup = strcasecmp(r->headers[i].name, extra[k].name) == 0;
+        if (dup || is_hop_by_hop(r->headers[i].name))
             continue;
         head.headers[head.nheaders].name = r->headers[i].name;
         head.headers[head.nheaders].value = r->headers[i].value;
         head.nheaders++;
     }
-    for (int i = 0; i < nextra && head.nheaders < TUN_MAX_HEADERS; i++)
-        head.headers[head.nheaders++] = extra[i];
     int rc = tun_stream_open(s, &head, &p->ep, &p->w.st);
     if (rc != 0) {
         free(p);
