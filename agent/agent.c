@@ -1,14 +1,14 @@
 /* agentbox-agent serve: configuration, listeners, lifecycle. */
 #include "agent/agent.h"
-#include "agent/tunnel_client.h"
-#include "agent/route_client.h"
 #include "agent/auth.h"
-#include "agent/native/native.h"
-#include "agent/native/sandboxes.h"
 #include "agent/dataplane.h"
 #include "agent/e2b/e2b.h"
-#include "agent/runtime/runtime.h"
+#include "agent/hub_link.h"
+#include "agent/native/native.h"
+#include "agent/route_client.h"
 #include "agent/runtime/local/local.h"
+#include "agent/runtime/runtime.h"
+#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"
@@ -211,6 +211,16 @@ void agent_respond_healthz(struct http_exchange *ex, struct agent *a)
     h_healthz(ex, a);
 }
 
+static void dp_healthz(struct http_exchange *ex, void *arg)
+{
+    h_healthz(ex, arg);
+}
+
+static void dp_metrics(struct http_exchange *ex, void *arg)
+{
+    agent_respond_metrics(ex, arg);
+}
+
 void agent_respond_metrics(struct http_exchange *ex, struct agent *a)
 {
     size_t len = 0;
@@ -326,21 +336,47 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
     return 0;
 }
 
+/* Modules are created in dependency order; struct agent lists them in it. */
 int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_t errlen)
 {
+    size_t n;
+    int rc;
+
     memset(a, 0, sizeof(*a));
     a->cfg = cfg;
     a->l[AGENT_E2B].name = "e2b";
     a->l[AGENT_DATA].name = "data";
     a->l[AGENT_NATIVE].name = "native";
     a->loop = loop_new(NULL);
-    if (!a->loop || agent_auth_new(a, &a->auth) != 0) {
+    if (!a->loop) {
         snprintf(err, errlen, "cannot create the event loop");
         return AB_ENOMEM;
     }
+    const struct hub_link_deps hd = {
+        .loop = a->loop, .cluster = cfg->cluster_id, .hub_configured = cfg->hub_url};
+    if (!(a->hub = hub_link_new(&hd)) || agent_auth_new(a->hub, &a->auth) != 0) {
+        snprintf(err, errlen, "out of memory creating the hub link");
+        return AB_ENOMEM;
+    }
+    if ((rc = agent_runtime_new(a, err, errlen)) != 0)
+        return rc;
+
+    const struct dataplane_deps dd = {
+        .loop = a->loop,
+        .rt = a->rt,
+        .hub = a->hub,
+        .cluster = cfg->cluster_id,
+        .data_domain = cfg->data_domain,
+        .respond_healthz = dp_healthz,
+        .respond_metrics = dp_metrics,
+        .respond_arg = a,
+    };
+    if (!(a->dp = dataplane_new(&dd, err, errlen)))
+        return AB_ENOMEM;
     /* the data plane's catch-all comes first: a sandbox's own /metrics is proxied */
-    if (dataplane_add_routes(a, err, errlen))
-        return AB_ELIMIT;
+    const struct http_route *r = dataplane_routes(a->dp, &n);
+    if ((rc = agent_add_routes(a, AGENT_DATA, r, n, err, errlen)) != 0)
+        return rc;
     const struct http_route common[] = {
         {"GET", "/healthz", h_healthz, a, 0},
         {"GET", "/metrics", h_metrics, a, 0},
@@ -348,19 +384,44 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     for (int i = 0; i < AGENT_NLISTENERS; i++)
         if (agent_add_routes(a, (enum agent_listener)i, common, AB_ARRAY_LEN(common), err, errlen))
             return AB_ELIMIT;
-    const struct http_route native[] = {
+    const struct http_route ping[] = {
         {"GET", "/v1/ping", h_ping, a, 0},
     };
-    if (agent_add_routes(a, AGENT_NATIVE, native, AB_ARRAY_LEN(native), err, errlen))
+    if (agent_add_routes(a, AGENT_NATIVE, ping, AB_ARRAY_LEN(ping), err, errlen))
         return AB_ELIMIT;
-    int rc = native_relay_add_routes(a, err, errlen);
-    if (rc == 0)
-        rc = native_sandboxes_add_routes(a, err, errlen);
-    if (rc == 0)
-        rc = e2b_add_routes(a, err, errlen);
-    if (rc == 0)
-        rc = agent_runtime_new(a, err, errlen);
-    return rc;
+
+    const struct fed_deps fd = {
+        .loop = a->loop, .rt = a->rt, .hub = a->hub, .auth = a->auth, .cluster = cfg->cluster_id};
+    if (!(a->fed = fed_new(&fd, err, errlen)))
+        return AB_ENOMEM;
+
+    const struct native_deps nd = {
+        .rt = a->rt, .auth = a->auth, .hub = a->hub, .fed = a->fed, .cluster = cfg->cluster_id};
+    if (!(a->native = native_new(&nd, err, errlen)))
+        return AB_ELIMIT;
+    r = native_routes(a->native, &n);
+    if ((rc = agent_add_routes(a, AGENT_NATIVE, r, n, err, errlen)) != 0)
+        return rc;
+    r = fed_routes(a->fed, &n);
+    if ((rc = agent_add_routes(a, AGENT_NATIVE, r, n, err, errlen)) != 0)
+        return rc;
+
+    const struct e2b_deps ed = {
+        .loop = a->loop,
+        .rt = a->rt,
+        .auth = a->auth,
+        .hub = a->hub,
+        .fed = a->fed,
+        .cluster = cfg->cluster_id,
+        .state_dir = cfg->state_dir,
+        .data_domain = cfg->data_domain,
+        .prometheus_url = cfg->prometheus_url,
+        .log_service_url = cfg->log_service_url,
+    };
+    if (!(a->e2b = e2b_new(&ed, err, errlen)))
+        return AB_ELIMIT;
+    r = e2b_routes(a->e2b, &n);
+    return agent_add_routes(a, AGENT_E2B, r, n, err, errlen);
 }
 
 /* EVENT frames from the hub: key revocations today. */
@@ -374,8 +435,6 @@ int agent_start(struct agent *a, char *err, size_t errlen)
 {
     const char *listen[AGENT_NLISTENERS] = {a->cfg->e2b_listen, a->cfg->data_listen,
                                             a->cfg->native_listen};
-    if (fed_agent_start(a, err, errlen)) /* federation: reporter, route diagnostic */
-        return AB_ELIMIT;
     for (int i = 0; i < AGENT_NLISTENERS; i++) {
         struct agent_listener_state *ls = &a->l[i];
         ls->router = http_router_new(ls->routes, ls->nroutes);
@@ -405,39 +464,36 @@ int agent_start(struct agent *a, char *err, size_t errlen)
             .backoff_min_ms = a->cfg->reconnect_min_ms,
             .backoff_max_ms = a->cfg->reconnect_max_ms,
             .backoff_reset_ms = a->cfg->reconnect_reset_ms,
+            .e2b_router = a->l[AGENT_E2B].router,
+            .data_router = a->l[AGENT_DATA].router,
+            .native_router = a->l[AGENT_NATIVE].router,
         };
-        if (agent_tunnel_start(a, &to, &a->tunnel, err, errlen))
-            return AB_EINVAL;
+        int rc = agent_tunnel_start(a->loop, &to, &a->tunnel, err, errlen);
+        if (rc != 0)
+            return rc;
         agent_tunnel_set_event_hook(a->tunnel, agent_on_hub_event, a);
+        hub_link_set_tunnel(a->hub, a->tunnel);
     }
     return 0;
 }
 
-static struct loop *g_signal_loop;
-
-static void on_signal(int sig)
-{
-    if (g_signal_loop)
-        loop_stop(g_signal_loop);
-}
-
 int agent_run(struct agent *a)
 {
-    g_signal_loop = a->loop;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    int rc = loop_run(a->loop);
-    g_signal_loop = NULL;
-    return rc;
+    return loop_run(a->loop);
 }
 
+/* Reverse order of creation, with one exception: the placement goes first,
+ * before the tunnel, because the tunnel's end delivers the hub answers still
+ * due and a placement answered then would claim on a runtime being torn
+ * down; fed_free lets those calls go without their callback. The runtime is
+ * freed before the modules that hold claims on it (e2b, native), so a claim
+ * it ends still finds its owner. */
 void agent_fini(struct agent *a)
 {
-    fed_agent_stop(); /* before the tunnel: its end delivers route calls in flight */
+    fed_free(a->fed);
+    a->fed = NULL;
+    if (a->hub)
+        hub_link_set_tunnel(a->hub, NULL);
     agent_tunnel_stop(a->tunnel);
     a->tunnel = NULL;
     for (int i = 0; i < AGENT_NLISTENERS; i++) {
@@ -446,71 +502,20 @@ void agent_fini(struct agent *a)
     }
     rt_free(a->rt); /* sandboxes keep running: the next agent re-adopts them */
     a->rt = NULL;
+    e2b_free(a->e2b);
+    native_free(a->native);
+    dataplane_free(a->dp);
     free(a->pool_seen);
     loop_free(a->loop);
     for (int i = 0; i < AGENT_NLISTENERS; i++)
         http_router_free(a->l[i].router);
     agent_auth_free(a->auth);
+    hub_link_free(a->hub);
     memset(a, 0, sizeof(*a));
 }
 
-static const char SERVE_DESCRIPTION[] =
+const char agent_serve_description[] =
     "Runs one cluster's agent: the E2B-compatible API, the data plane and the\n"
     "native API, each with /healthz and /metrics. With --hub-url it keeps one\n"
     "tunnel to the hub. Missing or invalid settings stop it at start with a\n"
     "message naming what to set.";
-
-int agent_serve_main(int argc, char **argv)
-{
-    struct agent_config cfg;
-    struct cfg_result res;
-    struct agent a;
-    char err[1024] = "";
-    int rc = 0;
-
-    memset(&cfg, 0, sizeof(cfg));
-    memset(&a, 0, sizeof(a));
-    if (cfg_load(agent_serve_options, agent_serve_noptions, &cfg, argc, argv, &res, err,
-                 sizeof(err))) {
-        fprintf(stderr, "agentbox-agent serve: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    if (res.help) {
-        cfg_print_help(stdout, "agentbox-agent serve [flags]", SERVE_DESCRIPTION,
-                       agent_serve_options, agent_serve_noptions);
-        goto out;
-    }
-    if (res.npositional > 0) {
-        fprintf(stderr, "agentbox-agent serve: unexpected argument '%s' (see --help)\n",
-                res.positional[0]);
-        rc = 2;
-        goto out;
-    }
-    if (agent_config_check(&cfg, err, sizeof(err))) {
-        fprintf(stderr, "agentbox-agent serve: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    enum log_level lvl = LOG_LEVEL_INFO;
-    log_parse_level(cfg.log_level, &lvl);
-    log_set_level(lvl);
-    log_set_json(cfg.log_json);
-    log_set_component("agent");
-
-    if (agent_init(&a, &cfg, err, sizeof(err)) || agent_start(&a, err, sizeof(err))) {
-        LOG_ERROR("cannot start", "error", err);
-        fprintf(stderr, "agentbox-agent serve: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    LOG_INFO("agent started", "cluster", cfg.cluster_id, "runtime", cfg.runtime, "version",
-             AGENTBOX_VERSION, "hub", cfg.hub_url ? cfg.hub_url : "none (standalone)");
-    agent_run(&a);
-    LOG_INFO("agent stopping", "cluster", cfg.cluster_id);
-out:
-    if (a.loop)
-        agent_fini(&a);
-    cfg_free(agent_serve_options, agent_serve_noptions, &cfg);
-    return rc;
-}

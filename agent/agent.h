@@ -1,8 +1,10 @@
-/* The agent process as `agentbox-agent serve` runs it: one struct that owns
- * the loop and the three listeners (E2B API, data plane, native API), each
- * with /healthz and /metrics. Later modules (tunnel client, runtime, e2b/,
- * dataplane, native/) add their routes with agent_add_routes before
- * agent_start. Everything runs on the loop thread. */
+/* The agent process as `agentbox-agent serve` runs it: struct agent owns
+ * the loop, the three listeners (E2B API, data plane, native API, each with
+ * /healthz and /metrics) and every module. Each module is X_new(deps) /
+ * X_free(x) with a deps struct naming what it may call; struct agent holds
+ * the pointers, agent_init creates them and agent_fini frees them, in one
+ * place. Modules hand their route tables to the agent, which installs them;
+ * no module sees struct agent. Everything runs on the loop thread. */
 #ifndef AGENTBOX_AGENT_AGENT_H
 #define AGENTBOX_AGENT_AGENT_H
 
@@ -18,6 +20,11 @@
 struct loop;
 struct agent_tunnel;
 struct agent_auth;
+struct dataplane;
+struct e2b;
+struct fed;
+struct hub_link;
+struct native;
 struct rt;
 struct agent_pool_seen;
 
@@ -59,14 +66,21 @@ struct agent_listener_state {
     struct http_server *server;
 };
 
+/* Created in this order by agent_init (the tunnel by agent_start); agent_fini
+ * frees them in reverse, with the one exception it documents. */
 struct agent {
     const struct agent_config *cfg; /* not owned */
     struct loop *loop;
+    struct hub_link *hub;              /* every call to the hub and relay through it */
+    struct agent_auth *auth;           /* API keys, validated through the hub */
+    struct rt *rt;                     /* the sandbox runtime */
+    struct agent_pool_seen *pool_seen; /* pool gauge series exported so far (agent.c) */
+    struct dataplane *dp;
+    struct fed *fed; /* bare-name placement and the capacity reporter */
+    struct native *native;
+    struct e2b *e2b;
     struct agent_listener_state l[AGENT_NLISTENERS];
     struct agent_tunnel *tunnel; /* NULL when standalone */
-    struct agent_auth *auth;     /* API keys, validated through the hub */
-    struct rt *rt;               /* the sandbox runtime (local); NULL until agent_init made it */
-    struct agent_pool_seen *pool_seen; /* pool gauge series exported so far (agent.c) */
 };
 
 /* Validates cfg (each failure names the key and what to set). */
@@ -82,10 +96,10 @@ int agent_start(struct agent *a, char *err, size_t errlen);
  * answers them itself (the data plane). */
 void agent_respond_healthz(struct http_exchange *ex, struct agent *a);
 void agent_respond_metrics(struct http_exchange *ex, struct agent *a);
+/* Runs the loop until loop_stop (main.c's signal handler calls it). */
 int agent_run(struct agent *a);
 void agent_fini(struct agent *a);
 
-/* `agentbox-agent serve ARGS`. */
-int agent_serve_main(int argc, char **argv);
+extern const char agent_serve_description[];
 
 #endif

@@ -1,7 +1,7 @@
 /* See auth.h. The cache is a small open hash keyed by the key's SHA-256. */
 #include "agent/auth.h"
 
-#include "agent/agent.h"
+#include "agent/hub_link.h"
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/http.h"
@@ -9,7 +9,6 @@
 #include "agentbox/metrics.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
-#include "agent/tunnel_client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +32,7 @@ struct cache_entry {
 struct pending;
 
 struct agent_auth {
-    struct agent *a;
+    struct hub_link *hub; /* not owned */
     struct cache_entry cache[CACHE_SLOTS];
     struct metric_family *m_result;
 };
@@ -52,12 +51,12 @@ static struct cache_entry *find(struct agent_auth *au, const char *hash)
     return e->used && strcmp(e->p.key_hash, hash) == 0 ? e : NULL;
 }
 
-int agent_auth_new(struct agent *a, struct agent_auth **out)
+int agent_auth_new(struct hub_link *hub, struct agent_auth **out)
 {
     struct agent_auth *au = calloc(1, sizeof(*au));
     if (!au)
         return AB_ENOMEM;
-    au->a = a;
+    au->hub = hub;
     static const char *const labels[] = {"result", NULL};
     au->m_result =
         metrics_register(metrics_default(), "agentbox_auth_requests_total",
@@ -204,7 +203,6 @@ void agent_auth_request(struct agent_auth *au, struct http_exchange *ex, agent_a
         }
         return;
     }
-    struct tun_session *s = agent_tunnel_session(au->a->tunnel);
     struct pending *pd = calloc(1, sizeof(*pd));
     if (!pd) {
         http_respond_error(ex, 503, "out of memory");
@@ -218,8 +216,8 @@ void agent_auth_request(struct agent_auth *au, struct http_exchange *ex, agent_a
     char body[96];
     int n = snprintf(body, sizeof(body), "{\"hash\":\"%s\"}", hash);
     struct tun_header h[] = {{"Content-Type", "application/json"}};
-    if (!s || tun_call(s, "hub", "POST", "/internal/v1/keys/validate", h, 1, body, (size_t)n,
-                       16 * 1024, validated, pd) != 0) {
+    if (hub_link_call(au->hub, "POST", "/internal/v1/keys/validate", h, 1, body, (size_t)n,
+                      16 * 1024, validated, pd) != 0) {
         struct tun_call_result res = {.status = 0, .error = "tunnel down"};
         validated(&res, pd); /* grace or 503 */
     }

@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-struct agent;
+struct hub_link;
 struct http_exchange;
 struct agent_auth;
 
@@ -32,7 +32,8 @@ struct agent_principal {
  * router's error format decides; this only picks the words. */
 typedef void (*agent_auth_fn)(struct http_exchange *ex, const struct agent_principal *p, void *arg);
 
-int agent_auth_new(struct agent *a, struct agent_auth **out);
+/* hub is borrowed (the keys are validated through it) and must outlive au. */
+int agent_auth_new(struct hub_link *hub, struct agent_auth **out);
 void agent_auth_free(struct agent_auth *au);
 
 /* Authenticates ex from X-API-Key, then AGENTBOX-API-KEY, then

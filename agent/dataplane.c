@@ -2,14 +2,14 @@
  * and the relay to other clusters. See dataplane.h. */
 #include "agent/dataplane.h"
 
-#include "agent/agent.h"
+#include "agent/hub_link.h"
 #include "agent/runtime/runtime.h"
-#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/http.h"
 #include "agentbox/log.h"
 #include "agentbox/metrics.h"
+#include "agentbox/relay.h"
 #include "agentbox/sbxid.h"
 #include "agentbox/tunnel_http.h"
 
@@ -25,21 +25,24 @@
 static const char MSG_NOT_FOUND[] = "sandbox not found";
 static const char MSG_UNHEALTHY[] = "sandbox is not in a healthy state";
 
-/* Process-wide families (the registry is process-wide too); set once. */
-static struct metric_family *m_requests, *m_bytes, *m_latency;
+struct dataplane {
+    struct dataplane_deps d;
+    struct metric_family *m_requests, *m_bytes, *m_latency;
+    struct http_route routes[1];
+};
 
-static void count_request(const char *outcome, int64_t t0_us)
+static void count_request(struct dataplane *dp, const char *outcome, int64_t t0_us)
 {
     const char *v[] = {outcome};
-    metrics_add(m_requests, v, 1);
-    metrics_observe(m_latency, v, (double)(ab_now_us() - t0_us) / 1e6);
+    metrics_add(dp->m_requests, v, 1);
+    metrics_observe(dp->m_latency, v, (double)(ab_now_us() - t0_us) / 1e6);
 }
 
-static void count_bytes(const char *direction, uint64_t n)
+static void count_bytes(struct dataplane *dp, const char *direction, uint64_t n)
 {
     const char *v[] = {direction};
     if (n)
-        metrics_add(m_bytes, v, (double)n);
+        metrics_add(dp->m_bytes, v, (double)n);
 }
 
 /* {"error": msg} with the given status. */
@@ -48,192 +51,26 @@ static void respond_error(struct http_exchange *ex, int status, const char *msg)
     http_respond_json(ex, status, json_pack("{s:s}", "error", msg));
 }
 
-/* ---- target extraction -------------------------------------------------------------------- */
-
-/* A port 1..65535 written as plain decimal digits (len bytes of s). */
-static int parse_port(const char *s, size_t len)
-{
-    int port = 0;
-    if (len == 0 || len > 5)
-        return 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return 0;
-        port = port * 10 + (s[i] - '0');
-    }
-    return port >= 1 && port <= 65535 ? port : 0;
-}
-
-static int from_headers(const struct http_request *r, struct dp_target *t, char *err, size_t errlen)
-{
-    static const char *const pairs[][2] = {
-        {"E2b-Sandbox-Id", "E2b-Sandbox-Port"},
-        {"X-Sandbox-Id", "X-Sandbox-Port"},
-    };
-    for (size_t i = 0; i < AB_ARRAY_LEN(pairs); i++) {
-        const char *id = http_header_get(r, pairs[i][0]);
-        const char *port = http_header_get(r, pairs[i][1]);
-        if ((!id || !id[0]) && !port)
-            continue;
-        if (!id || !id[0]) {
-            snprintf(err, errlen, "missing %s header when %s is set", pairs[i][0], pairs[i][1]);
-            return AB_EINVAL;
-        }
-        if (!port) {
-            snprintf(err, errlen, "missing %s header when %s is set", pairs[i][1], pairs[i][0]);
-            return AB_EINVAL;
-        }
-        if (!(t->port = parse_port(port, strlen(port)))) {
-            snprintf(err, errlen, "invalid port in %s header: must be an integer from 1 to 65535",
-                     pairs[i][1]);
-            return AB_EINVAL;
-        }
-        if (ab_strlcpy(t->id, id, sizeof(t->id)) >= sizeof(t->id)) {
-            snprintf(err, errlen, "%s is longer than %zu characters", pairs[i][0],
-                     sizeof(t->id) - 1);
-            return AB_EINVAL;
-        }
-        if (ab_strlcpy(t->path, r->target, sizeof(t->path)) >= sizeof(t->path)) {
-            snprintf(err, errlen, "request target is longer than %zu bytes", sizeof(t->path) - 1);
-            return AB_EINVAL;
-        }
-        return 0;
-    }
-    return AB_ENOENT;
-}
-
-/* label = "<port>-<id>"; strict decides whether a mismatch is an error. */
-static int from_label(const char *label, size_t len, const char *host, const char *domain,
-                      const struct http_request *r, struct dp_target *t, char *err, size_t errlen)
-{
-    const char *dash = memchr(label, '-', len);
-    char cluster[SBXID_CLUSTER_MAX + 1];
-    size_t idlen = dash ? len - (size_t)(dash + 1 - label) : 0;
-
-    t->port = dash ? parse_port(label, (size_t)(dash - label)) : 0;
-    if (t->port && idlen > 0 && idlen < sizeof(t->id)) {
-        memcpy(t->id, dash + 1, idlen);
-        t->id[idlen] = '\0';
-        if (!domain && sbxid_cluster_of(t->id, cluster) != 0)
-            return AB_ENOENT; /* not ours to read without a configured domain */
-        if (ab_strlcpy(t->path, r->target, sizeof(t->path)) >= sizeof(t->path)) {
-            snprintf(err, errlen, "request target is longer than %zu bytes", sizeof(t->path) - 1);
-            return AB_EINVAL;
-        }
-        return 0;
-    }
-    if (!domain)
-        return AB_ENOENT;
-    snprintf(err, errlen, "host '%.200s' must be <port>-<sandbox id>.%s", host, domain);
-    return AB_EINVAL;
-}
-
-static int from_host(const struct http_request *r, const char *domain, struct dp_target *t,
-                     char *err, size_t errlen)
-{
-    const char *h = http_header_get(r, "Host");
-    char host[256];
-    size_t n;
-
-    if (!h || !h[0] || strlen(h) >= sizeof(host))
-        return AB_ENOENT;
-    ab_strlcpy(host, h, sizeof(host));
-    if (host[0] != '[') { /* drop :port (not from an IPv6 literal) */
-        char *colon = strrchr(host, ':');
-        if (colon)
-            *colon = '\0';
-    }
-    n = strlen(host);
-    if (n && host[n - 1] == '.')
-        host[--n] = '\0';
-    if (domain && domain[0]) {
-        size_t dl = strlen(domain);
-        if (n <= dl + 1 || host[n - dl - 1] != '.' || strcasecmp(host + n - dl, domain) != 0)
-            return AB_ENOENT;
-        size_t ll = n - dl - 1;
-        if (memchr(host, '.', ll)) {
-            snprintf(err, errlen, "host '%.200s' must be <port>-<sandbox id>.%s (one label)", host,
-                     domain);
-            return AB_EINVAL;
-        }
-        return from_label(host, ll, host, domain, r, t, err, errlen);
-    }
-    const char *dot = strchr(host, '.');
-    if (!dot)
-        return AB_ENOENT;
-    return from_label(host, (size_t)(dot - host), host, NULL, r, t, err, errlen);
-}
-
-static int from_path(const struct http_request *r, struct dp_target *t, char *err, size_t errlen)
-{
-    const char *target = r->target;
-    const char *q = strpbrk(target, "?#");
-    size_t plen = q ? (size_t)(q - target) : strlen(target);
-    const char *at = NULL;
-
-    for (const char *p = target; p + 11 <= target + plen; p++) {
-        if (memcmp(p, "/sandboxes/", 11) == 0) {
-            at = p + 11;
-            break;
-        }
-    }
-    if (!at)
-        return AB_ENOENT;
-    const char *end = target + plen;
-    const char *s1 = memchr(at, '/', (size_t)(end - at));
-    if (!s1 || s1 == at) {
-        snprintf(err, errlen,
-                 "URL path after sandboxes/ must contain at least sandbox ID and port");
-        return AB_EINVAL;
-    }
-    const char *pstart = s1 + 1;
-    const char *s2 = memchr(pstart, '/', (size_t)(end - pstart));
-    const char *pend = s2 ? s2 : end;
-    if (pend == pstart) {
-        snprintf(err, errlen,
-                 "URL path after sandboxes/ must contain at least sandbox ID and port");
-        return AB_EINVAL;
-    }
-    if (!(t->port = parse_port(pstart, (size_t)(pend - pstart)))) {
-        snprintf(err, errlen, "invalid port number \"%.*s\" in URL path",
-                 (int)AB_MIN(pend - pstart, 16), pstart);
-        return AB_EINVAL;
-    }
-    size_t idlen = (size_t)(s1 - at);
-    if (idlen >= sizeof(t->id)) {
-        snprintf(err, errlen, "sandbox id in the URL path is longer than %zu characters",
-                 sizeof(t->id) - 1);
-        return AB_EINVAL;
-    }
-    memcpy(t->id, at, idlen);
-    t->id[idlen] = '\0';
-    /* "/" + the rest of the path, then the original query */
-    int k = snprintf(t->path, sizeof(t->path), "/%.*s%s", s2 ? (int)(end - s2 - 1) : 0,
-                     s2 ? s2 + 1 : "", q ? q : "");
-    if (k < 0 || (size_t)k >= sizeof(t->path)) {
-        snprintf(err, errlen, "request target is longer than %zu bytes", sizeof(t->path) - 1);
-        return AB_EINVAL;
-    }
-    return 0;
-}
+/* ---- target extraction (the parsing itself: dataplane_target.c) -------------------------- */
 
 int dp_extract_target(const struct http_request *r, const char *domain, struct dp_target *t,
                       char *err, size_t errlen)
 {
-    int rc;
-
-    memset(t, 0, sizeof(*t));
-    if ((rc = from_headers(r, t, err, errlen)) != AB_ENOENT)
-        return rc;
-    if ((rc = from_host(r, domain, t, err, errlen)) != AB_ENOENT)
-        return rc;
-    return from_path(r, t, err, errlen);
+    const struct dp_target_req req = {
+        .target = r->target,
+        .host = http_header_get(r, "Host"),
+        .e2b_id = http_header_get(r, "E2b-Sandbox-Id"),
+        .e2b_port = http_header_get(r, "E2b-Sandbox-Port"),
+        .x_id = http_header_get(r, "X-Sandbox-Id"),
+        .x_port = http_header_get(r, "X-Sandbox-Port"),
+    };
+    return dp_target_parse(&req, domain, t, err, errlen);
 }
 
 /* ---- the local proxy ------------------------------------------------------------------------- */
 
 struct proxy {
-    struct agent *a;
+    struct dataplane *dp;
     struct http_exchange *ex;
     struct http_client *c; /* NULL once it delivered on_end/on_error or we closed it */
     char id[SBXID_MAX + 1];
@@ -260,9 +97,9 @@ static bool is_hop_by_hop(const char *name)
 static void touch(struct proxy *p, bool force)
 {
     int64_t now = ab_now_ms();
-    if ((force || now - p->touched_ms >= DP_TOUCH_EVERY_MS) && p->a->rt) {
+    if ((force || now - p->touched_ms >= DP_TOUCH_EVERY_MS) && p->dp->d.rt) {
         p->touched_ms = now;
-        rt_touch(p->a->rt, p->id);
+        rt_touch(p->dp->d.rt, p->id);
     }
 }
 
@@ -270,9 +107,9 @@ static void touch(struct proxy *p, bool force)
 static void proxy_done(struct proxy *p, const char *outcome)
 {
     touch(p, true);
-    count_bytes("to_sandbox", p->up);
-    count_bytes("from_sandbox", p->down);
-    count_request(outcome, p->t0_us);
+    count_bytes(p->dp, "to_sandbox", p->up);
+    count_bytes(p->dp, "from_sandbox", p->down);
+    count_request(p->dp, outcome, p->t0_us);
     free(p);
 }
 
@@ -419,7 +256,7 @@ static void body_drain(struct http_exchange *ex, void *arg)
 
 static const struct http_body_handler body_handler = {body_data, body_end, body_abort, body_drain};
 
-static void proxy_local(struct http_exchange *ex, struct agent *a, const struct dp_target *t,
+static void proxy_local(struct http_exchange *ex, struct dataplane *dp, const struct dp_target *t,
                         const char *envd_addr, int64_t t0_us)
 {
     const struct http_request *r = http_req(ex);
@@ -430,10 +267,10 @@ static void proxy_local(struct http_exchange *ex, struct agent *a, const struct 
 
     if (!p) {
         respond_error(ex, 503, "out of memory; try again");
-        count_request("error", t0_us);
+        count_request(dp, "error", t0_us);
         return;
     }
-    p->a = a;
+    p->dp = dp;
     p->ex = ex;
     p->t0_us = t0_us;
     ab_strlcpy(p->id, t->id, sizeof(p->id));
@@ -448,7 +285,7 @@ static void proxy_local(struct http_exchange *ex, struct agent *a, const struct 
     o.nheaders = n;
     o.content_length = r->content_length;
     o.timeout_ms = DP_UPSTREAM_TIMEOUT_MS;
-    p->c = http_client_start(a->loop, &o, &up_handler, p);
+    p->c = http_client_start(dp->d.loop, &o, &up_handler, p);
     if (!p->c) {
         respond_error(ex, 502, MSG_UNHEALTHY);
         proxy_done(p, "unhealthy");
@@ -460,43 +297,36 @@ static void proxy_local(struct http_exchange *ex, struct agent *a, const struct 
 
 /* ---- routing ------------------------------------------------------------------------------- */
 
-static void relay_remote(struct http_exchange *ex, struct agent *a, const char *cluster,
+static void relay_remote(struct http_exchange *ex, struct dataplane *dp, const char *cluster,
                          const struct dp_target *t, int64_t t0_us)
 {
     const struct http_request *r = http_req(ex);
-    struct tun_session *s = a->tunnel ? agent_tunnel_session(a->tunnel) : NULL;
     char msg[256];
 
     (void)t;
     if (r->peer && strncmp(r->peer, "tunnel:", 7) == 0) {
         /* a relayed request is never relayed again: no loops through the hub */
         snprintf(msg, sizeof(msg), "sandbox belongs to cluster '%s', not to this cluster ('%s')",
-                 cluster, a->cfg->cluster_id);
+                 cluster, dp->d.cluster);
         respond_error(ex, 502, msg);
-        count_request("wrong_cluster", t0_us);
+        count_request(dp, "wrong_cluster", t0_us);
         return;
     }
-    if (!s) {
-        snprintf(msg, sizeof(msg), "cluster '%s' is not reachable: %s", cluster,
-                 a->tunnel ? "the tunnel to the hub is down" : "this agent has no hub configured");
+    if (!hub_link_session(dp->d.hub)) {
+        /* the data plane's contract is 502 for anything it cannot reach (dataplane.h) */
+        hub_link_unreachable(dp->d.hub, cluster, msg, sizeof(msg));
         respond_error(ex, 502, msg);
-        count_request("no_tunnel", t0_us);
+        count_request(dp, "no_tunnel", t0_us);
         return;
     }
-    struct tun_header extra[] = {
-        {"X-AgentBox-Target-Cluster", cluster},
-        {"X-AgentBox-Target-Service", "data"},
-        {"X-Source-Cluster", a->cfg->cluster_id},
-    };
-    snprintf(msg, sizeof(msg), "cluster '%s' is not reachable through the hub", cluster);
     /* the original target: the remote data plane extracts the sandbox again */
-    tun_http_proxy(ex, s, "relay", r->target, extra, (int)AB_ARRAY_LEN(extra), msg);
-    count_request("relayed", t0_us);
+    hub_link_proxy(dp->d.hub, ex, cluster, RELAY_SVC_DATA, r->target);
+    count_request(dp, "relayed", t0_us);
 }
 
 static void h_data(struct http_exchange *ex, void *arg)
 {
-    struct agent *a = arg;
+    struct dataplane *dp = arg;
     const struct http_request *r = http_req(ex);
     int64_t t0 = ab_now_us();
     struct dp_target t;
@@ -504,50 +334,46 @@ static void h_data(struct http_exchange *ex, void *arg)
     struct rt_sandbox sb;
     int rc;
 
-    rc = dp_extract_target(r, a->cfg->data_domain, &t, err, sizeof(err));
+    rc = dp_extract_target(r, dp->d.data_domain, &t, err, sizeof(err));
     if (rc == AB_ENOENT) {
         if (strcmp(r->method, "GET") == 0 && strcmp(r->path, "/healthz") == 0) {
-            agent_respond_healthz(ex, a);
+            dp->d.respond_healthz(ex, dp->d.respond_arg);
             return;
         }
         if (strcmp(r->method, "GET") == 0 && strcmp(r->path, "/metrics") == 0) {
-            agent_respond_metrics(ex, a);
+            dp->d.respond_metrics(ex, dp->d.respond_arg);
             return;
         }
         respond_error(ex, 400,
                       "missing sandbox id: set the E2b-Sandbox-Id and E2b-Sandbox-Port "
                       "headers, use the host <port>-<sandbox id>.<domain> or the path "
                       "/sandboxes/<sandbox id>/<port>/...");
-        count_request("bad_request", t0);
+        count_request(dp, "bad_request", t0);
         return;
     }
     if (rc != 0) {
         respond_error(ex, 400, err);
-        count_request("bad_request", t0);
+        count_request(dp, "bad_request", t0);
         return;
     }
-    if (sbxid_cluster_of(t.id, cluster) != 0) {
-        snprintf(err, sizeof(err),
-                 "sandbox id '%.100s' is malformed: expected <cluster>-<%d "
-                 "characters [a-z0-9]>",
-                 t.id, SBXID_SUFFIX_LEN);
+    if (dp_target_cluster(&t, cluster, err, sizeof(err)) != 0) {
         respond_error(ex, 400, err);
-        count_request("bad_request", t0);
+        count_request(dp, "bad_request", t0);
         return;
     }
-    if (strcmp(cluster, a->cfg->cluster_id) != 0) {
-        relay_remote(ex, a, cluster, &t, t0);
+    if (strcmp(cluster, dp->d.cluster) != 0) {
+        relay_remote(ex, dp, cluster, &t, t0);
         return;
     }
-    if (!a->rt || rt_get(a->rt, t.id, &sb) != 0) {
+    if (!dp->d.rt || rt_get(dp->d.rt, t.id, &sb) != 0) {
         respond_error(ex, 502, MSG_NOT_FOUND);
-        count_request("not_found", t0);
+        count_request(dp, "not_found", t0);
         return;
     }
     json_decref(sb.metadata);
     if (sb.state != RT_RUNNING || !sb.envd_addr[0]) {
         respond_error(ex, 502, MSG_UNHEALTHY);
-        count_request("unhealthy", t0);
+        count_request(dp, "unhealthy", t0);
         return;
     }
     if (t.port != DP_ENVD_PORT) {
@@ -559,39 +385,55 @@ static void h_data(struct http_exchange *ex, void *arg)
                      "proxies only envd (port %d)",
                      t.port, t.id, DP_ENVD_PORT);
             respond_error(ex, 502, err);
-            count_request("unsupported_port", t0);
+            count_request(dp, "unsupported_port", t0);
             return;
         }
         snprintf(addr, sizeof(addr), "%s:%d", sb.port_addr, t.port);
-        proxy_local(ex, a, &t, addr, t0);
+        proxy_local(ex, dp, &t, addr, t0);
         return;
     }
-    proxy_local(ex, a, &t, sb.envd_addr, t0);
+    proxy_local(ex, dp, &t, sb.envd_addr, t0);
 }
 
-int dataplane_add_routes(struct agent *a, char *err, size_t errlen)
+struct dataplane *dataplane_new(const struct dataplane_deps *deps, char *err, size_t errlen)
 {
     static const char *const outcome[] = {"outcome", NULL};
     static const char *const direction[] = {"direction", NULL};
     struct metrics_registry *reg = metrics_default();
+    struct dataplane *dp = calloc(1, sizeof(*dp));
 
-    m_requests = metrics_register(reg, "agentbox_dataplane_requests_total",
-                                  "Data-plane requests by outcome (ok, relayed, bad_request, "
-                                  "not_found, unhealthy, ...)",
-                                  METRIC_COUNTER, outcome, NULL, 0);
-    m_bytes = metrics_register(reg, "agentbox_dataplane_bytes_total",
-                               "Body bytes proxied to and from local sandboxes", METRIC_COUNTER,
-                               direction, NULL, 0);
-    m_latency = metrics_register(reg, "agentbox_dataplane_request_duration_seconds",
-                                 "Data-plane request duration, from the request head to the end "
-                                 "of the response",
-                                 METRIC_HISTOGRAM, outcome, NULL, 0);
-    if (!m_requests || !m_bytes || !m_latency) {
-        snprintf(err, errlen, "data plane: cannot register metrics (out of memory)");
-        return AB_ENOMEM;
+    if (!dp) {
+        snprintf(err, errlen, "data plane: out of memory");
+        return NULL;
     }
-    const struct http_route routes[] = {
-        {"*", "/{*rest}", h_data, a, HTTP_ROUTE_STREAM},
-    };
-    return agent_add_routes(a, AGENT_DATA, routes, AB_ARRAY_LEN(routes), err, errlen);
+    dp->d = *deps;
+    dp->m_requests = metrics_register(reg, "agentbox_dataplane_requests_total",
+                                      "Data-plane requests by outcome (ok, relayed, bad_request, "
+                                      "not_found, unhealthy, ...)",
+                                      METRIC_COUNTER, outcome, NULL, 0);
+    dp->m_bytes = metrics_register(reg, "agentbox_dataplane_bytes_total",
+                                   "Body bytes proxied to and from local sandboxes", METRIC_COUNTER,
+                                   direction, NULL, 0);
+    dp->m_latency = metrics_register(reg, "agentbox_dataplane_request_duration_seconds",
+                                     "Data-plane request duration, from the request head to the "
+                                     "end of the response",
+                                     METRIC_HISTOGRAM, outcome, NULL, 0);
+    if (!dp->m_requests || !dp->m_bytes || !dp->m_latency) {
+        snprintf(err, errlen, "data plane: cannot register metrics (out of memory)");
+        free(dp);
+        return NULL;
+    }
+    dp->routes[0] = (struct http_route){"*", "/{*rest}", h_data, dp, HTTP_ROUTE_STREAM};
+    return dp;
+}
+
+const struct http_route *dataplane_routes(const struct dataplane *dp, size_t *n)
+{
+    *n = AB_ARRAY_LEN(dp->routes);
+    return dp->routes;
+}
+
+void dataplane_free(struct dataplane *dp)
+{
+    free(dp);
 }

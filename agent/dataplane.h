@@ -9,33 +9,52 @@
  * service. Errors are JSON {"error": ...}: 400 for a bad target, 502 for a
  * sandbox that is unknown, not healthy or unreachable.
  *
- * Loop thread only. */
+ * Owner: struct agent (dataplane_new in agent_init, dataplane_free after the
+ * listeners stopped). Loop thread only. */
 #ifndef AGENTBOX_AGENT_DATAPLANE_H
 #define AGENTBOX_AGENT_DATAPLANE_H
+
+#include "agent/dataplane_target.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-struct agent;
+struct http_exchange;
 struct http_request;
+struct http_route;
+struct hub_link;
+struct loop;
+struct rt;
+struct dataplane;
 
 #define DP_ENVD_PORT 49983
 
-/* What a request addresses. */
-struct dp_target {
-    char id[96];     /* sandbox id as given (validated later) */
-    int port;        /* 1..65535 */
-    char path[8192]; /* request-target to send on: rewritten for the path form */
-};
-
-/* Extracts the target of r. domain may be NULL (host form then only when the
- * left-most label parses as <port>-<id>). Returns 0; AB_ENOENT when r names no
+/* Extracts the target of r: dp_target_parse on its target and headers. domain
+ * may be NULL (host form then only when the left-most label parses as
+ * <port>-<id>). Returns 0; AB_ENOENT when r names no
  * sandbox; AB_EINVAL with err set (the 400 message) for a malformed one. */
 int dp_extract_target(const struct http_request *r, const char *domain, struct dp_target *t,
                       char *err, size_t errlen);
 
-/* Installs the data-plane handler as the data listener's catch-all, before
- * /healthz and /metrics (which it answers itself when no sandbox is named). */
-int dataplane_add_routes(struct agent *a, char *err, size_t errlen);
+/* What the data plane may call; borrowed, must outlive it. */
+struct dataplane_deps {
+    struct loop *loop;
+    struct rt *rt; /* NULL: every local sandbox is "not found" */
+    struct hub_link *hub;
+    const char *cluster;     /* this cluster's id */
+    const char *data_domain; /* NULL when unset */
+    /* /healthz and /metrics when no sandbox is named (the agent's own answers) */
+    void (*respond_healthz)(struct http_exchange *ex, void *arg);
+    void (*respond_metrics)(struct http_exchange *ex, void *arg);
+    void *respond_arg;
+};
+
+/* NULL with err set on failure. */
+struct dataplane *dataplane_new(const struct dataplane_deps *deps, char *err, size_t errlen);
+/* The data listener's catch-all, to add before /healthz and /metrics (it
+ * answers those itself when no sandbox is named). Valid until dataplane_free. */
+const struct http_route *dataplane_routes(const struct dataplane *dp, size_t *n);
+/* After the listeners stopped (no exchange can reach it). NULL is fine. */
+void dataplane_free(struct dataplane *dp);
 
 #endif

@@ -9,16 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent.h"
+#include "agent/hub_link.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/tunnel.h"
 #include "agent/runtime/runtime.h"
-#include "agent/tunnel_client.h"
 
 struct fed_reporter {
-    struct agent *a;
+    struct fed_reporter_deps d;
     struct loop_timer poll, debounce;
     bool debounce_armed;
     int64_t last_full_ms;
@@ -94,12 +93,11 @@ static uint64_t signature(struct rt *rt)
 
 static void send_report(struct fed_reporter *r, const char *why)
 {
-    struct agent *a = r->a;
-    struct tun_session *s = agent_tunnel_session(a->tunnel);
-    if (!s || !a->rt)
+    struct tun_session *s = hub_link_session(r->d.hub);
+    if (!s || !r->d.rt)
         return;
     uint64_t sig;
-    json_t *msg = fed_reporter_build(a->rt, r->seq, &sig);
+    json_t *msg = fed_reporter_build(r->d.rt, r->seq, &sig);
     if (!msg)
         return;
     int rc = tun_session_send_json(s, TUN_REPORT, msg);
@@ -111,7 +109,7 @@ static void send_report(struct fed_reporter *r, const char *why)
     }
     r->seq++;
     r->sent_sig = sig;
-    r->epoch = agent_tunnel_epoch(a->tunnel);
+    r->epoch = hub_link_epoch(r->d.hub);
     r->last_full_ms = ab_now_ms();
     LOG_DEBUG("capacity report sent", "reason", why);
 }
@@ -126,33 +124,32 @@ static void debounce_tick(struct loop_timer *t)
 static void poll_tick(struct loop_timer *t)
 {
     struct fed_reporter *r = t->arg;
-    struct agent *a = r->a;
-    struct tun_session *s = agent_tunnel_session(a->tunnel);
-    if (s && a->rt) {
+    if (hub_link_session(r->d.hub) && r->d.rt) {
         int64_t now = ab_now_ms();
-        if (agent_tunnel_epoch(a->tunnel) != r->epoch) {
+        if (hub_link_epoch(r->d.hub) != r->epoch) {
             send_report(r, "session up");
         } else if (now - r->last_full_ms >= FED_REPORT_INTERVAL_MS) {
             send_report(r, "interval");
         } else if (!r->debounce_armed) {
-            if (signature(a->rt) != r->sent_sig) {
+            if (signature(r->d.rt) != r->sent_sig) {
                 r->debounce_armed = true;
-                loop_timer_start(a->loop, &r->debounce, FED_REPORT_DEBOUNCE_MS, debounce_tick, r);
+                loop_timer_start(r->d.loop, &r->debounce, FED_REPORT_DEBOUNCE_MS, debounce_tick, r);
             }
         }
     }
-    loop_timer_start(a->loop, &r->poll, FED_REPORT_POLL_MS, poll_tick, r);
+    loop_timer_start(r->d.loop, &r->poll, FED_REPORT_POLL_MS, poll_tick, r);
 }
 
-int fed_reporter_start(struct agent *a, struct fed_reporter **out, char *err, size_t errlen)
+int fed_reporter_start(const struct fed_reporter_deps *deps, struct fed_reporter **out, char *err,
+                       size_t errlen)
 {
     struct fed_reporter *r = calloc(1, sizeof(*r));
     if (!r) {
         snprintf(err, errlen, "out of memory starting the capacity reporter");
         return AB_ENOMEM;
     }
-    r->a = a;
-    loop_timer_start(a->loop, &r->poll, FED_REPORT_POLL_MS, poll_tick, r);
+    r->d = *deps;
+    loop_timer_start(r->d.loop, &r->poll, FED_REPORT_POLL_MS, poll_tick, r);
     *out = r;
     return 0;
 }

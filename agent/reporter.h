@@ -10,18 +10,27 @@
 #include <jansson.h>
 #include <stdint.h>
 
-struct agent;
+struct hub_link;
+struct loop;
 struct rt;
 struct fed_reporter;
+
+/* What the reporter reads at each tick; borrowed, must outlive it. */
+struct fed_reporter_deps {
+    struct loop *loop;
+    struct rt *rt; /* NULL: nothing to report */
+    struct hub_link *hub;
+};
 
 #define FED_REPORT_INTERVAL_MS 5000
 #define FED_REPORT_POLL_MS 200
 #define FED_REPORT_DEBOUNCE_MS 100
 #define FED_REPORT_RECORDS_LIMIT 10000 /* the hub refuses more */
 
-/* Starts the timers; reads a->tunnel and a->rt at each tick, so it may start
- * before the tunnel exists. */
-int fed_reporter_start(struct agent *a, struct fed_reporter **out, char *err, size_t errlen);
+/* Starts the timers; asks the hub link for a session at each tick, so it may
+ * start before the tunnel exists. */
+int fed_reporter_start(const struct fed_reporter_deps *deps, struct fed_reporter **out, char *err,
+                       size_t errlen);
 /* Cancels the timers and frees. NULL is fine. */
 void fed_reporter_stop(struct fed_reporter *r);
 

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent.h"
 #include "agentbox/common.h"
 #include "agentbox/http.h"
 #include "agentbox/json.h"
@@ -15,40 +14,48 @@
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
 #include "agent/auth.h"
+#include "agent/hub_link.h"
 #include "agent/reporter.h"
 #include "agent/runtime/runtime.h"
-#include "agent/tunnel_client.h"
 
 #define NAME_MAX_LEN 63
 #define HUB_ANSWER_MAX 8192
 
 struct fed_call {
-    struct agent *a;
+    struct fed *f; /* NULL once fed_free let go of a call whose hub answer is still due */
     fed_route_fn done;
     void *arg;
-    struct loop_timer timer;
-    struct fed_decision d; /* what the timer delivers */
-    bool hub_pending;      /* tun_call's callback still to come */
-    bool finished;         /* done ran, or the call was dropped */
+    struct loop_timer timer; /* delivers a local decision on the next loop turn */
+    struct fed_decision d;   /* what the timer delivers */
+    bool hub_pending;        /* the hub link's callback still to come */
+    bool finished;           /* done ran, or the call was dropped */
     char ns[NAME_MAX_LEN + 1], env[NAME_MAX_LEN + 1], group[NAME_MAX_LEN + 1];
     struct fed_call *prev, *next;
 };
 
-static struct {
+struct fed {
+    struct fed_deps d;
     struct fed_reporter *reporter;
     struct fed_call *calls; /* in flight */
-} g;
+    struct http_route routes[1];
+};
 
 /* --- bookkeeping ------------------------------------------------------------------------ */
 
-static void call_unlink_free(struct fed_call *c)
+static void call_unlink(struct fed_call *c)
 {
     if (c->prev)
         c->prev->next = c->next;
-    else if (g.calls == c)
-        g.calls = c->next;
+    else if (c->f && c->f->calls == c)
+        c->f->calls = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+static void call_unlink_free(struct fed_call *c)
+{
+    call_unlink(c);
     free(c);
 }
 
@@ -87,17 +94,14 @@ static void local_decision(struct fed_call *c, int step, const char *fmt, const 
     memset(&c->d, 0, sizeof(c->d));
     c->d.step = step;
     c->d.action = step == 5 ? FED_QUEUE : FED_LOCAL;
-    ab_strlcpy(c->d.cluster, c->a->cfg->cluster_id ? c->a->cfg->cluster_id : "",
-               sizeof(c->d.cluster));
+    ab_strlcpy(c->d.cluster, c->f->d.cluster, sizeof(c->d.cluster));
     snprintf(c->d.reason, sizeof(c->d.reason), fmt, detail);
 }
 
+/* A decision made here, delivered on the next loop turn (never inside fed_route). */
 static void timer_fired(struct loop_timer *t)
 {
-    struct fed_call *c = t->arg;
-    if (c->hub_pending)
-        local_decision(c, 5, "the hub did not answer within %s; queued locally", "2 s");
-    finish(c);
+    finish(t->arg);
 }
 
 /* --- the hub's answer -------------------------------------------------------------------- */
@@ -119,7 +123,7 @@ static bool parse_answer(struct fed_call *c, const struct tun_call_result *res, 
               strlen(cluster) < sizeof(c->d.cluster) && strlen(pool) < sizeof(c->d.pool);
     if (ok && strcmp(action, "forward") == 0) {
         /* a forward must name another cluster and a pool, or it is no forward */
-        const char *self = c->a->cfg->cluster_id ? c->a->cfg->cluster_id : "";
+        const char *self = c->f->d.cluster;
         ok = cluster[0] && pool[0] && strcmp(cluster, self) != 0;
     } else if (ok) {
         ok = strcmp(action, "local") == 0 || strcmp(action, "queue") == 0;
@@ -140,8 +144,7 @@ static bool parse_answer(struct fed_call *c, const struct tun_call_result *res, 
         ab_strlcpy(c->d.pool, pool, sizeof(c->d.pool));
     } else {
         c->d.action = strcmp(action, "queue") == 0 ? FED_QUEUE : FED_LOCAL;
-        ab_strlcpy(c->d.cluster, c->a->cfg->cluster_id ? c->a->cfg->cluster_id : "",
-                   sizeof(c->d.cluster));
+        ab_strlcpy(c->d.cluster, c->f->d.cluster, sizeof(c->d.cluster));
     }
     json_decref(j);
     return true;
@@ -152,11 +155,10 @@ static void on_hub(const struct tun_call_result *res, void *arg)
     struct fed_call *c = arg;
     char why[128];
     c->hub_pending = false;
-    if (c->finished) { /* timed out or dropped */
+    if (c->finished) { /* dropped by fed_free */
         call_unlink_free(c);
         return;
     }
-    loop_timer_cancel(&c->timer);
     if (!parse_answer(c, res, why, sizeof(why))) {
         if (res->status == 0)
             snprintf(why, sizeof(why), "the hub is unreachable (%.100s)",
@@ -188,39 +190,39 @@ static bool name_ok(const char *s, bool may_be_empty)
     return s && (may_be_empty || s[0]) && strlen(s) <= NAME_MAX_LEN;
 }
 
-int fed_route(struct agent *a, const char *ns, const char *env, const char *group,
-              fed_route_fn done, void *arg)
+int fed_route(struct fed *f, const char *ns, const char *env, const char *group, fed_route_fn done,
+              void *arg)
 {
     if (!group)
         group = "";
-    if (!a || !done || !name_ok(ns, false) || !name_ok(env, false) || !name_ok(group, true))
+    if (!f || !done || !name_ok(ns, false) || !name_ok(env, false) || !name_ok(group, true))
         return AB_EINVAL;
     struct fed_call *c = calloc(1, sizeof(*c));
     if (!c)
         return AB_ENOMEM;
-    c->a = a;
+    c->f = f;
     c->done = done;
     c->arg = arg;
     ab_strlcpy(c->ns, ns, sizeof(c->ns));
     ab_strlcpy(c->env, env, sizeof(c->env));
     ab_strlcpy(c->group, group, sizeof(c->group));
-    c->next = g.calls;
-    if (g.calls)
-        g.calls->prev = c;
-    g.calls = c;
+    c->next = f->calls;
+    if (f->calls)
+        f->calls->prev = c;
+    f->calls = c;
 
     struct idle_sum s = {env, group, 0};
-    if (a->rt)
-        rt_list_pools(a->rt, ns, sum_idle, &s);
-    struct tun_session *ts = agent_tunnel_session(a->tunnel);
-    int64_t delay = 0;
+    if (f->d.rt)
+        rt_list_pools(f->d.rt, ns, sum_idle, &s);
+    struct tun_session *ts = hub_link_session(f->d.hub);
     if (s.idle > 0) {
         char n[16];
         snprintf(n, sizeof(n), "%d", s.idle);
         local_decision(c, 1, "this cluster has %s idle", n);
     } else if (!ts) {
         local_decision(c, 5, "%s; queued locally",
-                       a->tunnel ? "the tunnel to the hub is down" : "no hub configured");
+                       hub_link_configured(f->d.hub) ? "the tunnel to the hub is down"
+                                                     : "no hub configured");
     } else {
         json_t *b = json_pack("{s:s,s:s,s:i}", "namespace", ns, "env", env, "localIdle", 0);
         if (b && group[0])
@@ -228,18 +230,19 @@ int fed_route(struct agent *a, const char *ns, const char *env, const char *grou
         char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
         json_decref(b);
         const struct tun_header h[] = {{"Content-Type", "application/json"}};
-        int rc = body ? tun_call(ts, "hub", "POST", "/internal/v1/route", h, 1, body, strlen(body),
-                                 HUB_ANSWER_MAX, on_hub, c)
+        /* the hub link answers at the deadline itself (status 0: fallback local) */
+        int rc = body ? hub_link_call_within(f->d.hub, FED_ROUTE_TIMEOUT_MS, "POST",
+                                             "/internal/v1/route", h, 1, body, strlen(body),
+                                             HUB_ANSWER_MAX, on_hub, c)
                       : AB_ENOMEM;
         free(body);
         if (rc == 0) {
             c->hub_pending = true;
-            delay = FED_ROUTE_TIMEOUT_MS;
-        } else {
-            local_decision(c, 5, "cannot ask the hub (%s); queued locally", ab_strerror(rc));
+            return 0;
         }
+        local_decision(c, 5, "cannot ask the hub (%s); queued locally", ab_strerror(rc));
     }
-    loop_timer_start(a->loop, &c->timer, delay, timer_fired, c);
+    loop_timer_start(f->d.loop, &c->timer, 0, timer_fired, c);
     return 0;
 }
 
@@ -259,7 +262,7 @@ static void diag_done(const struct fed_decision *d, void *arg)
 
 static void diag_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
-    struct agent *a = arg;
+    struct fed *f = arg;
     const struct http_request *r = http_req(ex);
     char env[NAME_MAX_LEN + 2] = "", group[NAME_MAX_LEN + 2] = "", ns[NAME_MAX_LEN + 2] = "";
     if (http_query_get(r, "env", env, sizeof(env)) != 0 || !env[0] || strlen(env) > NAME_MAX_LEN) {
@@ -277,37 +280,55 @@ static void diag_authed(struct http_exchange *ex, const struct agent_principal *
                            p->namespace);
         return;
     }
-    if (fed_route(a, ns[0] ? ns : p->namespace, env, group, diag_done, ex) != 0)
+    if (fed_route(f, ns[0] ? ns : p->namespace, env, group, diag_done, ex) != 0)
         http_respond_error(ex, 400, "env, scalingGroup and namespace must be 1..63 bytes");
 }
 
 static void h_diag(struct http_exchange *ex, void *arg)
 {
-    struct agent *a = arg;
-    agent_auth_request(a->auth, ex, diag_authed, a);
+    struct fed *f = arg;
+    agent_auth_request(f->d.auth, ex, diag_authed, f);
 }
 
-int fed_agent_start(struct agent *a, char *err, size_t errlen)
+struct fed *fed_new(const struct fed_deps *deps, char *err, size_t errlen)
 {
-    const struct http_route routes[] = {
-        {"GET", "/v1/federation/route", h_diag, a, 0},
-    };
-    int rc = agent_add_routes(a, AGENT_NATIVE, routes, AB_ARRAY_LEN(routes), err, errlen);
-    if (rc == 0 && !g.reporter)
-        rc = fed_reporter_start(a, &g.reporter, err, errlen);
-    return rc;
+    struct fed *f = calloc(1, sizeof(*f));
+    if (!f) {
+        snprintf(err, errlen, "out of memory starting the placement");
+        return NULL;
+    }
+    f->d = *deps;
+    f->routes[0] = (struct http_route){"GET", "/v1/federation/route", h_diag, f, 0};
+    struct fed_reporter_deps rd = {.loop = deps->loop, .rt = deps->rt, .hub = deps->hub};
+    if (fed_reporter_start(&rd, &f->reporter, err, errlen) != 0) {
+        free(f);
+        return NULL;
+    }
+    return f;
 }
 
-void fed_agent_stop(void)
+const struct http_route *fed_routes(const struct fed *f, size_t *n)
 {
-    fed_reporter_stop(g.reporter);
-    g.reporter = NULL;
-    for (struct fed_call *c = g.calls, *next; c; c = next) {
+    *n = AB_ARRAY_LEN(f->routes);
+    return f->routes;
+}
+
+void fed_free(struct fed *f)
+{
+    if (!f)
+        return;
+    fed_reporter_stop(f->reporter);
+    for (struct fed_call *c = f->calls, *next; c; c = next) {
         next = c->next;
         loop_timer_cancel(&c->timer);
         c->finished = true;
-        if (!c->hub_pending)
+        if (!c->hub_pending) {
             call_unlink_free(c);
-        /* else: tun_call's callback frees it (the session's end delivers it) */
+        } else {
+            /* tun_call's callback frees it (the session's end delivers it), after f is gone */
+            call_unlink(c);
+            c->f = NULL;
+        }
     }
+    free(f);
 }

@@ -20,16 +20,25 @@
  *       else                             // FED_LOCAL or FED_QUEUE: rt_claim here
  *           ...
  *   }
- *   if (fed_route(a, ns, env, group, routed, ctx) != 0) claim locally;
+ *   if (fed_route(fed, ns, env, group, routed, ctx) != 0) claim locally;
  *
- * Loop thread only. */
+ * The create paths reach it through agent/claim.h (claim_place). Owner:
+ * struct agent (fed_new in agent_init, fed_free first in agent_fini). It
+ * also owns the capacity reporter (reporter.h). Loop thread only. */
 #ifndef AGENTBOX_AGENT_ROUTE_CLIENT_H
 #define AGENTBOX_AGENT_ROUTE_CLIENT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-struct agent;
+#include "agentbox/common.h"
+
+struct agent_auth;
+struct hub_link;
+struct http_route;
+struct loop;
+struct rt;
+struct fed;
 
 #define FED_ROUTE_TIMEOUT_MS 2000
 
@@ -42,10 +51,10 @@ enum fed_action {
 struct fed_decision {
     int step; /* 1..5 */
     enum fed_action action;
-    char cluster[25]; /* FED_FORWARD: the target; else this cluster */
-    char pool[64];    /* FED_FORWARD: the member pool to pin */
-    int idle;         /* FED_FORWARD: the target's idle as the hub saw it */
-    bool from_hub;    /* false: decided here (step 1 or a fallback) */
+    char cluster[AB_CLUSTER_ID_BUF]; /* FED_FORWARD: the target; else this cluster */
+    char pool[64];                   /* FED_FORWARD: the member pool to pin */
+    int idle;                        /* FED_FORWARD: the target's idle as the hub saw it */
+    bool from_hub;                   /* false: decided here (step 1 or a fallback) */
     char reason[192];
 };
 
@@ -57,15 +66,26 @@ typedef void (*fed_route_fn)(const struct fed_decision *d, void *arg);
  * once, later on the loop thread (never before fed_route returns), within
  * FED_ROUTE_TIMEOUT_MS; arg must stay valid until then. Returns AB_EINVAL
  * (a name missing or over 63 bytes) or AB_ENOMEM without calling done. */
-int fed_route(struct agent *a, const char *ns, const char *env, const char *group,
-              fed_route_fn done, void *arg);
+int fed_route(struct fed *f, const char *ns, const char *env, const char *group, fed_route_fn done,
+              void *arg);
 
-/* Starts the reporter and adds GET /v1/federation/route?env=&scalingGroup=&namespace=
- * to the native API (a diagnostic: runs fed_route for the caller's namespace;
- * an admin key may name another). In agent_start before the routers are built. */
-int fed_agent_start(struct agent *a, char *err, size_t errlen);
+/* What the placement may call; borrowed, must outlive it. */
+struct fed_deps {
+    struct loop *loop;
+    struct rt *rt; /* NULL: no local idle */
+    struct hub_link *hub;
+    struct agent_auth *auth; /* the diagnostic route's callers */
+    const char *cluster;     /* this cluster's id */
+};
+
+/* Starts the reporter. NULL with err set on failure. */
+struct fed *fed_new(const struct fed_deps *deps, char *err, size_t errlen);
+/* GET /v1/federation/route?env=&scalingGroup=&namespace= for the native API
+ * (a diagnostic: runs fed_route for the caller's namespace; an admin key
+ * may name another). Valid until fed_free. */
+const struct http_route *fed_routes(const struct fed *f, size_t *n);
 /* Stops the reporter; routes in flight are dropped without their callback.
- * First thing in agent_fini. Safe when never started. */
-void fed_agent_stop(void);
+ * Before the tunnel stops (its end delivers hub answers still due). NULL is fine. */
+void fed_free(struct fed *f);
 
 #endif

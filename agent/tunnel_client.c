@@ -1,12 +1,12 @@
 /* See tunnel_client.h. */
 #include "agent/tunnel_client.h"
 
-#include "agent/agent.h"
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/metrics.h"
+#include "agentbox/relay.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
 #include "agentbox/tunnel_ws.h"
@@ -21,7 +21,6 @@
 #define STATS_INTERVAL_MS 5000
 
 struct agent_tunnel {
-    struct agent *a;
     struct loop *loop;
     struct lws_vhost *vh;
     struct lws_protocols protocols[2];
@@ -89,18 +88,18 @@ static void on_event(struct tun_session *s, json_t *msg, void *arg)
 static void on_open(struct tun_stream *st, const struct tun_head *head, void *arg)
 {
     struct agent_tunnel *t = arg;
-    enum agent_listener which;
-    if (strcmp(head->service, "e2b") == 0)
-        which = AGENT_E2B;
-    else if (strcmp(head->service, "data") == 0)
-        which = AGENT_DATA;
-    else if (strcmp(head->service, "native") == 0)
-        which = AGENT_NATIVE;
+    struct http_router *router;
+    if (strcmp(head->service, RELAY_SVC_E2B) == 0)
+        router = t->o.e2b_router;
+    else if (strcmp(head->service, RELAY_SVC_DATA) == 0)
+        router = t->o.data_router;
+    else if (strcmp(head->service, RELAY_SVC_NATIVE) == 0)
+        router = t->o.native_router;
     else {
         tun_stream_reset(st, TUN_RESET_NOT_FOUND, "the agent serves only e2b, data and native");
         return;
     }
-    tun_http_serve(st, head, agent_router(t->a, which), "tunnel:hub", t);
+    tun_http_serve(st, head, router, "tunnel:hub", t);
 }
 
 static void want_write(struct tun_session *s, void *arg)
@@ -368,14 +367,15 @@ static int parse_url(struct agent_tunnel *t, const char *url, char *err, size_t 
     return 0;
 }
 
-int agent_tunnel_start(struct agent *a, const struct agent_tunnel_options *o,
+int agent_tunnel_start(struct loop *loop, const struct agent_tunnel_options *o,
                        struct agent_tunnel **out, char *err, size_t errlen)
 {
     struct agent_tunnel *t = calloc(1, sizeof(*t));
-    if (!t)
+    if (!t) {
+        snprintf(err, errlen, "out of memory starting the tunnel client");
         return AB_ENOMEM;
-    t->a = a;
-    t->loop = a->loop;
+    }
+    t->loop = loop;
     t->o = *o;
     if (t->o.ping_interval_ms <= 0)
         t->o.ping_interval_ms = 10000;
@@ -429,7 +429,7 @@ int agent_tunnel_start(struct agent *a, const struct agent_tunnel_options *o,
         ab_strlcpy(t->ca, o->hub_ca, sizeof(t->ca));
         info.client_ssl_ca_filepath = t->ca;
     }
-    t->vh = lws_create_vhost(loop_lws(a->loop), &info);
+    t->vh = lws_create_vhost(loop_lws(loop), &info);
     if (!t->vh) {
         snprintf(err, errlen, "cannot set up the tunnel client (bad hub_ca '%s'?)",
                  o->hub_ca ? o->hub_ca : "");

@@ -10,7 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct agent;
+struct http_router;
+struct loop;
 struct tun_session;
 struct agent_tunnel;
 
@@ -24,11 +25,13 @@ struct agent_tunnel_options {
     int64_t backoff_min_ms;   /* [500] */
     int64_t backoff_max_ms;   /* [30000] */
     int64_t backoff_reset_ms; /* [60000] */
+    /* where streams of each service are dispatched (the listeners' own routers; borrowed) */
+    struct http_router *e2b_router, *data_router, *native_router;
 };
 
 typedef void (*agent_tunnel_event_fn)(json_t *event, void *arg);
 
-int agent_tunnel_start(struct agent *a, const struct agent_tunnel_options *o,
+int agent_tunnel_start(struct loop *loop, const struct agent_tunnel_options *o,
                        struct agent_tunnel **out, char *err, size_t errlen);
 void agent_tunnel_stop(struct agent_tunnel *t);
 /* The established session, or NULL while the tunnel is down. */

@@ -1,18 +1,30 @@
-/* POST /api/admin/clusters {id, name?, region?} → 201 {id, name, region, token}:
- * an admin key registers a cluster and gets its join token once (the hub
- * keeps only the SHA-256). The same as `agentbox-hub cluster add`, through
- * the API; audited. */
-#include "dashboard-api/clusters_api.h"
+/* Every /api/clusters handler except .../federation (federation_api.c):
+ *
+ *   GET  /api/clusters             {"clusters":[{"id","name","region","online","lastSeen",
+ *                                  "agentVersion","disabled"}]} sorted by id; lastSeen
+ *                                  RFC 3339 or null; agentVersion null before a session
+ *   GET  /api/clusters/{id}        one cluster's object, 404 naming the id
+ *                                  (both 503 until the registry's first refresh)
+ *   ANY  /api/clusters/{id}/v1/... that cluster's native API, relayed over its tunnel
+ *   POST /api/admin/clusters {id, name?, region?} → 201 {id, name, region, token}:
+ *        an admin key registers a cluster and gets its join token once (the hub
+ *        keeps only the SHA-256). The same as `agentbox-hub cluster add`,
+ *        through the API; audited.
+ * Loop thread; storage on database workers. */
+#include "dashboard-api/dashboard_api.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/json.h"
 #include "agentbox/sbxid.h"
+#include "agentbox/tunnel_http.h"
 #include "hub/audit.h"
 #include "hub/auth.h"
 #include "hub/clusters.h"
 #include "hub/db.h"
+#include "hub/clusters_table.h"
 #include "hub/hub.h"
+#include "hub/tunnel_server.h"
 
 #include <libpq-fe.h>
 #include <openssl/crypto.h>
@@ -23,7 +35,7 @@
 struct add_req {
     struct hub *h;
     struct http_exchange *ex;
-    char id[SBXID_CLUSTER_MAX + 1];
+    char id[AB_CLUSTER_ID_BUF];
     char name[128], region[64];
     char actor[96];
     char token[80], hash[65];
@@ -67,7 +79,7 @@ static void add_done(void *arg, int status)
 {
     struct add_req *q = arg;
     if (status != 0 || q->result == AB_EIO) {
-        auth_respond_db_error(hub_identity_ctx(), q->ex, AUTH_SURFACE_API, status ? status : AB_EIO,
+        auth_respond_db_error(q->h->auth, q->ex, AUTH_SURFACE_API, status ? status : AB_EIO,
                               q->err);
     } else if (q->result == AB_EEXIST) {
         auth_respond_api_error(q->ex, 409, "CONFLICT",
@@ -95,7 +107,7 @@ static void add_authed(struct http_exchange *ex, const struct keys_principal *p,
     }
     json_t *body = json_parse_object(r->body, r->body_len, 0, err, sizeof(err));
     const char *id = NULL, *name = NULL, *region = NULL;
-    if (!body || json_get_str(body, "id", true, SBXID_CLUSTER_MAX + 8, &id, err, sizeof(err)) ||
+    if (!body || json_get_str(body, "id", true, AB_CLUSTER_ID_MAX + 8, &id, err, sizeof(err)) ||
         json_get_str(body, "name", false, 127, &name, err, sizeof(err)) ||
         json_get_str(body, "region", false, 63, &region, err, sizeof(err))) {
         auth_respond_api_error(ex, 400, "INVALID_ARGUMENT", "%s", err);
@@ -131,18 +143,135 @@ static void add_authed(struct http_exchange *ex, const struct keys_principal *p,
     if (rc != 0) {
         OPENSSL_cleanse(q->token, sizeof(q->token));
         free(q);
-        auth_respond_db_error(hub_identity_ctx(), ex, AUTH_SURFACE_API, rc, "");
+        auth_respond_db_error(h->auth, ex, AUTH_SURFACE_API, rc, "");
     }
 }
 
 static void h_add(struct http_exchange *ex, void *arg)
 {
-    auth_request(hub_identity_ctx(), ex, AUTH_SURFACE_API, add_authed, arg);
+    struct hub *h = arg;
+
+    auth_request(h->auth, ex, AUTH_SURFACE_API, add_authed, arg);
+}
+
+/* --- GET /api/clusters[/{id}]: the registry in memory -------------------------------- */
+
+static json_t *info_json(const struct cluster_info *ci)
+{
+    char seen[32];
+    json_t *o = json_object();
+
+    if (o == NULL)
+        return NULL;
+    clusters_format_time(ci->last_seen_ms, seen, sizeof(seen));
+    json_object_set_new(o, "id", json_string(ci->id));
+    json_object_set_new(o, "name", json_string(ci->name));
+    json_object_set_new(o, "region", json_string(ci->region));
+    json_object_set_new(o, "online", json_boolean(ci->online));
+    json_object_set_new(o, "disabled", json_boolean(ci->disabled));
+    json_object_set_new(o, "lastSeen",
+                        ci->last_seen_ms > 0 && seen[0] != '\0' ? json_string(seen) : json_null());
+    json_object_set_new(o, "agentVersion",
+                        ci->agent_version[0] != '\0' ? json_string(ci->agent_version)
+                                                     : json_null());
+    return o;
+}
+
+static bool answer_not_loaded(struct clusters *c, struct http_exchange *ex)
+{
+    if (clusters_is_loaded(c))
+        return false;
+    const char *why = clusters_last_error(c);
+    http_respond_error(ex, 503, "cluster registry not loaded yet: %s",
+                       why[0] != '\0' ? why : "first refresh in progress");
+    return true;
+}
+
+static void api_list(struct http_exchange *ex, void *arg)
+{
+    struct hub *h = arg;
+    struct clusters *c = h->clusters;
+    json_t *body, *arr;
+
+    if (answer_not_loaded(c, ex))
+        return;
+    body = json_object();
+    arr = json_array();
+    if (body == NULL || arr == NULL)
+        goto oom;
+    for (size_t i = 0; i < clusters_count(c); i++) {
+        struct cluster_info ci;
+
+        if (clusters_at(c, i, &ci) != 0)
+            break;
+        if (json_array_append_new(arr, info_json(&ci)) != 0)
+            goto oom;
+    }
+    json_object_set_new(body, "clusters", arr);
+    http_respond_json(ex, 200, body);
+    return;
+oom:
+    json_decref(arr);
+    json_decref(body);
+    http_respond_error(ex, 503, "out of memory listing clusters");
+}
+
+static void api_get(struct http_exchange *ex, void *arg)
+{
+    struct hub *h = arg;
+    struct clusters *c = h->clusters;
+    const char *id = http_param(ex, "id");
+    struct cluster_info ci;
+    json_t *o;
+
+    if (answer_not_loaded(c, ex))
+        return;
+    if (id == NULL || clusters_get(c, id, &ci) != 0) {
+        char shown[65];
+        size_t n = 0;
+
+        /* Echo the id, but only as printable ASCII (it came off the wire). */
+        for (const char *p = id != NULL ? id : ""; *p != '\0' && n + 1 < sizeof(shown); p++)
+            shown[n++] = (*p >= 0x20 && *p < 0x7f && *p != '\'') ? *p : '?';
+        shown[n] = '\0';
+        http_respond_error(ex, 404, "no cluster '%s': list the clusters with GET /api/clusters",
+                           shown);
+        return;
+    }
+    o = info_json(&ci);
+    if (o == NULL) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    http_respond_json(ex, 200, o);
+}
+
+/* --- ANY /api/clusters/{id}/v1/...: the cluster's native API over its tunnel --------- */
+
+static void h_cluster_native(struct http_exchange *ex, void *arg)
+{
+    struct hub *h = arg;
+    const char *id = http_param(ex, "id");
+    const char *target = http_req(ex)->target;
+    /* the raw target after /api/clusters/<id>, so escapes reach the agent as sent */
+    const char *rest = strstr(target + strlen("/api/clusters/"), "/v1");
+    char msg[160];
+    snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", id);
+    if (!rest) {
+        http_respond_error(ex, 400, "path must be /api/clusters/{id}/v1/...");
+        return;
+    }
+    tun_http_proxy(ex, h->tunnel ? tunnel_server_session(h->tunnel, id) : NULL, "native", rest,
+                   NULL, 0, msg);
 }
 
 int clusters_api_add_routes(struct hub *h, char *err, size_t errlen)
 {
     const struct http_route routes[] = {
+        {"GET", "/api/clusters", api_list, h, 0},
+        {"GET", "/api/clusters/{id}", api_get, h, 0},
+        {"*", "/api/clusters/{id}/v1/{*rest}", h_cluster_native, h, HTTP_ROUTE_STREAM},
+        {"*", "/api/clusters/{id}/v1", h_cluster_native, h, HTTP_ROUTE_STREAM},
         {"POST", "/api/admin/clusters", h_add, h, 0},
         {"POST", "/api/v1/admin/clusters", h_add, h, 0},
     };

@@ -95,7 +95,7 @@ static void key_op_done(void *arg, int status)
         json_object_set_new(o->out, "key", json_string(o->token));
         http_respond_json(o->ex, 201, json_incref(o->out));
     } else {
-        keys_notify_revoked(o->id, o->hash, "revoked");
+        auth_notify_revoked(o->a, o->id, o->hash, "revoked");
         http_respond(o->ex, 204, NULL, NULL, 0, NULL, 0);
     }
     op_free(o);

@@ -16,11 +16,6 @@
 #ifndef AGENTBOX_DASHBOARD_IDENTITY_API_H
 #define AGENTBOX_DASHBOARD_IDENTITY_API_H
 
-#include <stddef.h>
-
-struct hub;
-struct auth_ctx;
-
-int identity_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen);
+#include "dashboard-api/dashboard_api.h" /* identity_api_add_routes */
 
 #endif

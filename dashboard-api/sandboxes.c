@@ -10,6 +10,7 @@
  * Authenticated like the other /api/v1 routes; a tenant sees the sandboxes of
  * its own team and user, an admin key sees every sandbox. Errors {"error",
  * "errorCode"}. Loop thread; queries on database workers. */
+#include "dashboard-api/dashboard_api.h"
 #include "hub/sandbox_events.h"
 
 #include "hub/auth.h"

@@ -17,9 +17,7 @@
 #include "agentbox/loop.h"
 #include "hub/db.h"
 #include "hub/hub.h"
-#include "dashboard-api/identity_api.h"
 #include "hub/vault.h"
-#include "hub/vault_api.h"
 
 /* Keys revoked up to this long before the previous scan are reported again,
  * so a revocation committed late (its revoked_at is its transaction's start)
@@ -38,6 +36,8 @@ struct auth_ctx {
     char (*used)[KEYS_ID_MAX + 1];
     size_t nused;
     struct auth_grant *grants; /* live grants of the public bridge */
+    keys_revocation_fn revocation_fn;
+    void *revocation_arg;
 };
 
 struct auth_grant {
@@ -223,7 +223,7 @@ static void tick_job_done(void *arg, int status)
         ab_strlcpy(a->mark, j->mark_out, sizeof(a->mark));
     for (i = 0; i < j->nrows; i++) {
         LOG_INFO("api key no longer valid", "key_id", j->rows[i].id, "reason", j->rows[i].reason);
-        keys_notify_revoked(j->rows[i].id, j->rows[i].hash, j->rows[i].reason);
+        auth_notify_revoked(a, j->rows[i].id, j->rows[i].hash, j->rows[i].reason);
     }
     tick_job_free(j);
 }
@@ -301,6 +301,19 @@ void auth_free(struct auth_ctx *a)
     vault_keyring_clear(&a->kr);
     free(a->used);
     free(a);
+}
+
+void auth_set_revocation_hook(struct auth_ctx *a, keys_revocation_fn fn, void *arg)
+{
+    a->revocation_fn = fn;
+    a->revocation_arg = arg;
+}
+
+void auth_notify_revoked(struct auth_ctx *a, const char *key_id, const char *hash,
+                         const char *reason)
+{
+    if (a->revocation_fn != NULL)
+        a->revocation_fn(a->revocation_arg, key_id, hash, reason);
 }
 
 const struct vault_keyring *auth_keyring(const struct auth_ctx *a)
@@ -609,54 +622,10 @@ static void validate_route(struct http_exchange *ex, void *arg)
 
 /* --- wiring -------------------------------------------------------------------------------- */
 
-/* The identity context of the one hub in this process (hub_identity_start). */
-static struct auth_ctx *hub_identity;
-
-int hub_identity_start(struct hub *h, const char *secret_value, const char *secret_file, char *err,
-                       size_t errlen)
+int auth_add_internal_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen)
 {
-    struct auth_options o = {0};
-    const struct http_route routes[1] = {
-        {"POST", "/internal/v1/keys/validate", validate_route, NULL, 0},
+    const struct http_route routes[] = {
+        {"POST", "/internal/v1/keys/validate", validate_route, a, 0},
     };
-    struct http_route rt[1];
-    char *secret = NULL;
-    size_t len = 0;
-    int rc;
-
-    if (hub_identity != NULL) {
-        snprintf(err, errlen, "the identity routes are already started");
-        return AB_EEXIST;
-    }
-    rc = vault_hub_secret_load("hub_secret", secret_value, secret_file, &secret, &len, err, errlen);
-    if (rc != 0)
-        return rc;
-    o.loop = h->loop;
-    o.db = h->db;
-    o.hub_secret = secret;
-    o.hub_secret_len = len;
-    hub_identity = auth_new(&o, err, errlen);
-    OPENSSL_cleanse(secret, len);
-    free(secret);
-    if (hub_identity == NULL)
-        return AB_EINVAL;
-    memcpy(rt, routes, sizeof(rt));
-    rt[0].arg = hub_identity;
-    rc = hub_add_internal_routes(h, rt, AB_ARRAY_LEN(rt), err, errlen);
-    if (rc == 0)
-        rc = identity_api_add_routes(h, hub_identity, err, errlen);
-    if (rc == 0)
-        rc = vault_api_add_routes(h, hub_identity, err, errlen);
-    return rc;
-}
-
-struct auth_ctx *hub_identity_ctx(void)
-{
-    return hub_identity;
-}
-
-void hub_identity_stop(void)
-{
-    auth_free(hub_identity);
-    hub_identity = NULL;
+    return hub_add_internal_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
 }

@@ -95,6 +95,13 @@ int auth_validate_hash(struct auth_ctx *a, const char *hash, auth_validate_fn cb
 /* {keyId, name, team, user, namespace, role, mode, expiresAt}: no hash, no token. */
 json_t *auth_principal_json(const struct keys_principal *p);
 
+/* The revocation hook (keys.h) of this context; NULL removes it. serve.c
+ * points it at the tunnel server, and clears it before the tunnel goes. */
+void auth_set_revocation_hook(struct auth_ctx *a, keys_revocation_fn fn, void *arg);
+/* Calls the hook, if any: the scan (auth.c) and the key API's revoke. */
+void auth_notify_revoked(struct auth_ctx *a, const char *key_id, const char *hash,
+                         const char *reason);
+
 /* Records that a key was used (batched into last_used_at). */
 void auth_mark_used(struct auth_ctx *a, const char *key_id);
 
@@ -108,18 +115,10 @@ void auth_respond_db_error(struct auth_ctx *a, struct http_exchange *ex, enum au
 
 /* --- wiring into `serve` --------------------------------------------------------- */
 
-/* Loads the hub secret (secret_value, else the first line of secret_file;
- * missing or short → AB_EINVAL saying how to make one), creates the
- * process's identity context and adds every identity route: /api/v1/auth/whoami,
- * /api/v1/api-keys, /api/v1/admin/api-keys, /e2b/secrets on the API router,
- * and /internal/v1/keys/validate, /internal/v1/vault/resolve on the internal
- * (tunnel-only) router. Between hub_init and hub_start. */
-int hub_identity_start(struct hub *h, const char *secret_value, const char *secret_file, char *err,
-                       size_t errlen);
-/* The context hub_identity_start made (NULL before), for the tunnel code. */
-struct auth_ctx *hub_identity_ctx(void);
-/* In hub_fini after db_pool_free (pending jobs' done() still use the
- * context), before loop_free. Safe when never started. */
-void hub_identity_stop(void);
+/* Adds POST /internal/v1/keys/validate (the tunnel-only router) answered by
+ * a. serve.c creates the context (auth_new, the secret from
+ * vault_hub_secret_load) and registers the public identity routes
+ * (dashboard-api/) and /e2b/secrets (vault_api.h). Before hub_start. */
+int auth_add_internal_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen);
 
 #endif

@@ -117,39 +117,14 @@ static void usage(FILE *f)
 
 static int connect_db(const struct cluster_cli_config *cfg, PGconn **out, char *err, size_t errlen)
 {
-    const char *keys[4], *vals[4];
-    char timeout[32], msg[512];
-    PGconn *c;
-    int n = 0;
+    struct db_connect_options o = {
+        .database_url = cfg->database_url,
+        .connect_timeout_ms = cfg->connect_timeout_ms,
+        .application_name = "agentbox-hub cluster",
+        .hint = DB_CONNECT_HINT,
+    };
 
-    snprintf(timeout, sizeof(timeout), "%" PRId64,
-             AB_MAX(cfg->connect_timeout_ms, (int64_t)1000) / 1000);
-    keys[n] = "connect_timeout";
-    vals[n++] = timeout;
-    keys[n] = "fallback_application_name";
-    vals[n++] = "agentbox-hub cluster";
-    if (cfg->database_url != NULL && cfg->database_url[0] != '\0') {
-        keys[n] = "dbname";
-        vals[n++] = cfg->database_url;
-    }
-    keys[n] = NULL;
-    vals[n] = NULL;
-    c = PQconnectdbParams(keys, vals, 1);
-    if (c == NULL) {
-        snprintf(err, errlen, "out of memory connecting to PostgreSQL");
-        return AB_ENOMEM;
-    }
-    if (PQstatus(c) != CONNECTION_OK) {
-        db_one_line(msg, sizeof(msg), PQerrorMessage(c));
-        snprintf(err, errlen,
-                 "cannot connect to PostgreSQL: %s (set --database-url, DATABASE_URL or PG* "
-                 "variables)",
-                 msg);
-        PQfinish(c);
-        return AB_EIO;
-    }
-    *out = c;
-    return 0;
+    return db_connect(&o, out, err, errlen);
 }
 
 /* Runs a statement that returns no rows; AB_EIO with err on failure. */
@@ -531,7 +506,7 @@ static int check_args(const struct cli_command *cmd, const struct cluster_cli_co
                 "agentbox-hub cluster %s: invalid cluster id '%.64s': %s (a DNS label of at "
                 "most %d characters: lowercase letters, digits and '-', starting and ending "
                 "with a letter or digit)\n",
-                cmd->name, id, why, SBXID_CLUSTER_MAX);
+                cmd->name, id, why, AB_CLUSTER_ID_MAX);
         return 2;
     }
     if (cmd->cmd == CMD_ADD) {

@@ -23,7 +23,6 @@
 #include "agentbox/loop.h"
 #include "hub/clusters_table.h"
 #include "hub/db.h"
-#include "hub/hub.h"
 
 #define CLUSTERS_ERR_MAX 256
 #define CLUSTERS_INSTANCE_MAX 96
@@ -32,7 +31,6 @@
 #define CLUSTERS_SESSION_KEEP "7 days"
 
 struct clusters {
-    struct hub *hub;
     struct loop *loop;
     struct db_pool *db;
     struct clusters_table table;
@@ -293,7 +291,7 @@ const char *clusters_hub_instance(struct clusters *c)
 
 struct begin_job {
     struct clusters *c;
-    char id[25];
+    char id[AB_CLUSTER_ID_BUF];
     char version[64];
     char instance[CLUSTERS_INSTANCE_MAX];
     void (*done)(void *arg, int status, int64_t epoch);
@@ -422,7 +420,7 @@ void clusters_session_online(struct clusters *c, const char *cluster_id, int64_t
 
 struct end_job {
     struct clusters *c;
-    char id[25];
+    char id[AB_CLUSTER_ID_BUF];
     int64_t epoch;
     char err[CLUSTERS_ERR_MAX];
 };
@@ -578,7 +576,7 @@ static void flush_tick(struct loop_timer *t)
     loop_timer_start(c->loop, &c->flush_timer, CLUSTERS_TOUCH_FLUSH_MS, flush_tick, c);
 }
 
-/* --- lookups and the API ------------------------------------------------------------ */
+/* --- lookups ------------------------------------------------------------ */
 
 int clusters_check_token(struct clusters *c, const char *cluster_id, const char *token, char *why,
                          size_t whylen)
@@ -596,100 +594,22 @@ int clusters_get(struct clusters *c, const char *cluster_id, struct cluster_info
     return 0;
 }
 
-static json_t *info_json(const struct cluster_info *ci)
+size_t clusters_count(struct clusters *c)
 {
-    char seen[32];
-    json_t *o = json_object();
-
-    if (o == NULL)
-        return NULL;
-    clusters_format_time(ci->last_seen_ms, seen, sizeof(seen));
-    json_object_set_new(o, "id", json_string(ci->id));
-    json_object_set_new(o, "name", json_string(ci->name));
-    json_object_set_new(o, "region", json_string(ci->region));
-    json_object_set_new(o, "online", json_boolean(ci->online));
-    json_object_set_new(o, "disabled", json_boolean(ci->disabled));
-    json_object_set_new(o, "lastSeen",
-                        ci->last_seen_ms > 0 && seen[0] != '\0' ? json_string(seen) : json_null());
-    json_object_set_new(o, "agentVersion",
-                        ci->agent_version[0] != '\0' ? json_string(ci->agent_version)
-                                                     : json_null());
-    return o;
+    return c->table.n;
 }
 
-static bool answer_not_loaded(struct clusters *c, struct http_exchange *ex)
+int clusters_at(struct clusters *c, size_t i, struct cluster_info *out)
 {
-    if (c->table.loaded)
-        return false;
-    http_respond_error(ex, 503, "cluster registry not loaded yet: %s",
-                       c->last_error[0] != '\0' ? c->last_error : "first refresh in progress");
-    return true;
+    if (i >= c->table.n)
+        return AB_ENOENT;
+    clusters_table_info(&c->table.v[i], out);
+    return 0;
 }
 
-static void api_list(struct http_exchange *ex, void *arg)
+const char *clusters_last_error(struct clusters *c)
 {
-    struct clusters *c = arg;
-    json_t *body, *arr;
-
-    if (answer_not_loaded(c, ex))
-        return;
-    body = json_object();
-    arr = json_array();
-    if (body == NULL || arr == NULL)
-        goto oom;
-    for (size_t i = 0; i < c->table.n; i++) {
-        struct cluster_info ci;
-
-        clusters_table_info(&c->table.v[i], &ci);
-        if (json_array_append_new(arr, info_json(&ci)) != 0)
-            goto oom;
-    }
-    json_object_set_new(body, "clusters", arr);
-    http_respond_json(ex, 200, body);
-    return;
-oom:
-    json_decref(arr);
-    json_decref(body);
-    http_respond_error(ex, 503, "out of memory listing clusters");
-}
-
-static void api_get(struct http_exchange *ex, void *arg)
-{
-    struct clusters *c = arg;
-    const char *id = http_param(ex, "id");
-    struct cluster_info ci;
-    json_t *o;
-
-    if (answer_not_loaded(c, ex))
-        return;
-    if (id == NULL || clusters_get(c, id, &ci) != 0) {
-        char shown[65];
-        size_t n = 0;
-
-        /* Echo the id, but only as printable ASCII (it came off the wire). */
-        for (const char *p = id != NULL ? id : ""; *p != '\0' && n + 1 < sizeof(shown); p++)
-            shown[n++] = (*p >= 0x20 && *p < 0x7f && *p != '\'') ? *p : '?';
-        shown[n] = '\0';
-        http_respond_error(ex, 404, "no cluster '%s': list the clusters with GET /api/clusters",
-                           shown);
-        return;
-    }
-    o = info_json(&ci);
-    if (o == NULL) {
-        http_respond_error(ex, 503, "out of memory");
-        return;
-    }
-    http_respond_json(ex, 200, o);
-}
-
-int clusters_add_routes(struct hub *h, struct clusters *c, char *err, size_t errlen)
-{
-    const struct http_route routes[] = {
-        {"GET", "/api/clusters", api_list, c, 0},
-        {"GET", "/api/clusters/{id}", api_get, c, 0},
-    };
-
-    return hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
+    return c->last_error;
 }
 
 /* --- lifetime --------------------------------------------------------------------- */
@@ -708,13 +628,13 @@ static void make_instance(char *out, size_t len)
     snprintf(out, len, "%s-%s", host, hex);
 }
 
-int clusters_new(struct hub *h, struct clusters **out, char *err, size_t errlen)
+int clusters_new(const struct clusters_deps *d, struct clusters **out, char *err, size_t errlen)
 {
     struct clusters *c;
 
     *out = NULL;
-    if (h == NULL || h->loop == NULL || h->db == NULL) {
-        snprintf(err, errlen, "clusters_new needs an initialised hub (hub_init first)");
+    if (d->loop == NULL || d->db == NULL) {
+        snprintf(err, errlen, "clusters_new needs the hub's loop and database pool");
         return AB_EINVAL;
     }
     c = calloc(1, sizeof(*c));
@@ -722,9 +642,8 @@ int clusters_new(struct hub *h, struct clusters **out, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory creating the cluster registry");
         return AB_ENOMEM;
     }
-    c->hub = h;
-    c->loop = h->loop;
-    c->db = h->db;
+    c->loop = d->loop;
+    c->db = d->db;
     make_instance(c->instance, sizeof(c->instance));
     loop_timer_start(c->loop, &c->refresh_timer, 0, refresh_tick, c);
     loop_timer_start(c->loop, &c->flush_timer, CLUSTERS_TOUCH_FLUSH_MS, flush_tick, c);

@@ -11,7 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct hub;
+#include "agentbox/common.h"
+
+struct loop;
+struct db_pool;
 struct clusters;
 
 #define CLUSTERS_REFRESH_MS 2000      /* reload of the clusters table */
@@ -20,7 +23,7 @@ struct clusters;
 #define CLUSTERS_MAX 10000            /* clusters held in memory; more is a refresh error */
 
 struct cluster_info {
-    char id[25];
+    char id[AB_CLUSTER_ID_BUF];
     char name[128];
     char region[64];
     bool disabled;
@@ -30,10 +33,16 @@ struct cluster_info {
     char agent_version[64];
 };
 
-/* Creates the registry of h (after hub_init: uses h->loop and h->db) and
- * starts the refresh timer (every 2 s, the first at once) and the last_seen
- * flush timer (every 10 s). Free with clusters_free before loop_free. */
-int clusters_new(struct hub *h, struct clusters **out, char *err, size_t errlen);
+/* What the registry may use; neither owned. */
+struct clusters_deps {
+    struct loop *loop;
+    struct db_pool *db;
+};
+
+/* Creates the registry and starts the refresh timer (every 2 s, the first
+ * at once) and the last_seen flush timer (every 10 s). Free with
+ * clusters_free before loop_free. */
+int clusters_new(const struct clusters_deps *d, struct clusters **out, char *err, size_t errlen);
 /* Cancels the timers. Database jobs still in flight keep the memory until
  * their done() ran (db_pool_free runs them), so call it before or after
  * db_pool_free. NULL is fine. */
@@ -87,12 +96,13 @@ void clusters_touch(struct clusters *c, const char *cluster_id, int64_t epoch);
 /* Copies one cluster's state. 0, or AB_ENOENT when unknown in memory. */
 int clusters_get(struct clusters *c, const char *cluster_id, struct cluster_info *out);
 
-/* GET /api/clusters → {"clusters":[{"id","name","region","online","lastSeen",
- * "agentVersion"}]} sorted by id; lastSeen RFC 3339 or null (also "disabled";
- * agentVersion null before the first session).
- * GET /api/clusters/{id} → one cluster's object, 404 naming the id.
- * Both answer 503 until the first refresh succeeded. */
-int clusters_add_routes(struct hub *h, struct clusters *c, char *err, size_t errlen);
+/* The registry in memory, for the console (dashboard-api/clusters_api.c):
+ * clusters_count entries sorted by id; clusters_at copies entry i (AB_ENOENT
+ * past the end). clusters_last_error: why the last refresh failed ("" when it
+ * did not). */
+size_t clusters_count(struct clusters *c);
+int clusters_at(struct clusters *c, size_t i, struct cluster_info *out);
+const char *clusters_last_error(struct clusters *c);
 
 /* `agentbox-hub cluster ...` (cluster_cli.c); argv[0] is the first argument
  * after "cluster". Returns the exit status: 0 done, 1 refused or failed,

@@ -9,13 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agentbox/common.h"
+
 #include "hub/clusters.h"
 
 #define CLUSTERS_TOKEN_MAX 256 /* longer bearer tokens are refused before hashing */
 
 /* One cluster as the last refresh read it from PostgreSQL. */
 struct clusters_row {
-    char id[25];
+    char id[AB_CLUSTER_ID_BUF];
     char name[128];
     char region[64];
     char token_hash[65]; /* lowercase hex SHA-256 of the join token */
@@ -43,7 +45,7 @@ struct clusters_table {
 
 /* Why a live session has to go after a refresh. */
 struct clusters_revocation {
-    char id[25];
+    char id[AB_CLUSTER_ID_BUF];
     const char *reason; /* static: "cluster disabled", "token rotated", "cluster removed" */
 };
 

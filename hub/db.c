@@ -261,40 +261,69 @@ static bool conn_is_alive(PGconn *c)
     return PQstatus(c) == CONNECTION_OK;
 }
 
+int db_connect(const struct db_connect_options *o, PGconn **out, char *err, size_t errlen)
+{
+    const char *keys[10], *vals[10];
+    char timeout[32], options[64], msg[DB_ERROR_MAX];
+    int n = 0;
+    PGconn *c;
+
+    *out = NULL;
+    snprintf(timeout, sizeof(timeout), "%" PRId64,
+             AB_MAX((o->connect_timeout_ms + 999) / 1000, (int64_t)1));
+    keys[n] = "connect_timeout", vals[n++] = timeout;
+    if (o->statement_timeout_ms > 0) {
+        snprintf(options, sizeof(options), "-c statement_timeout=%" PRId64,
+                 o->statement_timeout_ms);
+        keys[n] = "options", vals[n++] = options;
+    }
+    if (o->application_name != NULL)
+        keys[n] = "fallback_application_name", vals[n++] = o->application_name;
+    if (o->keepalives) {
+        keys[n] = "keepalives", vals[n++] = "1";
+        keys[n] = "keepalives_idle", vals[n++] = "10";
+        keys[n] = "keepalives_interval", vals[n++] = "5";
+        keys[n] = "keepalives_count", vals[n++] = "3";
+    }
+    if (o->database_url != NULL && o->database_url[0] != '\0') {
+        /* Expanded last, so settings in the URL win over these defaults. */
+        keys[n] = "dbname", vals[n++] = o->database_url;
+    }
+    keys[n] = NULL, vals[n] = NULL;
+    c = PQconnectdbParams(keys, vals, 1);
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory creating a PostgreSQL connection");
+        return AB_ENOMEM;
+    }
+    if (PQstatus(c) != CONNECTION_OK) {
+        db_error_line(c, NULL, msg, sizeof(msg));
+        if (o->hint != NULL)
+            snprintf(err, errlen, "cannot connect to PostgreSQL: %s %s", msg, o->hint);
+        else
+            ab_strlcpy(err, msg, errlen);
+        PQfinish(c);
+        return AB_EIO;
+    }
+    *out = c;
+    return 0;
+}
+
 static int worker_connect(struct db_worker *w)
 {
     struct db_pool *p = w->pool;
-    const char *keys[10], *vals[10];
-    char timeout[32], options[64];
     char msg[DB_ERROR_MAX];
-    int n = 0;
+    struct db_connect_options o = {
+        .database_url = p->database_url,
+        .connect_timeout_ms = p->connect_timeout_ms,
+        .application_name = p->application_name,
+        .statement_timeout_ms = p->statement_timeout_ms,
+        .keepalives = true,
+    };
+    int rc = db_connect(&o, &w->conn, msg, sizeof(msg));
 
-    snprintf(timeout, sizeof(timeout), "%" PRId64,
-             AB_MAX((p->connect_timeout_ms + 999) / 1000, (int64_t)1));
-    snprintf(options, sizeof(options), "-c statement_timeout=%" PRId64, p->statement_timeout_ms);
-    keys[n] = "connect_timeout", vals[n++] = timeout;
-    keys[n] = "options", vals[n++] = options;
-    keys[n] = "fallback_application_name", vals[n++] = p->application_name;
-    keys[n] = "keepalives", vals[n++] = "1";
-    keys[n] = "keepalives_idle", vals[n++] = "10";
-    keys[n] = "keepalives_interval", vals[n++] = "5";
-    keys[n] = "keepalives_count", vals[n++] = "3";
-    if (p->database_url != NULL && p->database_url[0] != '\0') {
-        /* Expanded last, so settings in the URL win over these defaults. */
-        keys[n] = "dbname", vals[n++] = p->database_url;
-    }
-    keys[n] = NULL, vals[n] = NULL;
-    w->conn = PQconnectdbParams(keys, vals, 1);
-    if (w->conn == NULL) {
-        set_down(p, "out of memory creating a PostgreSQL connection");
-        return AB_ENOMEM;
-    }
-    if (PQstatus(w->conn) != CONNECTION_OK) {
-        db_error_line(w->conn, NULL, msg, sizeof(msg));
-        PQfinish(w->conn);
-        w->conn = NULL;
+    if (rc != 0) {
         set_down(p, msg);
-        return AB_EIO;
+        return rc;
     }
     set_up(p);
     return 0;

@@ -65,6 +65,25 @@ const char *db_pool_last_error(struct db_pool *p, char *buf, size_t len);
 /* Jobs submitted and not yet done. */
 size_t db_pool_pending(struct db_pool *p);
 
+/* How to reach PostgreSQL: the one libpq connect of the hub (the pool's
+ * workers and the CLIs). */
+struct db_connect_options {
+    const char *database_url;     /* URL or conninfo; NULL or "": libpq's PG* variables */
+    int64_t connect_timeout_ms;   /* rounded up to whole seconds, at least 1 */
+    const char *application_name; /* fallback_application_name (the URL's wins) */
+    int64_t statement_timeout_ms; /* > 0: SET statement_timeout for the session */
+    bool keepalives;              /* TCP keepalives (10 s idle, 5 s apart, 3 probes) */
+    const char *hint;             /* CLIs: what to set (DB_CONNECT_HINT), see below */
+};
+
+#define DB_CONNECT_HINT "(set --database-url, DATABASE_URL or PG* variables)"
+
+/* Connects; settings in the URL win over the options (it is expanded last).
+ * 0 with *out (the caller PQfinish()es it); AB_ENOMEM; or AB_EIO with err =
+ * libpq's words on one line (the pool's last error), or with a hint
+ * "cannot connect to PostgreSQL: <libpq's words> <hint>". */
+int db_connect(const struct db_connect_options *o, PGconn **out, char *err, size_t errlen);
+
 /* Copies the error of conn (or of res when not NULL) as one line into buf. */
 const char *db_error_line(PGconn *conn, const PGresult *res, char *buf, size_t len);
 

@@ -28,7 +28,22 @@
 #define FAN_CLUSTERS_MAX 4096
 #define ENVS_MAX 100000
 
-static struct hub *g_hub;
+typedef void (*front_fn)(struct e2b_front *fr, struct http_exchange *ex,
+                         const struct keys_principal *p);
+
+/* One authenticated route: the operation and the front it runs on. */
+struct front_route {
+    struct e2b_front *fr;
+    front_fn fn;
+};
+
+enum { OP_ID, OP_METRICS, OP_CREATE, OP_LIST, OP_LIST_V2, OP_TEMPLATES, OP_ANY, OP_COUNT };
+
+struct e2b_front {
+    struct e2b_front_deps d;
+    struct tunnel_server *tunnel; /* e2b_front_set_tunnel; NULL until the hub started */
+    struct front_route ops[OP_COUNT];
+};
 
 /* The request target below /e2b or /data (prefix_len bytes), as "/...". */
 static void sub_target(const struct http_request *r, size_t prefix_len, char *out, size_t len)
@@ -55,7 +70,7 @@ static int keep_headers(const struct http_request *r, struct tun_header *h)
 
 struct one {
     struct http_exchange *ex;
-    char cluster[SBXID_CLUSTER_MAX + 1];
+    char cluster[AB_CLUSTER_ID_BUF];
 };
 
 static void one_done(const struct tun_call_result *res, void *arg)
@@ -72,11 +87,11 @@ static void one_done(const struct tun_call_result *res, void *arg)
 
 /* Sends the request (method of ex, target, body) to cluster's e2b service and
  * answers ex with its answer; 503 naming the cluster when it has no session. */
-static void send_to(struct http_exchange *ex, const char *cluster, const char *target,
-                    const char *body, size_t len)
+static void send_to(struct e2b_front *fr, struct http_exchange *ex, const char *cluster,
+                    const char *target, const char *body, size_t len)
 {
     const struct http_request *r = http_req(ex);
-    struct tun_session *s = tunnel_server_session(g_hub->tunnel, cluster);
+    struct tun_session *s = tunnel_server_session(fr->tunnel, cluster);
     struct tun_header h[8];
     int n = keep_headers(r, h);
     struct one *o;
@@ -105,18 +120,17 @@ static void send_to(struct http_exchange *ex, const char *cluster, const char *t
 
 /* --- authentication ------------------------------------------------------------------ */
 
-typedef void (*front_fn)(struct http_exchange *ex, const struct keys_principal *p);
-
 static void authed(struct http_exchange *ex, const struct keys_principal *p, void *arg)
 {
-    front_fn fn = *(front_fn *)arg;
-    fn(ex, p);
+    struct front_route *r = arg;
+    r->fn(r->fr, ex, p);
 }
 
 static void h_auth(struct http_exchange *ex, void *arg)
 {
-    struct auth_ctx *a = hub_identity_ctx();
-    if (!a || !g_hub->tunnel) {
+    struct front_route *r = arg;
+    struct auth_ctx *a = r->fr->d.auth;
+    if (!a || !r->fr->tunnel) {
         http_respond_error(ex, 503, "the hub is starting: retry shortly");
         return;
     }
@@ -125,25 +139,26 @@ static void h_auth(struct http_exchange *ex, void *arg)
 
 /* --- id-addressed calls ----------------------------------------------------------------- */
 
-static void id_op(struct http_exchange *ex, const struct keys_principal *p)
+static void id_op(struct e2b_front *fr, struct http_exchange *ex, const struct keys_principal *p)
 {
     const struct http_request *r = http_req(ex);
     const char *id = http_param(ex, "id");
-    char cluster[SBXID_CLUSTER_MAX + 1], target[TARGET_MAX];
+    char cluster[AB_CLUSTER_ID_BUF], target[TARGET_MAX];
     (void)p;
     if (!id || sbxid_cluster_of(id, cluster) != 0) {
         http_respond_error(ex, 404, "sandbox \"%.80s\" not found", id ? id : "");
         return;
     }
     sub_target(r, 4, target, sizeof(target));
-    send_to(ex, cluster, target, r->body, r->body_len);
+    send_to(fr, ex, cluster, target, r->body, r->body_len);
 }
 
 /* GET /sandboxes/metrics?sandbox_ids=a,b: every id must be of one cluster. */
-static void metrics_op(struct http_exchange *ex, const struct keys_principal *p)
+static void metrics_op(struct e2b_front *fr, struct http_exchange *ex,
+                       const struct keys_principal *p)
 {
     const struct http_request *r = http_req(ex);
-    char ids[4096], first[SBXID_CLUSTER_MAX + 1] = "", c[SBXID_CLUSTER_MAX + 1];
+    char ids[4096], first[AB_CLUSTER_ID_BUF] = "", c[AB_CLUSTER_ID_BUF];
     char target[TARGET_MAX];
     (void)p;
     if (http_query_get(r, "sandbox_ids", ids, sizeof(ids)) != 0 || !ids[0]) {
@@ -165,12 +180,13 @@ static void metrics_op(struct http_exchange *ex, const struct keys_principal *p)
         ab_strlcpy(first, c, sizeof(first));
     }
     sub_target(r, 4, target, sizeof(target));
-    send_to(ex, first, target, NULL, 0);
+    send_to(fr, ex, first, target, NULL, 0);
 }
 
 /* --- creates ------------------------------------------------------------------------------ */
 
-static void create_op(struct http_exchange *ex, const struct keys_principal *p)
+static void create_op(struct e2b_front *fr, struct http_exchange *ex,
+                      const struct keys_principal *p)
 {
     const struct http_request *r = http_req(ex);
     char err[512], target[TARGET_MAX], tmpl[REF_MAX];
@@ -194,7 +210,7 @@ static void create_op(struct http_exchange *ex, const struct keys_principal *p)
             http_respond_error(ex, 400, "templateID prefix '%.64s' is not a cluster id",
                                ref.cluster);
         else
-            send_to(ex, ref.cluster, target, r->body, r->body_len);
+            send_to(fr, ex, ref.cluster, target, r->body, r->body_len);
         goto out;
     }
     const char *group =
@@ -204,7 +220,7 @@ static void create_op(struct http_exchange *ex, const struct keys_principal *p)
                            ROUTE_NAME_MAX);
         goto out;
     }
-    struct federation *f = hub_federation();
+    struct federation *f = fr->d.fed;
     struct route_query q = {
         .ns = p->namespace,
         .env = ref.name,
@@ -215,12 +231,9 @@ static void create_op(struct http_exchange *ex, const struct keys_principal *p)
         .now_ms = federation_now_ms(),
     };
     struct route_decision d;
-    memset(&d, 0, sizeof(d));
-    if (f)
-        fed_registry_decide(federation_registry(f), &q, &d);
-    route_api_count(&q, &d);
-    if (!f || !d.cluster[0]) {
-        http_respond_error(ex, 404,
+    federation_place(f, &q, &d);
+    if (!d.cluster[0]) { /* the agent's E2B create answers an unknown env 400 too */
+        http_respond_error(ex, 400,
                            "sandbox env \"%s\" is not offered in namespace %s by any cluster "
                            "connected to the hub: GET /templates lists the envs you can use",
                            ref.name, p->namespace);
@@ -241,7 +254,7 @@ static void create_op(struct http_exchange *ex, const struct keys_principal *p)
         http_respond_error(ex, 503, "out of memory while placing the create");
         goto out;
     }
-    send_to(ex, to.cluster, target, txt, strlen(txt));
+    send_to(fr, ex, to.cluster, target, txt, strlen(txt));
     free(txt);
 out:
     json_decref(b);
@@ -252,10 +265,11 @@ out:
 enum fan_kind { FAN_LIST, FAN_LIST_V2, FAN_TEMPLATES };
 
 struct fan {
+    struct e2b_front *fr;
     struct http_exchange *ex; /* NULL once answered */
     enum fan_kind kind;
     char target[TARGET_MAX]; /* sent to every cluster */
-    char (*clusters)[SBXID_CLUSTER_MAX + 1];
+    char (*clusters)[AB_CLUSTER_ID_BUF];
     size_t n, next, inflight;
     json_t *items;
     json_t *seen; /* templates: templateID → true */
@@ -374,7 +388,7 @@ static void fan_pump(struct fan *f)
 
     while (f->next < f->n && f->inflight < E2B_FRONT_FANOUT) {
         const char *c = f->clusters[f->next++];
-        struct tun_session *s = tunnel_server_session(g_hub->tunnel, c);
+        struct tun_session *s = tunnel_server_session(f->fr->tunnel, c);
         if (s && tun_call(s, "e2b", "GET", f->target, h, nh, NULL, 0, E2B_FRONT_BODY_MAX,
                           fan_one_done, f) == 0) {
             f->inflight++;
@@ -424,7 +438,8 @@ static void strip_paging(const struct http_request *r, const char *path, char *o
     }
 }
 
-static void fan_start(struct http_exchange *ex, enum fan_kind kind, const char *path)
+static void fan_start(struct e2b_front *fr, struct http_exchange *ex, enum fan_kind kind,
+                      const char *path)
 {
     const struct http_request *r = http_req(ex);
     struct fan *f = calloc(1, sizeof(*f));
@@ -437,6 +452,7 @@ static void fan_start(struct http_exchange *ex, enum fan_kind kind, const char *
         http_respond_error(ex, 503, "out of memory while listing");
         return;
     }
+    f->fr = fr;
     f->ex = ex;
     f->kind = kind;
     if (kind == FAN_LIST_V2) {
@@ -456,37 +472,39 @@ static void fan_start(struct http_exchange *ex, enum fan_kind kind, const char *
     } else {
         snprintf(f->target, sizeof(f->target), "%s%s%s", path, r->query[0] ? "?" : "", r->query);
     }
-    tunnel_server_each_online(g_hub->tunnel, fan_add_cluster, f);
+    tunnel_server_each_online(fr->tunnel, fan_add_cluster, f);
     qsort(f->clusters, f->n, sizeof(f->clusters[0]), by_cluster);
-    loop_timer_start(g_hub->loop, &f->deadline, E2B_FRONT_DEADLINE_MS, fan_deadline, f);
+    loop_timer_start(fr->d.loop, &f->deadline, E2B_FRONT_DEADLINE_MS, fan_deadline, f);
     fan_pump(f);
     if (!f->ex && f->inflight == 0)
         fan_free(f);
 }
 
-static void list_op(struct http_exchange *ex, const struct keys_principal *p)
+static void list_op(struct e2b_front *fr, struct http_exchange *ex, const struct keys_principal *p)
 {
     (void)p;
-    fan_start(ex, FAN_LIST, "/sandboxes");
+    fan_start(fr, ex, FAN_LIST, "/sandboxes");
 }
 
-static void list_v2_op(struct http_exchange *ex, const struct keys_principal *p)
+static void list_v2_op(struct e2b_front *fr, struct http_exchange *ex,
+                       const struct keys_principal *p)
 {
     (void)p;
-    fan_start(ex, FAN_LIST_V2, "/v2/sandboxes");
+    fan_start(fr, ex, FAN_LIST_V2, "/v2/sandboxes");
 }
 
-static void templates_op(struct http_exchange *ex, const struct keys_principal *p)
+static void templates_op(struct e2b_front *fr, struct http_exchange *ex,
+                         const struct keys_principal *p)
 {
     (void)p;
-    fan_start(ex, FAN_TEMPLATES, "/templates");
+    fan_start(fr, ex, FAN_TEMPLATES, "/templates");
 }
 
 /* GET /templates/{id} and whatever else the E2B surface has (the 501
  * catalogue, /api-keys): `cluster::x` ids go to that cluster, the rest to the
  * first connected cluster by id, which answers for the namespace as a whole. */
 struct first_cluster {
-    char id[SBXID_CLUSTER_MAX + 1];
+    char id[AB_CLUSTER_ID_BUF];
 };
 
 static void pick_first(void *arg, const char *id)
@@ -496,7 +514,7 @@ static void pick_first(void *arg, const char *id)
         ab_strlcpy(fc->id, id, sizeof(fc->id));
 }
 
-static void any_op(struct http_exchange *ex, const struct keys_principal *p)
+static void any_op(struct e2b_front *fr, struct http_exchange *ex, const struct keys_principal *p)
 {
     const struct http_request *r = http_req(ex);
     const char *id = http_param(ex, "id");
@@ -507,15 +525,15 @@ static void any_op(struct http_exchange *ex, const struct keys_principal *p)
     sub_target(r, 4, target, sizeof(target));
     if (id && ref_parse(id, &ref) == 0 && ref.cluster[0] &&
         sbxid_cluster_is_valid(ref.cluster, NULL, 0)) {
-        send_to(ex, ref.cluster, target, r->body, r->body_len);
+        send_to(fr, ex, ref.cluster, target, r->body, r->body_len);
         return;
     }
-    tunnel_server_each_online(g_hub->tunnel, pick_first, &fc);
+    tunnel_server_each_online(fr->tunnel, pick_first, &fc);
     if (!fc.id[0]) {
         http_respond_error(ex, 503, "no cluster is connected to the hub: retry once an agent is");
         return;
     }
-    send_to(ex, fc.id, target, r->body, r->body_len);
+    send_to(fr, ex, fc.id, target, r->body, r->body_len);
 }
 
 /* --- the data plane --------------------------------------------------------------------- */
@@ -529,7 +547,7 @@ static void data_error(struct http_exchange *ex, int status, const char *msg)
 static int data_target_id(const struct http_request *r, char *id, size_t len)
 {
     static const char *const hdr[] = {"E2b-Sandbox-Id", "X-Sandbox-Id"};
-    char cluster[SBXID_CLUSTER_MAX + 1];
+    char cluster[AB_CLUSTER_ID_BUF];
     for (size_t i = 0; i < AB_ARRAY_LEN(hdr); i++) {
         const char *v = http_header_get(r, hdr[i]);
         if (v && v[0])
@@ -566,8 +584,8 @@ static int data_target_id(const struct http_request *r, char *id, size_t len)
 static void h_data(struct http_exchange *ex, void *arg)
 {
     const struct http_request *r = http_req(ex);
-    char id[128], cluster[SBXID_CLUSTER_MAX + 1], target[TARGET_MAX], msg[256];
-    (void)arg;
+    struct e2b_front *fr = arg;
+    char id[128], cluster[AB_CLUSTER_ID_BUF], target[TARGET_MAX], msg[256];
     if (data_target_id(r, id, sizeof(id)) != 0) {
         data_error(ex, 400,
                    "missing sandbox id: set the E2b-Sandbox-Id and E2b-Sandbox-Port headers, use "
@@ -582,7 +600,7 @@ static void h_data(struct http_exchange *ex, void *arg)
         data_error(ex, 400, msg);
         return;
     }
-    struct tun_session *s = g_hub->tunnel ? tunnel_server_session(g_hub->tunnel, cluster) : NULL;
+    struct tun_session *s = fr->tunnel ? tunnel_server_session(fr->tunnel, cluster) : NULL;
     snprintf(msg, sizeof(msg), "cluster '%s' is not connected to the hub", cluster);
     if (!s) {
         data_error(ex, 503, msg);
@@ -603,7 +621,7 @@ struct envs_collect {
 static void envs_one(void *arg, const struct route_record *r)
 {
     struct envs_collect *c = arg;
-    char key[ROUTE_CLUSTER_MAX + ROUTE_NAME_MAX + 4];
+    char key[AB_CLUSTER_ID_MAX + ROUTE_NAME_MAX + 4];
     if (strcmp(r->ns, c->ns) != 0 || (c->origin && strcmp(r->cluster, c->origin) == 0) ||
         !route_is_fresh(r, c->now_ms, ROUTE_TTL_MS) || json_object_size(c->map) >= ENVS_MAX)
         return;
@@ -627,8 +645,8 @@ static void h_envs(struct http_exchange *ex, void *arg)
 {
     const struct http_request *r = http_req(ex);
     char ns[ROUTE_NAME_MAX + 2] = "";
-    struct federation *f = hub_federation();
-    (void)arg;
+    struct e2b_front *fr = arg;
+    struct federation *f = fr->d.fed;
     if (http_query_get(r, "namespace", ns, sizeof(ns)) != 0 || !ns[0] ||
         strlen(ns) > ROUTE_NAME_MAX) {
         http_respond_error(ex, 400, "query namespace is required (at most %d bytes)",
@@ -658,32 +676,54 @@ static void h_envs(struct http_exchange *ex, void *arg)
 
 /* --- wiring -------------------------------------------------------------------------------- */
 
-static front_fn op_id = id_op, op_metrics = metrics_op, op_create = create_op, op_list = list_op,
-                op_list_v2 = list_v2_op, op_templates = templates_op, op_any = any_op;
-
-int hub_e2b_front_add_routes(struct hub *h, char *err, size_t errlen)
+struct e2b_front *e2b_front_new(const struct e2b_front_deps *d)
 {
-    /* first match wins: creates and lists before the id routes, the catch-all last */
+    static const front_fn fns[OP_COUNT] = {
+        [OP_ID] = id_op,     [OP_METRICS] = metrics_op, [OP_CREATE] = create_op,
+        [OP_LIST] = list_op, [OP_LIST_V2] = list_v2_op, [OP_TEMPLATES] = templates_op,
+        [OP_ANY] = any_op,
+    };
+    struct e2b_front *fr = calloc(1, sizeof(*fr));
+    if (!fr)
+        return NULL;
+    fr->d = *d;
+    for (int i = 0; i < OP_COUNT; i++)
+        fr->ops[i] = (struct front_route){fr, fns[i]};
+    return fr;
+}
+
+void e2b_front_set_tunnel(struct e2b_front *fr, struct tunnel_server *ts)
+{
+    fr->tunnel = ts;
+}
+
+void e2b_front_free(struct e2b_front *fr)
+{
+    free(fr);
+}
+
+int e2b_front_add_routes(struct e2b_front *fr, struct hub *h, char *err, size_t errlen)
+{
+    /* the router picks the most specific pattern: the order below does not matter */
     const struct http_route routes[] = {
-        {"POST", "/e2b/sandboxes", h_auth, &op_create, 0},
-        {"POST", "/e2b/v2/sandboxes", h_auth, &op_create, 0},
-        {"GET", "/e2b/sandboxes", h_auth, &op_list, 0},
-        {"GET", "/e2b/v2/sandboxes", h_auth, &op_list_v2, 0},
-        {"GET", "/e2b/sandboxes/metrics", h_auth, &op_metrics, 0},
-        {"*", "/e2b/sandboxes/{id}", h_auth, &op_id, 0},
-        {"*", "/e2b/sandboxes/{id}/{*rest}", h_auth, &op_id, 0},
-        {"*", "/e2b/v2/sandboxes/{id}", h_auth, &op_id, 0},
-        {"*", "/e2b/v2/sandboxes/{id}/{*rest}", h_auth, &op_id, 0},
-        {"GET", "/e2b/templates", h_auth, &op_templates, 0},
-        {"*", "/e2b/templates/{id}", h_auth, &op_any, 0},
-        {"*", "/e2b/{*rest}", h_auth, &op_any, 0},
-        {"*", "/data", h_data, NULL, HTTP_ROUTE_STREAM},
-        {"*", "/data/{*rest}", h_data, NULL, HTTP_ROUTE_STREAM},
+        {"POST", "/e2b/sandboxes", h_auth, &fr->ops[OP_CREATE], 0},
+        {"POST", "/e2b/v2/sandboxes", h_auth, &fr->ops[OP_CREATE], 0},
+        {"GET", "/e2b/sandboxes", h_auth, &fr->ops[OP_LIST], 0},
+        {"GET", "/e2b/v2/sandboxes", h_auth, &fr->ops[OP_LIST_V2], 0},
+        {"GET", "/e2b/sandboxes/metrics", h_auth, &fr->ops[OP_METRICS], 0},
+        {"*", "/e2b/sandboxes/{id}", h_auth, &fr->ops[OP_ID], 0},
+        {"*", "/e2b/sandboxes/{id}/{*rest}", h_auth, &fr->ops[OP_ID], 0},
+        {"*", "/e2b/v2/sandboxes/{id}", h_auth, &fr->ops[OP_ID], 0},
+        {"*", "/e2b/v2/sandboxes/{id}/{*rest}", h_auth, &fr->ops[OP_ID], 0},
+        {"GET", "/e2b/templates", h_auth, &fr->ops[OP_TEMPLATES], 0},
+        {"*", "/e2b/templates/{id}", h_auth, &fr->ops[OP_ANY], 0},
+        {"*", "/e2b/{*rest}", h_auth, &fr->ops[OP_ANY], 0},
+        {"*", "/data", h_data, fr, HTTP_ROUTE_STREAM},
+        {"*", "/data/{*rest}", h_data, fr, HTTP_ROUTE_STREAM},
     };
     const struct http_route internal[] = {
-        {"GET", "/internal/v1/federation/envs", h_envs, NULL, 0},
+        {"GET", "/internal/v1/federation/envs", h_envs, fr, 0},
     };
-    g_hub = h;
     int rc = hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
     if (rc == 0)
         rc = hub_add_internal_routes(h, internal, AB_ARRAY_LEN(internal), err, errlen);

@@ -4,14 +4,16 @@
  *   /e2b/...   authenticated (auth_request, AUTH_SURFACE_E2B), then:
  *              - id-addressed calls → the id's cluster's `e2b` service;
  *              - `cluster::x` creates → that cluster, verbatim;
- *              - bare creates → placed here (fed_registry_decide with no
- *                local cluster: steps 2 and 4, else park on the env's first
- *                cluster by id) and sent as `cluster::pool` (`cluster::env`
- *                when parked), `//image` kept;
+ *              - bare creates → placed here by federation_place, the code
+ *                that answers the agents' step 2, with no local cluster:
+ *                steps 2 and 4, else park on the env's first cluster by id;
+ *                sent as `cluster::pool` (`cluster::env` when parked),
+ *                `//image` kept; no cluster offers the env → 400, as the
+ *                agent's E2B create answers an unknown env;
  *              - GET /sandboxes, /v2/sandboxes, /templates → every connected
  *                cluster (at most E2B_FRONT_FANOUT at once, answered by
  *                E2B_FRONT_DEADLINE_MS with what arrived), merged here.
- *              /e2b/secrets stays with vault_api.c (registered before these).
+ *              /e2b/secrets stays with vault_api.c (a literal path: it wins).
  *   /data/...  not authenticated here (envd checks its access token): the
  *              target's id (E2b-Sandbox-Id / X-Sandbox-Id header, host
  *              <port>-<id>.…, or path /sandboxes/<id>/<port>/…) picks the
@@ -28,13 +30,32 @@
 #include <stddef.h>
 
 struct hub;
+struct loop;
+struct auth_ctx;
+struct federation;
+struct tunnel_server;
+struct e2b_front;
 
 #define E2B_FRONT_FANOUT 16           /* clusters asked at once by a merged list */
 #define E2B_FRONT_DEADLINE_MS 5000    /* a merged list answers with what it has by then */
 #define E2B_FRONT_BODY_MAX (16 << 20) /* one cluster's answer */
 
-/* Adds /e2b/..., /data/... and the internal route. After hub_identity_start
- * (its /e2b/secrets routes must match first), before hub_start. */
-int hub_e2b_front_add_routes(struct hub *h, char *err, size_t errlen);
+/* What the front door may use; none owned. */
+struct e2b_front_deps {
+    struct loop *loop;      /* merged lists' deadline timers */
+    struct auth_ctx *auth;  /* every /e2b request is authenticated */
+    struct federation *fed; /* placement of bare creates, the envs listing */
+};
+
+/* NULL when out of memory. */
+struct e2b_front *e2b_front_new(const struct e2b_front_deps *d);
+/* The tunnel server starts after the routes are added (hub_start): until
+ * this is called the front answers 503 "the hub is starting". */
+void e2b_front_set_tunnel(struct e2b_front *fr, struct tunnel_server *ts);
+/* After the listeners are stopped and the tunnel server is gone (merged
+ * lists in flight hold fr). NULL is fine. */
+void e2b_front_free(struct e2b_front *fr);
+/* Adds /e2b/..., /data/... and the internal route to h. Before hub_start. */
+int e2b_front_add_routes(struct e2b_front *fr, struct hub *h, char *err, size_t errlen);
 
 #endif

@@ -1,110 +1,51 @@
-/* The hub's federation registry (DESIGN §6): the latest capacity record per
- * (cluster, namespace, env, member pool), fed by REPORT frames over the
- * tunnel, authoritative for routing, snapshotted to PostgreSQL
- * (federation_capacity) for the console.
- *
- * REPORT payload (agent → hub, JSON, at most TUN_REPORT_MAX bytes):
- *   {"full": true, "records": [{"namespace", "env", "pool", "scalingGroup"?,
- *    "idle", "running"?, "pending"?, "desired"?, "autoscaling"?, "headroom"?,
- *    "saturatedForMs"?, "ageMs"?}, ...]}
- * The cluster is the session's, never a field of the report (a "cluster"
- * field is ignored). full (default true) replaces the cluster's whole set;
- * full=false only upserts. A report is applied whole or not at all: more
- * than FED_REPORT_RECORDS_MAX records or any malformed field refuses it with
- * a message naming the record index and the field.
- *
- * Freshness is judged on receipt: sampled = received - ageMs on the hub's
- * monotonic clock, fresh while now - sampled <= 30 s. A cluster's records
- * are dropped the moment its session ends; stale ones are swept every 5 s.
- *
- * Everything runs on the hub's loop thread; the registry itself is plain
- * memory with no clock, so tests and benchmarks drive it directly. */
+/* The hub's federation (federation.c): the registry (fed_registry.h) wired
+ * into the hub: REPORT frames and session ends from the tunnel, the stale
+ * sweep and federation_capacity snapshots every FED_SWEEP_MS, and the one
+ * placement of bare-name creates (federation_place, route_api.c).
+ * Loop thread. */
 #ifndef AGENTBOX_HUB_FEDERATION_H
 #define AGENTBOX_HUB_FEDERATION_H
 
 #include <jansson.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hub/route.h"
+#include "hub/fed_registry.h"
 
-#define FED_REPORT_RECORDS_MAX 10000 /* per REPORT */
-#define FED_RECORDS_MAX 500000       /* whole registry; a report past it is refused */
-#define FED_COUNT_MAX 1000000        /* idle, running, pending, desired, headroom */
-#define FED_AGE_MAX_MS 86400000      /* ageMs and saturatedForMs */
-#define FED_SWEEP_MS 5000            /* stale sweep and snapshot cadence */
-
-struct fed_registry;
 struct hub;
-
-/* metrics: keep agentbox_federation_env_{idle,running,desired} series in the
- * default registry (the hub does; tests and benchmarks need not). */
-struct fed_registry *fed_registry_new(bool metrics);
-void fed_registry_free(struct fed_registry *g);
-
-/* Parses and validates a REPORT. On success *out is a malloc'd array of *n
- * records (caller frees) with sampled_ms = now_ms - ageMs and cluster set,
- * and *full says whether it replaces the cluster's set. AB_EINVAL or
- * AB_ELIMIT with the reason in err; nothing is allocated then. */
-int fed_report_parse(const json_t *msg, const char *cluster, int64_t now_ms,
-                     struct route_record **out, size_t *n, bool *full, char *err, size_t errlen);
-
-/* Applies a parsed report of cluster (v as fed_report_parse made it). A
- * record whose key was already present replaces it and clears its
- * reservations. Returns 0 or AB_ELIMIT (registry full: nothing applied) /
- * AB_ENOMEM. */
-int fed_registry_apply(struct fed_registry *g, const char *cluster, const struct route_record *v,
-                       size_t n, bool full, char *err, size_t errlen);
-/* Parse + apply, for the tunnel hook and the fuzzer. */
-int fed_registry_report(struct fed_registry *g, const char *cluster, const json_t *msg,
-                        int64_t now_ms, char *err, size_t errlen);
-/* Forgets every record of cluster (its session ended). Returns how many. */
-size_t fed_registry_drop_cluster(struct fed_registry *g, const char *cluster);
-/* Forgets records that are no longer fresh. Returns how many. */
-size_t fed_registry_expire(struct fed_registry *g, int64_t now_ms);
-
-/* The routing index of (ns, env), fresh records or not (entry.rec is the
- * record): borrowed until the next change. */
-size_t fed_registry_env(struct fed_registry *g, const char *ns, const char *env,
-                        const struct route_entry **out);
-/* route_decide over (q->ns, q->env); a forward reserves one idle on the
- * chosen member until its next report, so a burst spreads. The hub's own
- * front door (/e2b) calls it with q->local NULL: steps 2, 4, then parking on
- * the env's first cluster by id (d.cluster, "" when no cluster reports it);
- * then route_api_count(q, d) for the metric and the debug line. */
-void fed_registry_decide(struct fed_registry *g, const struct route_query *q,
-                         struct route_decision *out);
-/* Reserves one idle on r (a record of this registry). */
-void fed_registry_reserve(struct fed_registry *g, const struct route_record *r);
-
-size_t fed_registry_count(const struct fed_registry *g);
-/* Calls fn for every record (any order); fn must not change the registry. */
-void fed_registry_each(struct fed_registry *g, void (*fn)(void *arg, const struct route_record *r),
-                       void *arg);
-
-/* --- the hub's federation (federation.c + route_api.c) ------------------------------- */
+struct loop;
+struct db_pool;
 
 struct federation;
 
-/* Creates the process's registry and adds its routes (internal POST
- * /internal/v1/route; GET /api/v1/federation, GET /api/clusters/{id}/federation).
- * In hub_init, before hub_start. */
-int hub_federation_start(struct hub *h, char *err, size_t errlen);
-/* Hooks the registry to the tunnel server (REPORT frames, session ends). In
- * hub_start right after tunnel_server_start. */
-void hub_federation_attach(struct hub *h);
-/* Stops timers and frees the registry. In hub_fini after db_pool_free
- * (a snapshot job's done() uses it). Safe when never started. */
-void hub_federation_stop(void);
-struct federation *hub_federation(void);
+/* What the hub's federation may use. */
+struct federation_deps {
+    struct loop *loop;  /* not owned: the sweep timer */
+    struct db_pool *db; /* not owned: federation_capacity snapshots; NULL: none */
+};
+
+/* Creates the registry and starts the sweep (stale records out, snapshot
+ * every FED_SWEEP_MS). NULL with err when out of memory. */
+struct federation *federation_new(const struct federation_deps *d, char *err, size_t errlen);
+/* Stops the timer and frees the registry. Call after db_pool_free (a
+ * snapshot job's done() uses it) and after the tunnel server is gone (its
+ * hooks below point here). NULL is fine. */
+void federation_free(struct federation *f);
+/* Tunnel hooks (tunnel_server_set_report_hook / _session_end_hook), arg = f:
+ * a REPORT frame replaces the cluster's records; a session end drops them. */
+void federation_on_report(void *arg, const char *cluster, json_t *msg);
+void federation_on_session_end(void *arg, const char *cluster);
 struct fed_registry *federation_registry(struct federation *f);
 /* The hub's clock for records (monotonic ms). */
 int64_t federation_now_ms(void);
 
 /* route_api.c: adds the routes above. */
 int route_api_add_routes(struct hub *h, struct federation *f, char *err, size_t errlen);
-/* route_api.c: agentbox_route_decisions_total{step} and a debug line. */
-void route_api_count(const struct route_query *q, const struct route_decision *d);
+/* The one placement of a bare-name create (DESIGN §6), route_api.c: the
+ * agents' step 2 (POST /internal/v1/route, q->local = the origin) and the
+ * hub's front door (q->local NULL) both call it. fed_registry_decide, then
+ * agentbox_route_decisions_total{step} and a debug line. f NULL: no cluster
+ * (d->cluster ""). */
+void federation_place(struct federation *f, const struct route_query *q, struct route_decision *d);
 
 #endif

@@ -1,9 +1,9 @@
 /* The hub process as `agentbox-hub serve` runs it: one struct that owns the
  * loop, the database pool, the HTTP router and the listeners.
  *
- * Later modules plug in through hub_add_routes (before hub_start) and by
- * keeping their state beside these fields. Everything here runs on the loop
- * thread except hub_serve_main's signal handler, which only calls loop_stop. */
+ * Modules are X_new(deps)/X_free(x); struct hub holds their pointers and
+ * serve.c is the only file that creates, connects and frees them. Everything here runs on the loop
+ * thread except the signal handler (main.c), which only calls loop_stop. */
 #ifndef AGENTBOX_HUB_HUB_H
 #define AGENTBOX_HUB_HUB_H
 
@@ -20,6 +20,9 @@ struct loop;
 struct db_pool;
 struct clusters;
 struct tunnel_server;
+struct auth_ctx;
+struct federation;
+struct e2b_front;
 
 /* `serve` configuration (flags, AGENTBOX_* environment, YAML keys). */
 struct hub_serve_config {
@@ -57,12 +60,17 @@ struct hub {
     struct http_route internal_routes[HUB_MAX_ROUTES];
     size_t ninternal;
     struct http_router *internal_router;
+    /* The modules, in order of creation (hub_fini frees them in reverse). */
     struct clusters *clusters;    /* registered clusters (clusters.c) */
-    struct tunnel_server *tunnel; /* :7701 (tunnel_server.c) */
+    struct auth_ctx *auth;        /* keys, grants, the key ring (auth.c) */
+    struct federation *fed;       /* the capacity registry (federation.c) */
+    struct e2b_front *front;      /* /e2b and /data (e2b_front.c) */
+    struct tunnel_server *tunnel; /* :7701 (tunnel_server.c), created by hub_start */
 };
 
-/* Creates the loop and the database pool (which connects lazily: a hub
- * starts while PostgreSQL is down, and /readyz says so). */
+/* Creates the loop, the database pool (which connects lazily: a hub starts
+ * while PostgreSQL is down, and /readyz says so) and every module, and adds
+ * every route (hub/ and dashboard-api/). The one place that wires the hub. */
 int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_t errlen);
 /* Adds routes to the API router; only before hub_start. routes is copied
  * (the strings and args it points to must outlive the hub). */
@@ -75,9 +83,14 @@ int hub_add_internal_routes(struct hub *h, const struct http_route *routes, size
                             size_t errlen);
 /* Builds the router and starts the listeners. */
 int hub_start(struct hub *h, char *err, size_t errlen);
-/* Runs the loop until loop_stop (SIGINT/SIGTERM). */
-int hub_run(struct hub *h);
-/* Stops listeners, drains the pool, frees everything hub_init created. */
+/* Points SIGINT/SIGTERM at loop_stop(l) (l NULL: at nothing). A signal
+ * handler needs a process-wide variable, so main.c, which owns the process,
+ * keeps it. */
+typedef void (*hub_signals_fn)(struct loop *l);
+/* Runs the loop until loop_stop (SIGINT/SIGTERM through signals, if any). */
+int hub_run(struct hub *h, hub_signals_fn signals);
+/* Frees everything hub_init and hub_start created, in reverse order of
+ * creation (after db_pool_free, which runs the pending jobs' done()). */
 void hub_fini(struct hub *h);
 
 /* The `hub` service's own routes: GET /internal/v1/ping (internal.c). */
@@ -87,6 +100,6 @@ int hub_internal_add_routes(struct hub *h, char *err, size_t errlen);
 int hub_health_add_routes(struct hub *h, char *err, size_t errlen);
 
 /* `agentbox-hub serve ARGS` (argv[0] is the first argument after "serve"). */
-int hub_serve_main(int argc, char **argv);
+int hub_serve_main(int argc, char **argv, hub_signals_fn signals);
 
 #endif

@@ -63,35 +63,15 @@ static const char KEY_DESCRIPTION[] =
 
 PGconn *keys_cli_connect(const char *url, int64_t timeout_ms, char *err, size_t errlen)
 {
-    const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
-    char timeout[24], line[256];
-    const char *vals[4];
-    PGconn *c;
+    struct db_connect_options o = {
+        .database_url = url,
+        .connect_timeout_ms = timeout_ms,
+        .application_name = "agentbox-hub-cli",
+        .hint = DB_CONNECT_HINT,
+    };
+    PGconn *c = NULL;
 
-    snprintf(timeout, sizeof(timeout), "%lld",
-             (long long)(timeout_ms < 2000 ? 2 : (timeout_ms + 999) / 1000));
-    vals[0] = url != NULL && url[0] != '\0' ? url : NULL;
-    vals[1] = timeout;
-    vals[2] = "agentbox-hub-cli";
-    vals[3] = NULL;
-    if (vals[0] == NULL) {
-        keys[0] = "connect_timeout";
-        keys[1] = "application_name";
-        keys[2] = NULL;
-        vals[0] = timeout;
-        vals[1] = "agentbox-hub-cli";
-        vals[2] = NULL;
-    }
-    c = PQconnectdbParams(keys, vals, 1);
-    if (c == NULL || PQstatus(c) != CONNECTION_OK) {
-        snprintf(err, errlen,
-                 "cannot connect to PostgreSQL: %s (set --database-url, DATABASE_URL or PG* "
-                 "variables)",
-                 c != NULL ? db_error_line(c, NULL, line, sizeof(line)) : "out of memory");
-        PQfinish(c);
-        return NULL;
-    }
-    return c;
+    return db_connect(&o, &c, err, errlen) == 0 ? c : NULL;
 }
 
 /* Loads the hub secret of a CLI into a key ring. */

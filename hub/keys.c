@@ -395,20 +395,3 @@ int keys_touch_conn(PGconn *c, const char *const *ids, size_t n, char *err, size
     free(arr);
     return rc;
 }
-
-/* --- revocation hook ------------------------------------------------------------------ */
-
-static keys_revocation_fn revocation_fn;
-static void *revocation_arg;
-
-void keys_set_revocation_hook(keys_revocation_fn fn, void *arg)
-{
-    revocation_fn = fn;
-    revocation_arg = arg;
-}
-
-void keys_notify_revoked(const char *key_id, const char *hash, const char *reason)
-{
-    if (revocation_fn != NULL)
-        revocation_fn(revocation_arg, key_id, hash, reason);
-}

@@ -11,7 +11,7 @@
  * For the tunnel code: agents validate keys by hash only (raw keys never
  * cross the tunnel): auth_validate_hash() in auth.h, or the route
  * POST /internal/v1/keys/validate. Revocations and expiries reach the hook
- * set with keys_set_revocation_hook, so the tunnel can push an EVENT.
+ * set with auth_set_revocation_hook, so the tunnel can push an EVENT.
  *
  * Threads: pure functions anywhere; *_conn block on PostgreSQL; the hook
  * runs on the loop thread. */
@@ -127,10 +127,7 @@ int keys_touch_conn(PGconn *c, const char *const *ids, size_t n, char *err, size
  * key may be reported more than once: dropping a cache entry is idempotent. */
 typedef void (*keys_revocation_fn)(void *arg, const char *key_id, const char *hash,
                                    const char *reason);
-/* One hook per process; NULL removes it. Loop thread only. */
-void keys_set_revocation_hook(keys_revocation_fn fn, void *arg);
-/* Calls the hook, if any (auth.c and the API handlers use it). */
-void keys_notify_revoked(const char *key_id, const char *hash, const char *reason);
+/* The hook belongs to the identity context: auth_set_revocation_hook (auth.h). */
 
 /* --- CLI (key_cli.c) ---------------------------------------------------------------- */
 

@@ -1,10 +1,12 @@
 /* agentbox-hub: subcommand dispatch. Each subcommand parses its own flags. */
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "agentbox/common.h"
 #include "agentbox/config.h"
+#include "agentbox/loop.h"
 #include "agentbox/version.h"
 #include "hub/clusters.h"
 #include "hub/iam.h"
@@ -94,6 +96,32 @@ out:
     return rc;
 }
 
+/* The loop SIGINT/SIGTERM stop: the process's one mutable global, because a
+ * signal handler can reach nothing else. */
+static struct loop *volatile signal_loop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    struct loop *l = signal_loop;
+    if (l != NULL)
+        loop_stop(l);
+}
+
+static void catch_signals(struct loop *l)
+{
+    struct sigaction sa;
+
+    signal_loop = l;
+    if (l == NULL)
+        return; /* the handler stays: a late signal finds nothing to stop */
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -126,7 +154,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(cmd, "serve") == 0)
-        return hub_serve_main(argc - 2, argv + 2);
+        return hub_serve_main(argc - 2, argv + 2, catch_signals);
     if (strcmp(cmd, "migrate") == 0)
         return cmd_migrate(argc - 2, argv + 2);
     if (strcmp(cmd, "cluster") == 0)
@@ -146,7 +174,7 @@ int main(int argc, char **argv)
 
         if (argc > 2 && strcmp(cmd, "help") == 0) {
             if (strcmp(argv[2], "serve") == 0)
-                return hub_serve_main(1, help_argv);
+                return hub_serve_main(1, help_argv, NULL);
             if (strcmp(argv[2], "migrate") == 0)
                 return cmd_migrate(1, help_argv);
             if (strcmp(argv[2], "cluster") == 0)

@@ -362,44 +362,17 @@ int migrate_compare(const struct migrate_set *set, const struct migrate_applied 
 
 /* --- PostgreSQL side --------------------------------------------------------- */
 
-/* Copies libpq's message as one line: its newlines and tabs become single
- * spaces, trailing space dropped. */
+/* The migrate run's one connection (db_connect: the hub's libpq connect). */
 static int connect_db(const struct migrate_options *o, PGconn **out, char *err, size_t errlen)
 {
-    const char *keys[5], *vals[5];
-    char timeout[32];
-    char msg[512];
-    PGconn *c;
-    int n = 0;
+    struct db_connect_options co = {
+        .database_url = o->database_url,
+        .connect_timeout_ms = o->connect_timeout_ms,
+        .application_name = "agentbox-hub migrate",
+        .hint = DB_CONNECT_HINT,
+    };
 
-    /* At least 1 s; libpq rounds values below 2 up to 2. */
-    snprintf(timeout, sizeof(timeout), "%" PRId64,
-             AB_MAX(o->connect_timeout_ms, (int64_t)1000) / 1000);
-    keys[n] = "connect_timeout";
-    vals[n++] = timeout;
-    keys[n] = "fallback_application_name";
-    vals[n++] = "agentbox-hub migrate";
-    if (o->database_url != NULL && o->database_url[0] != '\0') {
-        /* Later keys override; the URL's own settings win over ours. */
-        keys[n] = "dbname";
-        vals[n++] = o->database_url;
-    }
-    keys[n] = NULL;
-    vals[n] = NULL;
-    c = PQconnectdbParams(keys, vals, 1);
-    if (c == NULL)
-        return AB_ENOMEM;
-    if (PQstatus(c) != CONNECTION_OK) {
-        db_one_line(msg, sizeof(msg), PQerrorMessage(c));
-        set_err(err, errlen,
-                "cannot connect to PostgreSQL: %s (set --database-url, DATABASE_URL or PG* "
-                "variables)",
-                msg);
-        PQfinish(c);
-        return AB_EIO;
-    }
-    *out = c;
-    return 0;
+    return db_connect(&co, out, err, errlen);
 }
 
 /* Line (1-based) of the character position pos (1-based, in characters) in sql. */

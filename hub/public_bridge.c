@@ -147,7 +147,7 @@ static void dispatch(struct bridge *b, const struct keys_principal *p)
     size_t pl = strlen(PREFIX);
     struct http_request head;
 
-    b->grant = auth_grant_new(hub_identity_ctx(), p);
+    b->grant = auth_grant_new(b->h->auth, p);
     if (!b->grant) {
         http_respond_error(ex, 503, "out of memory");
         free(b);
@@ -181,7 +181,7 @@ static void validated(void *arg, int status, enum keys_status ks, const struct k
     struct bridge *b = arg;
 
     if (status != 0) {
-        auth_respond_db_error(hub_identity_ctx(), b->outer, b->surface, status, NULL);
+        auth_respond_db_error(b->h->auth, b->outer, b->surface, status, NULL);
         free(b);
     } else if (ks != KEYS_VALID) {
         refuse(b, 401,
@@ -202,7 +202,7 @@ static void h_public(struct http_exchange *ex, void *arg)
     const struct http_request *r = http_req(ex);
     const char *cluster = r->transport_data ? (const char *)r->transport_data : "";
     size_t pl = strlen(PREFIX);
-    struct auth_ctx *a = hub_identity_ctx();
+    struct auth_ctx *a = h->auth;
     const char *hash;
     struct bridge *b;
     int rc;

@@ -9,14 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROUTE_CLUSTER_MAX 24 /* cluster ids are DNS labels of at most 24 chars */
-#define ROUTE_NAME_MAX 63    /* namespace, env, pool, scaling group */
-#define ROUTE_TTL_MS 30000   /* a record is fresh while now - sampled <= this */
+#include "agentbox/common.h" /* AB_CLUSTER_ID_MAX, AB_CLUSTER_ID_BUF */
+
+#define ROUTE_NAME_MAX 63  /* namespace, env, pool, scaling group */
+#define ROUTE_TTL_MS 30000 /* a record is fresh while now - sampled <= this */
 #define ROUTE_REASON_MAX 192
 
 /* One member pool of one env in one cluster, as last reported. */
 struct route_record {
-    char cluster[ROUTE_CLUSTER_MAX + 1];
+    char cluster[AB_CLUSTER_ID_BUF];
     char ns[ROUTE_NAME_MAX + 1];
     char env[ROUTE_NAME_MAX + 1];
     char pool[ROUTE_NAME_MAX + 1];
@@ -62,12 +63,12 @@ enum route_action {
 struct route_decision {
     int step; /* 1..5 */
     enum route_action action;
-    char cluster[ROUTE_CLUSTER_MAX + 1]; /* forward target, or the parking cluster at the
-                                            front door; the origin otherwise */
-    char pool[ROUTE_NAME_MAX + 1];       /* forward: the pinned member pool */
-    int idle;                            /* chosen member's available idle (0 via headroom) */
-    const struct route_record *chosen;   /* forward: the record (borrowed), else NULL */
-    size_t chosen_index;                 /* route_decide_entries: its index in v */
+    char cluster[AB_CLUSTER_ID_BUF];   /* forward target, or the parking cluster at the
+                                              front door; the origin otherwise */
+    char pool[ROUTE_NAME_MAX + 1];     /* forward: the pinned member pool */
+    int idle;                          /* chosen member's available idle (0 via headroom) */
+    const struct route_record *chosen; /* forward: the record (borrowed), else NULL */
+    size_t chosen_index;               /* route_decide_entries: its index in v */
     char reason[ROUTE_REASON_MAX];
 };
 

@@ -169,7 +169,5 @@ int hub_sandboxes_add_routes(struct hub *h, char *err, size_t errlen)
     int rc = hub_add_internal_routes(h, internal, AB_ARRAY_LEN(internal), err, errlen);
     if (rc == 0)
         rc = public_bridge_add_routes(h, err, errlen);
-    if (rc == 0 && hub_identity_ctx())
-        rc = sandboxes_api_add_routes(h, hub_identity_ctx(), err, errlen);
     return rc;
 }

@@ -14,15 +14,14 @@
 #include <stddef.h>
 
 struct hub;
-struct auth_ctx;
 
 #define SANDBOX_EVENTS_BATCH_MAX 256
 
-/* Adds the two internal routes (events, bridge) and the console routes;
- * between hub_identity_start and hub_start. */
+/* Adds the two internal routes (events, bridge; the bridge authenticates
+ * with h->auth); before hub_start. The console's listings are
+ * dashboard-api/sandboxes.c. */
 int hub_sandboxes_add_routes(struct hub *h, char *err, size_t errlen);
 
 int public_bridge_add_routes(struct hub *h, char *err, size_t errlen);
-int sandboxes_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen);
 
 #endif

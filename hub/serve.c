@@ -1,7 +1,7 @@
 /* `agentbox-hub serve`: configuration, startup and shutdown of the hub. */
 #include "hub/hub.h"
-#include "hub/sandbox_events.h"
 
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -12,13 +12,16 @@
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/version.h"
-#include "hub/db.h"
-#include "hub/clusters.h"
-#include "hub/tunnel_server.h"
-#include "dashboard-api/clusters_api.h"
+#include "dashboard-api/dashboard_api.h" /* the one include of dashboard-api/ in hub/ */
 #include "hub/auth.h"
-#include "hub/federation.h"
+#include "hub/clusters.h"
+#include "hub/db.h"
 #include "hub/e2b_front.h"
+#include "hub/federation.h"
+#include "hub/sandbox_events.h"
+#include "hub/tunnel_server.h"
+#include "hub/vault.h"
+#include "hub/vault_api.h"
 
 #define OPT(field) offsetof(struct hub_serve_config, field)
 
@@ -100,10 +103,57 @@ static int check_config(const struct hub_serve_config *c, char *err, size_t errl
     return 0;
 }
 
+/* The identity context: the hub secret (hub_secret, else the first line of
+ * hub_secret_file) becomes its key ring and is wiped here. */
+static int create_auth(struct hub *h, char *err, size_t errlen)
+{
+    struct auth_options o = {0};
+    char *secret = NULL;
+    size_t len = 0;
+    int rc;
+
+    rc = vault_hub_secret_load("hub_secret", h->cfg->hub_secret, h->cfg->hub_secret_file, &secret,
+                               &len, err, errlen);
+    if (rc != 0)
+        return rc;
+    o.loop = h->loop;
+    o.db = h->db;
+    o.hub_secret = secret;
+    o.hub_secret_len = len;
+    h->auth = auth_new(&o, err, errlen);
+    OPENSSL_cleanse(secret, len);
+    free(secret);
+    return h->auth != NULL ? 0 : AB_EINVAL;
+}
+
+/* Every route of the hub, on the API router and on the internal (tunnel-only)
+ * one. The router picks the most specific pattern, so the order is free. */
+static int add_routes(struct hub *h, char *err, size_t errlen)
+{
+    int rc = hub_health_add_routes(h, err, errlen);
+
+    if (rc == 0)
+        rc = hub_internal_add_routes(h, err, errlen);
+    if (rc == 0)
+        rc = auth_add_internal_routes(h, h->auth, err, errlen);
+    if (rc == 0)
+        rc = vault_api_add_routes(h, h->auth, err, errlen);
+    if (rc == 0)
+        rc = route_api_add_routes(h, h->fed, err, errlen);
+    if (rc == 0)
+        rc = e2b_front_add_routes(h->front, h, err, errlen);
+    if (rc == 0)
+        rc = hub_sandboxes_add_routes(h, err, errlen);
+    if (rc == 0)
+        rc = dashboard_api_add_routes(h, err, errlen);
+    return rc;
+}
+
 int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_t errlen)
 {
     struct loop_options lo = {0};
     struct db_pool_options dbo = {0};
+    int rc;
 
     memset(h, 0, sizeof(*h));
     h->cfg = cfg;
@@ -122,14 +172,24 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     h->db = db_pool_new(h->loop, &dbo, err, errlen);
     if (h->db == NULL)
         return AB_EIO;
-    if (clusters_new(h, &h->clusters, err, errlen) != 0)
-        return AB_EIO;
-    if (clusters_add_routes(h, h->clusters, err, errlen) != 0 ||
-        tunnel_server_add_routes(h, &h->tunnel, err, errlen) != 0)
-        return AB_ELIMIT;
-    if (hub_federation_start(h, err, errlen) != 0)
-        return AB_ELIMIT;
-    return hub_internal_add_routes(h, err, errlen);
+    struct clusters_deps cd = {.loop = h->loop, .db = h->db};
+    rc = clusters_new(&cd, &h->clusters, err, errlen);
+    if (rc != 0)
+        return rc;
+    rc = create_auth(h, err, errlen);
+    if (rc != 0)
+        return rc;
+    struct federation_deps fd = {.loop = h->loop, .db = h->db};
+    h->fed = federation_new(&fd, err, errlen);
+    if (h->fed == NULL)
+        return AB_ENOMEM;
+    struct e2b_front_deps ed = {.loop = h->loop, .auth = h->auth, .fed = h->fed};
+    h->front = e2b_front_new(&ed);
+    if (h->front == NULL) {
+        snprintf(err, errlen, "out of memory creating the front door");
+        return AB_ENOMEM;
+    }
+    return add_routes(h, err, errlen);
 }
 
 int hub_add_internal_routes(struct hub *h, const struct http_route *routes, size_t n, char *err,
@@ -190,64 +250,63 @@ int hub_start(struct hub *h, char *err, size_t errlen)
         .timeout_ms = h->cfg->tunnel_timeout_ms,
         .sync_interval_ms = h->cfg->tunnel_sync_interval_ms,
     };
-    rc = tunnel_server_start(h, h->clusters, h->internal_router, &to, &h->tunnel, err, errlen);
+    struct tunnel_server_deps td = {
+        .loop = h->loop, .clusters = h->clusters, .internal = h->internal_router};
+    rc = tunnel_server_start(&td, &to, &h->tunnel, err, errlen);
     if (rc != 0)
         return rc;
-    hub_federation_attach(h);
+    tunnel_server_set_report_hook(h->tunnel, federation_on_report, h->fed);
+    tunnel_server_set_session_end_hook(h->tunnel, federation_on_session_end, h->fed);
+    e2b_front_set_tunnel(h->front, h->tunnel);
+    auth_set_revocation_hook(h->auth, tunnel_server_on_key_revoked, h->tunnel);
     LOG_INFO("hub listening", "listen", h->cfg->listen, "version", AGENTBOX_VERSION);
     return 0;
 }
 
-static struct loop *signal_loop;
-
-static void on_signal(int sig)
+int hub_run(struct hub *h, hub_signals_fn signals)
 {
-    (void)sig;
-    if (signal_loop != NULL)
-        loop_stop(signal_loop);
-}
-
-int hub_run(struct hub *h)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    signal_loop = h->loop;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    return loop_run(h->loop);
+    if (signals != NULL)
+        signals(h->loop);
+    int rc = loop_run(h->loop);
+    if (signals != NULL)
+        signals(NULL);
+    return rc;
 }
 
 void hub_fini(struct hub *h)
 {
-    /* Order: the loop no longer runs, so nothing new arrives. Finish the
-     * database jobs first (their done() answers exchanges of the server),
-     * then the listeners, the router and the loop. */
+    /* The loop no longer runs, so nothing new arrives. The pool goes first:
+     * db_pool_free runs every pending job's done(), which may still answer
+     * exchanges and reach any module below. Then the modules in reverse
+     * order of creation, the routers and the loop. */
     db_pool_free(h->db);
     h->db = NULL;
-    hub_identity_stop();           /* after the pool: pending jobs' done() use it */
-    tunnel_server_stop(h->tunnel); /* after the pool: epoch jobs point at sessions */
-    hub_federation_stop();         /* after the tunnel: its session-end hook drops records */
+    if (h->auth != NULL)
+        auth_set_revocation_hook(h->auth, NULL, NULL); /* it points at the tunnel */
+    tunnel_server_stop(h->tunnel);                     /* created last, by hub_start */
     h->tunnel = NULL;
-    clusters_free(h->clusters);
-    h->clusters = NULL;
     http_server_stop(h->api);
     h->api = NULL;
+    e2b_front_free(h->front);
+    h->front = NULL;
+    federation_free(h->fed);
+    h->fed = NULL;
+    auth_free(h->auth);
+    h->auth = NULL;
+    clusters_free(h->clusters);
+    h->clusters = NULL;
     if (h->router != NULL)
         http_router_free(h->router);
     h->router = NULL;
     if (h->internal_router != NULL)
         http_router_free(h->internal_router);
     h->internal_router = NULL;
-    signal_loop = NULL;
     loop_free(h->loop);
     h->loop = NULL;
 }
 
-int hub_serve_main(int argc, char **argv)
+int hub_serve_main(int argc, char **argv, hub_signals_fn signals)
 {
     struct hub_serve_config cfg;
     struct cfg_result res;
@@ -288,23 +347,15 @@ int hub_serve_main(int argc, char **argv)
 
     rc = hub_init(&h, &cfg, err, sizeof(err));
     if (rc == 0)
-        rc = hub_health_add_routes(&h, err, sizeof(err));
-    if (rc == 0)
-        rc = hub_identity_start(&h, cfg.hub_secret, cfg.hub_secret_file, err, sizeof(err));
-    if (rc == 0) /* after identity: /e2b/secrets matches before the front door */
-        rc = hub_e2b_front_add_routes(&h, err, sizeof(err));
-    if (rc == 0)
-        rc = hub_sandboxes_add_routes(&h, err, sizeof(err));
-    if (rc == 0)
-        rc = clusters_api_add_routes(&h, err, sizeof(err));
-    if (rc == 0)
         rc = hub_start(&h, err, sizeof(err));
     if (rc != 0) {
+        if (err[0] == '\0') /* never an empty reason in the log */
+            snprintf(err, sizeof(err), "%s", ab_strerror(rc));
         LOG_ERROR("hub failed to start", "error", err);
         rc = 1;
         goto out;
     }
-    hub_run(&h);
+    hub_run(&h, signals);
     LOG_INFO("hub stopping");
 out:
     if (h.loop != NULL)

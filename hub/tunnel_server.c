@@ -18,8 +18,6 @@
 #include "agentbox/tunnel_ws.h"
 #include "agentbox/version.h"
 #include "hub/clusters.h"
-#include "hub/hub.h"
-#include "hub/keys.h"
 
 #include <libwebsockets.h>
 #include <stdio.h>
@@ -36,7 +34,7 @@ struct hub_session {
     struct lws *wsi; /* from the handshake on */
     struct tun_ws ws;
     struct tun_session *s;
-    char cluster[25];
+    char cluster[AB_CLUSTER_ID_BUF];
     char peer[40]; /* "tunnel:<cluster>" */
     char agent_version[64];
     int64_t epoch;
@@ -52,7 +50,7 @@ struct hub_session {
 };
 
 struct tunnel_server {
-    struct hub *hub;
+    struct loop *loop;
     struct clusters *clusters;
     struct http_router *internal;
     struct lws_vhost *vh;
@@ -250,6 +248,11 @@ void tunnel_server_set_session_end_hook(struct tunnel_server *ts, tunnel_server_
     ts->end_arg = arg;
 }
 
+/* Relay header names, in one place (the lead swaps them for relay.h). */
+#define H_TARGET_CLUSTER "X-AgentBox-Target-Cluster"
+#define H_TARGET_SERVICE "X-AgentBox-Target-Service"
+#define H_SOURCE_CLUSTER "X-Source-Cluster"
+
 static const char *header_of(const struct tun_head *h, const char *name)
 {
     for (int i = 0; i < h->nheaders; i++)
@@ -260,19 +263,19 @@ static const char *header_of(const struct tun_head *h, const char *name)
 
 static void relay(struct hub_session *hs, struct tun_stream *st, const struct tun_head *head)
 {
-    const char *target = header_of(head, "X-AgentBox-Target-Cluster");
-    const char *service = header_of(head, "X-AgentBox-Target-Service");
+    const char *target = header_of(head, H_TARGET_CLUSTER);
+    const char *service = header_of(head, H_TARGET_SERVICE);
     char msg[200];
     if (!target || !service) {
         tun_stream_respond_json(st, 400,
-                                "{\"code\":400,\"message\":\"a relay stream needs "
-                                "X-AgentBox-Target-Cluster and X-AgentBox-Target-Service\"}");
+                                "{\"code\":400,\"message\":\"a relay stream needs " H_TARGET_CLUSTER
+                                " and " H_TARGET_SERVICE "\"}");
         return;
     }
     if (strcmp(service, "e2b") != 0 && strcmp(service, "data") != 0 &&
         strcmp(service, "native") != 0) {
         tun_stream_respond_json(st, 400,
-                                "{\"code\":400,\"message\":\"X-AgentBox-Target-Service must be "
+                                "{\"code\":400,\"message\":\"" H_TARGET_SERVICE " must be "
                                 "e2b, data or native\"}");
         return;
     }
@@ -283,13 +286,12 @@ static void relay(struct hub_session *hs, struct tun_stream *st, const struct tu
     out.path = head->path;
     for (int i = 0; i < head->nheaders && out.nheaders < TUN_MAX_HEADERS - 1; i++) {
         const char *n = head->headers[i].name;
-        if (strcasecmp(n, "X-AgentBox-Target-Cluster") == 0 ||
-            strcasecmp(n, "X-AgentBox-Target-Service") == 0 ||
-            strcasecmp(n, "X-Source-Cluster") == 0)
+        if (strcasecmp(n, H_TARGET_CLUSTER) == 0 || strcasecmp(n, H_TARGET_SERVICE) == 0 ||
+            strcasecmp(n, H_SOURCE_CLUSTER) == 0)
             continue;
         out.headers[out.nheaders++] = head->headers[i];
     }
-    out.headers[out.nheaders].name = "X-Source-Cluster";
+    out.headers[out.nheaders].name = H_SOURCE_CLUSTER;
     out.headers[out.nheaders].value = hs->cluster;
     out.nheaders++;
     snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", target);
@@ -484,7 +486,7 @@ static void sync_tick(struct loop_timer *t)
             tun_session_send_sync(hs->s);
             tun_ws_want_write(&hs->ws);
         }
-    loop_timer_start(ts->hub->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
+    loop_timer_start(ts->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
 }
 
 /* The hub pings each agent too (lws answers the agent's pings without telling
@@ -516,8 +518,7 @@ static void ping_tick(struct loop_timer *t)
         if (hs->registered)
             clusters_touch(ts->clusters, hs->cluster, hs->epoch);
     }
-    loop_timer_start(ts->hub->loop, &ts->ping_timer, ts->ping_interval_ms / PING_SLICES, ping_tick,
-                     ts);
+    loop_timer_start(ts->loop, &ts->ping_timer, ts->ping_interval_ms / PING_SLICES, ping_tick, ts);
 }
 
 static void stats_tick(struct loop_timer *t)
@@ -536,7 +537,7 @@ static void stats_tick(struct loop_timer *t)
             hs->stalls_seen = st.credit_stalls;
         }
     }
-    loop_timer_start(ts->hub->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
+    loop_timer_start(ts->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
 }
 
 /* --- revocation, events, lifecycle ----------------------------------------------------- */
@@ -550,7 +551,8 @@ static void on_revoke(void *arg, const char *cluster_id, const char *reason)
 }
 
 /* A key stopped being valid: every agent drops it from its cache at once. */
-static void on_key_revoked(void *arg, const char *key_id, const char *hash, const char *reason)
+void tunnel_server_on_key_revoked(void *arg, const char *key_id, const char *hash,
+                                  const char *reason)
 {
     json_t *ev = json_pack("{s:s,s:s,s:s}", "type", "key_revoked", "hash", hash, "reason",
                            reason ? reason : "revoked");
@@ -567,16 +569,17 @@ void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg)
         }
 }
 
-int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *internal,
-                        const struct tunnel_server_options *o, struct tunnel_server **out,
-                        char *err, size_t errlen)
+int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_server_options *o,
+                        struct tunnel_server **out, char *err, size_t errlen)
 {
     struct tunnel_server *ts = calloc(1, sizeof(*ts));
-    if (!ts)
+    if (!ts) {
+        snprintf(err, errlen, "out of memory creating the tunnel server");
         return AB_ENOMEM;
-    ts->hub = h;
-    ts->clusters = c;
-    ts->internal = internal;
+    }
+    ts->loop = d->loop;
+    ts->clusters = d->clusters;
+    ts->internal = d->internal;
     ts->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     ts->sync_interval_ms = o->sync_interval_ms > 0 ? o->sync_interval_ms : 60000;
     ts->ping_interval_ms = AB_MIN(10000, ts->timeout_ms / 3);
@@ -635,18 +638,17 @@ int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *i
         free(ts);
         return AB_EINVAL;
     }
-    ts->vh = lws_create_vhost(loop_lws(h->loop), &info);
+    ts->vh = lws_create_vhost(loop_lws(ts->loop), &info);
     if (!ts->vh) {
         snprintf(err, errlen, "cannot listen on %s for the tunnel (in use? bad certificate?)",
                  o->listen);
         free(ts);
         return AB_EIO;
     }
-    clusters_set_revoke_hook(c, on_revoke, ts);
-    keys_set_revocation_hook(on_key_revoked, ts);
-    loop_timer_start(h->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
-    loop_timer_start(h->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
-    loop_timer_start(h->loop, &ts->ping_timer, ts->ping_interval_ms, ping_tick, ts);
+    clusters_set_revoke_hook(ts->clusters, on_revoke, ts);
+    loop_timer_start(ts->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
+    loop_timer_start(ts->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
+    loop_timer_start(ts->loop, &ts->ping_timer, ts->ping_interval_ms, ping_tick, ts);
     LOG_INFO("tunnel listening", "listen", o->listen, "tls", o->tls_cert ? "on" : "off");
     *out = ts;
     return 0;
@@ -660,7 +662,6 @@ void tunnel_server_stop(struct tunnel_server *ts)
     loop_timer_cancel(&ts->stats_timer);
     loop_timer_cancel(&ts->ping_timer);
     clusters_set_revoke_hook(ts->clusters, NULL, NULL);
-    keys_set_revocation_hook(NULL, NULL);
     /* sessions are closed by the context's destruction (CLOSED per wsi) */
     lws_vhost_destroy(ts->vh);
     while (ts->all) {
@@ -675,31 +676,4 @@ void tunnel_server_stop(struct tunnel_server *ts)
         free(hs);
     }
     free(ts);
-}
-
-/* --- the hub API's reach into a cluster ------------------------------------------------ */
-
-static void h_cluster_native(struct http_exchange *ex, void *arg)
-{
-    struct tunnel_server *ts = *(struct tunnel_server **)arg;
-    const char *id = http_param(ex, "id");
-    const char *target = http_req(ex)->target;
-    /* the raw target after /api/clusters/<id>, so escapes reach the agent as sent */
-    const char *rest = strstr(target + strlen("/api/clusters/"), "/v1");
-    char msg[160];
-    snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", id);
-    if (!rest) {
-        http_respond_error(ex, 400, "path must be /api/clusters/{id}/v1/...");
-        return;
-    }
-    tun_http_proxy(ex, tunnel_server_session(ts, id), "native", rest, NULL, 0, msg);
-}
-
-int tunnel_server_add_routes(struct hub *h, struct tunnel_server **ts, char *err, size_t errlen)
-{
-    const struct http_route routes[] = {
-        {"*", "/api/clusters/{id}/v1/{*rest}", h_cluster_native, ts, HTTP_ROUTE_STREAM},
-        {"*", "/api/clusters/{id}/v1", h_cluster_native, ts, HTTP_ROUTE_STREAM},
-    };
-    return hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
 }

@@ -10,9 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct hub;
 struct clusters;
 struct http_router;
+struct loop;
 struct tun_session;
 struct tunnel_server;
 
@@ -24,10 +24,15 @@ struct tunnel_server_options {
     int64_t sync_interval_ms; /* SYNC cadence [60000] */
 };
 
-/* internal: the router behind the `hub` service (not owned; must outlive ts). */
-int tunnel_server_start(struct hub *h, struct clusters *c, struct http_router *internal,
-                        const struct tunnel_server_options *o, struct tunnel_server **out,
-                        char *err, size_t errlen);
+/* What the tunnel server may use; none owned, all must outlive ts. */
+struct tunnel_server_deps {
+    struct loop *loop;            /* its lws context hosts the listener; timers */
+    struct clusters *clusters;    /* token check, session epochs, revoke hook */
+    struct http_router *internal; /* the router behind the `hub` service */
+};
+
+int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_server_options *o,
+                        struct tunnel_server **out, char *err, size_t errlen);
 /* Closes every session and the listener. */
 void tunnel_server_stop(struct tunnel_server *ts);
 
@@ -47,12 +52,12 @@ void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg);
  * session is gone (closed, superseded, revoked), called at once. */
 typedef void (*tunnel_server_report_fn)(void *arg, const char *cluster_id, json_t *msg);
 typedef void (*tunnel_server_session_end_fn)(void *arg, const char *cluster_id);
+/* A keys_revocation_fn (keys.h), arg = the tunnel server: sends every
+ * session an EVENT {type: key_revoked, hash, reason}. */
+void tunnel_server_on_key_revoked(void *arg, const char *key_id, const char *hash,
+                                  const char *reason);
 void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_report_fn fn, void *arg);
 void tunnel_server_set_session_end_hook(struct tunnel_server *ts, tunnel_server_session_end_fn fn,
                                         void *arg);
-
-/* Registers ANY /api/clusters/{id}/v1/{*rest} (relayed to the cluster's
- * native service). Before hub_start. */
-int tunnel_server_add_routes(struct hub *h, struct tunnel_server **ts, char *err, size_t errlen);
 
 #endif

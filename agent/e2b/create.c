@@ -1,20 +1,23 @@
-/* POST /sandboxes and POST /v2/sandboxes (reference §2.3, e2b-protocol §1.5).
+/* POST /sandboxes and POST /v2/sandboxes (reference §2.3, e2b-protocol §1.5),
+ * the E2B surface of agent/claim.h's orchestration.
  *
  * Order: templateID → the 400 list (refusals.c) → field types → reserved
- * metadata (consumed and removed) → a prefix naming another cluster is
- * forwarded verbatim through the hub → a bare name asks the placement
- * (route_client.h: local idle → here; else the hub may pick another cluster,
- * and the create goes there rewritten as `cluster::pool[//image]`, one hop)
- * → image override refused on the local runtime → claim. The answer (201, the Sandbox shape) waits
- * until the runtime armed the sandbox (envd /init took the token and env vars) unless
- * agentbox.scitix.ai/no-wait is "true". */
+ * metadata (consumed and removed) → where the reference goes (claim_where):
+ * a prefix naming another cluster is forwarded verbatim through the hub; a
+ * bare name asks the placement (claim_place: local idle → here; else the hub
+ * may pick another cluster, and the create goes there rewritten as
+ * `cluster::pool[//image]`, one hop, claim_forward) → an image override is
+ * refused unless the runtime can (claim_image_ok) → claim (claim_start).
+ * The answer (201, the Sandbox shape; errors by claim_status(CLAIM_E2B, …))
+ * waits until the runtime armed the sandbox (envd /init took the token and
+ * env vars) unless agentbox.scitix.ai/no-wait is "true". */
 #include "agent/e2b/e2b.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
+#include "agent/claim.h"
+#include "agent/hub_link.h"
 #include "agent/route_client.h"
 #include "agent/runtime/runtime.h"
-#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/json.h"
@@ -22,7 +25,6 @@
 #include "agentbox/metrics.h"
 #include "agentbox/ref.h"
 #include "agentbox/sbxid.h"
-#include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
 
 #include <stdio.h>
@@ -50,24 +52,14 @@ static void count(struct e2b *e, const char *result)
     metrics_add(e->m_creates, l, 1);
 }
 
-/* The HTTP answer for a runtime error (runtime.h's table). */
 static int status_of(int err)
 {
-    switch (err) {
-    case AB_ENOENT:
-    case AB_EINVAL:
-        return 400;
-    case AB_EEXIST:
-        return 409;
-    case AB_EBUSY:
-    case AB_ECLOSED:
-    case AB_ENOMEM:
-        return 503;
-    case AB_ETIMEOUT:
-        return 504;
-    default:
-        return 502;
-    }
+    return claim_status(CLAIM_E2B, err);
+}
+
+static struct claim_deps deps_of(struct e2b *e)
+{
+    return (struct claim_deps){e->d.rt, e->d.fed, e->d.hub, e->cluster};
 }
 
 static void claimed(void *arg, int err, const char *msg, const struct rt_sandbox *s)
@@ -245,7 +237,7 @@ static bool check_secrets(struct e2b *e, struct http_exchange *ex, json_t *net, 
 {
     struct secret_check *c;
 
-    if (!e->a->tunnel || !(c = calloc(1, sizeof(*c))))
+    if (!hub_link_configured(e2b_hub(e)) || !(c = calloc(1, sizeof(*c))))
         return false;
     c->n = e2b_rule_secrets(net, c->names, RULE_SECRETS_MAX);
     if (c->n == 0) {
@@ -272,6 +264,7 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
 {
     char err[1024];
     struct rt *rt = e2b_rt(e);
+    struct claim_deps d = deps_of(e);
     struct create *c = NULL;
     const struct ref ref = *rf;
     struct reserved res = *rs;
@@ -279,14 +272,14 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
 
     if (res.image[0] == '\0')
         ab_strlcpy(res.image, ref.image, sizeof(res.image));
-    if (res.image[0] && e2b_runtime_is_local(e)) {
+    if (res.image[0] && !claim_image_ok(rt)) {
         count(e, "refused");
         http_respond_error(ex, 400,
-                           "image overrides need the kube runtime: cluster '%s' runs the local "
+                           "image overrides need the kube runtime: cluster '%s' runs the %s "
                            "runtime, where a sandbox runs its env's own image; drop '//%.200s' "
                            "(or the " MD_PREFIX "image metadata) or create on a cluster running "
                            "--runtime kube",
-                           e->cluster, res.image);
+                           e->cluster, e2b_runtime_kind(e), res.image);
         return;
     }
     if (!rt) {
@@ -309,10 +302,17 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
     ab_strlcpy(c->group, res.group, sizeof(c->group));
     ab_strlcpy(c->team, p->team, sizeof(c->team));
     ab_strlcpy(c->user, p->user, sizeof(c->user));
-    sbxid_generate(e->cluster, c->id, sizeof(c->id));
+    claim_new_id(&d, c->id, sizeof(c->id));
 
+    struct claim_request req = {
+        .ns = p->namespace,
+        .name = ref.name,
+        .group = res.group,
+        /* cluster::name is an env first, then a pool (reference §1.8); a bare name an env */
+        .target = ref.cluster[0] ? RT_TARGET_ENV_OR_POOL : RT_TARGET_ENV,
+    };
     /* no access_token: the runtime arms the sandbox with its own random one */
-    struct rt_claim_options o = {
+    req.o = (struct rt_claim_options){
         .id = c->id,
         .timeout_s = timeout,
         .startup_timeout_ms = res.startup_ms,
@@ -322,9 +322,7 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         .team = p->team,
         .owner = p->user,
     };
-    enum rt_target target = ref.cluster[0] ? RT_TARGET_ENV_OR_POOL : RT_TARGET_ENV;
-    rc = rt_claim(rt, p->namespace, ref.name, target, res.group[0] ? res.group : NULL, &o, claimed,
-                  c, NULL, err, sizeof(err));
+    rc = claim_start(&d, &req, claimed, c, err, sizeof(err));
     if (rc != 0) {
         int status = status_of(rc);
         count(e, "failed");
@@ -371,65 +369,6 @@ struct routed_create {
     bool internet;
 };
 
-struct fwd_create {
-    struct http_exchange *ex;
-    char cluster[SBXID_CLUSTER_MAX + 1];
-};
-
-static void fwd_create_done(const struct tun_call_result *res, void *arg)
-{
-    struct fwd_create *f = arg;
-    if (res->status == 0)
-        http_respond_error(f->ex, 503,
-                           "cluster '%s' was chosen for this create but could not be reached "
-                           "through the hub: %s; retry, or pin another cluster as "
-                           "<cluster>::<env>",
-                           f->cluster, res->error ? res->error : "tunnel error");
-    else
-        http_respond(f->ex, res->status, res->body_len ? "application/json" : NULL,
-                     res->body ? res->body : "", res->body_len, NULL, 0);
-    free(f);
-}
-
-/* Sends the create (body, len) to cluster's e2b service through the hub with
- * the headers a forwarded request may carry (DESIGN §6), and answers ex with
- * what comes back. The receiver sees `cluster::pool`, a prefix, so it never
- * asks the placement again: one hop at most. */
-static void forward_create(struct e2b *e, struct http_exchange *ex, const char *cluster,
-                           const char *body, size_t len)
-{
-    static const char *const keep[] = {"X-API-Key", "Authorization", "AGENTBOX-API-KEY"};
-    const struct http_request *r = http_req(ex);
-    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
-    struct tun_header h[8];
-    int n = 0;
-    struct fwd_create *f;
-
-    for (size_t i = 0; i < AB_ARRAY_LEN(keep); i++) {
-        const char *v = http_header_get(r, keep[i]);
-        if (v)
-            h[n++] = (struct tun_header){keep[i], v};
-    }
-    h[n++] = (struct tun_header){"Content-Type", "application/json"};
-    h[n++] = (struct tun_header){"X-AgentBox-Target-Cluster", cluster};
-    h[n++] = (struct tun_header){"X-AgentBox-Target-Service", "e2b"};
-    h[n++] = (struct tun_header){"X-Source-Cluster", e->cluster};
-    if (!s || !(f = calloc(1, sizeof(*f)))) {
-        http_respond_error(ex, 503, "cluster '%s' was chosen for this create but %s; retry shortly",
-                           cluster, s ? "this agent is out of memory" : "the hub is not connected");
-        return;
-    }
-    f->ex = ex;
-    ab_strlcpy(f->cluster, cluster, sizeof(f->cluster));
-    int rc = tun_call(s, "relay", r->method, r->target, h, n, body, len, 4 * 1024 * 1024,
-                      fwd_create_done, f);
-    if (rc != 0) {
-        free(f);
-        http_respond_error(ex, 503, "cannot open a stream to the hub for cluster '%s': %s", cluster,
-                           ab_strerror(rc));
-    }
-}
-
 static void routed_free(struct routed_create *rc)
 {
     json_decref(rc->body);
@@ -460,7 +399,8 @@ static void routed(const struct fed_decision *d, void *arg)
             count(e, "forwarded");
             LOG_DEBUG("e2b create forwarded", "env", rc->ref.name, "to", tmpl, "step",
                       d->step == 2 ? "2" : "4");
-            forward_create(e, rc->ex, d->cluster, txt, strlen(txt));
+            struct claim_deps cd = deps_of(e);
+            claim_forward(&cd, rc->ex, d->cluster, txt, strlen(txt));
             free(txt);
         }
     } else {
@@ -489,7 +429,8 @@ static bool route_bare(struct e2b *e, struct http_exchange *ex, const struct age
     rc->res = *res;
     rc->timeout = timeout;
     rc->internet = internet;
-    if (fed_route(e->a, p->namespace, ref->name, res->group, routed, rc) != 0) {
+    struct claim_deps d = deps_of(e);
+    if (claim_place(&d, p->namespace, ref->name, res->group, routed, rc) != 0) {
         routed_free(rc);
         return false; /* a name fed_route refuses: the local path answers it */
     }
@@ -545,19 +486,19 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
         http_respond_error(ex, 400, "%s", err);
         goto out;
     }
+    int where = claim_where(e->cluster, &ref, err, sizeof(err));
+    if (where < 0) {
+        http_respond_error(ex, 400, "%s", err);
+        goto out;
+    }
     /* cluster::name: forwarded verbatim when the prefix is another cluster's */
-    if (ref.cluster[0] && strcmp(ref.cluster, e->cluster) != 0) {
-        if (!sbxid_cluster_is_valid(ref.cluster, NULL, 0)) {
-            http_respond_error(ex, 400, "templateID prefix '%.64s' is not a cluster id",
-                               ref.cluster);
-            goto out;
-        }
+    if (where == CLAIM_REMOTE) {
         count(e, "forwarded");
         e2b_forward(e, ex, ref.cluster, http_req(ex)->target);
         goto out;
     }
     /* a bare name: local idle serves here, else the hub places it (DESIGN §6) */
-    if (!ref.cluster[0] && route_bare(e, ex, p, b, md, envs, &ref, &res, timeout, internet))
+    if (where == CLAIM_PLACE && route_bare(e, ex, p, b, md, envs, &ref, &res, timeout, internet))
         goto out;
     claim_local(e, ex, p, &ref, &res, md, envs, timeout, internet);
 out:

@@ -2,20 +2,19 @@
  * the shared response shapes, envd access tokens and forwarding of
  * id-addressed calls to the owning cluster. */
 #include "agent/e2b/e2b.h"
+#include "agent/e2b/metrics.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
+#include "agent/hub_link.h"
 #include "agent/runtime/runtime.h"
-#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/json.h"
 #include "agentbox/log.h"
 #include "agentbox/metrics.h"
+#include "agentbox/relay.h"
 #include "agentbox/sbxid.h"
-#include "agentbox/tunnel.h"
-#include "agentbox/tunnel_http.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,40 +26,42 @@
 #include <time.h>
 #include <unistd.h>
 
-#define E2B_OPS_MAX 96
-#define FORWARD_BODY_MAX (4 * 1024 * 1024)
-
-static struct e2b g_e2b;
-static struct e2b_op g_ops[E2B_OPS_MAX];
-static size_t g_nops;
-
 struct rt *e2b_rt(struct e2b *e)
 {
-    return e->a->rt;
+    return e->d.rt;
+}
+
+struct loop *e2b_loop(struct e2b *e)
+{
+    return e->d.loop;
+}
+
+struct hub_link *e2b_hub(struct e2b *e)
+{
+    return e->d.hub;
+}
+
+const char *e2b_runtime_kind(struct e2b *e)
+{
+    return e->d.rt && e->d.rt->kind ? e->d.rt->kind : "current";
 }
 
 const char *e2b_domain(struct e2b *e)
 {
-    const char *d = e->a->cfg->data_domain;
+    const char *d = e->d.data_domain;
     return d && d[0] ? d : NULL;
 }
 
 const char *e2b_prometheus_url(struct e2b *e)
 {
-    const char *u = e->a->cfg->prometheus_url;
+    const char *u = e->d.prometheus_url;
     return u && u[0] ? u : NULL;
 }
 
 const char *e2b_log_service_url(struct e2b *e)
 {
-    const char *u = e->a->cfg->log_service_url;
+    const char *u = e->d.log_service_url;
     return u && u[0] ? u : NULL;
-}
-
-bool e2b_runtime_is_local(struct e2b *e)
-{
-    struct rt *rt = e2b_rt(e);
-    return !rt || strcmp(rt->kind, "local") == 0;
 }
 
 void e2b_token(struct e2b *e, const char *id, char *out)
@@ -157,65 +158,9 @@ json_t *e2b_body(struct http_exchange *ex, bool empty_ok)
 
 /* --- forwarding --------------------------------------------------------------------- */
 
-struct fwd {
-    struct http_exchange *ex;
-    char cluster[SBXID_CLUSTER_MAX + 1];
-};
-
-static void fwd_done(const struct tun_call_result *res, void *arg)
-{
-    struct fwd *f = arg;
-    if (res->status == 0) {
-        http_respond_error(f->ex, 503, "cluster '%s' could not be reached through the hub: %s",
-                           f->cluster, res->error ? res->error : "tunnel error");
-    } else {
-        const char *b = res->body ? res->body : "";
-        http_respond(f->ex, res->status, res->body_len ? "application/json" : NULL, b,
-                     res->body_len, NULL, 0);
-    }
-    free(f);
-}
-
 void e2b_forward(struct e2b *e, struct http_exchange *ex, const char *cluster, const char *target)
 {
-    static const char *const keep[] = {"X-API-Key", "Authorization", "AGENTBOX-API-KEY",
-                                       "Content-Type"};
-    const struct http_request *r = http_req(ex);
-    struct tun_header h[8];
-    int n = 0;
-    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
-
-    if (!s) {
-        http_respond_error(ex, 503,
-                           "this request belongs to cluster '%s', and %s; retry once the agent "
-                           "is connected to the hub",
-                           cluster,
-                           e->a->tunnel ? "the tunnel to the hub is down"
-                                        : "this agent has no hub configured (--hub-url)");
-        return;
-    }
-    for (size_t i = 0; i < AB_ARRAY_LEN(keep); i++) {
-        const char *v = http_header_get(r, keep[i]);
-        if (v)
-            h[n++] = (struct tun_header){keep[i], v};
-    }
-    h[n++] = (struct tun_header){"X-AgentBox-Target-Cluster", cluster};
-    h[n++] = (struct tun_header){"X-AgentBox-Target-Service", "e2b"};
-    h[n++] = (struct tun_header){"X-Source-Cluster", e->cluster};
-    struct fwd *f = calloc(1, sizeof(*f));
-    if (!f) {
-        http_respond_error(ex, 503, "out of memory while forwarding to cluster '%s'", cluster);
-        return;
-    }
-    f->ex = ex;
-    ab_strlcpy(f->cluster, cluster, sizeof(f->cluster));
-    int rc = tun_call(s, "relay", r->method, target, h, n, r->body, r->body_len, FORWARD_BODY_MAX,
-                      fwd_done, f);
-    if (rc != 0) {
-        free(f);
-        http_respond_error(ex, 503, "cannot open a stream to the hub for cluster '%s': %s", cluster,
-                           ab_strerror(rc));
-    }
+    hub_link_forward(e->d.hub, ex, cluster, RELAY_SVC_E2B, target, NULL, 0, NULL);
 }
 
 bool e2b_lookup(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
@@ -255,21 +200,31 @@ static void auth_done(struct http_exchange *ex, const struct agent_principal *p,
 static void h_auth(struct http_exchange *ex, void *arg)
 {
     struct e2b_op *op = arg;
-    agent_auth_request(op->e->a->auth, ex, auth_done, op);
+    agent_auth_request(op->e->d.auth, ex, auth_done, op);
+}
+
+int e2b_route_raw(struct e2b *e, const struct http_route *r, char *err, size_t errlen)
+{
+    if (e->nroutes >= E2B_ROUTES_MAX) {
+        snprintf(err, errlen, "e2b: more than %d routes", E2B_ROUTES_MAX);
+        return AB_ELIMIT;
+    }
+    e->routes[e->nroutes++] = *r;
+    return 0;
 }
 
 int e2b_route(struct e2b *e, const char *method, const char *pattern, e2b_fn fn, int flags,
               char *err, size_t errlen)
 {
-    if (g_nops >= E2B_OPS_MAX) {
-        snprintf(err, errlen, "e2b: more than %d routes", E2B_OPS_MAX);
+    if (e->nops >= E2B_ROUTES_MAX) {
+        snprintf(err, errlen, "e2b: more than %d routes", E2B_ROUTES_MAX);
         return AB_ELIMIT;
     }
-    struct e2b_op *op = &g_ops[g_nops++];
+    struct e2b_op *op = &e->ops[e->nops++];
     op->e = e;
     op->fn = fn;
     struct http_route r = {method, pattern, h_auth, op, flags};
-    return agent_add_routes(e->a, AGENT_E2B, &r, 1, err, errlen);
+    return e2b_route_raw(e, &r, err, errlen);
 }
 
 static void h_health(struct http_exchange *ex, void *arg)
@@ -306,18 +261,21 @@ static void load_token_key(struct e2b *e, const char *state_dir)
         close(fd);
 }
 
-int e2b_add_routes(struct agent *a, char *err, size_t errlen)
+struct e2b *e2b_new(const struct e2b_deps *deps, char *err, size_t errlen)
 {
     static const char *const op_labels[] = {"operation", "category", NULL};
     static const char *const result_labels[] = {"result", NULL};
-    struct e2b *e = &g_e2b;
+    struct e2b *e = calloc(1, sizeof(*e));
     int rc;
 
-    memset(e, 0, sizeof(*e));
-    g_nops = 0;
-    e->a = a;
-    e->cluster = a->cfg->cluster_id;
-    load_token_key(e, a->cfg->state_dir);
+    if (!e) {
+        snprintf(err, errlen, "e2b: out of memory");
+        return NULL;
+    }
+    e->d = *deps;
+    e->cluster = deps->cluster;
+    e->started_ms = ab_wall_ms();
+    load_token_key(e, deps->state_dir);
     e->m_unsupported =
         metrics_register(metrics_default(), "agentbox_e2b_unsupported_total",
                          "E2B operations answered 501 because AgentBox does not offer them",
@@ -329,12 +287,10 @@ int e2b_add_routes(struct agent *a, char *err, size_t errlen)
                                            "E2B create latency until the sandbox is armed (201)",
                                            METRIC_HISTOGRAM, NULL, NULL, 0);
 
-    const struct http_route open_routes[] = {
-        {"GET", "/health", h_health, e, 0},
-    };
-    rc = agent_add_routes(a, AGENT_E2B, open_routes, AB_ARRAY_LEN(open_routes), err, errlen);
-    if (rc == 0)
-        rc = e2b_events_new(e, &e->events);
+    const struct http_route health = {"GET", "/health", h_health, e, 0};
+    rc = e2b_route_raw(e, &health, err, errlen);
+    if (rc == 0 && (rc = e2b_events_new(e, &e->events)) != 0)
+        snprintf(err, errlen, "e2b: out of memory for the event queue");
     if (rc == 0)
         rc = e2b_create_routes(e, err, errlen);
     /* first match wins: /sandboxes/metrics before /sandboxes/{id} */
@@ -350,5 +306,25 @@ int e2b_add_routes(struct agent *a, char *err, size_t errlen)
         rc = e2b_key_routes(e, err, errlen);
     if (rc == 0)
         rc = e2b_unsupported_routes(e, err, errlen);
-    return rc;
+    if (rc != 0) {
+        e2b_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void e2b_free(struct e2b *e)
+{
+    if (!e)
+        return;
+    e2b_metrics_free(e);
+    e2b_events_free(e->events);
+    explicit_bzero(e->token_key, sizeof(e->token_key));
+    free(e);
+}
+
+const struct http_route *e2b_routes(const struct e2b *e, size_t *n)
+{
+    *n = e->nroutes;
+    return e->routes;
 }

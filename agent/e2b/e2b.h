@@ -24,32 +24,49 @@
 
 #include "agentbox/http.h"
 
-struct agent;
+struct agent_auth;
 struct agent_principal;
+struct fed;
+struct hub_link;
+struct loop;
 struct rt;
 struct rt_sandbox;
 struct metric_family;
 struct e2b_events;
+struct e2b_metrics;
 
-/* Wires every E2B route into the agent's e2b listener (called from agent_init). */
-int e2b_add_routes(struct agent *a, char *err, size_t errlen);
+/* What the E2B layer may call, and its settings. Everything is borrowed and
+ * must outlive the module. */
+struct e2b_deps {
+    struct loop *loop;
+    struct rt *rt;           /* the sandbox runtime (NULL: creates answer 503) */
+    struct agent_auth *auth; /* API keys */
+    struct hub_link *hub;    /* calls to the hub, relays to other clusters */
+    struct fed *fed;         /* the placement of bare names (route_client.h) */
+    const char *cluster;     /* this cluster's id */
+    const char *state_dir;   /* where the envd token key is kept */
+    const char *data_domain; /* NULL or "" when unset */
+    const char *prometheus_url;
+    const char *log_service_url;
+};
+
+/* Builds the E2B layer and its route table (see e2b_routes). NULL with err
+ * set on failure. The owner (struct agent) frees it with e2b_free. */
+struct e2b *e2b_new(const struct e2b_deps *deps, char *err, size_t errlen);
+/* After the listeners and the tunnel stopped (callbacks in flight were
+ * delivered), before the loop is freed. NULL is fine. */
+void e2b_free(struct e2b *e);
+/* The routes for the agent's e2b listener, in match order; valid until e2b_free. */
+const struct http_route *e2b_routes(const struct e2b *e, size_t *n);
 
 /* --- private to agent/e2b ------------------------------------------------------------ */
 
 #define E2B_ENVD_VERSION "0.6.13" /* what agentbox-envd reports (agent/envd/envd.h) */
 #define E2B_TOKEN_HEX 64
+#define E2B_ROUTES_MAX 96
+#define E2B_UNSUP_MAX 48 /* refusals.c's 501 catalogue */
 
-struct e2b {
-    struct agent *a;
-    const char *cluster;
-    uint8_t token_key[32]; /* envd access tokens are HMAC(key, sandbox id) */
-    struct metric_family *m_unsupported;
-    struct metric_family *m_creates;
-    struct metric_family *m_create_seconds;
-    struct e2b_events *events;
-    struct e2b_metrics *metrics;
-};
-
+struct e2b;
 typedef void (*e2b_fn)(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p);
 
 /* A route's argument: the handler that runs once the caller is authenticated. */
@@ -58,14 +75,38 @@ struct e2b_op {
     e2b_fn fn;
 };
 
-/* Runtime and settings (NULL when unset). */
+struct e2b {
+    struct e2b_deps d;
+    const char *cluster;   /* d.cluster */
+    uint8_t token_key[32]; /* envd access tokens are HMAC(key, sandbox id): see e2b_token */
+    int64_t started_ms;    /* template creation times (the runtime keeps none) */
+    struct metric_family *m_unsupported;
+    struct metric_family *m_creates;
+    struct metric_family *m_create_seconds;
+    struct e2b_events *events;
+    struct e2b_metrics *metrics; /* metrics.c's state, freed by e2b_metrics_free */
+    struct http_route routes[E2B_ROUTES_MAX];
+    size_t nroutes;
+    struct e2b_op ops[E2B_ROUTES_MAX]; /* args of the authenticated routes */
+    size_t nops;
+    struct e2b_unsup_op {
+        struct e2b *e;
+        const void *entry; /* refusals.c's catalogue entry */
+    } unsup_ops[E2B_UNSUP_MAX];
+};
+
+/* Dependencies and settings (NULL when unset). */
 struct rt *e2b_rt(struct e2b *e);
+struct loop *e2b_loop(struct e2b *e);
+struct hub_link *e2b_hub(struct e2b *e);
+/* The runtime's kind ("local", "kube"), for messages only: never branch on it. */
+const char *e2b_runtime_kind(struct e2b *e);
 const char *e2b_domain(struct e2b *e);
 const char *e2b_prometheus_url(struct e2b *e);
 const char *e2b_log_service_url(struct e2b *e);
-bool e2b_runtime_is_local(struct e2b *e);
 
-/* The envd access token of a sandbox (out: E2B_TOKEN_HEX + 1 bytes). */
+/* The envd access token of a sandbox (out: E2B_TOKEN_HEX + 1 bytes). The
+ * one place tokens are made: every shape and every claim asks here. */
 void e2b_token(struct e2b *e, const char *id, char *out);
 
 /* True when p may see s (same namespace, team and user). */
@@ -116,9 +157,11 @@ struct tun_call_result;
 int e2b_hub_public_call(struct e2b *e, struct http_exchange *ex, const char *method,
                         const char *path, const void *body, size_t len, size_t max_body,
                         void (*done)(const struct tun_call_result *res, void *arg), void *arg);
-/* Adds an authenticated route (method, pattern, fn) to the e2b listener. */
+/* Adds an authenticated route (method, pattern, fn) to the e2b route table. */
 int e2b_route(struct e2b *e, const char *method, const char *pattern, e2b_fn fn, int flags,
               char *err, size_t errlen);
+/* Adds a route as given (its handler authenticates, or the route is open). */
+int e2b_route_raw(struct e2b *e, const struct http_route *r, char *err, size_t errlen);
 
 /* refusals.c: checks a create body against the 400 list. Returns 0, or
  * AB_EINVAL with the message (naming the alternative) in err, or AB_EDENIED
@@ -138,6 +181,7 @@ void e2b_unsupported(struct e2b *e, struct http_exchange *ex, const char *operat
 
 /* events.c: lifecycle events for the console, queued to the hub (never blocks). */
 int e2b_events_new(struct e2b *e, struct e2b_events **out);
+void e2b_events_free(struct e2b_events *q);
 void e2b_event(struct e2b *e, const char *type, const struct rt_sandbox *s, const char *reason);
 void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *ns, const char *env,
                    const char *pool, const char *team, const char *user, const json_t *metadata,

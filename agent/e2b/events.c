@@ -11,15 +11,13 @@
  * an E2B call (idle timeout, runtime) and reports them released "ended". */
 #include "agent/e2b/e2b.h"
 
-#include "agent/agent.h"
+#include "agent/hub_link.h"
 #include "agent/runtime/runtime.h"
-#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/metrics.h"
-#include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
 
 #include <stdio.h>
@@ -155,17 +153,17 @@ static void reap_ended(struct e2b_events *q)
 static void tick(struct loop_timer *t)
 {
     struct e2b_events *q = t->arg;
-    struct tun_session *s = q->e->a->tunnel ? agent_tunnel_session(q->e->a->tunnel) : NULL;
+    struct hub_link *hub = e2b_hub(q->e);
 
     reap_ended(q);
-    if (!q->e->a->tunnel) { /* standalone: nobody to tell; keep memory bounded */
+    if (!hub_link_configured(hub)) { /* standalone: nobody to tell; keep memory bounded */
         while (q->n > 0) {
             json_decref(q->ring[q->head]);
             q->head = (q->head + 1) % RING_MAX;
             q->n--;
         }
     }
-    if (s && q->n > 0 && q->inflight == 0) {
+    if (hub_link_session(hub) && q->n > 0 && q->inflight == 0) {
         size_t k = q->n < BATCH_MAX ? q->n : BATCH_MAX;
         json_t *arr = json_array();
         for (size_t i = 0; i < k; i++)
@@ -174,8 +172,8 @@ static void tick(struct loop_timer *t)
         char *txt = json_dumps(body, JSON_COMPACT);
         json_decref(body);
         struct tun_header h[] = {{"Content-Type", "application/json"}};
-        if (txt && tun_call(s, "hub", "POST", "/internal/v1/sandbox-events", h, 1, txt, strlen(txt),
-                            64 * 1024, sent, q) == 0)
+        if (txt && hub_link_call(hub, "POST", "/internal/v1/sandbox-events", h, 1, txt, strlen(txt),
+                                 64 * 1024, sent, q) == 0)
             q->inflight = k;
         free(txt);
     }
@@ -184,7 +182,7 @@ static void tick(struct loop_timer *t)
 
 static void schedule(struct e2b_events *q)
 {
-    loop_timer_start(q->e->a->loop, &q->timer, FLUSH_MS, tick, q);
+    loop_timer_start(e2b_loop(q->e), &q->timer, FLUSH_MS, tick, q);
 }
 
 int e2b_events_new(struct e2b *e, struct e2b_events **out)
@@ -203,4 +201,16 @@ int e2b_events_new(struct e2b *e, struct e2b_events **out)
     schedule(q);
     *out = q;
     return 0;
+}
+
+/* After the tunnel stopped: its end delivered the call in flight, if any. */
+void e2b_events_free(struct e2b_events *q)
+{
+    if (!q)
+        return;
+    loop_timer_cancel(&q->timer);
+    for (size_t i = 0; i < q->n; i++)
+        json_decref(q->ring[(q->head + i) % RING_MAX]);
+    free(q->live);
+    free(q);
 }

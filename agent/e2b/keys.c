@@ -15,12 +15,12 @@
  * An agent without a hub (standalone) has no vault: 501 naming --hub-url. */
 #include "agent/e2b/e2b.h"
 
-#include "agent/agent.h"
-#include "agent/tunnel_client.h"
+#include "agent/hub_link.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/json.h"
+#include "agentbox/relay.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
 
@@ -29,16 +29,14 @@
 #include <string.h>
 #include <strings.h>
 
-#define BRIDGE "/internal/v1/public"
+#define BRIDGE RELAY_PUBLIC_BRIDGE
 #define KEYS_BODY_MAX (1024 * 1024)
 
-static struct e2b *g_e;
-
-static bool standalone(struct http_exchange *ex, const char *operation)
+static bool standalone(struct e2b *e, struct http_exchange *ex, const char *operation)
 {
-    if (g_e->a->cfg->hub_url)
+    if (hub_link_configured(e2b_hub(e)))
         return false;
-    e2b_unsupported(g_e, ex, operation, "unimplemented",
+    e2b_unsupported(e, ex, operation, "unimplemented",
                     "secrets and API keys are kept by the hub, and this agent runs without one, "
                     "so ${e2b.secrets.<name>} cannot resolve and network.rules cannot be used; "
                     "start the agent with --hub-url");
@@ -194,14 +192,14 @@ static const char *presented_key(const struct http_request *r)
 
 /* Relays method path body to the hub's bridge with the hash of the caller's
  * key (never the key) and answers ex per op. */
-static void kcall(struct http_exchange *ex, enum kop op, const char *method, const char *path,
-                  const char *body, size_t body_len)
+static void kcall(struct e2b *e, struct http_exchange *ex, enum kop op, const char *method,
+                  const char *path, const char *body, size_t body_len)
 {
     const struct http_request *r = http_req(ex);
     const char *key = presented_key(r);
     char hash[65];
     struct tun_head head;
-    struct tun_session *s = agent_tunnel_session(g_e->a->tunnel);
+    struct hub_link *hub = e2b_hub(e);
     struct kcall *c;
     int rc;
 
@@ -217,7 +215,7 @@ static void kcall(struct http_exchange *ex, enum kop op, const char *method, con
         http_respond_error(ex, 413, "request body over %d bytes", TUN_STREAM_HIGH_WATER);
         return;
     }
-    if (!s || !tun_session_is_established(s)) {
+    if (!hub_link_session(hub)) {
         http_respond_error(ex, 503,
                            "the control plane is not reachable (the tunnel to the hub is down); "
                            "retry shortly");
@@ -236,13 +234,13 @@ static void kcall(struct http_exchange *ex, enum kop op, const char *method, con
     c->ex = ex;
     c->op = op;
     memset(&head, 0, sizeof(head));
-    head.service = "hub";
+    head.service = RELAY_SVC_HUB;
     head.method = method;
     head.path = path;
-    head.headers[head.nheaders++] = (struct tun_header){"X-AgentBox-Key-Hash", hash};
+    head.headers[head.nheaders++] = (struct tun_header){RELAY_HDR_KEY_HASH, hash};
     if (body_len)
         head.headers[head.nheaders++] = (struct tun_header){"Content-Type", "application/json"};
-    rc = tun_stream_open(s, &head, &c->ep, &c->st);
+    rc = hub_link_open(hub, &head, &c->ep, &c->st);
     if (rc != 0) {
         free(c->body);
         free(c);
@@ -259,49 +257,48 @@ int e2b_hub_public_call(struct e2b *e, struct http_exchange *ex, const char *met
                         void (*done)(const struct tun_call_result *res, void *arg), void *arg)
 {
     const char *key = presented_key(http_req(ex));
-    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
     char hash[65], full[8192];
     struct tun_header h[2];
     int n = 0;
 
     if (!key)
         return AB_EDENIED;
-    if (!s)
+    if (!hub_link_session(e2b_hub(e)))
         return AB_ECLOSED;
     if ((size_t)snprintf(full, sizeof(full), BRIDGE "%s", path) >= sizeof(full))
         return AB_ELIMIT;
     crypto_sha256_hex(key, hash);
-    h[n++] = (struct tun_header){"X-AgentBox-Key-Hash", hash};
+    h[n++] = (struct tun_header){RELAY_HDR_KEY_HASH, hash};
     if (len)
         h[n++] = (struct tun_header){"Content-Type", "application/json"};
-    return tun_call(s, "hub", method, full, h, n, body, len, max_body, done, arg);
+    return hub_link_call(e2b_hub(e), method, full, h, n, body, len, max_body, done, arg);
 }
 
 static void h_secrets(struct http_exchange *ex, void *arg)
 {
+    struct e2b *e = arg;
     const struct http_request *r = http_req(ex);
     char path[8192];
-    (void)arg;
-    if (standalone(ex, "Secrets"))
+    if (standalone(e, ex, "Secrets"))
         return;
     if ((size_t)snprintf(path, sizeof(path), BRIDGE "/e2b%s", r->target) >= sizeof(path)) {
         http_respond_error(ex, 414, "request target longer than %zu bytes", sizeof(path) - 32);
         return;
     }
-    kcall(ex, K_RAW, r->method, path, r->body, r->body_len);
+    kcall(e, ex, K_RAW, r->method, path, r->body, r->body_len);
 }
 
 static void h_keys_list(struct http_exchange *ex, void *arg)
 {
-    (void)arg;
-    if (!standalone(ex, "GetApiKeys"))
-        kcall(ex, K_LIST, "GET", BRIDGE "/api/v1/api-keys", NULL, 0);
+    struct e2b *e = arg;
+    if (!standalone(e, ex, "GetApiKeys"))
+        kcall(e, ex, K_LIST, "GET", BRIDGE "/api/v1/api-keys", NULL, 0);
 }
 
 static void h_keys_create(struct http_exchange *ex, void *arg)
 {
-    (void)arg;
-    if (standalone(ex, "PostApiKeys"))
+    struct e2b *e = arg;
+    if (standalone(e, ex, "PostApiKeys"))
         return;
     const struct http_request *r = http_req(ex);
     bool blank = true;
@@ -325,17 +322,17 @@ static void h_keys_create(struct http_exchange *ex, void *arg)
     char *body = json_dumps(out, JSON_COMPACT);
     json_decref(out);
     json_decref(b);
-    kcall(ex, K_CREATE, "POST", BRIDGE "/api/v1/api-keys", body ? body : "{}",
+    kcall(e, ex, K_CREATE, "POST", BRIDGE "/api/v1/api-keys", body ? body : "{}",
           body ? strlen(body) : 2);
     free(body);
 }
 
 static void h_keys_delete(struct http_exchange *ex, void *arg)
 {
+    struct e2b *e = arg;
     char path[512];
     const char *id = http_param(ex, "id");
-    (void)arg;
-    if (standalone(ex, "DeleteApiKeysApiKeyID"))
+    if (standalone(e, ex, "DeleteApiKeysApiKeyID"))
         return;
     if (!id || strlen(id) > 128 ||
         strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -344,12 +341,11 @@ static void h_keys_delete(struct http_exchange *ex, void *arg)
         return;
     }
     snprintf(path, sizeof(path), BRIDGE "/api/v1/api-keys/%s", id);
-    kcall(ex, K_DELETE, "DELETE", path, NULL, 0);
+    kcall(e, ex, K_DELETE, "DELETE", path, NULL, 0);
 }
 
 int e2b_key_routes(struct e2b *e, char *err, size_t errlen)
 {
-    g_e = e;
     const struct http_route routes[] = {
         {"*", "/secrets", h_secrets, e, 0},
         {"*", "/secrets/{id}", h_secrets, e, 0},
@@ -357,5 +353,10 @@ int e2b_key_routes(struct e2b *e, char *err, size_t errlen)
         {"POST", "/api-keys", h_keys_create, e, 0},
         {"DELETE", "/api-keys/{id}", h_keys_delete, e, 0},
     };
-    return agent_add_routes(e->a, AGENT_E2B, routes, AB_ARRAY_LEN(routes), err, errlen);
+    for (size_t i = 0; i < AB_ARRAY_LEN(routes); i++) {
+        int rc = e2b_route_raw(e, &routes[i], err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }

@@ -19,7 +19,6 @@
 #include "agent/e2b/e2b.h"
 #include "agent/e2b/logs.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
 #include "agent/runtime/runtime.h"
 
@@ -241,7 +240,7 @@ static void ended(struct e2b *e, struct http_exchange *ex, const struct agent_pr
     snprintf(r->hdr[0], sizeof(r->hdr[0]), "X-AgentBox-Namespace: %s", p->namespace);
     snprintf(r->hdr[1], sizeof(r->hdr[1]), "X-AgentBox-Team: %s", p->team);
     snprintf(r->hdr[2], sizeof(r->hdr[2]), "X-AgentBox-User: %s", p->user);
-    if (loop_submit(e->a->loop, remote_work, remote_done, r) != 0) {
+    if (loop_submit(e2b_loop(e), remote_work, remote_done, r) != 0) {
         free(r);
         http_respond_error(ex, 503, "too many requests in flight; retry shortly");
     }
@@ -315,7 +314,7 @@ static void logs(struct e2b *e, struct http_exchange *ex, const struct agent_pri
         http_respond_error(ex, 404, "sandbox \"%s\" not found", id);
         return;
     }
-    e2b_logs_live(e->a->loop, rt, ex, id, &q, v2);
+    e2b_logs_live(e2b_loop(e), rt, ex, id, &q, v2);
 }
 
 static void logs_v1(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)

@@ -20,7 +20,6 @@
 #include "agent/e2b/e2b.h"
 #include "agent/e2b/metrics.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
 #include "agent/runtime/runtime.h"
 
@@ -270,7 +269,7 @@ static struct prom *prom_new(struct e2b *e, struct http_exchange *ex)
 
 static void submit(struct e2b *e, struct http_exchange *ex, struct prom *p)
 {
-    if (loop_submit(e->a->loop, prom_work, prom_done, p) != 0) {
+    if (loop_submit(e2b_loop(e), prom_work, prom_done, p) != 0) {
         prom_free(p);
         http_respond_error(ex, 503, "too many requests in flight; retry shortly");
     }
@@ -579,7 +578,7 @@ int e2b_metric_routes(struct e2b *e, char *err, size_t errlen)
     }
     ab_strlcpy(m->prom_token, tok ? tok : "", sizeof(m->prom_token));
     struct e2b_exporter_deps d = {
-        .loop = e->a->loop,
+        .loop = e2b_loop(e),
         .registry = metrics_default(),
         .rt = rt_of,
         .arg = e,

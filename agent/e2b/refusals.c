@@ -6,7 +6,6 @@
  *     the catalogue text, counted in agentbox_e2b_unsupported_total. */
 #include "agent/e2b/e2b.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
 
 #include "agentbox/common.h"
@@ -195,7 +194,7 @@ int e2b_refuse_network(struct e2b *e, json_t *net, bool internet, bool live, cha
                  "run the sandbox unfiltered; %s use allow_internet_access=false to cut all "
                  "egress, or run on the kube runtime with overrides.gateway.enabled on the "
                  "SandboxEnv",
-                 e2b_runtime_is_local(e) ? "local" : "current",
+                 e2b_runtime_kind(e),
                  live ? "PUT /sandboxes/{sandboxID}/network cannot add it either;" : "");
         return AB_EDENIED;
     }
@@ -383,8 +382,6 @@ static const struct unsup catalogue[] = {
     {"PATCH", "/api-keys/{id}", "PatchApiKeysApiKeyID", "unimplemented", MSG_PATCH_KEY},
 };
 
-static struct e2b *g_e;
-
 void e2b_unsupported(struct e2b *e, struct http_exchange *ex, const char *operation,
                      const char *category, const char *message)
 {
@@ -396,23 +393,26 @@ void e2b_unsupported(struct e2b *e, struct http_exchange *ex, const char *operat
 
 static void unsup_done(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
-    const struct unsup *u = arg;
+    const struct e2b_unsup_op *o = arg;
+    const struct unsup *u = o->entry;
     (void)p;
-    e2b_unsupported(g_e, ex, u->operation, u->category, u->message);
+    e2b_unsupported(o->e, ex, u->operation, u->category, u->message);
 }
 
 static void h_unsup(struct http_exchange *ex, void *arg)
 {
-    agent_auth_request(g_e->a->auth, ex, unsup_done, arg);
+    const struct e2b_unsup_op *o = arg;
+    agent_auth_request(o->e->d.auth, ex, unsup_done, arg);
 }
 
 int e2b_unsupported_routes(struct e2b *e, char *err, size_t errlen)
 {
-    g_e = e;
+    _Static_assert(AB_ARRAY_LEN(catalogue) <= E2B_UNSUP_MAX, "E2B_UNSUP_MAX is too small");
     for (size_t i = 0; i < AB_ARRAY_LEN(catalogue); i++) {
         const struct unsup *u = &catalogue[i];
-        struct http_route r = {u->method, u->pattern, h_unsup, (void *)u, 0};
-        int rc = agent_add_routes(e->a, AGENT_E2B, &r, 1, err, errlen);
+        struct http_route r = {u->method, u->pattern, h_unsup, &e->unsup_ops[i], 0};
+        e->unsup_ops[i] = (struct e2b_unsup_op){e, u};
+        int rc = e2b_route_raw(e, &r, err, errlen);
         if (rc)
             return rc;
     }

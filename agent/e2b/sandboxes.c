@@ -5,7 +5,6 @@
  * another cluster goes to that cluster through the hub (e2b_lookup). */
 #include "agent/e2b/e2b.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
 #include "agent/runtime/runtime.h"
 
@@ -351,8 +350,7 @@ static void network_op(struct e2b *e, struct http_exchange *ex, const struct age
         snprintf(err, sizeof(err),
                  "allow_internet_access cannot change on a running sandbox of the %s runtime: "
                  "create a new sandbox with allow_internet_access=%s",
-                 e2b_runtime_is_local(e) ? "local" : "current",
-                 json_is_true(inet) ? "true" : "false");
+                 e2b_runtime_kind(e), json_is_true(inet) ? "true" : "false");
         rc = AB_EINVAL;
     }
     if (rc != 0)

@@ -7,14 +7,12 @@
  * is down or slower than 1 s leaves them out). */
 #include "agent/e2b/e2b.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
+#include "agent/hub_link.h"
 #include "agent/runtime/runtime.h"
-#include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
-#include "agentbox/loop.h"
 #include "agentbox/ref.h"
 #include "agentbox/sbxid.h"
 #include "agentbox/tunnel_http.h"
@@ -24,8 +22,6 @@
 #include <string.h>
 
 #define POOLS_MAX 1024
-
-static int64_t g_started_ms; /* creation times are not kept by the runtime */
 
 struct pools {
     struct rt_pool *v;
@@ -63,8 +59,8 @@ static void size_of(const struct pools *ps, const char *env, int64_t *cpu, int64
     }
 }
 
-static json_t *template_json(const char *ns, const char *name, bool is_env, const struct pools *ps,
-                             int running)
+static json_t *template_json(struct e2b *e, const char *ns, const char *name, bool is_env,
+                             const struct pools *ps, int running)
 {
     char at[32], build[65];
     int64_t cpu = 0, mem = 0;
@@ -72,7 +68,7 @@ static json_t *template_json(const char *ns, const char *name, bool is_env, cons
     json_t *arr[POOLS_MAX + 1];
     size_t n = 0;
 
-    e2b_time(g_started_ms, at, sizeof(at));
+    e2b_time(e->started_ms, at, sizeof(at));
     {
         char key[256];
         snprintf(key, sizeof(key), "%s/%s", ns, name);
@@ -151,42 +147,18 @@ static int load(struct e2b *e, const char *ns, struct envs **es, struct pools *p
 #define HUB_ENVS_TIMEOUT_MS 1000
 #define HUB_ENVS_MAX_BODY (4 * 1024 * 1024)
 
-/* A listing waiting for the hub. Freed once answered and the call is back. */
+/* A listing waiting for the hub (at most HUB_ENVS_TIMEOUT_MS). */
 struct tlist {
     struct e2b *e;
-    struct http_exchange *ex; /* NULL once answered */
+    struct http_exchange *ex;
     json_t *arr;
     char ns[RT_NAME_MAX + 1];
-    struct loop_timer timer;
-    bool call_pending;
 };
 
-static void tlist_answer(struct tlist *t)
-{
-    struct http_exchange *ex = t->ex;
-    t->ex = NULL;
-    loop_timer_cancel(&t->timer);
-    http_respond_json(ex, 200, t->arr);
-    t->arr = NULL;
-}
-
-static void tlist_timeout(struct loop_timer *tm)
-{
-    struct tlist *t = tm->arg;
-    if (t->ex) /* the hub is slow: this cluster's envs only */
-        tlist_answer(t);
-    if (!t->call_pending)
-        free(t);
-}
-
+/* The hub's answer, or its deadline (status 0: this cluster's envs only). */
 static void tlist_hub(const struct tun_call_result *res, void *arg)
 {
     struct tlist *t = arg;
-    t->call_pending = false;
-    if (!t->ex) {
-        free(t);
-        return;
-    }
     json_t *j = res->status == 200 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
     struct pools none = {NULL, 0};
     size_t i;
@@ -200,10 +172,10 @@ static void tlist_hub(const struct tun_call_result *res, void *arg)
             strlen(env) > RT_NAME_MAX)
             continue;
         snprintf(name, sizeof(name), "%s::%s", c, env);
-        json_array_append_new(t->arr, template_json(t->ns, name, true, &none, 0));
+        json_array_append_new(t->arr, template_json(t->e, t->ns, name, true, &none, 0));
     }
     json_decref(j);
-    tlist_answer(t);
+    http_respond_json(t->ex, 200, t->arr);
     free(t);
 }
 
@@ -211,8 +183,8 @@ static void tlist_hub(const struct tun_call_result *res, void *arg)
  * the hub last saw them (fresh records only). Takes arr; answers ex. */
 static void list_with_hub(struct e2b *e, struct http_exchange *ex, const char *ns, json_t *arr)
 {
-    struct tun_session *s = e->a->tunnel ? agent_tunnel_session(e->a->tunnel) : NULL;
-    struct tlist *t = s ? calloc(1, sizeof(*t)) : NULL;
+    struct hub_link *hub = e2b_hub(e);
+    struct tlist *t = hub_link_session(hub) ? calloc(1, sizeof(*t)) : NULL;
     char path[256];
     if (!t) {
         http_respond_json(ex, 200, arr);
@@ -223,13 +195,11 @@ static void list_with_hub(struct e2b *e, struct http_exchange *ex, const char *n
     t->arr = arr;
     ab_strlcpy(t->ns, ns, sizeof(t->ns));
     snprintf(path, sizeof(path), "/internal/v1/federation/envs?namespace=%s", ns);
-    if (tun_call(s, "hub", "GET", path, NULL, 0, NULL, 0, HUB_ENVS_MAX_BODY, tlist_hub, t) != 0) {
+    if (hub_link_call_within(hub, HUB_ENVS_TIMEOUT_MS, "GET", path, NULL, 0, NULL, 0,
+                             HUB_ENVS_MAX_BODY, tlist_hub, t) != 0) {
         free(t);
         http_respond_json(ex, 200, arr);
-        return;
     }
-    t->call_pending = true;
-    loop_timer_start(e->a->loop, &t->timer, HUB_ENVS_TIMEOUT_MS, tlist_timeout, t);
 }
 
 static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
@@ -243,7 +213,7 @@ static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_
     json_t *arr = json_array();
     for (size_t i = 0; i < es->n; i++)
         json_array_append_new(
-            arr, template_json(p->namespace, es->v[i].name, true, &ps, es->v[i].running));
+            arr, template_json(e, p->namespace, es->v[i].name, true, &ps, es->v[i].running));
     free(es);
     free(ps.v);
     list_with_hub(e, ex, p->namespace, arr);
@@ -274,10 +244,10 @@ static void get_op(struct e2b *e, struct http_exchange *ex, const struct agent_p
     }
     for (size_t i = 0; !t && i < es->n; i++)
         if (strcmp(es->v[i].name, id) == 0)
-            t = template_json(p->namespace, id, true, &ps, es->v[i].running);
+            t = template_json(e, p->namespace, id, true, &ps, es->v[i].running);
     for (size_t i = 0; !t && i < ps.n; i++)
         if (strcmp(ps.v[i].name, id) == 0)
-            t = template_json(p->namespace, id, false, &ps, ps.v[i].status.running);
+            t = template_json(e, p->namespace, id, false, &ps, ps.v[i].status.running);
     free(es);
     free(ps.v);
     if (!t) {
@@ -292,7 +262,6 @@ static void get_op(struct e2b *e, struct http_exchange *ex, const struct agent_p
 
 int e2b_template_routes(struct e2b *e, char *err, size_t errlen)
 {
-    g_started_ms = ab_wall_ms();
     int rc = e2b_route(e, "GET", "/templates", list_op, 0, err, errlen);
     if (rc == 0)
         rc = e2b_route(e, "GET", "/templates/{id}", get_op, 0, err, errlen);

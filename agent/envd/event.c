@@ -17,6 +17,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
+#include "agent/envd/syserr.h"
 
 json_t *envd_ev_start(uint32_t pid)
 {
@@ -283,7 +284,7 @@ int envd_entry_info(const char *path, json_t **out)
 
     *out = NULL;
     if (lstat(path, &st) != 0)
-        return -errno;
+        return envd_errno(errno);
     if (S_ISLNK(st.st_mode)) {
         target = realpath(path, NULL);
         if (target != NULL && stat(target, &tst) == 0)

@@ -39,7 +39,8 @@ json_t *envd_entry_from_stat(const char *path, const struct stat *st, const char
                              const struct stat *target_st, json_t *metadata);
 
 /* lstat()s path and builds its EntryInfo, following a symlink to type it and
- * reading user.e2b.* xattrs as metadata. Returns 0, or -errno of lstat. */
+ * reading user.e2b.* xattrs as metadata. Returns 0, or envd_errno(errno of lstat)
+ * (syserr.h). */
 int envd_entry_info(const char *path, json_t **out);
 
 #endif

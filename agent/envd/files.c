@@ -20,6 +20,7 @@
 #include "agent/envd/event.h"
 #include "agent/envd/gunzip.h"
 #include "agent/envd/multipart.h"
+#include "agent/envd/syserr.h"
 
 #define DOWNLOAD_CHUNK (64 * 1024)
 #define UPLOAD_FILES_MAX 1000
@@ -292,8 +293,9 @@ static int open_target(struct upload *u, const char *given)
     }
     rc = envd_mkdir_parents(u->cur, sw, u->fc.user.uid, u->fc.user.gid);
     if (rc != 0) {
-        upload_fail(u, errno_status(-rc), "cannot create the parent directories of '%s': %s",
-                    u->cur, strerror(-rc));
+        upload_fail(u, errno_status(envd_errno_of(rc)),
+                    "cannot create the parent directories of '%s': %s", u->cur,
+                    strerror(envd_errno_of(rc)));
         return AB_EIO;
     }
     u->fd = open(u->cur, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

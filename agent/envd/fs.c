@@ -15,6 +15,7 @@
 #include "agent/envd/envd.h"
 #include "agent/envd/event.h"
 #include "agent/envd/fdwatch.h"
+#include "agent/envd/syserr.h"
 
 #define LIST_ENTRIES_MAX 100000
 #define WATCH_DIRS_MAX 8192
@@ -88,7 +89,8 @@ static void reply_entry(struct envd_call *c, const char *path)
     int rc = envd_entry_info(path, &entry);
 
     if (rc != 0) {
-        envd_rpc_error(c, errno_code(-rc), "cannot stat '%s': %s", path, strerror(-rc));
+        envd_rpc_error(c, errno_code(envd_errno_of(rc)), "cannot stat '%s': %s", path,
+                       strerror(envd_errno_of(rc)));
         return;
     }
     envd_rpc_reply(c, json_pack("{s:o}", "entry", entry));
@@ -115,8 +117,9 @@ static int list_into(json_t *out, const char *dir, unsigned depth, char *err, si
     int rc = 0;
 
     if (n < 0) {
-        snprintf(err, errlen, "cannot read directory '%s': %s", dir, strerror(errno));
-        return -errno;
+        int e = errno; /* before snprintf/strerror may touch it */
+        snprintf(err, errlen, "cannot read directory '%s': %s", dir, strerror(e));
+        return envd_errno(e);
     }
     for (int i = 0; i < n; i++) {
         char child[PATH_MAX];
@@ -174,7 +177,8 @@ static void rpc_list_dir(struct envd_call *c)
     rc = list_into(entries, path, (unsigned)AB_MIN(depth, 64), err, sizeof(err));
     if (rc != 0) {
         json_decref(entries);
-        envd_rpc_error(c, rc == AB_ELIMIT ? "resource_exhausted" : errno_code(-rc), "%s", err);
+        envd_rpc_error(c, rc == AB_ELIMIT ? "resource_exhausted" : errno_code(envd_errno_of(rc)),
+                       "%s", err);
         return;
     }
     envd_rpc_reply(c, json_pack("{s:o}", "entries", entries));
@@ -201,8 +205,9 @@ static void rpc_make_dir(struct envd_call *c)
     }
     rc = envd_mkdir_all(path, 0755, sw, c->user.uid, c->user.gid, NULL);
     if (rc != 0) {
-        envd_rpc_error(c, rc == -ENOTDIR ? "invalid_argument" : errno_code(-rc),
-                       "cannot create directory '%s': %s", path, strerror(-rc));
+        envd_rpc_error(
+            c, rc == envd_errno(ENOTDIR) ? "invalid_argument" : errno_code(envd_errno_of(rc)),
+            "cannot create directory '%s': %s", path, strerror(envd_errno_of(rc)));
         return;
     }
     reply_entry(c, path);
@@ -224,8 +229,8 @@ static void rpc_move(struct envd_call *c)
     }
     rc = envd_mkdir_parents(dst, envd_user_needs_switch(&c->user), c->user.uid, c->user.gid);
     if (rc != 0) {
-        envd_rpc_error(c, errno_code(-rc), "cannot create the parents of '%s': %s", dst,
-                       strerror(-rc));
+        envd_rpc_error(c, errno_code(envd_errno_of(rc)), "cannot create the parents of '%s': %s",
+                       dst, strerror(envd_errno_of(rc)));
         return;
     }
     if (rename(src, dst) != 0) {

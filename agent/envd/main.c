@@ -51,7 +51,7 @@ int main(int argc, char **argv)
     char listen[PATH_MAX + 8];
     char err[512];
     sigset_t chld;
-    int rc = 1;
+    int rc = 1, src;
 
     memset(&cfg, 0, sizeof(cfg));
     memset(&e, 0, sizeof(e));
@@ -84,21 +84,30 @@ int main(int argc, char **argv)
     else
         snprintf(listen, sizeof(listen), "unix:%s/envd.sock", cfg.state_dir);
 
+    /* Each failure below logs what failed: exit 1 with nothing said is what
+     * a runtime would otherwise report as "cannot start: ". */
     g_loop = loop_new(&(struct loop_options){.workers = 1});
-    if (g_loop == NULL)
+    if (g_loop == NULL) {
+        LOG_ERROR("cannot start", "error", "cannot create the event loop (libwebsockets context)");
         goto out;
+    }
     e.loop = g_loop;
     if (envd_fd_init(g_loop) != 0 || envd_proc_init(&e) != 0)
-        goto out;
+        goto out; /* both log why */
     e.router = envd_router_new(&e);
-    if (e.router == NULL)
+    if (e.router == NULL) {
+        LOG_ERROR("cannot start", "error", "cannot build the HTTP router (out of memory)");
         goto out;
+    }
     memset(&so, 0, sizeof(so));
     so.listen = listen;
     so.router = e.router;
     so.name = "envd";
     so.idle_timeout_ms = 600000; /* Connect streams may be quiet between keepalives */
-    if (http_server_start(g_loop, &so, &srv, err, sizeof(err)) != 0) {
+    err[0] = '\0';
+    if ((src = http_server_start(g_loop, &so, &srv, err, sizeof(err))) != 0) {
+        if (err[0] == '\0') /* http_server_start says nothing when out of memory */
+            snprintf(err, sizeof(err), "%s", ab_strerror(src));
         LOG_ERROR("cannot listen", "listen", listen, "error", err);
         goto out;
     }

@@ -12,6 +12,7 @@
 
 #include "agentbox/common.h"
 #include "agent/envd/auth.h"
+#include "agent/envd/syserr.h"
 
 static void fill_self(struct envd_user *u)
 {
@@ -154,7 +155,7 @@ int envd_mkdir_all(const char *path, mode_t mode, bool chown_them, uid_t uid, gi
     if (created != NULL)
         *created = false;
     if (n >= sizeof(buf))
-        return -ENAMETOOLONG;
+        return envd_errno(ENAMETOOLONG);
     memcpy(buf, path, n + 1);
     while (n > 1 && buf[n - 1] == '/')
         buf[--n] = '\0';
@@ -164,13 +165,13 @@ int envd_mkdir_all(const char *path, mode_t mode, bool chown_them, uid_t uid, gi
         buf[i] = '\0';
         if (mkdir(buf, mode) == 0) {
             if (chown_them && chown(buf, uid, gid) != 0)
-                return -errno;
+                return envd_errno(errno);
             if (i == n && created != NULL)
                 *created = true;
         } else if (errno != EEXIST || stat(buf, &st) != 0) {
-            return errno == EEXIST ? -ENOTDIR : -errno;
+            return envd_errno(errno == EEXIST ? ENOTDIR : errno);
         } else if (!S_ISDIR(st.st_mode)) {
-            return -ENOTDIR;
+            return envd_errno(ENOTDIR);
         }
         if (i < n)
             buf[i] = '/';
@@ -184,7 +185,7 @@ int envd_mkdir_parents(const char *path, bool chown_them, uid_t uid, gid_t gid)
     char *slash;
 
     if (strlen(path) >= sizeof(buf))
-        return -ENAMETOOLONG;
+        return envd_errno(ENAMETOOLONG);
     strcpy(buf, path);
     slash = strrchr(buf, '/');
     if (slash == NULL || slash == buf)

@@ -42,9 +42,10 @@ int envd_path_resolve(const char *path, const char *home, const char *def, char 
                       char *err, size_t errlen);
 
 /* mkdir -p of the parents of path, chowning what it creates to uid:gid
- * when chown is true. Returns 0 or -errno. */
+ * when chown is true. Returns 0 or envd_errno(errno) (syserr.h). */
 int envd_mkdir_parents(const char *path, bool chown_them, uid_t uid, gid_t gid);
-/* mkdir -p of path itself; *created says whether the last element was made. */
+/* mkdir -p of path itself; *created says whether the last element was made.
+ * Returns 0 or envd_errno(errno). */
 int envd_mkdir_all(const char *path, mode_t mode, bool chown_them, uid_t uid, gid_t gid,
                    bool *created);
 

@@ -1068,7 +1068,12 @@ int envd_proc_init(struct envd *e)
         return AB_EIO;
     }
     g_sigw = envd_fd_watch(fd, on_sigchld, e);
-    return g_sigw != NULL ? 0 : AB_EIO;
+    if (g_sigw == NULL) {
+        /* envd_fd_watch closed fd */
+        LOG_ERROR("cannot watch the SIGCHLD signalfd", "error", "cannot add it to the loop");
+        return AB_EIO;
+    }
+    return 0;
 }
 
 void envd_proc_free_all(struct envd *e)

@@ -297,7 +297,7 @@ static void call_on_data(struct http_exchange *ex, const void *data, size_t len,
 static void call_on_end(struct http_exchange *ex, void *arg)
 {
     struct envd_call *c = arg;
-    char err[256];
+    char err[256] = "out of memory"; /* what is left when json_object() fails */
 
     if (c->cap == SIZE_MAX) { /* answered from on_data */
         envd_call_free(c);
@@ -439,7 +439,7 @@ static void init_route(struct http_exchange *ex, void *arg)
     struct envd *e = arg;
     const struct http_request *r = http_req(ex);
     struct http_header h = {"X-Envd-Version", ENVD_VERSION};
-    char err[256];
+    char err[256] = "out of memory"; /* what is left when json_object() fails */
     const char *token = NULL, *user = NULL, *workdir = NULL;
     json_t *body, *vars = NULL, *copy = NULL;
     const char *k;

@@ -8,11 +8,8 @@
  */
 #include "agent/native/native.h"
 
-#include "agent/agent.h"
+#include "agent/hub_link.h"
 #include "agentbox/common.h"
-#include "agentbox/tunnel.h"
-#include "agentbox/tunnel_http.h"
-#include "agent/tunnel_client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +17,7 @@
 
 static void h_relay(struct http_exchange *ex, void *arg)
 {
-    struct agent *a = arg;
+    struct native *n = arg;
     const char *cluster = http_param(ex, "cluster");
     const char *service = http_param(ex, "service");
     const struct http_request *r = http_req(ex);
@@ -29,13 +26,7 @@ static void h_relay(struct http_exchange *ex, void *arg)
     const char *slash = strchr(p, '/');
     slash = slash ? strchr(slash + 1, '/') : NULL;
     const char *rest = slash ? slash : "/";
-    struct tun_header extra[] = {
-        {"X-AgentBox-Target-Cluster", cluster},
-        {"X-AgentBox-Target-Service", service},
-    };
-    tun_http_proxy(ex, agent_tunnel_session(a->tunnel), "relay", rest, extra, 2,
-                   a->tunnel ? "the tunnel to the hub is down"
-                             : "this agent has no hub configured");
+    hub_link_proxy(n->d.hub, ex, cluster, service, rest);
 }
 
 struct echo {
@@ -157,14 +148,51 @@ static void h_bytes(struct http_exchange *ex, void *arg)
     bytes_pump(ex, b); /* b is freed when the last byte is queued, or on abort */
 }
 
-int native_relay_add_routes(struct agent *a, char *err, size_t errlen)
+int native_relay_add_routes(struct native *n, char *err, size_t errlen)
 {
     const struct http_route routes[] = {
-        {"*", "/v1/relay/{cluster}/{service}/{*rest}", h_relay, a, HTTP_ROUTE_STREAM},
-        {"POST", "/v1/diag/echo", h_echo, a, HTTP_ROUTE_STREAM},
-        {"GET", "/v1/diag/bytes", h_bytes, a, HTTP_ROUTE_STREAM},
+        {"*", "/v1/relay/{cluster}/{service}/{*rest}", h_relay, n, HTTP_ROUTE_STREAM},
+        {"POST", "/v1/diag/echo", h_echo, n, HTTP_ROUTE_STREAM},
+        {"GET", "/v1/diag/bytes", h_bytes, n, HTTP_ROUTE_STREAM},
     };
-    if (agent_add_routes(a, AGENT_NATIVE, routes, AB_ARRAY_LEN(routes), err, errlen))
+    return native_add(n, routes, AB_ARRAY_LEN(routes), err, errlen);
+}
+
+int native_add(struct native *n, const struct http_route *routes, size_t count, char *err,
+               size_t errlen)
+{
+    if (n->nroutes + count > NATIVE_ROUTES_MAX) {
+        snprintf(err, errlen, "native: more than %d routes", NATIVE_ROUTES_MAX);
         return AB_ELIMIT;
-    return native_whoami_add_routes(a, err, errlen);
+    }
+    memcpy(&n->routes[n->nroutes], routes, count * sizeof(*routes));
+    n->nroutes += count;
+    return 0;
+}
+
+struct native *native_new(const struct native_deps *deps, char *err, size_t errlen)
+{
+    struct native *n = calloc(1, sizeof(*n));
+    if (!n) {
+        snprintf(err, errlen, "native: out of memory");
+        return NULL;
+    }
+    n->d = *deps;
+    if (native_relay_add_routes(n, err, errlen) || native_whoami_add_routes(n, err, errlen) ||
+        native_sandboxes_add_routes(n, err, errlen)) {
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+const struct http_route *native_routes(const struct native *n, size_t *count)
+{
+    *count = n->nroutes;
+    return n->routes;
+}
+
+void native_free(struct native *n)
+{
+    free(n);
 }

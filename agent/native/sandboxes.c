@@ -3,8 +3,8 @@
  * done), so the id and token it returns work on the data plane at once. */
 #include "agent/native/sandboxes.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
+#include "agent/claim.h"
 #include "agent/runtime/runtime.h"
 
 #include "agentbox/common.h"
@@ -41,22 +41,7 @@ static void respond_error(struct http_exchange *ex, int status, const char *fmt,
 
 static int status_of_err(int err)
 {
-    switch (err) {
-    case AB_ENOENT:
-        return 404;
-    case AB_EINVAL:
-        return 400;
-    case AB_EEXIST:
-        return 409;
-    case AB_EBUSY:
-        return 429;
-    case AB_ETIMEOUT:
-        return 504;
-    case AB_EIO:
-        return 502;
-    default:
-        return 503;
-    }
+    return claim_status(CLAIM_NATIVE, err);
 }
 
 static void iso_time(int64_t ms, char *out, size_t len)
@@ -161,9 +146,11 @@ static int parse_timeout(json_t *v, int64_t *out, char *err, size_t errlen)
 
 static void create_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
-    struct agent *a = arg;
+    struct native *n = arg;
     const struct http_request *r = http_req(ex);
     json_t *body = json_loadb(r->body, r->body_len, 0, NULL);
+    const struct claim_deps d = {n->d.rt, n->d.fed, n->d.hub, n->d.cluster};
+    struct claim_request req = {.target = RT_TARGET_ENV_OR_POOL};
     struct rt_claim_options o = {0};
     struct ref ref;
     struct create *c = NULL;
@@ -189,17 +176,19 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
         goto out;
     }
     if (ref.image[0]) {
+        /* the native create passes no image to the runtime on any runtime yet */
         respond_error(ex, 400,
                       "poolName '%s' asks for image '%s': image overrides need the kube "
-                      "runtime; this cluster runs the local runtime",
-                      pool, ref.image);
+                      "runtime; this cluster runs the %s runtime",
+                      pool, ref.image, n->d.rt && n->d.rt->kind ? n->d.rt->kind : "current");
         goto out;
     }
-    if (ref.cluster[0] && strcmp(ref.cluster, a->cfg->cluster_id) != 0) {
+    /* the native API places nothing: a bare name and this cluster's prefix claim here */
+    if (claim_where(n->d.cluster, &ref, err, sizeof(err)) != CLAIM_HERE && ref.cluster[0]) {
         respond_error(ex, 400,
                       "poolName '%s' names cluster '%s': this agent creates sandboxes "
                       "on cluster '%s' only; ask that cluster's agent or the hub",
-                      pool, ref.cluster, a->cfg->cluster_id);
+                      pool, ref.cluster, n->d.cluster);
         goto out;
     }
     if (!ref.name[0]) {
@@ -219,12 +208,12 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     ns = caller_ns(p, json_string_value(json_object_get(body, "namespace")));
     if (!ns)
         ns = "default";
-    if (!a->rt) {
+    if (!n->d.rt) {
         respond_error(ex, 503, "this agent has no sandbox runtime");
         goto out;
     }
-    if (sbxid_generate(a->cfg->cluster_id, id, sizeof(id)) != 0 ||
-        crypto_random(raw, sizeof(raw)) != 0 || !(c = calloc(1, sizeof(*c)))) {
+    if (claim_new_id(&d, id, sizeof(id)) != 0 || crypto_random(raw, sizeof(raw)) != 0 ||
+        !(c = calloc(1, sizeof(*c)))) {
         respond_error(ex, 503, "cannot allocate a sandbox id; try again");
         goto out;
     }
@@ -238,8 +227,10 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     o.team = p->team;
     o.owner = p->user;
     /* cluster::name is an env first, then a pool (reference §1.8); so is a bare name here */
-    rc = rt_claim(a->rt, ns, ref.name, RT_TARGET_ENV_OR_POOL, NULL, &o, create_done, c, NULL, err,
-                  sizeof(err));
+    req.ns = ns;
+    req.name = ref.name;
+    req.o = o;
+    rc = claim_start(&d, &req, create_done, c, err, sizeof(err));
     if (rc != 0) {
         respond_error(ex, status_of_err(rc), "%s", err);
         free(c);
@@ -250,8 +241,8 @@ out:
 
 static void h_create(struct http_exchange *ex, void *arg)
 {
-    struct agent *a = arg;
-    agent_auth_request(a->auth, ex, create_authed, a);
+    struct native *n = arg;
+    agent_auth_request(n->d.auth, ex, create_authed, n);
 }
 
 /* ---- GET /v1/sandboxes ------------------------------------------------------------------------
@@ -292,7 +283,7 @@ static int query_long(const struct http_request *r, const char *name, long def, 
 
 static void list_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
-    struct agent *a = arg;
+    struct native *n = arg;
     const struct http_request *r = http_req(ex);
     struct list_ctx l = {.p = p};
     struct rt_filter f = {0};
@@ -310,8 +301,8 @@ static void list_authed(struct http_exchange *ex, const struct agent_principal *
         f.env_or_pool = pool;
     f.ns = p->admin ? NULL : caller_ns(p, NULL);
     l.items = json_array();
-    if (a->rt)
-        rt_list(a->rt, &f, list_one, &l);
+    if (n->d.rt)
+        rt_list(n->d.rt, &f, list_one, &l);
     http_respond_json(ex, 200,
                       json_pack("{s:o,s:i,s:i,s:i}", "items", l.items, "total", (int)l.total,
                                 "limit", (int)l.limit, "offset", (int)l.offset));
@@ -319,25 +310,25 @@ static void list_authed(struct http_exchange *ex, const struct agent_principal *
 
 static void h_list(struct http_exchange *ex, void *arg)
 {
-    struct agent *a = arg;
-    agent_auth_request(a->auth, ex, list_authed, a);
+    struct native *n = arg;
+    agent_auth_request(n->d.auth, ex, list_authed, n);
 }
 
 /* ---- GET / DELETE /v1/sandboxes/{id} ------------------------------------------------------------
  */
 
 /* Looks the sandbox up for p; answers 404 itself when it is not there (or not p's). */
-static bool lookup(struct http_exchange *ex, struct agent *a, const struct agent_principal *p,
+static bool lookup(struct http_exchange *ex, struct native *n, const struct agent_principal *p,
                    struct rt_sandbox *s)
 {
     const char *id = http_param(ex, "id");
-    if (!a->rt || rt_get(a->rt, id, s) != 0) {
-        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id, a->cfg->cluster_id);
+    if (!n->d.rt || rt_get(n->d.rt, id, s) != 0) {
+        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id, n->d.cluster);
         return false;
     }
     if (!may_see(p, s)) {
         json_decref(s->metadata);
-        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id, a->cfg->cluster_id);
+        respond_error(ex, 404, "sandbox '%.80s' not found on cluster '%s'", id, n->d.cluster);
         return false;
     }
     return true;
@@ -354,20 +345,20 @@ static void get_authed(struct http_exchange *ex, const struct agent_principal *p
 
 static void h_get(struct http_exchange *ex, void *arg)
 {
-    struct agent *a = arg;
-    agent_auth_request(a->auth, ex, get_authed, a);
+    struct native *n = arg;
+    agent_auth_request(n->d.auth, ex, get_authed, n);
 }
 
 static void delete_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
-    struct agent *a = arg;
+    struct native *n = arg;
     struct rt_sandbox s;
 
-    if (!lookup(ex, a, p, &s))
+    if (!lookup(ex, n, p, &s))
         return;
     json_decref(s.metadata);
-    if (rt_release(a->rt, s.id) != 0) {
-        respond_error(ex, 404, "sandbox '%s' not found on cluster '%s'", s.id, a->cfg->cluster_id);
+    if (rt_release(n->d.rt, s.id) != 0) {
+        respond_error(ex, 404, "sandbox '%s' not found on cluster '%s'", s.id, n->d.cluster);
         return;
     }
     http_respond_json(ex, 202,
@@ -377,8 +368,8 @@ static void delete_authed(struct http_exchange *ex, const struct agent_principal
 
 static void h_delete(struct http_exchange *ex, void *arg)
 {
-    struct agent *a = arg;
-    agent_auth_request(a->auth, ex, delete_authed, a);
+    struct native *n = arg;
+    agent_auth_request(n->d.auth, ex, delete_authed, n);
 }
 
 /* ---- GET /v1/envs ------------------------------------------------------------------------------
@@ -424,13 +415,13 @@ static void env_one(void *arg, const struct rt_env *v)
 
 static void envs_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
-    struct agent *a = arg;
+    struct native *n = arg;
     struct envs_ctx e = {json_array(), json_object()};
     const char *ns = p->admin ? NULL : caller_ns(p, NULL);
 
-    if (a->rt) {
-        rt_list_pools(a->rt, ns, env_pool, &e);
-        rt_list_envs(a->rt, ns, env_one, &e);
+    if (n->d.rt) {
+        rt_list_pools(n->d.rt, ns, env_pool, &e);
+        rt_list_envs(n->d.rt, ns, env_one, &e);
     }
     json_decref(e.pools);
     http_respond_json(
@@ -439,18 +430,18 @@ static void envs_authed(struct http_exchange *ex, const struct agent_principal *
 
 static void h_envs(struct http_exchange *ex, void *arg)
 {
-    struct agent *a = arg;
-    agent_auth_request(a->auth, ex, envs_authed, a);
+    struct native *n = arg;
+    agent_auth_request(n->d.auth, ex, envs_authed, n);
 }
 
-int native_sandboxes_add_routes(struct agent *a, char *err, size_t errlen)
+int native_sandboxes_add_routes(struct native *n, char *err, size_t errlen)
 {
     const struct http_route routes[] = {
-        {"POST", "/v1/sandboxes", h_create, a, 0},
-        {"GET", "/v1/sandboxes", h_list, a, 0},
-        {"GET", "/v1/sandboxes/{id}", h_get, a, 0},
-        {"DELETE", "/v1/sandboxes/{id}", h_delete, a, 0},
-        {"GET", "/v1/envs", h_envs, a, 0},
+        {"POST", "/v1/sandboxes", h_create, n, 0},
+        {"GET", "/v1/sandboxes", h_list, n, 0},
+        {"GET", "/v1/sandboxes/{id}", h_get, n, 0},
+        {"DELETE", "/v1/sandboxes/{id}", h_delete, n, 0},
+        {"GET", "/v1/envs", h_envs, n, 0},
     };
-    return agent_add_routes(a, AGENT_NATIVE, routes, AB_ARRAY_LEN(routes), err, errlen);
+    return native_add(n, routes, AB_ARRAY_LEN(routes), err, errlen);
 }

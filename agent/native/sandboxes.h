@@ -6,14 +6,12 @@
  *   GET    /v1/sandboxes/{id}    → {sandbox}
  *   DELETE /v1/sandboxes/{id}    → 202 {sandboxId,namespace,poolName,podName,status}
  *   GET    /v1/envs              → {items,total}: envs with their pools' status
- * Errors are {"error": ...}. Loop thread only. */
+ * Errors are {"error": ...}, statuses from claim_status(CLAIM_NATIVE, …).
+ * The routes are added by native_sandboxes_add_routes (native.h). Loop
+ * thread only. */
 #ifndef AGENTBOX_AGENT_NATIVE_SANDBOXES_H
 #define AGENTBOX_AGENT_NATIVE_SANDBOXES_H
 
-#include <stddef.h>
-
-struct agent;
-
-int native_sandboxes_add_routes(struct agent *a, char *err, size_t errlen);
+#include "agent/native/native.h"
 
 #endif

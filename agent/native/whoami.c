@@ -2,7 +2,6 @@
  * vouches for it (reference §4.2) — {role, user, team, mode, namespace}. */
 #include "agent/native/native.h"
 
-#include "agent/agent.h"
 #include "agent/auth.h"
 #include "agentbox/common.h"
 #include "agentbox/http.h"
@@ -18,14 +17,14 @@ static void whoami_ok(struct http_exchange *ex, const struct agent_principal *p,
 
 static void h_whoami(struct http_exchange *ex, void *arg)
 {
-    struct agent *a = arg;
-    agent_auth_request(a->auth, ex, whoami_ok, a);
+    struct native *n = arg;
+    agent_auth_request(n->d.auth, ex, whoami_ok, n);
 }
 
-int native_whoami_add_routes(struct agent *a, char *err, size_t errlen)
+int native_whoami_add_routes(struct native *n, char *err, size_t errlen)
 {
     const struct http_route routes[] = {
-        {"GET", "/v1/auth/whoami", h_whoami, a, 0},
+        {"GET", "/v1/auth/whoami", h_whoami, n, 0},
     };
-    return agent_add_routes(a, AGENT_NATIVE, routes, AB_ARRAY_LEN(routes), err, errlen);
+    return native_add(n, routes, AB_ARRAY_LEN(routes), err, errlen);
 }

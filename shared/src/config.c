@@ -753,8 +753,9 @@ static int scan_args(struct cfg_args *a, int argc, char **argv, bool apply, char
             if (!apply)
                 continue;
             snprintf(where, sizeof(where), "flag --%s%s", negated ? "no-" : "", dn);
-            if (apply_value(o, a->out, value, strlen(value), where, err, errlen) != 0)
-                return AB_EINVAL;
+            int rc = apply_value(o, a->out, value, strlen(value), where, err, errlen);
+            if (rc != 0)
+                return rc; /* AB_ENOMEM stays AB_ENOMEM */
             a->set[idx] = true;
         }
     }

@@ -5,6 +5,7 @@
  * a zeroed MAC would make a forged token compare equal. */
 #include "agentbox/crypto.h"
 #include "agentbox/common.h"
+#include "agentbox/hex.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -198,50 +199,15 @@ out:
     return rc;
 }
 
-static const char hex_digits[] = "0123456789abcdef";
-
 void crypto_hex_encode(const void *data, size_t len, char *out)
 {
-    const uint8_t *p = data;
-
-    for (size_t i = 0; i < len; i++) {
-        out[2 * i] = hex_digits[p[i] >> 4];
-        out[2 * i + 1] = hex_digits[p[i] & 0x0f];
-    }
-    out[2 * len] = '\0';
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    hex_encode(data, len, out);
 }
 
 /* Accepts either case. AB_ELIMIT when out cannot hold the decoded bytes. */
 int crypto_hex_decode(const char *hex, uint8_t *out, size_t outlen, size_t *written)
 {
-    size_t len = strlen(hex);
-
-    if (written != NULL)
-        *written = 0;
-    if (len % 2 != 0)
-        return AB_EINVAL;
-    for (size_t i = 0; i < len; i++) {
-        if (hex_value(hex[i]) < 0)
-            return AB_EINVAL;
-    }
-    if (len / 2 > outlen)
-        return AB_ELIMIT;
-    for (size_t i = 0; i < len / 2; i++)
-        out[i] = (uint8_t)(hex_value(hex[2 * i]) << 4 | hex_value(hex[2 * i + 1]));
-    if (written != NULL)
-        *written = len / 2;
-    return 0;
+    return hex_decode(hex, strlen(hex), out, outlen, written);
 }
 
 static const char b64_alphabet[] =

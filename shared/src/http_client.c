@@ -231,7 +231,8 @@ static int socket_in_netns(const char *ns_path, size_t len, int family, char *er
 {
     char path[128];
     if (len == 0 || len >= sizeof(path)) {
-        snprintf(err, errlen, "network namespace path too long");
+        snprintf(err, errlen, "network namespace path must be 1..%zu bytes: '%.*s'",
+                 sizeof(path) - 1, (int)len, ns_path);
         return -1;
     }
     memcpy(path, ns_path, len);
@@ -280,7 +281,9 @@ static int open_socket(const char *addr, char *err, size_t errlen)
         memset(&sun, 0, sizeof(sun));
         sun.sun_family = AF_UNIX;
         if (strlen(addr + 5) >= sizeof(sun.sun_path)) {
-            snprintf(err, errlen, "unix socket path too long");
+            /* the limit first: a long path would push it out of err */
+            snprintf(err, errlen, "unix socket path is longer than %zu bytes: '%s'",
+                     sizeof(sun.sun_path) - 1, addr + 5);
             return -1;
         }
         ab_strlcpy(sun.sun_path, addr + 5, sizeof(sun.sun_path));
@@ -302,7 +305,8 @@ static int open_socket(const char *addr, char *err, size_t errlen)
     char host[256];
     size_t hl = (size_t)(colon - addr);
     if (hl >= sizeof(host)) {
-        snprintf(err, errlen, "host too long");
+        snprintf(err, errlen, "host of an address is longer than %zu bytes: '%s'", sizeof(host) - 1,
+                 addr);
         return -1;
     }
     memcpy(host, addr, hl);
@@ -355,6 +359,16 @@ static void timer_fired(struct loop_timer *t)
     client_destroy_later(c);
 }
 
+/* Reports err (with c->errmsg) through on_error from the next loop turn, as
+ * the contract says: nothing is called back before http_client_start returns. */
+static struct http_client *fail_later(struct http_client *c, struct loop *l, int err)
+{
+    c->pending_err = err;
+    c->timer_on = true;
+    loop_timer_start(l, &c->timer, 0, timer_fired, c);
+    return c;
+}
+
 struct http_client *http_client_start(struct loop *l, const struct http_client_options *o,
                                       const struct http_client_handler *h, void *arg)
 {
@@ -374,7 +388,14 @@ struct http_client *http_client_start(struct loop *l, const struct http_client_o
     c->req_ended = o->content_length == 0;
 
     char line[HTTP_HEAD_MAX];
-    snprintf(line, sizeof(line), "%s %s HTTP/1.1", o->method, o->target);
+    int ll = snprintf(line, sizeof(line), "%s %s HTTP/1.1", o->method, o->target);
+    if (ll < 0 || (size_t)ll >= sizeof(line)) {
+        /* A cut request line would ask for another URL: refuse it. */
+        snprintf(c->errmsg, sizeof(c->errmsg),
+                 "request line (method, target, version) is longer than %zu bytes",
+                 sizeof(line) - 1);
+        return fail_later(c, l, AB_ELIMIT);
+    }
     struct http_header hdrs[HTTP_MAX_HEADERS + 1];
     int n = 0;
     bool has_host = false;
@@ -392,8 +413,9 @@ struct http_client *http_client_start(struct loop *l, const struct http_client_o
         /* no Content-Length: 0 needed, but harmless; keep the head as built */
     }
     if (rc) {
-        client_free(c);
-        return NULL;
+        snprintf(c->errmsg, sizeof(c->errmsg),
+                 "request head (line and headers) is larger than %d bytes", HTTP_HEAD_MAX);
+        return fail_later(c, l, rc);
     }
 
     int timeout = o->timeout_ms > 0 ? o->timeout_ms : 30000;
@@ -404,12 +426,8 @@ struct http_client *http_client_start(struct loop *l, const struct http_client_o
         fd = -1;
         ab_strlcpy(c->errmsg, "cannot create the client vhost", sizeof(c->errmsg));
     }
-    if (fd < 0) {
-        c->pending_err = AB_EIO;
-        c->timer_on = true;
-        loop_timer_start(l, &c->timer, 0, timer_fired, c);
-        return c;
-    }
+    if (fd < 0)
+        return fail_later(c, l, AB_EIO);
     lws_adopt_desc_t ad;
     memset(&ad, 0, sizeof(ad));
     ad.vh = vh;
@@ -419,10 +437,7 @@ struct http_client *http_client_start(struct loop *l, const struct http_client_o
     ad.opaque = c;
     if (!lws_adopt_descriptor_vhost_via_info(&ad)) {
         ab_strlcpy(c->errmsg, "cannot adopt the client socket", sizeof(c->errmsg));
-        c->pending_err = AB_EIO;
-        c->timer_on = true;
-        loop_timer_start(l, &c->timer, 0, timer_fired, c);
-        return c;
+        return fail_later(c, l, AB_EIO);
     }
     c->timer_on = true;
     loop_timer_start(l, &c->timer, timeout, timer_fired, c);

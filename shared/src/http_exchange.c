@@ -1,8 +1,10 @@
 /* Routers and exchanges: the transport-independent half of HTTP (see the
  * transport contract in http.h). No libwebsockets, no http_parser here. */
 #include "agentbox/http.h"
+#include "agentbox/buf.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
+#include "agentbox/pct.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,8 +34,7 @@ struct http_exchange {
     const struct http_transport_ops *ops;
     void *t;
 
-    char *body;
-    size_t body_len, body_cap, body_max;
+    struct buf body; /* buffered request body; its limit is the 413 limit */
     bool streaming, body_done, body_too_large;
     const struct http_body_handler *bh;
     void *bh_arg;
@@ -48,6 +49,50 @@ struct http_exchange {
 
 /* --- router ------------------------------------------------------------------- */
 
+/* How specific one pattern segment is: lower ranks win. */
+enum seg_rank { SEG_END = 0, SEG_LITERAL, SEG_PARAM, SEG_REST };
+
+/* The rank of the segment starting at *p (just after a '/', or at the end),
+ * and advances *p to the next '/' or the end. */
+static enum seg_rank next_seg(const char **p)
+{
+    if (**p == '\0')
+        return SEG_END;
+    if (**p == '/')
+        (*p)++;
+    const char *s = *p;
+    const char *e = strchr(s, '/');
+    size_t len = e ? (size_t)(e - s) : strlen(s);
+    *p = s + len;
+    if (len >= 3 && s[0] == '{' && s[1] == '*' && s[len - 1] == '}')
+        return SEG_REST;
+    if (len >= 2 && s[0] == '{' && s[len - 1] == '}')
+        return SEG_PARAM;
+    return SEG_LITERAL;
+}
+
+/* Orders routes so that the first match is the most specific one, whatever
+ * the order they were registered in: segment by segment, a literal beats a
+ * {param}, which beats a trailing {*rest}; on equal shapes a named method
+ * beats "*". Two patterns that match one path share their segments up to the
+ * first one where they differ in kind, so that segment decides. Registration
+ * order only separates identical shapes (the first stays first). */
+static int route_cmp(const struct http_route *a, const struct http_route *b)
+{
+    const char *pa = a->pattern, *pb = b->pattern;
+    for (;;) {
+        enum seg_rank ra = next_seg(&pa), rb = next_seg(&pb);
+        if (ra != rb)
+            return ra < rb ? -1 : 1;
+        if (ra == SEG_END || ra == SEG_REST)
+            break;
+    }
+    bool wa = strcmp(a->method, "*") == 0, wb = strcmp(b->method, "*") == 0;
+    if (wa != wb)
+        return wa ? 1 : -1;
+    return 0;
+}
+
 struct http_router *http_router_new(const struct http_route *routes, size_t n)
 {
     struct http_router *r = calloc(1, sizeof(*r));
@@ -58,8 +103,16 @@ struct http_router *http_router_new(const struct http_route *routes, size_t n)
         free(r);
         return NULL;
     }
-    if (n)
-        memcpy(r->routes, routes, n * sizeof(*routes));
+    /* Insertion sort keeps equal routes in registration order; routers are
+     * built once at startup and hold a few hundred routes at most. */
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j > 0 && route_cmp(&routes[i], &r->routes[j - 1]) < 0) {
+            r->routes[j] = r->routes[j - 1];
+            j--;
+        }
+        r->routes[j] = routes[i];
+    }
     r->nroutes = n;
     return r;
 }
@@ -190,41 +243,6 @@ const char *http_param(struct http_exchange *ex, const char *name)
     return NULL;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Form-decodes len bytes of src into dst; -1 on a bad escape or overflow. */
-static int form_decode(const char *src, size_t len, char *dst, size_t dstlen)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        int c = (unsigned char)src[i];
-        if (c == '+') {
-            c = ' ';
-        } else if (c == '%') {
-            if (i + 2 >= len || hexval(src[i + 1]) < 0 || hexval(src[i + 2]) < 0)
-                return -1;
-            c = hexval(src[i + 1]) * 16 + hexval(src[i + 2]);
-            i += 2;
-        }
-        if (o + 1 >= dstlen)
-            return -1;
-        dst[o++] = (char)c;
-    }
-    if (dstlen == 0)
-        return -1;
-    dst[o] = '\0';
-    return 0;
-}
-
 int http_query_get(const struct http_request *r, const char *name, char *buf, size_t len)
 {
     const char *q = r->query ? r->query : "";
@@ -235,11 +253,12 @@ int http_query_get(const struct http_request *r, const char *name, char *buf, si
         const char *eq = memchr(q, '=', plen);
         size_t klen = eq ? (size_t)(eq - q) : plen;
         char key[256];
-        if (klen < sizeof(key) && form_decode(q, klen, key, sizeof(key)) == 0 &&
+        if (klen < sizeof(key) &&
+            pct_decode(q, klen, key, sizeof(key), PCT_PLUS_IS_SPACE, NULL) == 0 &&
             strlen(key) == nlen && memcmp(key, name, nlen) == 0) {
             const char *v = eq ? eq + 1 : q + plen;
             size_t vlen = eq ? plen - klen - 1 : 0;
-            return form_decode(v, vlen, buf, len) == 0 ? 0 : AB_ELIMIT;
+            return pct_decode(v, vlen, buf, len, PCT_PLUS_IS_SPACE, NULL) == 0 ? 0 : AB_ELIMIT;
         }
         q += plen;
         if (*q == '&')
@@ -301,7 +320,7 @@ struct http_exchange *http_exchange_new(struct http_router *r, const struct http
     ex->router = r;
     ex->ops = ops;
     ex->t = t;
-    ex->body_max = HTTP_BODY_MAX;
+    buf_init(&ex->body, HTTP_BODY_MAX, "request body");
 
     /* route now so that params are ready; remaining arena is the scratch */
     size_t scratch = need - (size_t)(cur - ex->arena);
@@ -325,7 +344,7 @@ struct http_exchange *http_exchange_new(struct http_router *r, const struct http
 static void maybe_free(struct http_exchange *ex)
 {
     if (ex->finished && ex->released && !ex->in_callback) {
-        free(ex->body);
+        buf_free(&ex->body);
         free(ex->arena);
         free(ex);
     }
@@ -369,8 +388,8 @@ static void dispatch(struct http_exchange *ex)
         return;
     }
     if (!ex->streaming) {
-        ex->req.body = ex->body ? ex->body : "";
-        ex->req.body_len = ex->body_len;
+        ex->req.body = buf_str(&ex->body);
+        ex->req.body_len = buf_len(&ex->body);
     }
     ex->route->fn(ex, ex->route->arg);
 }
@@ -384,7 +403,10 @@ void http_exchange_start(struct http_exchange *ex)
 
 void http_exchange_set_body_max(struct http_exchange *ex, size_t max)
 {
-    ex->body_max = max;
+    /* Called before the first body byte (right after http_exchange_new), so
+     * nothing buffered is lost by starting the buffer again. */
+    buf_free(&ex->body);
+    buf_init(&ex->body, max, "request body");
 }
 
 int http_exchange_body(struct http_exchange *ex, const void *data, size_t len)
@@ -398,11 +420,12 @@ int http_exchange_body(struct http_exchange *ex, const void *data, size_t len)
     }
     if (!ex->route)
         return 0; /* answered already; discard */
-    if (ex->body_len + len > ex->body_max) {
+    int rc = buf_append(&ex->body, data, len);
+    if (rc == AB_ELIMIT) {
         ex->body_too_large = true;
         struct http_header close_hdr = {"Connection", "close"};
-        char msg[128];
-        snprintf(msg, sizeof(msg), "request body is larger than %zu bytes", ex->body_max);
+        /* buf_err names the limit: "request body is larger than N bytes" */
+        const char *msg = buf_err(&ex->body);
         json_t *body = ex->router && ex->router->error_fn
                            ? ex->router->error_fn(413, msg)
                            : json_pack("{s:i,s:s}", "code", 413, "message", msg);
@@ -413,21 +436,10 @@ int http_exchange_body(struct http_exchange *ex, const void *data, size_t len)
         free(txt);
         return AB_ELIMIT;
     }
-    if (ex->body_len + len + 1 > ex->body_cap) {
-        size_t cap = ex->body_cap ? ex->body_cap : 4096;
-        while (cap < ex->body_len + len + 1)
-            cap *= 2;
-        char *nb = realloc(ex->body, cap);
-        if (!nb) {
-            http_respond_error(ex, 503, "out of memory reading the request body");
-            return AB_ENOMEM;
-        }
-        ex->body = nb;
-        ex->body_cap = cap;
+    if (rc != 0) {
+        http_respond_error(ex, 503, "out of memory reading the request body");
+        return rc;
     }
-    memcpy(ex->body + ex->body_len, data, len);
-    ex->body_len += len;
-    ex->body[ex->body_len] = '\0';
     return 0;
 }
 

@@ -2,6 +2,7 @@
  * names and values) must fit in head_max bytes, else 431. */
 #include "http_parse.h"
 #include "agentbox/common.h"
+#include "agentbox/pct.h"
 
 #include <http_parser.h>
 #include <limits.h>
@@ -116,41 +117,6 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
     return arena_append(p, at, len, start);
 }
 
-ssize_t http_percent_decode(const char *src, size_t len, char *dst, size_t dstlen,
-                            bool plus_is_space)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = src[i];
-        if (c == '%') {
-            if (i + 2 >= len)
-                return -1;
-            int hi = src[i + 1], lo = src[i + 2];
-            int h = (hi >= '0' && hi <= '9')   ? hi - '0'
-                    : (hi >= 'a' && hi <= 'f') ? hi - 'a' + 10
-                    : (hi >= 'A' && hi <= 'F') ? hi - 'A' + 10
-                                               : -1;
-            int l = (lo >= '0' && lo <= '9')   ? lo - '0'
-                    : (lo >= 'a' && lo <= 'f') ? lo - 'a' + 10
-                    : (lo >= 'A' && lo <= 'F') ? lo - 'A' + 10
-                                               : -1;
-            if (h < 0 || l < 0)
-                return -1;
-            c = (char)(h * 16 + l);
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
-            c = ' ';
-        }
-        if (c == '\0' || o + 1 >= dstlen)
-            return -1;
-        dst[o++] = c;
-    }
-    if (dstlen == 0)
-        return -1;
-    dst[o] = '\0';
-    return (ssize_t)o;
-}
-
 static int on_headers_complete(http_parser *hp)
 {
     struct http_parse *p = self(hp);
@@ -174,17 +140,18 @@ static int on_headers_complete(http_parser *hp)
         /* decoded path goes after everything else in the arena */
         size_t room = p->arena_cap - p->arena_len;
         char *dst = p->arena + p->arena_len;
-        ssize_t n = http_percent_decode(r->target, plen, dst, room, false);
-        if (n < 0) {
-            if (room < plen + 1)
-                p->too_big = true;
-            else {
-                p->bad_head = true;
-                p->bad_why = "request path has a malformed percent-escape or a NUL byte";
-            }
+        size_t n;
+        int rc = pct_decode(r->target, plen, dst, room, 0, &n);
+        if (rc == AB_ELIMIT) {
+            p->too_big = true;
             return -1;
         }
-        p->arena_len += (size_t)n + 1;
+        if (rc != 0) {
+            p->bad_head = true;
+            p->bad_why = "request path has a malformed percent-escape or a NUL byte";
+            return -1;
+        }
+        p->arena_len += n + 1;
         r->path = dst;
         if (r->path[0] != '/' && strcmp(r->method, "OPTIONS") != 0) {
             p->bad_head = true;

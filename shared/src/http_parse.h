@@ -49,10 +49,4 @@ bool http_parse_in_message(struct http_parse *p);
 const struct http_request *http_parse_head(struct http_parse *p, int *status);
 bool http_parse_keep_alive(struct http_parse *p);
 
-/* Percent-decodes src (len bytes) into dst (dstlen, terminated). '+' is kept
- * unless plus_is_space. Returns the length, or -1 on a bad escape, a NUL
- * byte, or when dst is too small. */
-ssize_t http_percent_decode(const char *src, size_t len, char *dst, size_t dstlen,
-                            bool plus_is_space);
-
 #endif

@@ -33,7 +33,7 @@ struct http_server {
     size_t head_max, body_max;
     int idle_timeout_s;
     char name[32];
-    char unix_path[108];
+    char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     struct lws_protocols protocols[3];
 };
 
@@ -401,9 +401,10 @@ static int parse_listen(const char *listen, char *host, size_t hostlen, int *por
 {
     *unix_sock = false;
     if (strncmp(listen, "unix:", 5) == 0) {
-        if (strlen(listen + 5) == 0 || strlen(listen + 5) >= 108) {
-            snprintf(err, errlen, "listen address '%s': unix socket path must be 1..107 bytes",
-                     listen);
+        size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+        if (strlen(listen + 5) == 0 || strlen(listen + 5) > max || strlen(listen + 5) >= hostlen) {
+            snprintf(err, errlen, "listen address '%s': unix socket path must be 1..%zu bytes",
+                     listen, AB_MIN(max, hostlen - 1));
             return AB_EINVAL;
         }
         ab_strlcpy(host, listen + 5, hostlen);
@@ -439,11 +440,15 @@ int http_server_start(struct loop *l, const struct http_server_options *o, struc
     char host[128];
     int port;
     bool unix_sock;
-    if (parse_listen(o->listen, host, sizeof(host), &port, &unix_sock, err, errlen))
-        return AB_EINVAL;
+    int rc = parse_listen(o->listen, host, sizeof(host), &port, &unix_sock, err, errlen);
+    if (rc != 0)
+        return rc;
     struct http_server *s = calloc(1, sizeof(*s));
-    if (!s)
+    if (!s) {
+        /* callers log err as it is: never leave it empty */
+        snprintf(err, errlen, "out of memory starting the server on %s", o->listen);
         return AB_ENOMEM;
+    }
     s->loop = l;
     s->router = o->router;
     s->head_max = o->head_max ? o->head_max : HTTP_HEAD_MAX;
@@ -477,10 +482,10 @@ int http_server_start(struct loop *l, const struct http_server_options *o, struc
         free(s);
         return AB_EIO;
     }
-    if (unix_sock && listen_unix(s, s->unix_path, err, errlen) != 0) {
+    if (unix_sock && (rc = listen_unix(s, s->unix_path, err, errlen)) != 0) {
         lws_vhost_destroy(s->vh);
         free(s);
-        return AB_EIO;
+        return rc;
     }
     if (!unix_sock && port != 0 && lws_get_vhost_listen_port(s->vh) <= 0) {
         snprintf(err, errlen, "cannot listen on %s (in use?)", o->listen);

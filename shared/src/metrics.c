@@ -6,6 +6,7 @@
  * series, and rendering, take the write side or the registry mutex.
  * Floating-point values are stored as their bit patterns in 64-bit atomics. */
 #include "agentbox/metrics.h"
+#include "agentbox/buf.h"
 #include "agentbox/common.h"
 
 #include <inttypes.h>
@@ -503,40 +504,21 @@ struct metrics_registry *metrics_default(void)
 
 /* ---- rendering ---- */
 
+/* Prometheus text is a few KiB in practice; the cap keeps a runaway label
+ * set from taking the process's memory with it. */
+#define METRICS_RENDER_MAX ((size_t)64 << 20)
+
+/* Rendering appends a lot of small pieces; the first failure sticks so they
+ * need no check each, and the render gives up once at the end. */
 struct sbuf {
-    char *p;
-    size_t len;
-    size_t cap;
-    bool oom;
+    struct buf b;
+    int rc;
 };
-
-static void sb_reserve(struct sbuf *b, size_t more)
-{
-    size_t ncap;
-    char *np;
-
-    if (b->oom || b->len + more + 1 <= b->cap)
-        return;
-    ncap = b->cap > 0 ? b->cap : 4096;
-    while (ncap < b->len + more + 1)
-        ncap *= 2;
-    np = realloc(b->p, ncap);
-    if (np == NULL) {
-        b->oom = true;
-        return;
-    }
-    b->p = np;
-    b->cap = ncap;
-}
 
 static void sb_put(struct sbuf *b, const char *s, size_t n)
 {
-    sb_reserve(b, n);
-    if (b->oom)
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    if (b->rc == 0)
+        b->rc = buf_append(&b->b, s, n);
 }
 
 static void sb_str(struct sbuf *b, const char *s)
@@ -703,10 +685,10 @@ static const char *type_text(enum metric_type t)
 
 /* Families sorted by name, series by label values, so output is stable.
  * Families with labels but no series yet are left out. The caller frees the
- * result; NULL when memory ran out. */
+ * result; NULL when memory ran out or the text would pass METRICS_RENDER_MAX. */
 char *metrics_render(struct metrics_registry *r, size_t *len)
 {
-    struct sbuf b = {0};
+    struct sbuf b = {.rc = 0};
     struct metric_family *fams[METRICS_MAX_FAMILIES];
     struct series **list = NULL;
     size_t nfams;
@@ -715,12 +697,12 @@ char *metrics_render(struct metrics_registry *r, size_t *len)
         *len = 0;
     if (r == NULL)
         return NULL;
-    sb_reserve(&b, 0);
+    buf_init(&b.b, METRICS_RENDER_MAX, "metrics text");
     pthread_mutex_lock(&r->lock);
     nfams = r->nfams;
     memcpy(fams, r->fams, nfams * sizeof(fams[0]));
     qsort(fams, nfams, sizeof(fams[0]), family_cmp);
-    for (size_t i = 0; i < nfams && !b.oom; i++) {
+    for (size_t i = 0; i < nfams && b.rc == 0; i++) {
         struct metric_family *f = fams[i];
         size_t n = 0;
 
@@ -731,7 +713,7 @@ char *metrics_render(struct metrics_registry *r, size_t *len)
         }
         list = malloc(f->count * sizeof(*list));
         if (list == NULL) {
-            b.oom = true;
+            b.rc = AB_ENOMEM;
             pthread_rwlock_unlock(&f->lock);
             break;
         }
@@ -756,11 +738,11 @@ char *metrics_render(struct metrics_registry *r, size_t *len)
         list = NULL;
     }
     pthread_mutex_unlock(&r->lock);
-    if (b.oom) {
-        free(b.p);
+    if (b.rc == 0)
+        b.rc = buf_grow(&b.b, 0); /* an empty registry still renders "" */
+    if (b.rc != 0) {
+        buf_free(&b.b);
         return NULL;
     }
-    if (len != NULL)
-        *len = b.len;
-    return b.p;
+    return buf_take(&b.b, len);
 }

@@ -223,27 +223,27 @@ void tun_head_release(struct tun_head *h)
     memset(h, 0, sizeof(*h));
 }
 
-static json_t *load_object(const void *buf, size_t len, const char *what, char *err, size_t errlen)
+/* *out gets the object; AB_ELIMIT over TUN_CONTROL_MAX, AB_EINVAL when it is
+ * not a JSON object (the caller returns that code as it is). */
+static int load_object(const void *buf, size_t len, const char *what, json_t **out, char *err,
+                       size_t errlen)
 {
     json_error_t jerr;
     json_t *root;
 
-    if (len > TUN_CONTROL_MAX) {
-        fail(err, errlen, AB_ELIMIT, "%s: over the %d-byte limit", what, TUN_CONTROL_MAX);
-        return NULL;
-    }
+    *out = NULL;
+    if (len > TUN_CONTROL_MAX)
+        return fail(err, errlen, AB_ELIMIT, "%s: over the %d-byte limit", what, TUN_CONTROL_MAX);
     root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL) {
-        fail(err, errlen, AB_EINVAL, "%s is not valid JSON: %s (column %d)", what, jerr.text,
-             jerr.column);
-        return NULL;
-    }
+    if (root == NULL)
+        return fail(err, errlen, AB_EINVAL, "%s is not valid JSON: %s (column %d)", what, jerr.text,
+                    jerr.column);
     if (!json_is_object(root)) {
         json_decref(root);
-        fail(err, errlen, AB_EINVAL, "%s must be a JSON object", what);
-        return NULL;
+        return fail(err, errlen, AB_EINVAL, "%s must be a JSON object", what);
     }
-    return root;
+    *out = root;
+    return 0;
 }
 
 /* A string field without embedded NULs; missing → NULL with rc 0. */
@@ -309,9 +309,8 @@ int tun_open_head_parse(const void *buf, size_t len, struct tun_head *out, char 
     int rc;
 
     memset(out, 0, sizeof(*out));
-    root = load_object(buf, len, "OPEN head", err, errlen);
-    if (root == NULL)
-        return AB_EINVAL;
+    if ((rc = load_object(buf, len, "OPEN head", &root, err, errlen)) != 0)
+        return rc;
     if ((rc = get_string(root, "service", &out->service, &n, err, errlen)) < 0 ||
         (rc = get_string(root, "method", &out->method, &n, err, errlen)) < 0 ||
         (rc = get_string(root, "path", &out->path, &n, err, errlen)) < 0 ||
@@ -332,9 +331,8 @@ int tun_response_head_parse(const void *buf, size_t len, struct tun_head *out, c
     int rc;
 
     memset(out, 0, sizeof(*out));
-    root = load_object(buf, len, "RESPONSE head", err, errlen);
-    if (root == NULL)
-        return AB_EINVAL;
+    if ((rc = load_object(buf, len, "RESPONSE head", &root, err, errlen)) != 0)
+        return rc;
     status = json_object_get(root, "status");
     if (!json_is_integer(status) || json_integer_value(status) < 100 ||
         json_integer_value(status) > 599) {
@@ -403,15 +401,20 @@ int tun_reset_parse(const void *buf, size_t len, char *code, size_t codelen, cha
         code[0] = '\0';
     if (msglen > 0)
         message[0] = '\0';
-    root = load_object(buf, len, "RESET", err, errlen);
-    if (root == NULL)
-        return AB_EINVAL;
+    if ((rc = load_object(buf, len, "RESET", &root, err, errlen)) != 0)
+        return rc;
     if ((rc = get_string(root, "code", &c, &cl, err, errlen)) < 0 ||
         (rc = get_string(root, "message", &m, &ml, err, errlen)) < 0)
         goto done;
     if (c == NULL || cl == 0 || cl > TUN_RESET_CODE_MAX || !is_token(c, cl)) {
         rc = fail(err, errlen, AB_EINVAL, "RESET field 'code' must be a token of 1..%d characters",
                   TUN_RESET_CODE_MAX);
+        goto done;
+    }
+    if (cl >= codelen) {
+        /* a cut code is another code: peers act on it */
+        rc = fail(err, errlen, AB_ELIMIT, "RESET field 'code' is longer than %zu characters",
+                  codelen > 0 ? codelen - 1 : 0);
         goto done;
     }
     ab_strlcpy(code, c, codelen);

@@ -3,7 +3,9 @@
  * tunnel_http.h. No libwebsockets here. */
 #include "agentbox/tunnel_http.h"
 #include "agentbox/common.h"
+#include "agentbox/buf.h"
 #include "agentbox/log.h"
+#include "agentbox/pct.h"
 #include "http_out.h"
 #include "http_parse.h"
 
@@ -341,13 +343,23 @@ int tun_http_serve(struct tun_stream *st, const struct tun_head *head, struct ht
     const char *q = strchr(head->path, '?');
     size_t plen = q ? (size_t)(q - head->path) : strlen(head->path);
     req.query = q ? q + 1 : "";
-    if (http_percent_decode(head->path, plen, path, TUN_PATH_MAX + 1, false) < 0) {
+    int drc = pct_decode(head->path, plen, path, TUN_PATH_MAX + 1, 0, NULL);
+    if (drc != 0) {
         free(path);
         free(s);
-        tun_stream_respond_json(st, 400,
-                                "{\"code\":400,\"message\":\"request path has a malformed "
-                                "percent-escape\"}");
-        return AB_EINVAL;
+        /* The head parser bounds the path, so only a bad escape is expected here. */
+        char msg[128];
+        if (drc == AB_ELIMIT)
+            snprintf(msg, sizeof(msg),
+                     "{\"code\":400,\"message\":\"request path is longer than %d bytes\"}",
+                     TUN_PATH_MAX);
+        else
+            ab_strlcpy(msg,
+                       "{\"code\":400,\"message\":\"request path has a malformed "
+                       "percent-escape or a NUL byte\"}",
+                       sizeof(msg));
+        tun_stream_respond_json(st, 400, msg);
+        return drc;
     }
     req.path = path;
     for (int i = 0; i < head->nheaders && i < HTTP_MAX_HEADERS; i++) {
@@ -544,15 +556,21 @@ int tun_http_proxy(struct http_exchange *ex, struct tun_session *s, const char *
     head.service = service;
     head.method = r->method;
     head.path = path;
+    /* extra first, and a request header of the same name dropped: the caller's
+     * headers (relay targets) can neither be overridden by the client nor
+     * crowded out of the table */
+    for (int i = 0; i < nextra && head.nheaders < TUN_MAX_HEADERS; i++)
+        head.headers[head.nheaders++] = extra[i];
     for (int i = 0; i < r->nheaders && head.nheaders < TUN_MAX_HEADERS; i++) {
-        if (is_hop_by_hop(r->headers[i].name))
+        bool dup = false;
+        for (int k = 0; k < nextra && !dup; k++)
+            dup = strcasecmp(r->headers[i].name, extra[k].name) == 0;
+        if (dup || is_hop_by_hop(r->headers[i].name))
             continue;
         head.headers[head.nheaders].name = r->headers[i].name;
         head.headers[head.nheaders].value = r->headers[i].value;
         head.nheaders++;
     }
-    for (int i = 0; i < nextra && head.nheaders < TUN_MAX_HEADERS; i++)
-        head.headers[head.nheaders++] = extra[i];
     int rc = tun_stream_open(s, &head, &p->ep, &p->w.st);
     if (rc != 0) {
         free(p);
@@ -651,20 +669,22 @@ static const struct tun_endpoint_ops splice_ep_ops = {
 int tun_splice(struct tun_stream *in, struct tun_session *target, const struct tun_head *head,
                const char *unavailable_msg)
 {
-    char body[1200];
-    json_t *j = json_pack("{s:i,s:s}", "code", 503, "message", unavailable_msg);
+    /* The whole message, never a cut one: a cut JSON text is not JSON. */
+    json_t *j =
+        json_pack("{s:i,s:s}", "code", 503, "message", unavailable_msg ? unavailable_msg : "");
     char *txt = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    ab_strlcpy(body, txt ? txt : "{\"code\":503}", sizeof(body));
-    free(txt);
+    const char *body = txt ? txt : "{\"code\":503}";
     if (!target || !tun_session_is_established(target)) {
         tun_stream_respond_json(in, 503, body);
+        free(txt);
         return AB_ECLOSED;
     }
     struct splice_ep *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
     if (!a || !b) {
         free(a);
         free(b);
+        free(txt);
         tun_stream_reset(in, TUN_RESET_BUSY, "out of memory");
         return AB_ENOMEM;
     }
@@ -677,8 +697,10 @@ int tun_splice(struct tun_stream *in, struct tun_session *target, const struct t
         free(a);
         free(b);
         tun_stream_respond_json(in, 503, body);
+        free(txt);
         return rc;
     }
+    free(txt);
     tun_stream_set_user(in, &a->ep);
     return 0;
 }
@@ -691,8 +713,7 @@ struct tun_call {
     tun_call_fn done;
     void *arg;
     int status;
-    char *body;
-    size_t len, max;
+    struct buf body; /* limit: the caller's max_body */
     bool finished;
 };
 
@@ -703,8 +724,8 @@ static void call_finish(struct tun_call *c, const char *error)
     c->finished = true;
     struct tun_call_result res = {
         .status = error ? 0 : c->status,
-        .body = c->body ? c->body : "",
-        .body_len = c->len,
+        .body = buf_str(&c->body),
+        .body_len = buf_len(&c->body),
         .error = error,
     };
     c->done(&res, c->arg);
@@ -720,14 +741,17 @@ static void call_on_data(struct tun_endpoint *ep, struct tun_stream *st, const u
 {
     struct tun_call *c = (struct tun_call *)ep;
     tun_stream_consumed(st, n);
-    if (c->len + n > c->max) {
+    if (c->finished)
+        return;
+    int rc = buf_append(&c->body, d, n);
+    if (rc == AB_ELIMIT) {
+        /* callers and tests match this text; buf_err(&c->body) would name the size */
         tun_stream_reset(st, TUN_RESET_CANCEL, "response too large");
         call_finish(c, "response larger than the caller's limit");
-        return;
+    } else if (rc != 0) {
+        tun_stream_reset(st, TUN_RESET_BUSY, "out of memory");
+        call_finish(c, buf_err(&c->body));
     }
-    memcpy(c->body + c->len, d, n);
-    c->len += n;
-    c->body[c->len] = '\0';
 }
 
 static void call_on_end(struct tun_endpoint *ep, struct tun_stream *st)
@@ -747,7 +771,7 @@ static void call_on_closed(struct tun_endpoint *ep, struct tun_stream *st)
 {
     struct tun_call *c = (struct tun_call *)ep;
     call_finish(c, "tunnel closed");
-    free(c->body);
+    buf_free(&c->body);
     free(c);
 }
 
@@ -770,13 +794,8 @@ int tun_call(struct tun_session *s, const char *service, const char *method, con
     struct tun_call *c = calloc(1, sizeof(*c));
     if (!c)
         return AB_ENOMEM;
-    c->max = max_body ? max_body : 64 * 1024;
-    c->body = malloc(c->max + 1);
-    if (!c->body) {
-        free(c);
-        return AB_ENOMEM;
-    }
-    c->body[0] = '\0';
+    /* Grows as the answer arrives: a 1 MiB limit no longer costs 1 MiB per call. */
+    buf_init(&c->body, max_body ? max_body : 64 * 1024, "response body");
     c->ep.ops = &call_ep_ops;
     c->done = done;
     c->arg = arg;
@@ -789,7 +808,7 @@ int tun_call(struct tun_session *s, const char *service, const char *method, con
         head.headers[head.nheaders++] = h[i];
     int rc = tun_stream_open(s, &head, &c->ep, &c->st);
     if (rc != 0) {
-        free(c->body);
+        buf_free(&c->body);
         free(c);
         return rc;
     }

@@ -422,8 +422,11 @@ int tun_session_new(const struct tun_config *cfg, struct tun_session **out, char
 #undef REFUSE
 
     s = calloc(1, sizeof(*s));
-    if (s == NULL)
+    if (s == NULL) {
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "out of memory creating a tunnel session");
         return AB_ENOMEM;
+    }
     /* Chains of about four when the table is full: a hub holds thousands
      * of sessions, most of them nearly idle. */
     while (nb < c.max_streams / 4)
@@ -431,6 +434,9 @@ int tun_session_new(const struct tun_config *cfg, struct tun_session **out, char
     s->buckets = calloc(nb, sizeof(*s->buckets));
     if (s->buckets == NULL) {
         free(s);
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "out of memory creating a tunnel session of %zu streams",
+                     (size_t)c.max_streams);
         return AB_ENOMEM;
     }
     s->nbuckets = nb;

@@ -43,6 +43,7 @@ benchmarks=(
     "tunnel-bulk-rtt|node bench/tunnel.mjs"
     "tunnel-agents|node bench/tunnel_agents.mjs"
     "route-decision|$build/bench_route"
+    "assertion|$build/bench_assertion"
     "e2b-create|node bench/e2b_create.mjs"
     "dataplane-proxy|node bench/dataplane.mjs"
     "federation|node bench/federation.mjs"

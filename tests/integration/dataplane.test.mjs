@@ -159,6 +159,19 @@ test('a sandbox of another cluster is reached through the hub', async () => {
         'sandbox not found');
 });
 
+test('a relayed request cannot pick its own relay target', async () => {
+    // a client's own relay headers must not steer the hub: alpha's native API
+    // would answer /health with 404, beta's envd answers 204
+    const forged = await request(alpha.data, '/health', {
+        headers: {
+            ...envdHeaders(sbB.sandboxId),
+            'X-AgentBox-Target-Cluster': 'alpha',
+            'X-AgentBox-Target-Service': 'native',
+        },
+    });
+    assert.equal(forged.status, 204, forged.body);
+});
+
 test('a sandbox of another cluster without a tunnel is a 502 naming the cluster', async () => {
     const dir = manifestsDir([]);
     const solo = await startAgent('solo', { args: ['--manifests-dir', dir, '--envd-path', envdBin()] });

@@ -618,6 +618,12 @@ test('events survive a hub outage without blocking creates, and arrive once it i
     assert.match(await agentMetrics(), /^agentbox_e2b_events_dropped_total 0$/m, 'nothing dropped');
 });
 
-test('no sanitizer report in the agent', () => {
+test('no sanitizer report in the agent, and none when SIGTERM stops it', async () => {
     assert.doesNotMatch(alpha.proc.logs(), /AddressSanitizer|runtime error:|LeakSanitizer/);
+    // agent_fini frees every module (the e2b layer included): LeakSanitizer,
+    // which runs at exit, finds nothing and the exit code stays 0
+    const exit = await alpha.proc.stop('SIGTERM');
+    assert.equal(exit.code, 0, `agent exited with ${exit.code}/${exit.signal}:${logs()}`);
+    assert.doesNotMatch(alpha.proc.logs(), /AddressSanitizer|runtime error:|LeakSanitizer/, logs());
+    assert.match(alpha.proc.logs(), /agent stopping/);
 });

@@ -176,7 +176,8 @@ test('the hub front door: bare create placed by the hub, merged lists with hub-s
         const v1 = await call(hubE2b, 'GET', '/sandboxes');
         assert.equal(v1.json.length, 2);
         const nf = await create(hubE2b, 'nosuch');
-        assert.equal(nf.status, 404);
+        assert.equal(nf.status, 400, 'an unknown env is 400, as the agent answers it');
+        assert.equal((await create(alpha.e2b, 'nosuch')).status, nf.status);
         assert.match(nf.json.message, /GET \/templates/);
         // secrets stay the hub's own
         const sec = await call(hubE2b, 'GET', '/secrets');

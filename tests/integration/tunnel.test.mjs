@@ -10,7 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import {
     startPostgres, startHub, runMigrate, httpGet, httpJson, waitFor, run, hubBin, tempDir,
-    addCluster, startAgent, waitClusterOnline,
+    addCluster, startAgent, waitClusterOnline, metricValue,
 } from './lib/harness.mjs';
 
 const cleanups = [];
@@ -80,10 +80,18 @@ test('an agent connects, the hub lists it online, and the hub reaches its native
     const list = await run(hubBin(), ['cluster', 'list'], { env: { ...process.env, DATABASE_URL: shared.pg.url } });
     assert.equal(list.code, 0, list.stderr);
     assert.match(list.stdout, /alpha/);
-    assert.match(agent.proc.logs(), /tunnel up/);
-    // idle for longer than the hub's 3 s silence timeout: pings keep it up
+    assert.equal(await metricValue(agent.e2b, 'agentbox_tunnel_connected'), 1);
+    // (a first attempt may have been refused while the hub was loading its registry)
+    const reconnects = await metricValue(agent.e2b, 'agentbox_tunnel_reconnects_total');
+    assert.ok(reconnects !== null, 'no agentbox_tunnel_reconnects_total on the agent');
+    const sessions = await metricValue(hub.base, 'agentbox_tunnel_sessions_total');
+    assert.ok(sessions >= 1, `agentbox_tunnel_sessions_total is ${sessions}`);
+    // idle for longer than the hub's 3 s silence timeout (the wait is the
+    // test): pings keep the one session up, no reconnect, same epoch
     await new Promise((r) => setTimeout(r, 4500));
-    assert.equal((agent.proc.logs().match(/tunnel up/g) || []).length, 1, agent.proc.logs());
+    assert.equal(await metricValue(agent.e2b, 'agentbox_tunnel_reconnects_total'), reconnects, agent.proc.logs());
+    assert.equal(await metricValue(agent.e2b, 'agentbox_tunnel_connected'), 1);
+    assert.equal(await metricValue(hub.base, 'agentbox_tunnel_sessions_total'), sessions);
     assert.equal((await httpJson(`${hub.base}/api/clusters/alpha/v1/ping`)).status, 200);
 });
 
@@ -93,9 +101,12 @@ test('a wrong token is refused with 401; the agent says why and keeps backing of
     const bad = 'abxc_' + '0'.repeat(64);
     const agent = await startAgent('wrongtok', { hubUrl: hub.tunnelUrl, token: bad });
     cleanups.push(() => agent.proc.stop());
-    await waitFor(() => (agent.proc.logs().match(/HTTP 401/g) || []).length >= 2, {
-        timeoutMs: 10000, what: 'two refused attempts logged with HTTP 401',
+    await waitFor(async () => (await metricValue(agent.e2b, 'agentbox_tunnel_reconnects_total')) >= 2, {
+        timeoutMs: 10000, what: 'two refused attempts counted in agentbox_tunnel_reconnects_total',
     });
+    assert.equal(await metricValue(agent.e2b, 'agentbox_tunnel_connected'), 0);
+    // what the operator reads: the status and the flag to fix
+    assert.match(agent.proc.logs(), /HTTP 401/);
     assert.match(agent.proc.logs(), /join-token/);
     const listed = await waitFor(async () => {
         const r = await httpJson(`${hub.base}/api/clusters`);
@@ -117,12 +128,27 @@ test('a wrong token is refused with 401; the agent says why and keeps backing of
 
 test('a disabled cluster is refused with 403 and a live one is closed', async () => {
     const { pg, hub } = await stack();
-    const { agent } = await agentFor('discl');
+    const { agent, token } = await agentFor('discl');
     await waitClusterOnline(hub.base, 'discl');
+    const before = await metricValue(agent.e2b, 'agentbox_tunnel_reconnects_total');
     const env = { ...process.env, DATABASE_URL: pg.url };
     assert.equal((await run(hubBin(), ['cluster', 'disable', 'discl'], { env })).code, 0);
     await waitClusterOnline(hub.base, 'discl', false);
-    await waitFor(() => /HTTP 403/.test(agent.proc.logs()), { timeoutMs: 10000, what: 'a 403 refusal in the agent log' });
+    // closed once, then refused again and again
+    await waitFor(async () => (await metricValue(agent.e2b, 'agentbox_tunnel_reconnects_total')) >= before + 2, {
+        timeoutMs: 10000, what: 'the disabled agent to be closed and refused',
+    });
+    assert.equal(await metricValue(agent.e2b, 'agentbox_tunnel_connected'), 0);
+    // the refusal the agent gets, asked for with its own (valid) token
+    const raw = await request(`http://127.0.0.1:${hub.tunnelPort}/v1/tunnel`, {
+        headers: {
+            Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13',
+            'Sec-WebSocket-Key': crypto.randomBytes(16).toString('base64'),
+            'Sec-WebSocket-Protocol': 'agentbox.tunnel.v1',
+            Authorization: `Bearer ${token}`, 'X-AgentBox-Cluster': 'discl',
+        },
+    });
+    assert.equal(raw.status, 403, raw.body.toString());
     assert.equal((await run(hubBin(), ['cluster', 'enable', 'discl'], { env })).code, 0);
     await waitClusterOnline(hub.base, 'discl', true, 15000);
 });

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
     startPostgres, startHub, runMigrate, httpJson, waitFor, run, tempDir, freePort,
-    addCluster, startAgent, waitClusterOnline, spawnProc, agentBin,
+    addCluster, startAgent, waitClusterOnline, spawnProc, agentBin, metricValue,
 } from './lib/harness.mjs';
 
 const cleanups = [];
@@ -68,9 +68,10 @@ test('TLS: the agent verifies the hub against a CA generated here', async () => 
         hubUrl: `wss://localhost:${hub.tunnelPort}`, token: token2, args: ['--hub-ca', f('other.pem')],
     });
     cleanups.push(() => bad.proc.stop());
-    await waitFor(() => (bad.proc.logs().match(/tunnel down; reconnecting/g) || []).length >= 2, {
-        timeoutMs: 10000, what: 'the agent with the wrong CA to keep failing',
+    await waitFor(async () => (await metricValue(bad.e2b, 'agentbox_tunnel_reconnects_total')) >= 2, {
+        timeoutMs: 10000, what: 'the agent with the wrong CA to keep failing (agentbox_tunnel_reconnects_total)',
     });
+    assert.equal(await metricValue(bad.e2b, 'agentbox_tunnel_connected'), 0);
     const r = await httpJson(`${hub.base}/api/clusters/tlsbad/v1/ping`);
     assert.equal(r.status, 503);
 });

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "agent/envd/event.h"
+#include "agent/envd/syserr.h"
 
 static void assert_json(json_t *v, const char *want)
 {
@@ -179,7 +180,7 @@ static void test_entry_info_reads_disk(void **state)
     json_decref(v);
 
     snprintf(link, sizeof(link), "%s/missing", dir);
-    assert_int_equal(envd_entry_info(link, &v), -ENOENT);
+    assert_int_equal(envd_entry_info(link, &v), envd_errno(ENOENT));
     assert_null(v);
     unlink(path);
     snprintf(link, sizeof(link), "%s/l", dir);

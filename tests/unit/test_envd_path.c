@@ -13,6 +13,7 @@
 
 #include "agentbox/common.h"
 #include "agent/envd/path.h"
+#include "agent/envd/syserr.h"
 
 static void check_clean(const char *in, const char *want)
 {
@@ -109,7 +110,7 @@ static void test_mkdir_all(void **state)
     FILE *f = fopen(p, "w");
     fclose(f);
     snprintf(p, sizeof(p), "%s/file/sub", base);
-    assert_int_equal(envd_mkdir_all(p, 0755, false, 0, 0, NULL), -ENOTDIR);
+    assert_int_equal(envd_mkdir_all(p, 0755, false, 0, 0, NULL), envd_errno(ENOTDIR));
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
     assert_int_equal(system(cmd), 0);

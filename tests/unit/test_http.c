@@ -172,20 +172,52 @@ static char *read_until(int fd, const char *needle, int count, size_t *outlen)
     return buf;
 }
 
+/* Reads one response with a Content-Length body: its status and its body
+ * (NUL-terminated, at most cap - 1 bytes). Returns the body length. */
+static size_t read_response(int fd, int *status, char *body, size_t cap)
+{
+    char head[8192];
+    size_t len = 0, blen;
+    char *end = NULL, *cl;
+    long want;
+
+    *status = 0;
+    while (!end) {
+        assert_true(len < sizeof(head) - 1);
+        ssize_t n = recv(fd, head + len, 1, 0); /* byte by byte: stop at the head's end */
+        assert_true(n == 1);
+        len++;
+        head[len] = '\0';
+        end = strstr(head, "\r\n\r\n");
+    }
+    assert_int_equal(sscanf(head, "HTTP/1.1 %d", status), 1);
+    cl = strcasestr(head, "\r\nContent-Length:");
+    assert_non_null(cl);
+    want = strtol(cl + 17, NULL, 10);
+    assert_true(want >= 0 && (size_t)want < cap);
+    for (blen = 0; blen < (size_t)want;) {
+        ssize_t n = recv(fd, body + blen, (size_t)want - blen, 0);
+        assert_true(n > 0);
+        blen += (size_t)n;
+    }
+    body[blen] = '\0';
+    return blen;
+}
+
 /* --- tests ------------------------------------------------------------------------- */
 
 static void test_route_params_and_query(void **state)
 {
     int fd = dial();
     const char *req = "GET /items/ab%20c?q=x%2By+z HTTP/1.1\r\nHost: t\r\n\r\n";
+    char body[256];
+    int status;
     send_all(fd, req, strlen(req));
-    char *resp = read_until(fd, "q=", 1, NULL);
-    char *body = read_until(fd, "\n", 0, NULL);
-    (void)body;
-    free(body);
-    assert_non_null(strstr(resp, "HTTP/1.1 200 OK"));
+    read_response(fd, &status, body, sizeof(body));
+    assert_int_equal(status, 200);
+    /* the path parameter and the query value, each percent-decoded */
+    assert_string_equal(body, "id=ab c q=x+y z");
     close(fd);
-    free(resp);
 }
 
 static void test_chunked_request_body(void **state)
@@ -215,14 +247,12 @@ static void test_pipelined_requests_answer_in_order(void **state)
                       "GET /items/3 HTTP/1.1\r\nHost: t\r\n\r\n"
                       "GET /chunks HTTP/1.1\r\nHost: t\r\n\r\n";
     send_all(fd, req, strlen(req));
-    char *resp = read_until(fd, "HTTP/1.1 200", 4, NULL);
-    char *tail = read_until(fd, "0\r\n\r\n", 1, NULL);
-    size_t need = strlen(resp) + strlen(tail) + 1;
-    char *all = malloc(need);
-    snprintf(all, need, "%s%s", resp, tail);
-    char *a = strstr(all, "id=1 q=");
-    char *b = strstr(all, "abc");
-    char *c = strstr(all, "id=3 q=");
+    /* the chunked answer comes last and ends with its terminator: read up to
+     * it (not to a timeout) */
+    char *all = read_until(fd, "three\r\n0\r\n\r\n", 1, NULL);
+    char *a = strstr(all, "\r\n\r\nid=1 q=");
+    char *b = strstr(all, "Content-Length: 3\r\n\r\nabc"); /* the echoed body, exactly */
+    char *c = strstr(all, "\r\n\r\nid=3 q=");
     char *d = strstr(all, "Transfer-Encoding: chunked");
     assert_non_null(a);
     assert_non_null(b);
@@ -230,9 +260,12 @@ static void test_pipelined_requests_answer_in_order(void **state)
     assert_non_null(d);
     assert_true(a < b && b < c && c < d);
     assert_non_null(strstr(all, "4\r\none,\r\n4\r\ntwo,\r\n5\r\nthree\r\n0\r\n\r\n"));
+    /* four answers, no more */
+    int answers = 0;
+    for (const char *p = all; (p = strstr(p, "HTTP/1.1 200 OK")); p++)
+        answers++;
+    assert_int_equal(answers, 4);
     free(all);
-    free(resp);
-    free(tail);
     close(fd);
 }
 
@@ -299,10 +332,14 @@ static void test_unknown_route_404_and_wrong_method_405(void **state)
     const char *req =
         "GET /nope HTTP/1.1\r\nHost: t\r\n\r\nDELETE /echo HTTP/1.1\r\nHost: t\r\n\r\n";
     send_all(fd, req, strlen(req));
-    char *resp = read_until(fd, "}", 2, NULL);
-    assert_non_null(strstr(resp, "HTTP/1.1 404"));
-    assert_non_null(strstr(resp, "HTTP/1.1 405"));
-    free(resp);
+    char body[512];
+    int status;
+    read_response(fd, &status, body, sizeof(body));
+    assert_int_equal(status, 404);
+    assert_non_null(strstr(body, "\"code\":404"));
+    read_response(fd, &status, body, sizeof(body));
+    assert_int_equal(status, 405);
+    assert_non_null(strstr(body, "\"code\":405"));
     close(fd);
 }
 
@@ -325,12 +362,12 @@ static void test_streaming_body_and_disconnect_mid_body(void **state)
     for (int i = 0; i < 100; i++)
         send_all(fd, chunk, (size_t)n);
     send_all(fd, "0\r\n\r\n", 5);
-    char *resp = read_until(fd, "got ", 1, NULL);
-    char *rest = read_until(fd, "0", 1, NULL);
-    assert_non_null(strstr(resp, "200 OK"));
+    char body[64];
+    int status;
+    read_response(fd, &status, body, sizeof(body));
+    assert_int_equal(status, 200);
+    assert_string_equal(body, "got 819200"); /* what the handler counted, as it answered */
     assert_int_equal(atomic_load(&g_stream_bytes), 819200);
-    free(resp);
-    free(rest);
     close(fd);
 
     /* a client that goes away mid-body: the handler is told, nothing leaks */
@@ -495,6 +532,148 @@ static void test_unix_socket_server_and_client(void **state)
     assert_int_equal(access(j.path, F_OK), -1); /* the socket file is removed */
 }
 
+/* --- route specificity (no sockets: a recording transport) -------------------------- */
+
+struct rec {
+    int status;
+    bool finished;
+};
+
+static int rec_head(void *t, int status, const struct http_header *h, int n, int64_t len)
+{
+    (void)h, (void)n, (void)len;
+    ((struct rec *)t)->status = status;
+    return 0;
+}
+static int rec_body(void *t, const void *d, size_t len)
+{
+    (void)t, (void)d, (void)len;
+    return 0;
+}
+static int rec_end(void *t)
+{
+    (void)t;
+    return 0;
+}
+static size_t rec_pending(void *t)
+{
+    (void)t;
+    return 0;
+}
+static void rec_pause(void *t, bool p)
+{
+    (void)t, (void)p;
+}
+static void rec_abort(void *t)
+{
+    (void)t;
+}
+static void rec_finished(void *t)
+{
+    ((struct rec *)t)->finished = true;
+}
+static const struct http_transport_ops rec_ops = {rec_head,  rec_body,  rec_end,     rec_pending,
+                                                  rec_pause, rec_abort, rec_finished};
+
+static const char *g_winner;
+static char g_winner_param[64];
+
+/* Records which route answered (its arg names it) and the first param it saw. */
+static void h_named(struct http_exchange *ex, void *arg)
+{
+    const struct http_request *r = http_req(ex);
+    g_winner = arg;
+    snprintf(g_winner_param, sizeof(g_winner_param), "%s",
+             r->nparams > 0 ? r->param_values[0] : "");
+    http_respond(ex, 200, "text/plain", "", 0, NULL, 0);
+}
+
+/* Routes a request through a router built from routes (in the given order
+ * or reversed) and returns the name of the route that answered, or "404"/"405". */
+static const char *route_winner(const struct http_route *table, size_t n, bool reversed,
+                                const char *method, const char *path)
+{
+    struct http_route copy[8];
+    struct rec t = {0};
+    struct http_request head = {0};
+
+    assert_true(n <= AB_ARRAY_LEN(copy));
+    for (size_t i = 0; i < n; i++)
+        copy[i] = table[reversed ? n - 1 - i : i];
+    struct http_router *r = http_router_new(copy, n);
+    assert_non_null(r);
+    head.method = method;
+    head.target = path;
+    head.path = path;
+    head.query = "";
+    head.peer = "test";
+    g_winner = NULL;
+    g_winner_param[0] = '\0';
+    struct http_exchange *ex = http_exchange_new(r, &head, &rec_ops, &t);
+    assert_non_null(ex);
+    http_exchange_start(ex);
+    http_exchange_body_end(ex);
+    assert_true(t.finished);
+    http_exchange_release(ex);
+    http_router_free(r);
+    if (g_winner != NULL)
+        return g_winner;
+    return t.status == 405 ? "405" : "404";
+}
+
+static void test_router_picks_most_specific_route_in_any_order(void **state)
+{
+    (void)state;
+    static const struct http_route shapes[] = {
+        {"*", "/e2b/{*rest}", h_named, "rest", 0},
+        {"*", "/e2b/sandboxes/{id}", h_named, "id", 0},
+        {"*", "/e2b/sandboxes/{id}/{*rest}", h_named, "id-rest", 0},
+        {"GET", "/e2b/sandboxes/metrics", h_named, "metrics", 0},
+        {"POST", "/e2b/sandboxes", h_named, "create", 0},
+        {"GET", "/e2b/sandboxes/{id}/logs", h_named, "logs", 0},
+        {"*", "/e2b/sandboxes/{id}/logs", h_named, "any-logs", 0},
+        {"GET", "/e2b/{kind}/metrics", h_named, "kind-metrics", 0},
+    };
+    static const struct {
+        const char *method, *path, *winner, *param;
+    } cases[] = {
+        {"GET", "/e2b/sandboxes/metrics", "metrics", ""},    /* literal beats {id} */
+        {"POST", "/e2b/sandboxes/metrics", "id", "metrics"}, /* the literal is GET only */
+        {"GET", "/e2b/sandboxes/abc", "id", "abc"},          /* {id} beats {*rest} */
+        {"DELETE", "/e2b/sandboxes/abc", "id", "abc"},
+        {"GET", "/e2b/sandboxes/abc/files", "id-rest", "abc"},
+        {"GET", "/e2b/sandboxes/abc/logs", "logs", "abc"}, /* named method beats "*" */
+        {"PUT", "/e2b/sandboxes/abc/logs", "any-logs", "abc"},
+        {"POST", "/e2b/sandboxes", "create", ""}, /* literal beats {*rest} */
+        {"GET", "/e2b/sandboxes", "rest", "sandboxes"},
+        {"GET", "/e2b/templates/metrics", "kind-metrics", "templates"}, /* {kind} beats {*rest} */
+        {"GET", "/e2b/templates", "rest", "templates"},
+        {"GET", "/other", "404", ""},
+    };
+    for (size_t i = 0; i < AB_ARRAY_LEN(cases); i++) {
+        for (int rev = 0; rev < 2; rev++) {
+            const char *w =
+                route_winner(shapes, AB_ARRAY_LEN(shapes), rev, cases[i].method, cases[i].path);
+            if (strcmp(w, cases[i].winner) != 0)
+                fail_msg("%s %s (%s order): got %s, want %s", cases[i].method, cases[i].path,
+                         rev ? "reversed" : "registration", w, cases[i].winner);
+            assert_string_equal(g_winner_param, cases[i].param);
+        }
+    }
+}
+
+static void test_router_keeps_registration_order_for_identical_shapes(void **state)
+{
+    (void)state;
+    static const struct http_route shapes[] = {
+        {"GET", "/a/{x}", h_named, "first", 0},
+        {"GET", "/a/{y}", h_named, "second", 0},
+    };
+    assert_string_equal(route_winner(shapes, 2, false, "GET", "/a/1"), "first");
+    assert_string_equal(route_winner(shapes, 2, true, "GET", "/a/1"), "second");
+    assert_string_equal(route_winner(shapes, 2, false, "POST", "/a/1"), "405");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -509,6 +688,8 @@ int main(void)
         cmocka_unit_test(test_client_get_and_chunked_post),
         cmocka_unit_test(test_client_connect_refused_reports_error),
         cmocka_unit_test(test_unix_socket_server_and_client),
+        cmocka_unit_test(test_router_picks_most_specific_route_in_any_order),
+        cmocka_unit_test(test_router_keeps_registration_order_for_identical_shapes),
     };
     return cmocka_run_group_tests_name("http", tests, setup, teardown);
 }

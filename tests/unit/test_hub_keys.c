@@ -9,6 +9,8 @@
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
+#include "agentbox/loop.h"
+#include "hub/auth.h"
 #include "hub/keys.h"
 
 static void test_token_format(void **state)
@@ -97,19 +99,38 @@ static void hook(void *arg, const char *id, const char *hash, const char *reason
     strcpy(hook_reason, reason);
 }
 
+/* The hook belongs to one identity context: two contexts do not share it. */
 static void test_revocation_hook(void **state)
 {
+    static const char secret[] = "0123456789abcdef0123456789abcdef";
+    struct loop_options lo = {0};
+    struct auth_options o = {0};
+    char err[256] = "";
     int one = 1;
 
     (void)state;
-    keys_notify_revoked("ak_1", "00", "revoked"); /* no hook: nothing */
-    keys_set_revocation_hook(hook, &one);
-    keys_notify_revoked("ak_1", "00", "expired");
+    struct loop *l = loop_new(&lo);
+    assert_non_null(l);
+    o.loop = l;
+    o.hub_secret = secret;
+    o.hub_secret_len = sizeof(secret) - 1;
+    struct auth_ctx *a = auth_new(&o, err, sizeof(err));
+    struct auth_ctx *b = auth_new(&o, err, sizeof(err));
+    assert_non_null(a);
+    assert_non_null(b);
+    auth_notify_revoked(a, "ak_1", "00", "revoked"); /* no hook: nothing */
+    auth_set_revocation_hook(a, hook, &one);
+    auth_notify_revoked(b, "ak_1", "00", "revoked"); /* another context: not a's hook */
+    assert_int_equal(hook_calls, 0);
+    auth_notify_revoked(a, "ak_1", "00", "expired");
     assert_int_equal(hook_calls, 1);
     assert_string_equal(hook_reason, "expired");
-    keys_set_revocation_hook(NULL, NULL);
-    keys_notify_revoked("ak_1", "00", "revoked");
+    auth_set_revocation_hook(a, NULL, NULL);
+    auth_notify_revoked(a, "ak_1", "00", "revoked");
     assert_int_equal(hook_calls, 1);
+    auth_free(b);
+    auth_free(a);
+    loop_free(l);
 }
 
 int main(void)

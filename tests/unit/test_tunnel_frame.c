@@ -472,6 +472,40 @@ static void test_reset_payload(void **state)
         AB_EINVAL);
 }
 
+/* A control payload over TUN_CONTROL_MAX keeps its own code (AB_ELIMIT, not
+ * the parse error's AB_EINVAL) in every head parser; a RESET code that does not
+ * fit the caller's buffer is refused, never cut into another code. */
+static void test_control_limit_keeps_its_code(void **state)
+{
+    size_t n = TUN_CONTROL_MAX + 1;
+    char *huge = malloc(n);
+    char code[8], msg[32], err[200] = "";
+    struct tun_head out;
+
+    assert_non_null(huge);
+    memset(huge, ' ', n);
+    huge[0] = '{';
+    huge[n - 1] = '}';
+    assert_int_equal(tun_open_head_parse(huge, n, &out, err, sizeof(err)), AB_ELIMIT);
+    assert_non_null(strstr(err, "65536-byte limit"));
+    err[0] = '\0';
+    assert_int_equal(tun_response_head_parse(huge, n, &out, err, sizeof(err)), AB_ELIMIT);
+    assert_non_null(strstr(err, "65536-byte limit"));
+    err[0] = '\0';
+    assert_int_equal(
+        tun_reset_parse(huge, n, code, sizeof(code), msg, sizeof(msg), err, sizeof(err)),
+        AB_ELIMIT);
+    assert_non_null(strstr(err, "65536-byte limit"));
+    free(huge);
+
+    const char *longcode = "{\"code\":\"protocol_error\",\"message\":\"m\"}";
+    assert_int_equal(tun_reset_parse(longcode, strlen(longcode), code, sizeof(code), msg,
+                                     sizeof(msg), err, sizeof(err)),
+                     AB_ELIMIT);
+    assert_non_null(strstr(err, "longer than 7 characters"));
+    assert_string_equal(code, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -493,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_head_bounds),
         cmocka_unit_test(test_response_head_refusals),
         cmocka_unit_test(test_reset_payload),
+        cmocka_unit_test(test_control_limit_keeps_its_code),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

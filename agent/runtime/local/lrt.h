@@ -161,6 +161,12 @@ void lrt_adopt_all(struct lrt *rt);
 /* usage.c, logs.c: the "Usage and logs" half of runtime.h. The probes run on
  * the loop thread, the reads on any thread and touch only the probe. */
 int lrt_usage_probe(struct rt *base, const char *id, struct rt_probe *out);
+/* The runtime-private part of a usage probe (out->data) for a sandbox whose
+ * directory is dir and whose init is pid (started at start_time, against pid
+ * reuse); cgroup "" or NULL reads /proc instead. AB_ELIMIT when a path does
+ * not fit. */
+int lrt_usage_probe_of(const char *dir, pid_t pid, uint64_t start_time, const char *cgroup,
+                       int64_t cpu_milli, int64_t mem_bytes, struct rt_probe *out);
 void lrt_usage_read(const struct rt_probe *p, size_t n, struct rt_usage *out);
 int lrt_log_probe(struct rt *base, const char *id, struct rt_probe *out);
 int lrt_log_read(const struct rt_probe *p, const struct rt_log_query *q, struct rt_log *out);

@@ -45,26 +45,41 @@ static void cgroup_of(const struct lsb *s, char *out, size_t len)
         ab_strlcpy(out, s->x.cg.dirs[0], len);
 }
 
+int lrt_usage_probe_of(const char *dir, pid_t pid, uint64_t start_time, const char *cgroup,
+                       int64_t cpu_milli, int64_t mem_bytes, struct rt_probe *out)
+{
+    struct usage_probe d;
+
+    memset(&d, 0, sizeof(d));
+    if (ab_strlcpy(d.dir, dir, sizeof(d.dir)) >= sizeof(d.dir) ||
+        ab_strlcpy(d.cgroup, cgroup ? cgroup : "", sizeof(d.cgroup)) >= sizeof(d.cgroup))
+        return AB_ELIMIT;
+    d.pid = pid;
+    d.start_time = start_time;
+    d.cpu_milli = cpu_milli;
+    d.mem_bytes = mem_bytes;
+    memcpy(out->data, &d, sizeof(d));
+    return 0;
+}
+
 int lrt_usage_probe(struct rt *base, const char *id, struct rt_probe *out)
 {
     struct lrt *rt = (struct lrt *)base;
     struct lsb *s = lrt_sbx_find(rt, id);
-    struct usage_probe d;
+    char cgroup[CGROUP_PATH_MAX];
+    int rc;
 
     if (!s)
         return AB_ENOENT;
-    memset(&d, 0, sizeof(d));
-    ab_strlcpy(d.dir, s->x.dir, sizeof(d.dir));
-    d.pid = s->x.pid;
-    d.start_time = s->x.start_time;
-    cgroup_of(s, d.cgroup, sizeof(d.cgroup));
-    d.cpu_milli = s->pool->cpu_milli;
-    d.mem_bytes = s->pool->mem_bytes;
+    cgroup_of(s, cgroup, sizeof(cgroup));
+    rc = lrt_usage_probe_of(s->x.dir, s->x.pid, s->x.start_time, cgroup, s->pool->cpu_milli,
+                            s->pool->mem_bytes, out);
+    if (rc != 0)
+        return rc;
     out->ops = base->ops;
     ab_strlcpy(out->id, s->id, sizeof(out->id));
     ab_strlcpy(out->ns, s->pool->ns, sizeof(out->ns));
     out->claimed_ms = s->claimed_ms;
-    memcpy(out->data, &d, sizeof(d));
     return 0;
 }
 

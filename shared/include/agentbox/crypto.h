@@ -31,7 +31,8 @@ int crypto_aes_gcm_decrypt(const uint8_t key[CRYPTO_AES_KEY_LEN],
                            size_t aadlen, const uint8_t *ct, size_t len,
                            const uint8_t tag[CRYPTO_GCM_TAG_LEN], uint8_t *pt);
 
-/* Hex: out has 2*len+1 bytes. Decode returns AB_EINVAL on odd length or a non-hex digit. */
+/* Hex of NUL-terminated text (hex.h does the work): out has 2*len+1 bytes. Decode
+ * returns AB_EINVAL on odd length or a non-hex digit, AB_ELIMIT when out is too small. */
 void crypto_hex_encode(const void *data, size_t len, char *out);
 int crypto_hex_decode(const char *hex, uint8_t *out, size_t outlen, size_t *written);
 /* Standard base64 with padding. Encode: out has 4*ceil(len/3)+1 bytes.

@@ -87,7 +87,10 @@ const struct http_request *http_req(struct http_exchange *ex);
 /* Case-insensitive header lookup; NULL when absent. */
 const char *http_header_get(const struct http_request *r, const char *name);
 const char *http_param(struct http_exchange *ex, const char *name);
-/* Decodes one query parameter into buf; returns 0, AB_ENOENT or AB_ELIMIT. */
+/* Form-decodes one query parameter into buf (pct.h's policy, '+' is a space).
+ * 0; AB_ENOENT when absent; AB_ELIMIT when the value does not fit in len or is
+ * not validly encoded ("%G1", "%2", "%00"), buf then "". Callers answer 400 on
+ * AB_ELIMIT, so both refusals share that code until they test rc != AB_ENOENT. */
 int http_query_get(const struct http_request *r, const char *name, char *buf, size_t len);
 
 /* Simple responses: sized body, connection kept alive. Headers may be NULL. */
@@ -128,7 +131,10 @@ void http_pause_body(struct http_exchange *ex, bool paused);
 
 struct http_router;
 typedef json_t *(*http_error_fn)(int status, const char *message);
-/* routes is copied. */
+/* routes is copied. A request goes to the most specific matching route,
+ * whatever the order of routes: segment by segment a literal beats a
+ * {param}, which beats a trailing {*rest}; on equal shapes a named method
+ * beats "*"; identical shapes keep their order (the first wins). */
 struct http_router *http_router_new(const struct http_route *routes, size_t n);
 void http_router_free(struct http_router *r);
 void http_router_set_error_format(struct http_router *r, http_error_fn fn);
@@ -211,8 +217,10 @@ struct http_client_options {
     int64_t content_length; /* 0 none, -1 chunked (then http_client_write/end) */
     int timeout_ms;         /* connect + response head; 0 → 30000 */
 };
-/* Starts a request. Failures after this returns are reported via on_error.
- * Returns NULL only on allocation failure or a malformed addr. */
+/* Starts a request. Returns NULL only on allocation failure. Every other
+ * failure reaches on_error from a later loop turn, with a message: AB_EIO for
+ * an address that is malformed, too long or does not connect; AB_ELIMIT for a
+ * request line or head that does not fit HTTP_HEAD_MAX (never sent cut). */
 struct http_client *http_client_start(struct loop *l, const struct http_client_options *o,
                                       const struct http_client_handler *h, void *arg);
 int http_client_write(struct http_client *c, const void *data, size_t len);

@@ -340,6 +340,21 @@ export async function httpJson(url, opts) {
     return { ...r, json };
 }
 
+// One series of a process's Prometheus page (GET base/metrics): series is the
+// name with its labels as printed ('agentbox_tunnel_connected',
+// 'x_total{outcome="ok"}'). Resolves the number, or null when the series is
+// absent. Prefer this to matching log text when a metric states the fact.
+export async function metricValue(base, series) {
+    const r = await httpGet(`${base}/metrics`);
+    if (r.status !== 200) throw new Error(`GET ${base}/metrics: status ${r.status}`);
+    for (const line of r.body.split('\n')) {
+        if (line.startsWith('#')) continue;
+        const sp = line.lastIndexOf(' ');
+        if (sp > 0 && line.slice(0, sp) === series) return Number(line.slice(sp + 1));
+    }
+    return null;
+}
+
 // --- the hub ---------------------------------------------------------------------------
 
 // Runs `agentbox-hub migrate ARGS`; resolves {code, stdout, stderr}.
