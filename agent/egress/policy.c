@@ -186,10 +186,9 @@ static bool addr_equal(const struct egress_addr *x, const struct egress_addr *y)
 
 /* --- host names ----------------------------------------------------------------------- */
 
-/* A DNS name in LDH form, normalised to lower case without a trailing dot. */
-static int host_normalise(const char *s, char out[EGRESS_HOST_MAX + 1])
+static int normalise(const char *s, size_t n, char out[EGRESS_HOST_MAX + 1])
 {
-    size_t n = strlen(s), label = 0;
+    size_t label = 0;
     if (n > 0 && s[n - 1] == '.')
         n--;
     if (n == 0 || n > EGRESS_HOST_MAX)
@@ -212,6 +211,20 @@ static int host_normalise(const char *s, char out[EGRESS_HOST_MAX + 1])
         return AB_EINVAL;
     out[n] = '\0';
     return 0;
+}
+
+/* out is "" unless the whole name was good */
+int egress_host_normalise(const char *s, size_t n, char out[EGRESS_HOST_MAX + 1])
+{
+    int rc = normalise(s, n, out);
+    if (rc)
+        out[0] = '\0';
+    return rc;
+}
+
+static int host_normalise(const char *s, char out[EGRESS_HOST_MAX + 1])
+{
+    return egress_host_normalise(s, strlen(s), out);
 }
 
 static bool suffix_matches(const char *suffix, const char *name)

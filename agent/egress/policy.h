@@ -134,6 +134,11 @@ int egress_addr_parse(const char *s, struct egress_addr *out);
 int egress_cidr_parse(const char *s, struct egress_cidr *out);
 bool egress_cidr_contains(const struct egress_cidr *c, const struct egress_addr *a);
 
+/* A DNS name (s, n bytes, not necessarily terminated) in letters, digits, '-'
+ * and '_', labels of 1-63, at most EGRESS_HOST_MAX, into out in lower case
+ * without a trailing dot. 0 or AB_EINVAL. */
+int egress_host_normalise(const char *s, size_t n, char out[EGRESS_HOST_MAX + 1]);
+
 /* What the create asked for besides `network`. */
 struct egress_opts {
     bool internet;      /* allow_internet_access (the SDK's default is true) */
