@@ -116,7 +116,7 @@ static enum egress_sniff client_hello(struct rd r, char name[EGRESS_HOST_MAX + 1
     return res;
 }
 
-enum egress_sniff egress_sniff_tls(const uint8_t *buf, size_t len, char name[EGRESS_HOST_MAX + 1])
+static enum egress_sniff tls(const uint8_t *buf, size_t len, char name[EGRESS_HOST_MAX + 1])
 {
     /* the handshake message, reassembled from as many records as it spans */
     uint8_t hs[EGRESS_SNIFF_MAX];
@@ -156,6 +156,15 @@ enum egress_sniff egress_sniff_tls(const uint8_t *buf, size_t len, char name[EGR
             return len >= EGRESS_SNIFF_MAX ? EGRESS_SNIFF_NONE : EGRESS_SNIFF_MORE;
         off += 5 + rlen;
     }
+}
+
+/* A name only with FOUND: a hello can name a host and then turn out malformed. */
+enum egress_sniff egress_sniff_tls(const uint8_t *buf, size_t len, char name[EGRESS_HOST_MAX + 1])
+{
+    enum egress_sniff r = tls(buf, len, name);
+    if (r != EGRESS_SNIFF_FOUND)
+        name[0] = '\0';
+    return r;
 }
 
 /* --- HTTP/1.x ------------------------------------------------------------------------- */

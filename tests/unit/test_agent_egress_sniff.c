@@ -192,6 +192,14 @@ static void test_tls_lies(void **state)
                 assert_string_equal(name, "a.example");
         }
     }
+    /* a good server_name followed by a malformed extension: no name at all
+     * (found by fuzz_egress_sniff) */
+    uint8_t ext2[64];
+    size_t en = sni_ext(ext2, "a.example");
+    memcpy(ext2 + en, "\x00\x0b\x00\x09\x01", 5); /* claims 9 bytes, has 1 */
+    size_t bn = build_hello(bad, sizeof(bad), ext2, en + 5);
+    assert_int_equal(egress_sniff_tls(bad, bn, name), EGRESS_SNIFF_NONE);
+    assert_string_equal(name, "");
     /* a record that claims more than a record may hold */
     memcpy(bad, hello, hn);
     bad[3] = 0x50, bad[4] = 0x00;
