@@ -25,6 +25,7 @@ static const char *const reason_labels[EGRESS_REASON_COUNT] = {
     [EGRESS_DENY_PRIVATE] = "private",
     [EGRESS_DENY_NOT_ALLOWED] = "not_allowed",
     [EGRESS_DENY_DENY_OUT] = "deny_out",
+    [EGRESS_DENY_CONN_LIMIT] = "conn_limit",
 };
 
 const char *egress_reason_label(enum egress_reason r)

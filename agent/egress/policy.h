@@ -111,6 +111,7 @@ enum egress_reason {
     EGRESS_DENY_PRIVATE,      /* "private": RFC 1918, CGNAT, ULA, not opened */
     EGRESS_DENY_NOT_ALLOWED,  /* "not_allowed": allowOut names something else */
     EGRESS_DENY_DENY_OUT,     /* "deny_out": a denyOut entry matched */
+    EGRESS_DENY_CONN_LIMIT,   /* "conn_limit": the sandbox has too many open (gateway) */
     EGRESS_REASON_COUNT
 };
 

@@ -1,0 +1,480 @@
+/* The egress gateway on the agent's lws loop (gateway.h): the listener and
+ * both ends of every connection are lws raw-file wsis on a vhost of our own;
+ * each direction has one bounded buffer, and a full buffer stops reading from
+ * its source (lws_rx_flow_control) until the far side took the bytes. */
+#include "agent/egress/gateway.h"
+
+#include "agentbox/common.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libwebsockets.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#ifndef IP6T_SO_ORIGINAL_DST
+#define IP6T_SO_ORIGINAL_DST                                                                       \
+    80 /* linux/netfilter_ipv6/ip6_tables.h, which clashes with netinet/in.h */
+#endif
+
+#define GW_PROTOCOL "agentbox-egress"
+#define GW_BUF (16 * 1024) /* per direction; 32 KiB per connection */
+
+enum gw_kind { GW_LISTENER, GW_SIDE };
+
+struct gw_conn;
+
+/* What a wsi's opaque user data points at. */
+struct gw_handle {
+    enum gw_kind kind;
+    struct egress_gateway *g; /* GW_LISTENER */
+    struct gw_conn *c;        /* GW_SIDE */
+    int idx;                  /* GW_SIDE: 0 the sandbox, 1 the upstream */
+};
+
+struct gw_count {
+    uint64_t key;
+    int n;
+};
+
+struct gw_conn {
+    struct egress_gateway *g;
+    uint64_t key;
+    struct gw_handle h[2];
+    struct lws *wsi[2];
+    int fd[2];
+    uint8_t buf[2][GW_BUF]; /* buf[i]: read from side i, to be written to side 1 - i */
+    size_t len[2], off[2];
+    bool eof[2];     /* side i's read half is done */
+    bool shut[2];    /* side i's write half was shut down */
+    bool paused[2];  /* reading side i is stopped */
+    bool connecting; /* the upstream's connect has not completed */
+    bool dying;
+    struct gw_conn *prev, *next;
+};
+
+struct egress_gateway {
+    struct egress_gateway_deps deps;
+    struct egress_addr *self;
+    struct lws_vhost *vh;
+    struct lws *listener;
+    struct gw_handle lh;
+    struct gw_conn *conns;
+    size_t n_conns;
+    struct gw_count *counts; /* open connections per sandbox */
+    size_t n_counts, cap_counts;
+    bool freeing;
+};
+
+static struct gw_count *count_of(struct egress_gateway *g, uint64_t key, bool create)
+{
+    for (size_t i = 0; i < g->n_counts; i++)
+        if (g->counts[i].key == key)
+            return &g->counts[i];
+    if (!create)
+        return NULL;
+    if (g->n_counts == g->cap_counts) {
+        size_t cap = g->cap_counts ? g->cap_counts * 2 : 16;
+        struct gw_count *n = realloc(g->counts, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        g->counts = n;
+        g->cap_counts = cap;
+    }
+    g->counts[g->n_counts] = (struct gw_count){.key = key};
+    return &g->counts[g->n_counts++];
+}
+
+static void count_drop(struct egress_gateway *g, uint64_t key)
+{
+    struct gw_count *c = count_of(g, key, false);
+    if (c && --c->n <= 0)
+        *c = g->counts[--g->n_counts];
+}
+
+static void conn_kill(struct gw_conn *c)
+{
+    c->dying = true;
+    for (int i = 0; i < 2; i++)
+        if (c->wsi[i])
+            lws_set_timeout(c->wsi[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+static void set_paused(struct gw_conn *c, int i, bool paused)
+{
+    if (!c->wsi[i] || c->paused[i] == paused)
+        return;
+    c->paused[i] = paused;
+    lws_rx_flow_control(c->wsi[i], paused ? 0 : 1);
+}
+
+/* Both directions are finished once each write half was shut. */
+static void maybe_done(struct gw_conn *c)
+{
+    if (c->shut[0] && c->shut[1])
+        conn_kill(c);
+}
+
+/* The far side of i finished sending and everything it sent was written to
+ * i: pass the end on. */
+static void pass_eof(struct gw_conn *c, int to)
+{
+    if (c->shut[to] || c->len[1 - to] > 0 || !c->eof[1 - to])
+        return;
+    shutdown(c->fd[to], SHUT_WR);
+    c->shut[to] = true;
+    maybe_done(c);
+}
+
+static int side_read(struct gw_conn *c, int i)
+{
+    if (c->eof[i] || c->len[i] == GW_BUF) {
+        set_paused(c, i, true);
+        return 0;
+    }
+    ssize_t r = read(c->fd[i], c->buf[i] + c->len[i], GW_BUF - c->len[i]);
+    if (r < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    if (r == 0) {
+        c->eof[i] = true;
+        set_paused(c, i, true);
+        if (!c->connecting)
+            pass_eof(c, 1 - i);
+        return 0;
+    }
+    c->len[i] += (size_t)r;
+    if (c->len[i] == GW_BUF)
+        set_paused(c, i, true); /* backpressure: wait for the far side */
+    if (!c->connecting && c->wsi[1 - i])
+        lws_callback_on_writable(c->wsi[1 - i]);
+    return 0;
+}
+
+static int side_write(struct gw_conn *c, int j)
+{
+    int src = 1 - j;
+    if (j == 1 && c->connecting) {
+        int e = 0;
+        socklen_t el = sizeof(e);
+        if (getsockopt(c->fd[1], SOL_SOCKET, SO_ERROR, &e, &el) != 0 || e != 0)
+            return -1; /* the sandbox sees its connection reset */
+        c->connecting = false;
+        set_paused(c, 1, false);
+        set_paused(c, 0, c->eof[0] || c->len[0] == GW_BUF);
+        if (c->len[1] && c->wsi[0])
+            lws_callback_on_writable(c->wsi[0]);
+        pass_eof(c, 1);
+    }
+    while (c->len[src] > c->off[src]) {
+        ssize_t w =
+            send(c->fd[j], c->buf[src] + c->off[src], c->len[src] - c->off[src], MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EINTR) {
+                lws_callback_on_writable(c->wsi[j]);
+                return 0;
+            }
+            return -1;
+        }
+        c->off[src] += (size_t)w;
+    }
+    c->len[src] = c->off[src] = 0;
+    if (!c->eof[src])
+        set_paused(c, src, false);
+    pass_eof(c, j);
+    return 0;
+}
+
+static void conn_side_closed(struct gw_conn *c, int i)
+{
+    struct egress_gateway *g = c->g;
+    c->wsi[i] = NULL;
+    if (c->wsi[1 - i]) {
+        conn_kill(c);
+        return;
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        g->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    g->n_conns--;
+    count_drop(g, c->key);
+    free(c);
+}
+
+static void addr_from_sa(const struct sockaddr_storage *ss, struct egress_addr *a, uint16_t *port)
+{
+    memset(a, 0, sizeof(*a));
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s = (const struct sockaddr_in *)ss;
+        a->family = AF_INET;
+        memcpy(a->a, &s->sin_addr, 4);
+        if (port)
+            *port = ntohs(s->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)ss;
+        a->family = AF_INET6;
+        memcpy(a->a, &s->sin6_addr, 16);
+        if (port)
+            *port = ntohs(s->sin6_port);
+    }
+}
+
+static struct lws *adopt(struct egress_gateway *g, int fd, struct gw_handle *h)
+{
+    lws_sock_file_fd_type d;
+    d.filefd = fd;
+    struct lws *w =
+        lws_adopt_descriptor_vhost(g->vh, LWS_ADOPT_RAW_FILE_DESC, d, GW_PROTOCOL, NULL);
+    if (w)
+        lws_set_opaque_user_data(w, h);
+    return w;
+}
+
+static void refuse(struct egress_gateway *g, int fd, uint64_t key, enum egress_reason why,
+                   const struct egress_dest *d)
+{
+    /* a reset, so the sandbox's connect fails at once rather than hangs */
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    close(fd);
+    if (g->deps.denied && why != EGRESS_ALLOW)
+        g->deps.denied(g->deps.arg, key, why, d);
+}
+
+/* One accepted connection: who, where to, may it, dial. */
+static void on_accept(struct egress_gateway *g, int fd)
+{
+    struct sockaddr_storage peer, dst;
+    socklen_t pl = sizeof(peer), dl = sizeof(dst);
+    struct egress_sandbox_ref ref = {0};
+    struct egress_dest d = {0};
+    struct egress_addr from;
+    int up = -1;
+
+    if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0) {
+        close(fd);
+        return;
+    }
+    addr_from_sa(&peer, &from, NULL);
+    if (g->deps.sandbox_of(g->deps.arg, &from, &ref) != 0) {
+        refuse(g, fd, 0, EGRESS_DENY_INTERNET_OFF, NULL);
+        return;
+    }
+    memset(&dst, 0, sizeof(dst));
+    int got = peer.ss_family == AF_INET6 ? getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &dst, &dl)
+                                         : getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &dst, &dl);
+    if (got != 0) { /* not redirected: someone dialled the gateway port itself */
+        refuse(g, fd, ref.key, EGRESS_DENY_RESERVED, NULL);
+        return;
+    }
+    addr_from_sa(&dst, &d.addr, &d.port);
+    enum egress_reason why = egress_decide(ref.policy, &d, g->self, g->deps.n_self);
+    if (why != EGRESS_ALLOW) {
+        refuse(g, fd, ref.key, why, &d);
+        return;
+    }
+    struct gw_count *cnt = count_of(g, ref.key, true);
+    int limit = g->deps.max_conns_per_sandbox > 0 ? g->deps.max_conns_per_sandbox
+                                                  : EGRESS_CONNS_PER_SANDBOX;
+    if (!cnt || cnt->n >= limit) {
+        if (cnt && cnt->n == 0)
+            count_drop(g, ref.key);
+        refuse(g, fd, ref.key, EGRESS_DENY_CONN_LIMIT, &d);
+        return;
+    }
+    /* dialled from the agent's own namespace: this thread's */
+    up = socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (up < 0 || (connect(up, (struct sockaddr *)&dst, dl) != 0 && errno != EINPROGRESS)) {
+        if (up >= 0)
+            close(up);
+        refuse(g, fd, ref.key, EGRESS_ALLOW, NULL); /* not a policy refusal: no count */
+        return;
+    }
+    struct gw_conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(up);
+        close(fd);
+        return;
+    }
+    cnt->n++;
+    c->g = g;
+    c->key = ref.key;
+    c->connecting = true;
+    for (int i = 0; i < 2; i++)
+        c->h[i] = (struct gw_handle){.kind = GW_SIDE, .c = c, .idx = i};
+    c->fd[0] = fd;
+    c->fd[1] = up;
+    c->next = g->conns;
+    if (g->conns)
+        g->conns->prev = c;
+    g->conns = c;
+    g->n_conns++;
+    c->wsi[0] = adopt(g, fd, &c->h[0]);
+    c->wsi[1] = c->wsi[0] ? adopt(g, up, &c->h[1]) : NULL;
+    if (!c->wsi[0] || !c->wsi[1]) {
+        /* lws closed what it failed to adopt; the rest goes through the close path */
+        if (!c->wsi[0])
+            close(up);
+        if (c->wsi[0])
+            conn_kill(c);
+        else
+            conn_side_closed(c, 1);
+        return;
+    }
+    lws_callback_on_writable(c->wsi[1]); /* connect completion */
+}
+
+static int gw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                       size_t len)
+{
+    struct gw_handle *h = wsi ? lws_get_opaque_user_data(wsi) : NULL;
+    if (!h)
+        return 0;
+    switch (reason) {
+    case LWS_CALLBACK_RAW_RX_FILE:
+        if (h->kind == GW_LISTENER) {
+            for (int k = 0; k < 64; k++) { /* bounded, so one sandbox cannot starve the loop */
+                int fd = accept4(lws_get_socket_fd(wsi), NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0)
+                    break;
+                int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                on_accept(h->g, fd);
+            }
+            return 0;
+        }
+        if (h->c->dying)
+            return 0;
+        if (side_read(h->c, h->idx) < 0)
+            conn_kill(h->c);
+        return 0;
+    case LWS_CALLBACK_RAW_WRITEABLE_FILE:
+        if (h->kind == GW_SIDE && !h->c->dying && side_write(h->c, h->idx) < 0)
+            conn_kill(h->c);
+        return 0;
+    case LWS_CALLBACK_RAW_CLOSE_FILE:
+        lws_set_opaque_user_data(wsi, NULL);
+        if (h->kind == GW_LISTENER)
+            h->g->listener = NULL;
+        else
+            conn_side_closed(h->c, h->idx);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static const struct lws_protocols gw_protocols[] = {
+    {GW_PROTOCOL, gw_callback, 0, 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+int egress_gateway_listen(const struct egress_netns_config *c, uint16_t port, char *err,
+                          size_t errlen)
+{
+    int saved, fd, one = 1, rc;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+    if ((rc = egress_netns_enter(c, &saved, err, errlen)))
+        return rc;
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (egress_netns_leave(saved) != 0) {
+        /* a thread stuck in the egress namespace would dial from it: stop here */
+        snprintf(err, errlen, "could not return from the egress namespace");
+        abort();
+    }
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 1024) != 0) {
+        snprintf(err, errlen, "egress gateway listener on port %u: %s", port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return AB_EIO;
+    }
+    return fd;
+}
+
+struct egress_gateway *egress_gateway_new(const struct egress_gateway_deps *deps, int listen_fd,
+                                          char *err, size_t errlen)
+{
+    struct lws_context_creation_info info;
+    struct egress_gateway *g = calloc(1, sizeof(*g));
+
+    if (!g || !deps->loop || !deps->sandbox_of) {
+        snprintf(err, errlen, "egress gateway needs a loop and a sandbox lookup");
+        goto fail;
+    }
+    g->deps = *deps;
+    if (deps->n_self) {
+        g->self = calloc(deps->n_self, sizeof(*g->self));
+        if (!g->self) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        memcpy(g->self, deps->self, deps->n_self * sizeof(*g->self));
+    }
+    g->deps.self = g->self;
+    memset(&info, 0, sizeof(info));
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    info.protocols = gw_protocols;
+    info.vhost_name = "agentbox-egress";
+    g->vh = lws_create_vhost(loop_lws(deps->loop), &info);
+    if (!g->vh) {
+        snprintf(err, errlen, "cannot create the lws vhost of the egress gateway");
+        goto fail;
+    }
+    g->lh = (struct gw_handle){.kind = GW_LISTENER, .g = g};
+    g->listener = adopt(g, listen_fd, &g->lh);
+    listen_fd = -1; /* lws owns it now, or closed it */
+    if (!g->listener) {
+        snprintf(err, errlen, "cannot watch the egress gateway's listener");
+        goto fail;
+    }
+    return g;
+fail:
+    if (listen_fd >= 0)
+        close(listen_fd);
+    if (g) {
+        free(g->self);
+        free(g);
+    }
+    return NULL;
+}
+
+void egress_gateway_free(struct egress_gateway *g)
+{
+    if (!g)
+        return;
+    /* detach every wsi from us; lws closes the descriptors with the vhost or context */
+    for (struct gw_conn *c = g->conns, *n; c; c = n) {
+        n = c->next;
+        for (int i = 0; i < 2; i++)
+            if (c->wsi[i]) {
+                lws_set_opaque_user_data(c->wsi[i], NULL);
+                lws_set_timeout(c->wsi[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+            }
+        free(c);
+    }
+    if (g->listener) {
+        lws_set_opaque_user_data(g->listener, NULL);
+        lws_set_timeout(g->listener, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+    }
+    free(g->counts);
+    free(g->self);
+    free(g);
+}
+
+size_t egress_gateway_conns(const struct egress_gateway *g)
+{
+    return g ? g->n_conns : 0;
+}

@@ -1,0 +1,58 @@
+/* The egress gateway: accepts the TCP connections nftables redirects out of
+ * the sandboxes (netns.h), asks the policy (policy.h) about each original
+ * destination, dials the allowed ones from the agent's own namespace and
+ * splices bytes both ways with bounded buffers and backpressure.
+ *
+ * This first version decides on the address only (names do not count: no
+ * sniffing, no DNS answers yet), so an allowOut of host names refuses every
+ * TCP connection, which is the fail-closed reading. Loop thread only. */
+#ifndef AGENTBOX_AGENT_EGRESS_GATEWAY_H
+#define AGENTBOX_AGENT_EGRESS_GATEWAY_H
+
+#include "agent/egress/netns.h"
+#include "agent/egress/policy.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct loop;
+struct egress_gateway;
+
+#define EGRESS_SPLICE_BUF (64 * 1024) /* bytes held per direction of a connection */
+#define EGRESS_CONNS_PER_SANDBOX 1024 /* default limit of open connections per sandbox */
+
+/* The sandbox a connection came from, as the owner of the gateway knows it. */
+struct egress_sandbox_ref {
+    const struct egress_policy *policy; /* borrowed; NULL refuses (internet off) */
+    uint64_t key;                       /* identifies the sandbox for the limit */
+};
+
+struct egress_gateway_deps {
+    struct loop *loop;
+    /* Which sandbox owns the veth address a connection came from. Returns 0
+     * and fills *ref, or < 0 for an address of no sandbox (refused). */
+    int (*sandbox_of)(void *arg, const struct egress_addr *peer, struct egress_sandbox_ref *ref);
+    /* Told about every refusal (metrics, a log line per destination); may be NULL. */
+    void (*denied)(void *arg, uint64_t key, enum egress_reason why, const struct egress_dest *d);
+    void *arg;
+    const struct egress_addr *self; /* this machine's addresses, copied */
+    size_t n_self;
+    int max_conns_per_sandbox; /* 0 → EGRESS_CONNS_PER_SANDBOX */
+};
+
+/* Opens the gateway's listening socket on port inside the egress namespace of
+ * c (the wildcard address, so REDIRECT's target is covered). Returns the fd or
+ * a negative error with err set. Blocks briefly (setns); call at startup. */
+int egress_gateway_listen(const struct egress_netns_config *c, uint16_t port, char *err,
+                          size_t errlen);
+
+/* Takes ownership of listen_fd. NULL with err set on failure (fd closed). */
+struct egress_gateway *egress_gateway_new(const struct egress_gateway_deps *deps, int listen_fd,
+                                          char *err, size_t errlen);
+/* Closes the listener and every connection. Loop thread. */
+void egress_gateway_free(struct egress_gateway *g);
+
+/* Open spliced connections (for tests and a gauge). */
+size_t egress_gateway_conns(const struct egress_gateway *g);
+
+#endif
