@@ -54,10 +54,12 @@ struct gw_conn {
     int fd[2];
     uint8_t buf[2][GW_BUF]; /* buf[i]: read from side i, to be written to side 1 - i */
     size_t len[2], off[2];
-    bool eof[2];     /* side i's read half is done */
-    bool shut[2];    /* side i's write half was shut down */
-    bool paused[2];  /* reading side i is stopped */
-    bool connecting; /* the upstream's connect has not completed */
+    bool eof[2];                /* side i's read half is done */
+    bool shut[2];               /* side i's write half was shut down */
+    bool paused[2];             /* reading side i is stopped */
+    bool orphan[2];             /* lws let go of side i (hang-up); what is left is read on demand */
+    bool connecting;            /* the upstream's connect has not completed */
+    struct loop_timer rearm[2]; /* asks for WRITEABLE on side i from outside its callback */
     bool dying;
     struct gw_conn *prev, *next;
 };
@@ -159,6 +161,21 @@ static int side_read(struct gw_conn *c, int i)
     return 0;
 }
 
+/* A raw-file wsi drops a writeable request made inside its own WRITEABLE
+ * callback, so a side that must write again asks from a zero-delay timer. */
+static void rearm_fn(struct loop_timer *t)
+{
+    struct gw_conn *c = t->arg;
+    int j = t == &c->rearm[0] ? 0 : 1;
+    if (c->wsi[j] && !c->dying)
+        lws_callback_on_writable(c->wsi[j]);
+}
+
+static void want_write_later(struct gw_conn *c, int j)
+{
+    loop_timer_start(c->g->deps.loop, &c->rearm[j], 0, rearm_fn, c);
+}
+
 static int side_write(struct gw_conn *c, int j)
 {
     int src = 1 - j;
@@ -174,30 +191,57 @@ static int side_write(struct gw_conn *c, int j)
             lws_callback_on_writable(c->wsi[0]);
         pass_eof(c, 1);
     }
-    while (c->len[src] > c->off[src]) {
-        ssize_t w =
-            send(c->fd[j], c->buf[src] + c->off[src], c->len[src] - c->off[src], MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EAGAIN || errno == EINTR) {
-                lws_callback_on_writable(c->wsi[j]);
-                return 0;
+    for (;;) {
+        while (c->len[src] > c->off[src]) {
+            ssize_t w =
+                send(c->fd[j], c->buf[src] + c->off[src], c->len[src] - c->off[src], MSG_NOSIGNAL);
+            if (w < 0) {
+                if (errno == EAGAIN || errno == EINTR) {
+                    want_write_later(c, j);
+                    return 0;
+                }
+                return -1;
             }
-            return -1;
+            c->off[src] += (size_t)w;
         }
-        c->off[src] += (size_t)w;
+        c->len[src] = c->off[src] = 0;
+        if (!c->orphan[src] || c->eof[src])
+            break;
+        /* a hung-up socket holds all it will ever get: read the next part now */
+        if (side_read(c, src) < 0)
+            return -1;
+        if (!c->len[src])
+            break;
     }
-    c->len[src] = c->off[src] = 0;
-    if (!c->eof[src])
+    if (!c->orphan[src] && !c->eof[src])
         set_paused(c, src, false);
     pass_eof(c, j);
     return 0;
 }
 
+/* lws let go of side i. The wsi held a dup of our descriptor, so the socket
+ * itself is still ours. lws gives up a socket on a hang-up even while we hold
+ * its reads back for backpressure, when both halves are shut but unread bytes
+ * remain; those bytes are still owed to the other side, so a side we no longer
+ * write to lives on as an orphan, read on demand. Anything else ends the
+ * connection. */
 static void conn_side_closed(struct gw_conn *c, int i)
 {
     struct egress_gateway *g = c->g;
     c->wsi[i] = NULL;
     if (c->wsi[1 - i]) {
+        if (!c->dying && c->shut[i] && !c->connecting) {
+            c->orphan[i] = true;
+            c->paused[i] = false;
+            if (!c->eof[i] && c->len[i] == 0 && side_read(c, i) < 0) {
+                conn_kill(c);
+                return;
+            }
+            if (c->len[i])
+                lws_callback_on_writable(c->wsi[1 - i]);
+            pass_eof(c, 1 - i);
+            return;
+        }
         conn_kill(c);
         return;
     }
@@ -209,6 +253,10 @@ static void conn_side_closed(struct gw_conn *c, int i)
         c->next->prev = c->prev;
     g->n_conns--;
     count_drop(g, c->key);
+    loop_timer_cancel(&c->rearm[0]);
+    loop_timer_cancel(&c->rearm[1]);
+    close(c->fd[0]);
+    close(c->fd[1]);
     free(c);
 }
 
@@ -320,16 +368,19 @@ static void on_accept(struct egress_gateway *g, int fd)
         g->conns->prev = c;
     g->conns = c;
     g->n_conns++;
-    c->wsi[0] = adopt(g, fd, &c->h[0]);
-    c->wsi[1] = c->wsi[0] ? adopt(g, up, &c->h[1]) : NULL;
+    /* lws watches dups, so a socket it gives up on stays open for us (conn_side_closed) */
+    int d0 = fcntl(fd, F_DUPFD_CLOEXEC, 0), d1 = fcntl(up, F_DUPFD_CLOEXEC, 0);
+    c->wsi[0] = d0 >= 0 ? adopt(g, d0, &c->h[0]) : NULL;
+    bool handed = c->wsi[0] && d1 >= 0;
+    c->wsi[1] = handed ? adopt(g, d1, &c->h[1]) : NULL;
+    if (!handed && d1 >= 0)
+        close(d1);
     if (!c->wsi[0] || !c->wsi[1]) {
-        /* lws closed what it failed to adopt; the rest goes through the close path */
-        if (!c->wsi[0])
-            close(up);
+        c->dying = true; /* lws closed the dup it failed to adopt */
         if (c->wsi[0])
             conn_kill(c);
         else
-            conn_side_closed(c, 1);
+            conn_side_closed(c, 1); /* frees c and closes both sockets */
         return;
     }
     lws_callback_on_writable(c->wsi[1]); /* connect completion */
@@ -463,6 +514,10 @@ void egress_gateway_free(struct egress_gateway *g)
                 lws_set_opaque_user_data(c->wsi[i], NULL);
                 lws_set_timeout(c->wsi[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
             }
+        loop_timer_cancel(&c->rearm[0]);
+        loop_timer_cancel(&c->rearm[1]);
+        close(c->fd[0]);
+        close(c->fd[1]);
         free(c);
     }
     if (g->listener) {

@@ -1,0 +1,232 @@
+// The egress gateway (agent/egress/gateway.c) between namespaces made here:
+// a "sandbox" netns behind the egress netns (agent/egress/netns.c), the
+// gateway in this (the host's) namespace with its listener in the egress one,
+// and an "internet" netns behind a veth from the host holding 198.51.100.2
+// (TEST-NET-2, so a "public" address by the policy, reachable only on this
+// machine). A host listener on the veth's host address stands in for the hub.
+// Checks: bytes spliced both ways intact (4 MiB, backpressure), the host's own
+// address and private addresses refused and their listeners untouched,
+// allowOut making everything else a deny, the per-sandbox connection limit.
+// Nothing leaves this machine. Needs root.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { run, spawnProc, waitFor, buildDir } from './lib/harness.mjs';
+
+const netnsDriver = path.join(buildDir(), 'test_agent_egress_netns');
+const gwDriver = path.join(buildDir(), 'test_agent_egress_gateway');
+const tag = `${process.pid % 100000}`;
+const EG = `abx-eggw-${tag}`;
+const SB = `abx-sbgw-${tag}`;
+const INET = `abx-ingw-${tag}`;
+const HOSTIF = `abxg${tag}`;
+const RANGE = '10.214.0.0/24';
+const TCP = 15101;
+const DNS = 15153;
+const cfg = [EG, RANGE, String(TCP), String(DNS)];
+const PUBLIC = '198.51.100.2';
+const HOST = '198.51.100.1';
+
+const cleanups = [];
+after(async () => {
+    for (const fn of cleanups.reverse()) {
+        try {
+            await fn();
+        } catch {
+            /* keep cleaning */
+        }
+    }
+});
+
+async function sh(cmd, args) {
+    const r = await run(cmd, args);
+    assert.equal(r.code, 0, `${cmd} ${args.join(' ')}: ${r.stderr}`);
+    return r.stdout;
+}
+
+async function inSandbox(script) {
+    const r = await run('ip', ['netns', 'exec', SB, process.execPath, '-e', script], { timeoutMs: 60000 });
+    assert.equal(r.code, 0, `sandbox script failed: ${r.stderr}`);
+    return JSON.parse(r.stdout);
+}
+
+// connect(host, port, send) in the sandbox: what came back, and how it ended.
+const client = `
+const net = require('net');
+const one = (host, port, send, { keep = false } = {}) => new Promise((res) => {
+    const s = net.connect(port, host, () => { if (send !== undefined) { if (keep) s.write(send); else s.end(send); } });
+    const chunks = [];
+    s.on('data', (d) => chunks.push(d));
+    s.on('error', (e) => res({ error: e.code, bytes: Buffer.concat(chunks).length }));
+    s.on('close', () => {
+        const b = Buffer.concat(chunks);
+        res({ bytes: b.length, text: b.length < 200 ? b.toString() : undefined,
+              sha: require('crypto').createHash('sha256').update(b).digest('hex') });
+    });
+    if (keep) one.open.push(s);
+});
+one.open = [];
+`;
+
+let setupDone = false;
+async function setup() {
+    if (setupDone) return;
+    setupDone = true;
+    cleanups.push(() => run('ip', ['netns', 'del', SB]));
+    cleanups.push(() => run('ip', ['netns', 'del', EG]));
+    cleanups.push(() => run('ip', ['netns', 'del', INET]));
+    cleanups.push(() => run('ip', ['link', 'del', HOSTIF]));
+    await sh('ip', ['netns', 'add', SB]);
+    await sh('ip', ['netns', 'add', INET]);
+    await sh(netnsDriver, ['create', ...cfg]);
+    await sh(netnsDriver, ['attach', ...cfg, '2', `/run/netns/${SB}`]);
+    // the stand-in internet, reachable from the host's namespace only
+    await sh('ip', ['link', 'add', HOSTIF, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', INET]);
+    await sh('ip', ['addr', 'add', `${HOST}/24`, 'dev', HOSTIF]);
+    await sh('ip', ['link', 'set', HOSTIF, 'up']);
+    await sh('ip', ['netns', 'exec', INET, 'ip', 'addr', 'add', `${PUBLIC}/24`, 'dev', 'eth0']);
+    await sh('ip', ['netns', 'exec', INET, 'ip', 'link', 'set', 'eth0', 'up']);
+    await sh('ip', ['netns', 'exec', INET, 'ip', 'link', 'set', 'lo', 'up']);
+    // "internet" server: "big" → 4 MiB of a known pattern; anything else echoed; logs each connection
+    const server = spawnProc('internet', 'ip', ['netns', 'exec', INET, process.execPath, '-e', `
+        const net = require('net');
+        const big = Buffer.alloc(4 << 20);
+        for (let i = 0; i < big.length; i++) big[i] = (i * 7 + (i >> 12)) & 255;
+        const srv = (port) => net.createServer((s) => {
+            console.log('conn ' + port);
+            let first = true;
+            s.on('data', (d) => {
+                if (first && d.toString() === 'big') { s.end(big); first = false; return; }
+                first = false;
+                s.write(d);
+            });
+            s.on('end', () => s.end());
+            s.on('error', () => {});
+        }).listen(port, () => console.log('listening ' + port));
+        srv(8080); srv(8081);
+    `]);
+    cleanups.push(() => server.stop());
+    await waitFor(() => server.logs().includes('listening 8081'), { what: 'the internet server' });
+    // the "hub" on the host's own address
+    const hub = spawnProc('hub', process.execPath, ['-e', `
+        require('net').createServer((s) => { console.log('HUB REACHED'); s.end('hub'); })
+            .listen(17700, '${HOST}', () => console.log('listening'));
+    `]);
+    cleanups.push(() => hub.stop());
+    await waitFor(() => hub.logs().includes('listening'), { what: 'the host listener' });
+    setup.server = server;
+    setup.hub = hub;
+}
+
+async function startGateway(network, { maxConns = 0, internet = true } = {}) {
+    const gw = spawnProc('gateway', gwDriver, [
+        'serve', ...cfg, String(internet), 'false', String(maxConns), JSON.stringify(network),
+    ]);
+    await waitFor(() => gw.logs().includes('ready') || !gw.running(), { what: 'gateway ready' });
+    assert.ok(gw.running(), `gateway exited: ${gw.logs()}`);
+    gw.denials = () =>
+        gw
+            .logs()
+            .split('\n')
+            .filter((l) => l.startsWith('{'))
+            .map((l) => JSON.parse(l));
+    return gw;
+}
+
+test('gateway: public traffic is spliced intact both ways; the host and private addresses are refused', async () => {
+    await setup();
+    const gw = await startGateway({});
+    try {
+        const r = await inSandbox(`${client}
+            (async () => {
+                const out = {};
+                out.echo = await one('${PUBLIC}', 8080, 'hello through the gateway');
+                out.big = await one('${PUBLIC}', 8081, 'big');
+                out.hub = await one('${HOST}', 17700, 'x');
+                out.priv = await one('10.214.0.1', 22, 'x');
+                console.log(JSON.stringify(out));
+            })();`);
+        assert.equal(r.echo.text, 'hello through the gateway');
+        assert.equal(r.big.bytes, 4 << 20);
+        const crypto = await import('node:crypto');
+        const big = Buffer.alloc(4 << 20);
+        for (let i = 0; i < big.length; i++) big[i] = (i * 7 + (i >> 12)) & 255;
+        assert.equal(r.big.sha, crypto.createHash('sha256').update(big).digest('hex'));
+        assert.equal(r.hub.bytes, 0, 'nothing came back from the host listener');
+        assert.equal(r.priv.bytes, 0);
+        await waitFor(() => gw.denials().length >= 2, { what: 'two refusals' });
+        assert.deepEqual(
+            gw.denials().map((d) => [d.denied, d.dst]),
+            [['host_address', `${HOST}:17700`], ['private', '10.214.0.1:22']],
+        );
+        assert.equal(setup.hub.logs().includes('HUB REACHED'), false, 'the host listener was never reached');
+    } finally {
+        await gw.stop();
+    }
+});
+
+test('gateway: allowOut makes everything else a deny; internet off refuses all', async () => {
+    await setup();
+    let gw = await startGateway({ allowOut: [`${PUBLIC}/32`], denyOut: [] });
+    try {
+        const r = await inSandbox(`${client}
+            (async () => {
+                console.log(JSON.stringify({
+                    ok: await one('${PUBLIC}', 8080, 'allowed'),
+                    other: await one('198.51.100.3', 8080, 'x'),
+                }));
+            })();`);
+        assert.equal(r.ok.text, 'allowed');
+        assert.equal(r.other.bytes, 0);
+        await waitFor(() => gw.denials().length >= 1, { what: 'a refusal' });
+        assert.deepEqual(gw.denials().map((d) => d.denied), ['not_allowed']);
+    } finally {
+        await gw.stop();
+    }
+    gw = await startGateway({}, { internet: false });
+    try {
+        const conns = setup.server.logs().split('\n').filter((l) => l.startsWith('conn')).length;
+        const r = await inSandbox(`${client}
+            (async () => console.log(JSON.stringify(await one('${PUBLIC}', 8080, 'x'))))();`);
+        assert.equal(r.bytes, 0);
+        await waitFor(() => gw.denials().length >= 1, { what: 'a refusal' });
+        assert.deepEqual(gw.denials().map((d) => d.denied), ['internet_off']);
+        assert.equal(setup.server.logs().split('\n').filter((l) => l.startsWith('conn')).length, conns);
+    } finally {
+        await gw.stop();
+    }
+});
+
+test('gateway: a sandbox is held to its connection limit, and gets room back as connections close', async () => {
+    await setup();
+    const gw = await startGateway({}, { maxConns: 4 });
+    try {
+        const r = await inSandbox(`${client}
+            (async () => {
+                const out = {};
+                // four held open, each proven spliced by an echo
+                const held = [0, 1, 2, 3].map(() => new Promise((res) => {
+                    const s = require('net').connect(8080, '${PUBLIC}', () => s.write('ping'));
+                    s.once('data', (d) => res({ s, text: d.toString() }));
+                    s.on('error', (e) => res({ error: e.code }));
+                }));
+                const open = await Promise.all(held);
+                out.held = open.map((o) => o.text || o.error);
+                out.fifth = await one('${PUBLIC}', 8080, 'x');
+                for (const o of open) o.s && o.s.destroy();
+                // room again once the gateway saw them close
+                for (let i = 0; i < 200; i++) {
+                    out.after = await one('${PUBLIC}', 8080, 'again');
+                    if (out.after.text === 'again') break;
+                    await new Promise((r) => setTimeout(r, 20));
+                }
+                console.log(JSON.stringify(out));
+            })();`);
+        assert.deepEqual(r.held, ['ping', 'ping', 'ping', 'ping']);
+        assert.equal(r.fifth.bytes, 0);
+        assert.equal(r.after.text, 'again');
+        assert.ok(gw.denials().some((d) => d.denied === 'conn_limit'));
+    } finally {
+        await gw.stop();
+    }
+});
