@@ -230,3 +230,37 @@ test('gateway: a sandbox is held to its connection limit, and gets room back as 
         await gw.stop();
     }
 });
+
+test('gateway: 1,000 concurrent connections from one sandbox all get their own bytes back', async () => {
+    await setup();
+    const gw = await startGateway({}); // default limit: EGRESS_CONNS_PER_SANDBOX (1024)
+    try {
+        const r = await inSandbox(`
+            const net = require('net');
+            const N = 1000;
+            const opened = [];
+            let connected = 0;
+            const all = Array.from({ length: N }, (_, i) => new Promise((res) => {
+                const s = net.connect(8080, '${PUBLIC}');
+                opened.push(s);
+                let got = '';
+                s.on('connect', () => {
+                    // every connection is open at once before any is answered
+                    if (++connected === N) for (const o of opened) o.write('conn-' + o.idx + ';');
+                });
+                s.idx = i;
+                s.on('data', (d) => {
+                    got += d;
+                    if (got.endsWith(';')) { s.end(); }
+                });
+                s.on('close', () => res(got === 'conn-' + i + ';'));
+                s.on('error', () => res(false));
+            }));
+            Promise.all(all).then((ok) => console.log(JSON.stringify({ ok: ok.filter(Boolean).length })));
+        `);
+        assert.equal(r.ok, 1000);
+        assert.deepEqual(gw.denials(), []);
+    } finally {
+        await gw.stop();
+    }
+});
