@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NETNS_DIR "/run/netns"
@@ -114,16 +116,45 @@ int egress_netns_ruleset(const struct egress_netns_config *c, char *buf, size_t 
 
 /* --- running the tools ---------------------------------------------------------------- */
 
-static const char *tool_path(const char *name)
+/* Fixed directories, not $PATH: the agent runs these as root. */
+static const char *tool_path(const char *name, char *path, size_t len)
 {
     static const char *const dirs[] = {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"};
-    static char path[64];
     for (size_t i = 0; i < AB_ARRAY_LEN(dirs); i++) {
-        snprintf(path, sizeof(path), "%s%s", dirs[i], name);
+        snprintf(path, len, "%s%s", dirs[i], name);
         if (access(path, X_OK) == 0)
             return path;
     }
     return NULL;
+}
+
+/* Writes all of s to fd, a pipe whose reader may die first: SIGPIPE is held
+ * back on this thread only (and a pending one taken), never changed for the
+ * process. */
+static void write_all_nosigpipe(int fd, const char *s)
+{
+    sigset_t pipe_set, old;
+    size_t left = strlen(s);
+    bool broke = false;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    while (left) {
+        ssize_t w = write(fd, s, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            broke = w < 0 && errno == EPIPE;
+            break;
+        }
+        s += w, left -= (size_t)w;
+    }
+    if (broke && !sigismember(&old, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Runs argv (argv[0] a tool name) inside the network namespace at ns_path (NULL:
@@ -136,7 +167,8 @@ static int run(const char *ns_path, const char *const argv[], const char *input,
     char out[TOOL_ERR_MAX];
     size_t on = 0;
     int in_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, nsfd = -1, status = 0;
-    const char *path = tool_path(argv[0]);
+    char pathbuf[64];
+    const char *path = tool_path(argv[0], pathbuf, sizeof(pathbuf));
     pid_t pid;
     int rc = AB_EIO;
 
@@ -181,17 +213,7 @@ static int run(const char *ns_path, const char *const argv[], const char *input,
         close(in_pipe[0]);
         in_pipe[0] = -1;
         /* a ruleset is far below a pipe's buffer, so this cannot block on the child */
-        size_t left = strlen(input);
-        const char *p = input;
-        signal(SIGPIPE, SIG_IGN);
-        while (left) {
-            ssize_t w = write(in_pipe[1], p, left);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                break;
-            p += w, left -= (size_t)w;
-        }
+        write_all_nosigpipe(in_pipe[1], input);
         close(in_pipe[1]);
         in_pipe[1] = -1;
     }
