@@ -118,6 +118,12 @@ async function setup() {
     setup.hub = hub;
 }
 
+// SIGTERM, and a clean exit: no sanitizer report, every connection freed.
+async function stopClean(gw) {
+    const { code, signal } = await gw.stop();
+    assert.equal(code, 0, `gateway exit ${code} ${signal}: ${gw.logs()}`);
+}
+
 async function startGateway(network, { maxConns = 0, internet = true } = {}) {
     const gw = spawnProc('gateway', gwDriver, [
         'serve', ...cfg, String(internet), 'false', String(maxConns), JSON.stringify(network),
@@ -160,6 +166,7 @@ test('gateway: public traffic is spliced intact both ways; the host and private 
             [['host_address', `${HOST}:17700`], ['private', '10.214.0.1:22']],
         );
         assert.equal(setup.hub.logs().includes('HUB REACHED'), false, 'the host listener was never reached');
+        await stopClean(gw);
     } finally {
         await gw.stop();
     }
@@ -180,6 +187,7 @@ test('gateway: allowOut makes everything else a deny; internet off refuses all',
         assert.equal(r.other.bytes, 0);
         await waitFor(() => gw.denials().length >= 1, { what: 'a refusal' });
         assert.deepEqual(gw.denials().map((d) => d.denied), ['not_allowed']);
+        await stopClean(gw);
     } finally {
         await gw.stop();
     }
@@ -192,6 +200,7 @@ test('gateway: allowOut makes everything else a deny; internet off refuses all',
         await waitFor(() => gw.denials().length >= 1, { what: 'a refusal' });
         assert.deepEqual(gw.denials().map((d) => d.denied), ['internet_off']);
         assert.equal(setup.server.logs().split('\n').filter((l) => l.startsWith('conn')).length, conns);
+        await stopClean(gw);
     } finally {
         await gw.stop();
     }
@@ -226,6 +235,7 @@ test('gateway: a sandbox is held to its connection limit, and gets room back as 
         assert.equal(r.fifth.bytes, 0);
         assert.equal(r.after.text, 'again');
         assert.ok(gw.denials().some((d) => d.denied === 'conn_limit'));
+        await stopClean(gw);
     } finally {
         await gw.stop();
     }
@@ -260,6 +270,56 @@ test('gateway: 1,000 concurrent connections from one sandbox all get their own b
         `);
         assert.equal(r.ok, 1000);
         assert.deepEqual(gw.denials(), []);
+        await stopClean(gw);
+    } finally {
+        await gw.stop();
+    }
+});
+
+test('gateway: a sandbox opening and dropping connections as fast as it can leaves it serving', async () => {
+    await setup();
+    const gw = await startGateway({}, { maxConns: 64 });
+    try {
+        const r = await inSandbox(`
+            const net = require('net');
+            const deadline = Date.now() + 3000;
+            let opened = 0, inflight = 0;
+            const storm = () => new Promise((done) => {
+                const next = () => {
+                    while (inflight < 200 && Date.now() < deadline) {
+                        inflight++;
+                        opened++;
+                        const s = net.connect(8080, '${PUBLIC}');
+                        // half of them sent a byte first, half are dropped mid-connect
+                        s.on('connect', () => { if (opened % 2) s.write('x'); s.destroy(); });
+                        s.on('error', () => {});
+                        s.on('close', () => { inflight--; next(); });
+                    }
+                    if (inflight === 0) done();
+                };
+                next();
+            });
+            const echo = () => new Promise((res) => {
+                const s = net.connect(8080, '${PUBLIC}', () => s.end('still here'));
+                let got = '';
+                s.on('data', (d) => (got += d));
+                s.on('close', () => res(got));
+                s.on('error', () => res(''));
+            });
+            (async () => {
+                await storm();
+                // the limit frees up as the gateway sees the closes: ask until it answers
+                let after = '';
+                for (let i = 0; i < 250 && after !== 'still here'; i++) {
+                    after = await echo();
+                    if (after !== 'still here') await new Promise((r) => setTimeout(r, 20));
+                }
+                console.log(JSON.stringify({ opened, after }));
+            })();`);
+        assert.ok(r.opened > 1000, `the storm opened ${r.opened} connections`);
+        assert.equal(r.after, 'still here');
+        assert.ok(gw.running(), 'the gateway survived');
+        await stopClean(gw);
     } finally {
         await gw.stop();
     }
