@@ -4,6 +4,8 @@
  * its source (lws_rx_flow_control) until the far side took the bytes. */
 #include "agent/egress/gateway.h"
 
+#include "agent/egress/dns.h"
+
 #include "agentbox/common.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
@@ -29,7 +31,7 @@
 #define GW_PROTOCOL "agentbox-egress"
 #define GW_BUF (16 * 1024) /* per direction; 32 KiB per connection */
 
-enum gw_kind { GW_LISTENER, GW_SIDE };
+enum gw_kind { GW_LISTENER, GW_SIDE, GW_DNS_IN, GW_DNS_UP };
 
 struct gw_conn;
 
@@ -75,6 +77,22 @@ struct egress_gateway {
     struct gw_count *counts; /* open connections per sandbox */
     size_t n_counts, cap_counts;
     bool freeing;
+    /* DNS relay */
+    struct lws *dns_in, *dns_up; /* the sandboxes' side, the resolver's side */
+    struct gw_handle dh_in, dh_up;
+    int dns_in_fd, dns_up_fd;
+    struct gw_dns_pending *pending; /* EGRESS_DNS_PENDING_MAX slots, indexed by relayed id */
+    uint16_t next_id;
+};
+
+/* A relayed query: who asked, with which id, about what. */
+struct gw_dns_pending {
+    bool used;
+    int64_t sent_ms;
+    uint16_t their_id;
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    struct egress_dns_question q;
 };
 
 static struct gw_count *count_of(struct egress_gateway *g, uint64_t key, bool create)
@@ -386,6 +404,106 @@ static void on_accept(struct egress_gateway *g, int fd)
     lws_callback_on_writable(c->wsi[1]); /* connect completion */
 }
 
+/* --- DNS ------------------------------------------------------------------------------ */
+
+static void dns_reply(struct egress_gateway *g, const uint8_t *query,
+                      const struct egress_dns_question *q, uint8_t rcode,
+                      const struct sockaddr_storage *peer, socklen_t pl)
+{
+    uint8_t out[EGRESS_DNS_MSG_MAX];
+    size_t n = egress_dns_reply_rcode(query, q, rcode, out, sizeof(out));
+    if (n)
+        sendto(g->dns_in_fd, out, n, MSG_DONTWAIT, (const struct sockaddr *)peer, pl);
+}
+
+/* A free slot for a relayed query; stale ones (the sandbox has retried by
+ * then) are reused. The relayed id is the slot plus a rolling high part, so a
+ * late answer to a reused slot does not match. */
+static int dns_slot(struct egress_gateway *g)
+{
+    int64_t now = ab_now_ms();
+    for (int k = 0; k < EGRESS_DNS_PENDING_MAX; k++) {
+        int i = (g->next_id + k) % EGRESS_DNS_PENDING_MAX;
+        struct gw_dns_pending *p = &g->pending[i];
+        if (!p->used || now - p->sent_ms > EGRESS_DNS_TIMEOUT_MS) {
+            g->next_id = (uint16_t)(i + 1);
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void dns_from_sandbox(struct egress_gateway *g)
+{
+    for (int k = 0; k < 64; k++) {
+        uint8_t msg[EGRESS_DNS_MSG_MAX];
+        struct sockaddr_storage peer;
+        socklen_t pl = sizeof(peer);
+        struct egress_dns_question q;
+        struct egress_sandbox_ref ref = {0};
+        struct egress_addr from;
+        ssize_t r =
+            recvfrom(g->dns_in_fd, msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&peer, &pl);
+        if (r < 0)
+            return;
+        if (egress_dns_parse_query(msg, (size_t)r, &q) != 0)
+            continue; /* not a query: no answer at all */
+        addr_from_sa(&peer, &from, NULL);
+        if (g->deps.sandbox_of(g->deps.arg, &from, &ref) != 0 || !ref.policy ||
+            !ref.policy->internet || !g->deps.resolver.family) {
+            /* internet off: fail fast rather than let the resolver time out */
+            dns_reply(g, msg, &q, EGRESS_DNS_RCODE_REFUSED, &peer, pl);
+            continue;
+        }
+        int slot = dns_slot(g);
+        if (slot < 0) {
+            dns_reply(g, msg, &q, EGRESS_DNS_RCODE_SERVFAIL, &peer, pl);
+            continue;
+        }
+        struct gw_dns_pending *p = &g->pending[slot];
+        uint16_t id = (uint16_t)(slot | ((uint16_t)(ab_now_ms() & 0x3f) << 10));
+        *p = (struct gw_dns_pending){.used = true,
+                                     .sent_ms = ab_now_ms(),
+                                     .their_id = q.id,
+                                     .peer = peer,
+                                     .peer_len = pl,
+                                     .q = q};
+        msg[0] = (uint8_t)(id >> 8);
+        msg[1] = (uint8_t)id;
+        if (send(g->dns_up_fd, msg, (size_t)r, MSG_DONTWAIT) < 0) {
+            p->used = false;
+            msg[0] = (uint8_t)(q.id >> 8);
+            msg[1] = (uint8_t)q.id;
+            dns_reply(g, msg, &q, EGRESS_DNS_RCODE_SERVFAIL, &peer, pl);
+        }
+    }
+}
+
+static void dns_from_resolver(struct egress_gateway *g)
+{
+    for (int k = 0; k < 64; k++) {
+        uint8_t msg[EGRESS_DNS_MSG_MAX];
+        struct egress_addr addrs[16];
+        size_t n;
+        uint32_t ttl;
+        ssize_t r = recv(g->dns_up_fd, msg, sizeof(msg), MSG_DONTWAIT);
+        if (r < 0)
+            return;
+        if (r < 12)
+            continue;
+        uint16_t id = (uint16_t)(msg[0] << 8 | msg[1]);
+        struct gw_dns_pending *p = &g->pending[(id & 0x3ff) % EGRESS_DNS_PENDING_MAX];
+        /* only an answer to the question we relayed under this id */
+        if (!p->used || egress_dns_parse_answer(msg, (size_t)r, &p->q, addrs, 16, &n, &ttl) != 0)
+            continue;
+        msg[0] = (uint8_t)(p->their_id >> 8);
+        msg[1] = (uint8_t)p->their_id;
+        sendto(g->dns_in_fd, msg, (size_t)r, MSG_DONTWAIT, (struct sockaddr *)&p->peer,
+               p->peer_len);
+        p->used = false;
+    }
+}
+
 static int gw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                        size_t len)
 {
@@ -394,6 +512,14 @@ static int gw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         return 0;
     switch (reason) {
     case LWS_CALLBACK_RAW_RX_FILE:
+        if (h->kind == GW_DNS_IN) {
+            dns_from_sandbox(h->g);
+            return 0;
+        }
+        if (h->kind == GW_DNS_UP) {
+            dns_from_resolver(h->g);
+            return 0;
+        }
         if (h->kind == GW_LISTENER) {
             for (int k = 0; k < 64; k++) { /* bounded, so one sandbox cannot starve the loop */
                 int fd = accept4(lws_get_socket_fd(wsi), NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -418,6 +544,10 @@ static int gw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         lws_set_opaque_user_data(wsi, NULL);
         if (h->kind == GW_LISTENER)
             h->g->listener = NULL;
+        else if (h->kind == GW_DNS_IN)
+            h->g->dns_in = NULL;
+        else if (h->kind == GW_DNS_UP)
+            h->g->dns_up = NULL;
         else
             conn_side_closed(h->c, h->idx);
         return 0;
@@ -455,12 +585,66 @@ int egress_gateway_listen(const struct egress_netns_config *c, uint16_t port, ch
     return fd;
 }
 
+int egress_gateway_listen_dns(const struct egress_netns_config *c, uint16_t port, char *err,
+                              size_t errlen)
+{
+    int saved, fd, rc;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+    if ((rc = egress_netns_enter(c, &saved, err, errlen)))
+        return rc;
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (egress_netns_leave(saved) != 0) {
+        snprintf(err, errlen, "could not return from the egress namespace");
+        abort();
+    }
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        snprintf(err, errlen, "egress gateway DNS socket on port %u: %s", port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return AB_EIO;
+    }
+    return fd;
+}
+
+/* The resolver's side: one connected UDP socket in the agent's namespace. */
+static int open_resolver(struct egress_gateway *g, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof(ss));
+    if (g->deps.resolver.family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(g->deps.resolver_port ? g->deps.resolver_port : 53);
+        memcpy(&s4->sin_addr, g->deps.resolver.a, 4);
+        sl = sizeof(*s4);
+    } else {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(g->deps.resolver_port ? g->deps.resolver_port : 53);
+        memcpy(&s6->sin6_addr, g->deps.resolver.a, 16);
+        sl = sizeof(*s6);
+    }
+    int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&ss, sl) != 0) {
+        snprintf(err, errlen, "egress gateway resolver socket: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 struct egress_gateway *egress_gateway_new(const struct egress_gateway_deps *deps, int listen_fd,
                                           char *err, size_t errlen)
 {
+    int dns_fd = deps->dns_fd > 0 ? deps->dns_fd : -1;
     struct lws_context_creation_info info;
     struct egress_gateway *g = calloc(1, sizeof(*g));
 
+    if (g)
+        g->dns_in_fd = g->dns_up_fd = -1;
     if (!g || !deps->loop || !deps->sandbox_of) {
         snprintf(err, errlen, "egress gateway needs a loop and a sandbox lookup");
         goto fail;
@@ -484,6 +668,16 @@ struct egress_gateway *egress_gateway_new(const struct egress_gateway_deps *deps
         snprintf(err, errlen, "cannot create the lws vhost of the egress gateway");
         goto fail;
     }
+    if (dns_fd >= 0) {
+        g->pending = calloc(EGRESS_DNS_PENDING_MAX, sizeof(*g->pending));
+        if (!g->pending) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        if (deps->resolver.family && (g->dns_up_fd = open_resolver(g, err, errlen)) < 0)
+            goto fail;
+        g->dns_in_fd = dns_fd;
+    }
     g->lh = (struct gw_handle){.kind = GW_LISTENER, .g = g};
     g->listener = adopt(g, listen_fd, &g->lh);
     listen_fd = -1; /* lws owns it now, or closed it */
@@ -491,11 +685,32 @@ struct egress_gateway *egress_gateway_new(const struct egress_gateway_deps *deps
         snprintf(err, errlen, "cannot watch the egress gateway's listener");
         goto fail;
     }
+    if (dns_fd >= 0) {
+        /* lws watches dups; the sockets we send and receive on stay ours */
+        g->dh_in = (struct gw_handle){.kind = GW_DNS_IN, .g = g};
+        g->dh_up = (struct gw_handle){.kind = GW_DNS_UP, .g = g};
+        int d = fcntl(g->dns_in_fd, F_DUPFD_CLOEXEC, 0);
+        g->dns_in = d >= 0 ? adopt(g, d, &g->dh_in) : NULL;
+        if (g->dns_up_fd >= 0) {
+            d = fcntl(g->dns_up_fd, F_DUPFD_CLOEXEC, 0);
+            g->dns_up = d >= 0 ? adopt(g, d, &g->dh_up) : NULL;
+        }
+        if (!g->dns_in || (g->dns_up_fd >= 0 && !g->dns_up)) {
+            snprintf(err, errlen, "cannot watch the egress gateway's DNS sockets");
+            egress_gateway_free(g);
+            return NULL;
+        }
+    }
     return g;
 fail:
     if (listen_fd >= 0)
         close(listen_fd);
+    if (dns_fd >= 0)
+        close(dns_fd);
     if (g) {
+        if (g->dns_up_fd >= 0)
+            close(g->dns_up_fd);
+        free(g->pending);
         free(g->self);
         free(g);
     }
@@ -520,10 +735,17 @@ void egress_gateway_free(struct egress_gateway *g)
         close(c->fd[1]);
         free(c);
     }
-    if (g->listener) {
-        lws_set_opaque_user_data(g->listener, NULL);
-        lws_set_timeout(g->listener, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-    }
+    struct lws *own[] = {g->listener, g->dns_in, g->dns_up};
+    for (size_t i = 0; i < AB_ARRAY_LEN(own); i++)
+        if (own[i]) {
+            lws_set_opaque_user_data(own[i], NULL);
+            lws_set_timeout(own[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        }
+    if (g->dns_in_fd >= 0)
+        close(g->dns_in_fd);
+    if (g->dns_up_fd >= 0)
+        close(g->dns_up_fd);
+    free(g->pending);
     free(g->counts);
     free(g->self);
     free(g);

@@ -38,7 +38,16 @@ struct egress_gateway_deps {
     const struct egress_addr *self; /* this machine's addresses, copied */
     size_t n_self;
     int max_conns_per_sandbox; /* 0 → EGRESS_CONNS_PER_SANDBOX */
+    /* DNS: the UDP socket on the DNS port inside the egress namespace
+     * (egress_gateway_listen_dns; 0 or -1: none) and the resolver queries are
+     * relayed to from the agent's namespace (family 0: refuse every query). */
+    int dns_fd;
+    struct egress_addr resolver;
+    uint16_t resolver_port;
 };
+
+#define EGRESS_DNS_PENDING_MAX 1024 /* relayed queries awaiting an answer */
+#define EGRESS_DNS_TIMEOUT_MS 5000  /* then the sandbox's own retry takes over */
 
 /* Opens the gateway's listening socket on port inside the egress namespace of
  * c (the wildcard address, so REDIRECT's target is covered). Returns the fd or
@@ -46,7 +55,12 @@ struct egress_gateway_deps {
 int egress_gateway_listen(const struct egress_netns_config *c, uint16_t port, char *err,
                           size_t errlen);
 
-/* Takes ownership of listen_fd. NULL with err set on failure (fd closed). */
+/* The UDP socket for the DNS port inside the egress namespace. Returns the fd
+ * or a negative error with err set. */
+int egress_gateway_listen_dns(const struct egress_netns_config *c, uint16_t port, char *err,
+                              size_t errlen);
+
+/* Takes ownership of listen_fd and deps->dns_fd. NULL with err set on failure (fd closed). */
 struct egress_gateway *egress_gateway_new(const struct egress_gateway_deps *deps, int listen_fd,
                                           char *err, size_t errlen);
 /* Closes the listener and every connection. Loop thread. */

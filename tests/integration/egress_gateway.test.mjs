@@ -104,9 +104,23 @@ async function setup() {
             s.on('error', () => {});
         }).listen(port, () => console.log('listening ' + port));
         srv(8080); srv(8081);
+        // a resolver: every A query is answered 93.184.215.14, TTL 60
+        const dns = require('dgram').createSocket('udp4');
+        dns.on('message', (m, from) => {
+            let o = 12, name = [];
+            while (m[o]) { name.push(m.slice(o + 1, o + 1 + m[o]).toString()); o += m[o] + 1; }
+            console.log('dns ' + name.join('.'));
+            const q = m.slice(12, o + 5);
+            const hdr = Buffer.from([m[0], m[1], 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]);
+            const ans = Buffer.from([0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 93, 184, 215, 14]);
+            dns.send(Buffer.concat([hdr, q, ans]), from.port, from.address);
+        });
+        dns.bind(53, '${PUBLIC}', () => console.log('listening dns'));
     `]);
     cleanups.push(() => server.stop());
-    await waitFor(() => server.logs().includes('listening 8081'), { what: 'the internet server' });
+    await waitFor(() => server.logs().includes('listening 8081') && server.logs().includes('listening dns'), {
+        what: 'the internet server',
+    });
     // the "hub" on the host's own address
     const hub = spawnProc('hub', process.execPath, ['-e', `
         require('net').createServer((s) => { console.log('HUB REACHED'); s.end('hub'); })
@@ -124,9 +138,10 @@ async function stopClean(gw) {
     assert.equal(code, 0, `gateway exit ${code} ${signal}: ${gw.logs()}`);
 }
 
-async function startGateway(network, { maxConns = 0, internet = true } = {}) {
+async function startGateway(network, { maxConns = 0, internet = true, resolver } = {}) {
     const gw = spawnProc('gateway', gwDriver, [
         'serve', ...cfg, String(internet), 'false', String(maxConns), JSON.stringify(network),
+        ...(resolver ? [resolver] : []),
     ]);
     await waitFor(() => gw.logs().includes('ready') || !gw.running(), { what: 'gateway ready' });
     assert.ok(gw.running(), `gateway exited: ${gw.logs()}`);
@@ -319,6 +334,48 @@ test('gateway: a sandbox opening and dropping connections as fast as it can leav
         assert.ok(r.opened > 1000, `the storm opened ${r.opened} connections`);
         assert.equal(r.after, 'still here');
         assert.ok(gw.running(), 'the gateway survived');
+        await stopClean(gw);
+    } finally {
+        await gw.stop();
+    }
+});
+
+// A DNS query for name from the sandbox to an arbitrary resolver address (the
+// redirect takes it to the gateway): the answer's id, rcode and first A record.
+const dnsClient = (name, id) => `
+    const u = require('dgram').createSocket('udp4');
+    const labels = ${JSON.stringify('NAME')}.split('.').map((l) => Buffer.concat([Buffer.from([l.length]), Buffer.from(l)]));
+    const q = Buffer.concat([Buffer.from([${id >> 8}, ${id & 255}, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0]), ...labels,
+        Buffer.from([0, 0, 1, 0, 1])]);
+    const t = setTimeout(() => { console.log(JSON.stringify({ timeout: true })); process.exit(0); }, 5000);
+    u.on('message', (m) => {
+        clearTimeout(t);
+        const an = m.readUInt16BE(6);
+        const a = an ? [...m.slice(m.length - 4)].join('.') : null;
+        console.log(JSON.stringify({ id: m.readUInt16BE(0), rcode: m[3] & 15, an, a }));
+        u.close();
+    });
+    u.send(q, 53, '203.0.113.53');
+`.replace('"NAME"', JSON.stringify(name));
+
+test('gateway: DNS is relayed to the resolver with internet on, refused at once with internet off', async () => {
+    await setup();
+    let gw = await startGateway({}, { resolver: `${PUBLIC}:53` });
+    try {
+        const r = await inSandbox(dnsClient('Api.Example.COM', 0x4242));
+        assert.deepEqual(r, { id: 0x4242, rcode: 0, an: 1, a: '93.184.215.14' });
+        assert.ok(setup.server.logs().includes('dns Api.Example.COM'));
+        await stopClean(gw);
+    } finally {
+        await gw.stop();
+    }
+    gw = await startGateway({}, { internet: false, resolver: `${PUBLIC}:53` });
+    try {
+        const started = Date.now();
+        const r = await inSandbox(dnsClient('off.example', 7));
+        assert.deepEqual(r, { id: 7, rcode: 5, an: 0, a: null }, 'REFUSED, not a timeout');
+        assert.ok(Date.now() - started < 4000);
+        assert.equal(setup.server.logs().includes('dns off.example'), false, 'the resolver never saw it');
         await stopClean(gw);
     } finally {
         await gw.stop();

@@ -4,9 +4,9 @@
  * egress_gateway_new). With arguments it is the gateway that
  * tests/integration/egress_gateway.test.mjs runs as root, in the agent's (the
  * host's) namespace with its listener in a test-made egress namespace:
- *   serve NAME RANGE TCP DNS INTERNET ALLOW_PRIVATE MAX_CONNS NETWORK_JSON
- * Every sandbox of RANGE gets the one policy; the host's own addresses come
- * from getifaddrs. Prints "ready", then a JSON line per refusal; SIGTERM stops. */
+ *   serve NAME RANGE TCP DNS INTERNET ALLOW_PRIVATE MAX_CONNS NETWORK_JSON [RESOLVER:PORT]
+ * Every sandbox of RANGE gets the one policy; DNS is relayed to RESOLVER; the host's own addresses
+ * come from getifaddrs. Prints "ready", then a JSON line per refusal; SIGTERM stops. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,14 +130,36 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    int dns = egress_gateway_listen_dns(&c, c.dns_port, err, sizeof(err));
+    if (dns < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     struct egress_gateway_deps d = {
         .loop = g_loop,
+        .dns_fd = dns,
         .sandbox_of = sandbox_of,
         .denied = denied,
         .self = self,
         .n_self = host_addrs(self, AB_ARRAY_LEN(self)),
         .max_conns_per_sandbox = atoi(argv[8]),
     };
+    if (argc > 10) {
+        char host[64];
+        const char *colon = strrchr(argv[10], ':');
+        size_t hn = colon ? (size_t)(colon - argv[10]) : 0;
+        if (!colon || hn >= sizeof(host)) {
+            fprintf(stderr, "resolver must be ip:port\n");
+            return 2;
+        }
+        memcpy(host, argv[10], hn);
+        host[hn] = '\0';
+        if (egress_addr_parse(host, &d.resolver) != 0) {
+            fprintf(stderr, "resolver must be ip:port\n");
+            return 2;
+        }
+        d.resolver_port = (uint16_t)atoi(colon + 1);
+    }
     struct egress_gateway *g = egress_gateway_new(&d, fd, err, sizeof(err));
     if (!g) {
         fprintf(stderr, "%s\n", err);
@@ -158,9 +180,10 @@ static int serve(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc > 1) {
-        if (strcmp(argv[1], "serve") != 0 || argc != 10) {
+        if (strcmp(argv[1], "serve") != 0 || argc < 10 || argc > 11) {
             fprintf(stderr,
-                    "usage: %s serve NAME RANGE TCP DNS INTERNET ALLOW_PRIVATE MAX_CONNS JSON\n",
+                    "usage: %s serve NAME RANGE TCP DNS INTERNET ALLOW_PRIVATE MAX_CONNS JSON "
+                    "[RESOLVER:PORT]\n",
                     argv[0]);
             return 2;
         }
