@@ -5,6 +5,7 @@
 #include "agent/egress/gateway.h"
 
 #include "agent/egress/dns.h"
+#include "agent/egress/sniff.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"
@@ -29,7 +30,11 @@
 #endif
 
 #define GW_PROTOCOL "agentbox-egress"
-#define GW_BUF (16 * 1024) /* per direction; 32 KiB per connection */
+#define GW_BUF (16 * 1024) /* per direction; 32 KiB per connection; holds EGRESS_SNIFF_MAX */
+#define GW_SNIFF_MS 5000   /* a client that says nothing is judged on its address */
+#define GW_NAMES_MAX 4096  /* DNS answers remembered, all sandboxes together */
+#define GW_NAME_TTL_MIN_S 60
+#define GW_NAME_TTL_MAX_S 86400
 
 enum gw_kind { GW_LISTENER, GW_SIDE, GW_DNS_IN, GW_DNS_UP };
 
@@ -62,6 +67,12 @@ struct gw_conn {
     bool orphan[2];             /* lws let go of side i (hang-up); what is left is read on demand */
     bool connecting;            /* the upstream's connect has not completed */
     struct loop_timer rearm[2]; /* asks for WRITEABLE on side i from outside its callback */
+    bool sniffing;              /* reading the first bytes for a name; not dialled yet */
+    struct loop_timer sniff_timer;
+    struct egress_addr from; /* the sandbox's veth address */
+    struct egress_dest dest; /* the original destination (no name) */
+    struct sockaddr_storage dst;
+    socklen_t dst_len;
     bool dying;
     struct gw_conn *prev, *next;
 };
@@ -83,6 +94,15 @@ struct egress_gateway {
     int dns_in_fd, dns_up_fd;
     struct gw_dns_pending *pending; /* EGRESS_DNS_PENDING_MAX slots, indexed by relayed id */
     uint16_t next_id;
+    struct gw_name *names; /* GW_NAMES_MAX, a ring: which name resolved to what, per sandbox */
+    size_t names_next;
+};
+
+struct gw_name {
+    uint64_t key;
+    int64_t expires_ms; /* 0: unused */
+    struct egress_addr addr;
+    char name[EGRESS_HOST_MAX + 1];
 };
 
 /* A relayed query: who asked, with which id, about what. */
@@ -90,6 +110,7 @@ struct gw_dns_pending {
     bool used;
     int64_t sent_ms;
     uint16_t their_id;
+    uint64_t key;
     struct sockaddr_storage peer;
     socklen_t peer_len;
     struct egress_dns_question q;
@@ -155,6 +176,8 @@ static void pass_eof(struct gw_conn *c, int to)
     maybe_done(c);
 }
 
+static void conn_sniffed(struct gw_conn *c);
+
 static int side_read(struct gw_conn *c, int i)
 {
     if (c->eof[i] || c->len[i] == GW_BUF) {
@@ -167,11 +190,17 @@ static int side_read(struct gw_conn *c, int i)
     if (r == 0) {
         c->eof[i] = true;
         set_paused(c, i, true);
-        if (!c->connecting)
+        if (c->sniffing)
+            conn_sniffed(c);
+        else if (!c->connecting)
             pass_eof(c, 1 - i);
         return 0;
     }
     c->len[i] += (size_t)r;
+    if (c->sniffing) {
+        conn_sniffed(c);
+        return 0;
+    }
     if (c->len[i] == GW_BUF)
         set_paused(c, i, true); /* backpressure: wait for the far side */
     if (!c->connecting && c->wsi[1 - i])
@@ -273,8 +302,10 @@ static void conn_side_closed(struct gw_conn *c, int i)
     count_drop(g, c->key);
     loop_timer_cancel(&c->rearm[0]);
     loop_timer_cancel(&c->rearm[1]);
+    loop_timer_cancel(&c->sniff_timer);
     close(c->fd[0]);
-    close(c->fd[1]);
+    if (c->fd[1] >= 0)
+        close(c->fd[1]);
     free(c);
 }
 
@@ -318,7 +349,125 @@ static void refuse(struct egress_gateway *g, int fd, uint64_t key, enum egress_r
         g->deps.denied(g->deps.arg, key, why, d);
 }
 
-/* One accepted connection: who, where to, may it, dial. */
+/* --- names: what each sandbox's DNS answers said --------------------------------------- */
+
+static void names_put(struct egress_gateway *g, uint64_t key, const char *name,
+                      const struct egress_addr *addrs, size_t n, uint32_t ttl)
+{
+    if (!g->names && !(g->names = calloc(GW_NAMES_MAX, sizeof(*g->names))))
+        return;
+    if (ttl < GW_NAME_TTL_MIN_S) /* clients cache past short TTLs */
+        ttl = GW_NAME_TTL_MIN_S;
+    if (ttl > GW_NAME_TTL_MAX_S)
+        ttl = GW_NAME_TTL_MAX_S;
+    for (size_t i = 0; i < n; i++) {
+        struct gw_name *e = &g->names[g->names_next++ % GW_NAMES_MAX];
+        e->key = key;
+        e->expires_ms = ab_now_ms() + (int64_t)ttl * 1000;
+        e->addr = addrs[i];
+        ab_strlcpy(e->name, name, sizeof(e->name));
+    }
+}
+
+/* Did this sandbox's own DNS, through us, resolve name to a? */
+static bool names_has(const struct egress_gateway *g, uint64_t key, const char *name,
+                      const struct egress_addr *a)
+{
+    int64_t now = ab_now_ms();
+    size_t len = a->family == AF_INET ? 4 : 16;
+    for (size_t i = 0; g->names && i < GW_NAMES_MAX; i++) {
+        const struct gw_name *e = &g->names[i];
+        if (e->expires_ms > now && e->key == key && e->addr.family == a->family &&
+            memcmp(e->addr.a, a->a, len) == 0 && strcmp(e->name, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool uses_names(const struct egress_policy *p)
+{
+    for (size_t i = 0; p && i < p->n_allow; i++)
+        if (p->allow[i].kind == EGRESS_ENTRY_HOST || p->allow[i].kind == EGRESS_ENTRY_SUFFIX)
+            return true;
+    for (size_t i = 0; p && i < p->n_deny; i++)
+        if (p->deny[i].kind == EGRESS_ENTRY_HOST || p->deny[i].kind == EGRESS_ENTRY_SUFFIX)
+            return true;
+    return false;
+}
+
+/* --- deciding and dialling ----------------------------------------------------------- */
+
+static void conn_refuse(struct gw_conn *c, enum egress_reason why)
+{
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->fd[0], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    if (c->g->deps.denied && why != EGRESS_ALLOW)
+        c->g->deps.denied(c->g->deps.arg, c->key, why, &c->dest);
+    conn_kill(c);
+}
+
+/* Dialled from the agent's own namespace: this thread's. */
+static int conn_dial(struct gw_conn *c)
+{
+    int up = socket(c->dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (up < 0)
+        return -1;
+    c->fd[1] = up;
+    if (connect(up, (struct sockaddr *)&c->dst, c->dst_len) != 0 && errno != EINPROGRESS)
+        return -1;
+    int d1 = fcntl(up, F_DUPFD_CLOEXEC, 0);
+    c->wsi[1] = d1 >= 0 ? adopt(c->g, d1, &c->h[1]) : NULL; /* lws closes d1 on failure */
+    if (!c->wsi[1])
+        return -1;
+    c->connecting = true;
+    lws_callback_on_writable(c->wsi[1]); /* connect completion */
+    return 0;
+}
+
+/* The decision, with the name the first bytes gave (or NULL). The policy is
+ * asked for again here: it may have changed while the name was awaited. */
+static void conn_decide(struct gw_conn *c, const char *name)
+{
+    struct egress_gateway *g = c->g;
+    struct egress_sandbox_ref ref = {0};
+    struct egress_dest d = c->dest;
+    enum egress_reason why = EGRESS_DENY_INTERNET_OFF;
+
+    c->sniffing = false;
+    loop_timer_cancel(&c->sniff_timer);
+    if (g->deps.sandbox_of(g->deps.arg, &c->from, &ref) == 0) {
+        d.name = name;
+        d.name_verified = name && names_has(g, c->key, name, &d.addr);
+        why = egress_decide(ref.policy, &d, g->self, g->deps.n_self);
+    }
+    if (why != EGRESS_ALLOW) {
+        conn_refuse(c, why);
+        return;
+    }
+    if (conn_dial(c) != 0)
+        conn_refuse(c, EGRESS_ALLOW); /* the sandbox sees a reset; not a policy refusal */
+}
+
+static void conn_sniffed(struct gw_conn *c)
+{
+    char name[EGRESS_HOST_MAX + 1];
+    enum egress_sniff r = c->dest.port == 443 ? egress_sniff_tls(c->buf[0], c->len[0], name)
+                                              : egress_sniff_http(c->buf[0], c->len[0], name);
+    if (r == EGRESS_SNIFF_MORE && !c->eof[0] && c->len[0] < GW_BUF)
+        return;
+    conn_decide(c, r == EGRESS_SNIFF_FOUND ? name : NULL);
+}
+
+static void sniff_timeout(struct loop_timer *t)
+{
+    struct gw_conn *c = t->arg;
+    if (c->sniffing && !c->dying)
+        conn_decide(c, NULL);
+}
+
+/* One accepted connection: who, where to, within the limit; then the
+ * decision, at once or after the first bytes named a host (ports 80, 443,
+ * when the policy has names in it). */
 static void on_accept(struct egress_gateway *g, int fd)
 {
     struct sockaddr_storage peer, dst;
@@ -326,7 +475,6 @@ static void on_accept(struct egress_gateway *g, int fd)
     struct egress_sandbox_ref ref = {0};
     struct egress_dest d = {0};
     struct egress_addr from;
-    int up = -1;
 
     if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0) {
         close(fd);
@@ -345,10 +493,13 @@ static void on_accept(struct egress_gateway *g, int fd)
         return;
     }
     addr_from_sa(&dst, &d.addr, &d.port);
-    enum egress_reason why = egress_decide(ref.policy, &d, g->self, g->deps.n_self);
-    if (why != EGRESS_ALLOW) {
-        refuse(g, fd, ref.key, why, &d);
-        return;
+    bool sniff = (d.port == 80 || d.port == 443) && uses_names(ref.policy);
+    if (!sniff) { /* refuse cheaply, before any state */
+        enum egress_reason why = egress_decide(ref.policy, &d, g->self, g->deps.n_self);
+        if (why != EGRESS_ALLOW) {
+            refuse(g, fd, ref.key, why, &d);
+            return;
+        }
     }
     struct gw_count *cnt = count_of(g, ref.key, true);
     int limit = g->deps.max_conns_per_sandbox > 0 ? g->deps.max_conns_per_sandbox
@@ -359,49 +510,40 @@ static void on_accept(struct egress_gateway *g, int fd)
         refuse(g, fd, ref.key, EGRESS_DENY_CONN_LIMIT, &d);
         return;
     }
-    /* dialled from the agent's own namespace: this thread's */
-    up = socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (up < 0 || (connect(up, (struct sockaddr *)&dst, dl) != 0 && errno != EINPROGRESS)) {
-        if (up >= 0)
-            close(up);
-        refuse(g, fd, ref.key, EGRESS_ALLOW, NULL); /* not a policy refusal: no count */
-        return;
-    }
     struct gw_conn *c = calloc(1, sizeof(*c));
     if (!c) {
-        close(up);
         close(fd);
         return;
     }
     cnt->n++;
     c->g = g;
     c->key = ref.key;
-    c->connecting = true;
+    c->from = from;
+    c->dest = d;
+    c->dst = dst;
+    c->dst_len = dl;
     for (int i = 0; i < 2; i++)
         c->h[i] = (struct gw_handle){.kind = GW_SIDE, .c = c, .idx = i};
     c->fd[0] = fd;
-    c->fd[1] = up;
+    c->fd[1] = -1;
     c->next = g->conns;
     if (g->conns)
         g->conns->prev = c;
     g->conns = c;
     g->n_conns++;
     /* lws watches dups, so a socket it gives up on stays open for us (conn_side_closed) */
-    int d0 = fcntl(fd, F_DUPFD_CLOEXEC, 0), d1 = fcntl(up, F_DUPFD_CLOEXEC, 0);
+    int d0 = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     c->wsi[0] = d0 >= 0 ? adopt(g, d0, &c->h[0]) : NULL;
-    bool handed = c->wsi[0] && d1 >= 0;
-    c->wsi[1] = handed ? adopt(g, d1, &c->h[1]) : NULL;
-    if (!handed && d1 >= 0)
-        close(d1);
-    if (!c->wsi[0] || !c->wsi[1]) {
-        c->dying = true; /* lws closed the dup it failed to adopt */
-        if (c->wsi[0])
-            conn_kill(c);
-        else
-            conn_side_closed(c, 1); /* frees c and closes both sockets */
+    if (!c->wsi[0]) {
+        conn_side_closed(c, 0); /* frees c and closes the socket */
         return;
     }
-    lws_callback_on_writable(c->wsi[1]); /* connect completion */
+    if (sniff) {
+        c->sniffing = true;
+        loop_timer_start(g->deps.loop, &c->sniff_timer, GW_SNIFF_MS, sniff_timeout, c);
+        return;
+    }
+    conn_decide(c, NULL);
 }
 
 /* --- DNS ------------------------------------------------------------------------------ */
@@ -463,6 +605,7 @@ static void dns_from_sandbox(struct egress_gateway *g)
         struct gw_dns_pending *p = &g->pending[slot];
         uint16_t id = (uint16_t)(slot | ((uint16_t)(ab_now_ms() & 0x3f) << 10));
         *p = (struct gw_dns_pending){.used = true,
+                                     .key = ref.key,
                                      .sent_ms = ab_now_ms(),
                                      .their_id = q.id,
                                      .peer = peer,
@@ -496,6 +639,7 @@ static void dns_from_resolver(struct egress_gateway *g)
         /* only an answer to the question we relayed under this id */
         if (!p->used || egress_dns_parse_answer(msg, (size_t)r, &p->q, addrs, 16, &n, &ttl) != 0)
             continue;
+        names_put(g, p->key, p->q.name, addrs, n, ttl);
         msg[0] = (uint8_t)(p->their_id >> 8);
         msg[1] = (uint8_t)p->their_id;
         sendto(g->dns_in_fd, msg, (size_t)r, MSG_DONTWAIT, (struct sockaddr *)&p->peer,
@@ -731,10 +875,13 @@ void egress_gateway_free(struct egress_gateway *g)
             }
         loop_timer_cancel(&c->rearm[0]);
         loop_timer_cancel(&c->rearm[1]);
+        loop_timer_cancel(&c->sniff_timer);
         close(c->fd[0]);
-        close(c->fd[1]);
+        if (c->fd[1] >= 0)
+            close(c->fd[1]);
         free(c);
     }
+    free(g->names);
     struct lws *own[] = {g->listener, g->dns_in, g->dns_up};
     for (size_t i = 0; i < AB_ARRAY_LEN(own); i++)
         if (own[i]) {

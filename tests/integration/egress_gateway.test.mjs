@@ -103,8 +103,8 @@ async function setup() {
             s.on('end', () => s.end());
             s.on('error', () => {});
         }).listen(port, () => console.log('listening ' + port));
-        srv(8080); srv(8081);
-        // a resolver: every A query is answered 93.184.215.14, TTL 60
+        srv(8080); srv(8081); srv(80); srv(443);
+        // a resolver: every A query is answered ${PUBLIC}, TTL 60
         const dns = require('dgram').createSocket('udp4');
         dns.on('message', (m, from) => {
             let o = 12, name = [];
@@ -112,13 +112,13 @@ async function setup() {
             console.log('dns ' + name.join('.'));
             const q = m.slice(12, o + 5);
             const hdr = Buffer.from([m[0], m[1], 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]);
-            const ans = Buffer.from([0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 93, 184, 215, 14]);
+            const ans = Buffer.from([0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, ${PUBLIC.split('.').join(', ')}]);
             dns.send(Buffer.concat([hdr, q, ans]), from.port, from.address);
         });
         dns.bind(53, '${PUBLIC}', () => console.log('listening dns'));
     `]);
     cleanups.push(() => server.stop());
-    await waitFor(() => server.logs().includes('listening 8081') && server.logs().includes('listening dns'), {
+    await waitFor(() => ['8081', '80', '443', 'dns'].every((p) => server.logs().includes(`listening ${p}\n`)), {
         what: 'the internet server',
     });
     // the "hub" on the host's own address
@@ -363,7 +363,7 @@ test('gateway: DNS is relayed to the resolver with internet on, refused at once 
     let gw = await startGateway({}, { resolver: `${PUBLIC}:53` });
     try {
         const r = await inSandbox(dnsClient('Api.Example.COM', 0x4242));
-        assert.deepEqual(r, { id: 0x4242, rcode: 0, an: 1, a: '93.184.215.14' });
+        assert.deepEqual(r, { id: 0x4242, rcode: 0, an: 1, a: PUBLIC });
         assert.ok(setup.server.logs().includes('dns Api.Example.COM'));
         await stopClean(gw);
     } finally {
@@ -376,6 +376,54 @@ test('gateway: DNS is relayed to the resolver with internet on, refused at once 
         assert.deepEqual(r, { id: 7, rcode: 5, an: 0, a: null }, 'REFUSED, not a timeout');
         assert.ok(Date.now() - started < 4000);
         assert.equal(setup.server.logs().includes('dns off.example'), false, 'the resolver never saw it');
+        await stopClean(gw);
+    } finally {
+        await gw.stop();
+    }
+});
+
+test('gateway: on ports 80 and 443 a host name in allowOut opens only when the sandbox resolved it to that address', async () => {
+    await setup();
+    const gw = await startGateway({ allowOut: ['api.example.com', 'unresolved.example'] }, {
+        resolver: `${PUBLIC}:53`,
+    });
+    try {
+        const resolved = await inSandbox(dnsClient('api.example.com', 1));
+        assert.equal(resolved.a, PUBLIC);
+        const conns = (port) => setup.server.logs().split('\n').filter((l) => l === `conn ${port}`).length;
+        const tlsBefore = conns(443);
+        const r = await inSandbox(`${client}
+            const tls = require('tls');
+            const hello = (servername) => new Promise((res) => {
+                const s = tls.connect({ host: '${PUBLIC}', port: 443, servername, rejectUnauthorized: false });
+                s.on('error', (e) => res(e.code || 'error'));
+                s.on('close', () => res('closed'));
+                setTimeout(() => { s.destroy(); }, 1500);
+            });
+            const get = (port, host) => one('${PUBLIC}', port, 'GET / HTTP/1.1\\r\\nHost: ' + host + '\\r\\n\\r\\n');
+            (async () => {
+                console.log(JSON.stringify({
+                    named: await get(80, 'api.example.com'),
+                    other: await get(80, 'other.example'),
+                    unverified: await get(80, 'unresolved.example'),
+                    otherPort: await get(8080, 'api.example.com'),
+                    tlsNamed: await hello('api.example.com'),
+                }));
+            })();`);
+        assert.equal(r.named.text, 'GET / HTTP/1.1\r\nHost: api.example.com\r\n\r\n');
+        assert.equal(r.other.bytes, 0);
+        assert.equal(r.unverified.bytes, 0, 'a name the sandbox never resolved to this address does not count');
+        assert.equal(r.otherPort.bytes, 0, 'other ports are CIDR-only');
+        assert.equal(conns(443), tlsBefore + 1, 'the ClientHello for api.example.com was let through');
+        await waitFor(() => gw.denials().length >= 3, { what: 'three refusals' });
+        assert.deepEqual(
+            gw.denials().map((d) => [d.denied, d.dst]),
+            [
+                ['not_allowed', `${PUBLIC}:80`],
+                ['not_allowed', `${PUBLIC}:80`],
+                ['not_allowed', `${PUBLIC}:8080`],
+            ],
+        );
         await stopClean(gw);
     } finally {
         await gw.stop();
