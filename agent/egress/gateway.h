@@ -3,9 +3,14 @@
  * destination, dials the allowed ones from the agent's own namespace and
  * splices bytes both ways with bounded buffers and backpressure.
  *
- * This first version decides on the address only (names do not count: no
- * sniffing, no DNS answers yet), so an allowOut of host names refuses every
- * TCP connection, which is the fail-closed reading. Loop thread only. */
+ * DNS queries on the DNS port are refused at once (REFUSED) when the
+ * sandbox's internet is off and relayed to the resolver otherwise; the
+ * addresses of each answer are remembered per sandbox (a ring of 4096, TTL
+ * clamped to 60 s .. 24 h). On ports 80 and 443, when the policy names hosts,
+ * a connection is held (not dialled) until its first bytes give a TLS SNI or
+ * HTTP Host (sniff.h; at most 16 KiB or 5 s), and that name counts only if
+ * this sandbox resolved it, through the gateway, to the address it dialled.
+ * Loop thread only. */
 #ifndef AGENTBOX_AGENT_EGRESS_GATEWAY_H
 #define AGENTBOX_AGENT_EGRESS_GATEWAY_H
 
