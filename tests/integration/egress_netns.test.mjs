@@ -16,7 +16,7 @@ const driver = path.join(buildDir(), 'test_agent_egress_netns');
 const tag = `${process.pid % 100000}`;
 const EG = `abx-egtest-${tag}`;
 const SB = `abx-sbtest-${tag}`;
-const RANGE = '10.213.0.0/24';
+const RANGE = '10.215.0.0/24';
 const TCP = 15001;
 const DNS = 15053;
 const UDP = 9999;
@@ -70,7 +70,7 @@ test('egress netns: redirect TCP and DNS to the gateway, drop other UDP, leave t
 
     await sh(driver, ['create', ...cfg]);
     const link = JSON.parse(await sh(driver, ['attach', ...cfg, String(SLOT), `/run/netns/${SB}`]));
-    assert.deepEqual(link, { egress_if: `eg${SLOT}`, gateway: '10.213.0.13', sandbox: '10.213.0.14' });
+    assert.deepEqual(link, { egress_if: `eg${SLOT}`, gateway: '10.215.0.13', sandbox: '10.215.0.14' });
 
     // the rules are there, in the egress namespace only
     const rules = await sh('ip', ['netns', 'exec', EG, 'nft', 'list', 'table', 'inet', 'agentbox_egress']);
@@ -81,7 +81,7 @@ test('egress netns: redirect TCP and DNS to the gateway, drop other UDP, leave t
     assert.deepEqual(await hostLeftovers(), { links: [], nft: false }, 'nothing in the host namespace');
     // the sandbox sees one veth and a default route via the gateway
     const sbRoutes = await sh('ip', ['netns', 'exec', SB, 'ip', 'route', 'show', 'default']);
-    assert.match(sbRoutes, /default via 10\.213\.0\.13 dev eth0/);
+    assert.match(sbRoutes, /default via 10\.215\.0\.13 dev eth0/);
 
     // a second create (a restarted agent) adopts: one table, the link kept
     await sh(driver, ['create', ...cfg]);
@@ -111,14 +111,14 @@ test('egress netns: redirect TCP and DNS to the gateway, drop other UDP, leave t
         });
         (async () => {
             console.log(await one('198.51.100.7', 443));
-            console.log(await one('10.213.0.13', 22));
+            console.log(await one('10.215.0.13', 22));
             console.log(await one('127.0.0.1', ${TCP}));
         })();`);
     assert.deepEqual(tcp.trim().split('\n'), ['gateway', 'gateway', 'error ECONNREFUSED']);
     await waitFor(() => events().filter((e) => e.tcp).length >= 2, { what: 'two TCP connections' });
     assert.deepEqual(
         events().filter((e) => e.tcp).map((e) => e.orig),
-        ['198.51.100.7:443', '10.213.0.13:22'],
+        ['198.51.100.7:443', '10.215.0.13:22'],
     );
 
     // UDP: two non-DNS datagrams, then a DNS query, in this order on one path.
@@ -128,7 +128,7 @@ test('egress netns: redirect TCP and DNS to the gateway, drop other UDP, leave t
         const send = (m, p, h) => new Promise((r) => u.send(m, p, h, r));
         (async () => {
             await send('lost-far', ${UDP}, '198.51.100.7');
-            await send('lost-gw', ${UDP}, '10.213.0.13');
+            await send('lost-gw', ${UDP}, '10.215.0.13');
             await send('query', 53, '198.51.100.7');
             u.close();
         })();`);
