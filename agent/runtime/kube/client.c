@@ -941,6 +941,12 @@ static int do_watch(struct reflector *r)
             r->relist = true;
             if (r->st)
                 r->st->relists_410++;
+        } else if (code == 401) {
+            /* the token rotated: re-read it before the next attempt (trap 22) */
+            char tok[KUBE_TOKEN_MAX];
+            current_token(r->c, true, tok, sizeof(tok));
+            explicit_bzero(tok, sizeof(tok));
+            rc = AB_EDENIED;
         } else {
             char cs[16];
             snprintf(cs, sizeof(cs), "%ld", code);
