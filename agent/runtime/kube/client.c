@@ -453,8 +453,14 @@ static void current_token(struct kube_client *c, bool force, char *out, size_t s
         FILE *f = fopen(c->cfg.token_file, "rb");
         if (f) {
             char buf[KUBE_TOKEN_MAX];
-            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+            size_t n = fread(buf, 1, sizeof(buf), f);
             fclose(f);
+            if (n == sizeof(buf)) {
+                LOG_WARN("kube: token file larger than the token limit; keeping the previous token",
+                         "path", c->cfg.token_file);
+                explicit_bzero(buf, sizeof(buf));
+                goto done;
+            }
             while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
                 n--;
             buf[n] = '\0';
@@ -466,6 +472,7 @@ static void current_token(struct kube_client *c, bool force, char *out, size_t s
                      c->cfg.token_file);
         }
     }
+done:
     ab_strlcpy(out, c->token, size);
     pthread_mutex_unlock(&c->mu);
 }
@@ -983,7 +990,8 @@ int kube_reflect(struct kube_client *c, const struct kube_reflect_options *o, ku
     unsigned failures = 0;
     int rc = 0;
     while (!stopping(&r)) {
-        if (r.relist) {
+        bool listing = r.relist;
+        if (listing) {
             r.relist = false;
             rc = do_list(&r);
         } else {
@@ -1001,8 +1009,8 @@ int kube_reflect(struct kube_client *c, const struct kube_reflect_options *o, ku
             failures = 0; /* EOF of a watch: re-watch at once */
             continue;
         }
-        if (rc < 0 && !r.relist && r.rv[0] == '\0')
-            r.relist = true; /* the first list failed: list again */
+        if (listing)
+            r.relist = true; /* a failed list is retried as a list, never as a watch */
         if (r.st)
             r.st->errors++;
         nap(&r, kube_backoff_ms(failures, base, cap, rnd64()));
