@@ -448,3 +448,93 @@ test('the real kubectl: apply the samples, get -o yaml, get -w, a stale patch co
     assert.notEqual(gone.code, 0);
     assert.match(gone.stderr, /NotFound/);
 });
+
+// --- the simulated kubelet --------------------------------------------------------------
+
+const condOf = (p, type) => p?.status?.conditions?.find((c) => c.type === type)?.status;
+const csOf = (p) => p?.status?.containerStatuses?.[0];
+
+test('kubelet: schedules a Pod, runs it Ready on 127.0.0.1, restarts it in place on an image change', async () => {
+    const api = await server({ kubelet: { pullDelayMs: 150 } });
+    const w = watch(api, PODS, {});
+    await call(api, 'POST', PODS, pod('k-1'));
+    const running = await waitFor(() => {
+        const p = api.peek('pods', 'default', 'k-1');
+        return condOf(p, 'Ready') === 'True' && p;
+    }, { what: 'k-1 Ready' });
+    assert.equal(running.spec.nodeName, 'node-1');
+    assert.equal(condOf(running, 'PodScheduled'), 'True');
+    assert.equal(running.status.phase, 'Running');
+    assert.equal(running.status.podIP, '127.0.0.1');
+    assert.deepEqual(running.status.podIPs, [{ ip: '127.0.0.1' }]);
+    const cs0 = csOf(running);
+    assert.equal(cs0.image, 'idle:1');
+    assert.ok(cs0.state.running);
+    assert.equal(cs0.restartCount, 0);
+    assert.match(cs0.imageID, /@sha256:[0-9a-f]{64}$/);
+    assert.match(cs0.containerID, /^containerd:\/\//);
+
+    // the swap: one patch; Ready goes False while the new image is pulled, then True
+    const sw = await call(api, 'PATCH', `${PODS}/k-1`, { metadata: { resourceVersion: running.metadata.resourceVersion }, spec: { containers: [{ name: 'sandbox', image: 'task:9' }] } }, { ctype: 'application/strategic-merge-patch+json' });
+    assert.equal(sw.code, 200);
+    await waitFor(() => condOf(api.peek('pods', 'default', 'k-1'), 'Ready') === 'False', { what: 'Ready False during the pull' });
+    const swapped = await waitFor(() => {
+        const p = api.peek('pods', 'default', 'k-1');
+        return condOf(p, 'Ready') === 'True' && csOf(p).image === 'task:9' && p;
+    }, { what: 'k-1 Ready on task:9' });
+    const cs1 = csOf(swapped);
+    assert.equal(cs1.restartCount, 1);
+    assert.notEqual(cs1.containerID, cs0.containerID, 'a new container');
+    assert.notEqual(cs1.imageID, cs0.imageID);
+    assert.equal(cs1.lastState.terminated.containerID, cs0.containerID);
+    assert.equal(swapped.status.podIP, '127.0.0.1', 'podIP unchanged');
+    assert.equal(swapped.status.phase, 'Running', 'phase stays Running through the swap');
+    const evs = (await call(api, 'GET', '/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dk-1')).body.items;
+    assert.ok(evs.some((e) => e.reason === 'Killing' && /definition changed, will be restarted/.test(e.message)), 'Killing event');
+    assert.ok(evs.some((e) => e.reason === 'Pulled' && e.message.includes('task:9')));
+    // kubelet writes are watched MODIFIED events with increasing RVs
+    const mods = w.events.filter((e) => e.type === 'MODIFIED').map((e) => Number(e.object.metadata.resourceVersion));
+    assert.ok(mods.length >= 5, `several status writes watched (${mods.length})`);
+    assert.ok(mods.every((v, i) => i === 0 || v > mods[i - 1]));
+    w.close();
+
+    // deleting a scheduled Pod: Terminating, then gone once the kubelet stopped it
+    const del = await call(api, 'DELETE', `${PODS}/k-1`);
+    assert.equal(del.code, 200);
+    assert.ok(del.body.metadata.deletionTimestamp, 'a scheduled Pod lingers');
+    await waitFor(async () => (await call(api, 'GET', `${PODS}/k-1`)).code === 404, { what: 'k-1 gone' });
+});
+
+test('kubelet: a failed pull is ErrImagePull then ImagePullBackOff with the image named; a finalizer holds a stopped Pod', async () => {
+    const api = await server({ kubelet: { failImages: /^bad\// } });
+    await call(api, 'POST', PODS, { ...pod('k-2'), metadata: { name: 'k-2', finalizers: ['agentbox.navix.sh/sandbox-protection'] } });
+    const ready = await waitFor(() => {
+        const p = api.peek('pods', 'default', 'k-2');
+        return condOf(p, 'Ready') === 'True' && p;
+    }, { what: 'k-2 Ready' });
+    await call(api, 'PATCH', `${PODS}/k-2`, { metadata: { resourceVersion: ready.metadata.resourceVersion }, spec: { containers: [{ name: 'sandbox', image: 'bad/missing:1' }] } }, { ctype: 'application/strategic-merge-patch+json' });
+    const failed = await waitFor(() => {
+        const p = api.peek('pods', 'default', 'k-2');
+        return csOf(p)?.state?.waiting?.reason === 'ImagePullBackOff' && p;
+    }, { what: 'ImagePullBackOff' });
+    assert.equal(condOf(failed, 'Ready'), 'False');
+    assert.match(csOf(failed).state.waiting.message, /bad\/missing:1/);
+    const evs = (await call(api, 'GET', '/api/v1/namespaces/default/events?fieldSelector=reason%3DFailed')).body.items;
+    assert.ok(evs.some((e) => e.involvedObject.name === 'k-2' && e.message.includes('bad/missing:1') && e.type === 'Warning'));
+
+    // back to a good image: runs again
+    const cur = api.peek('pods', 'default', 'k-2');
+    await call(api, 'PATCH', `${PODS}/k-2`, { metadata: { resourceVersion: cur.metadata.resourceVersion }, spec: { containers: [{ name: 'sandbox', image: 'idle:1' }] } }, { ctype: 'application/strategic-merge-patch+json' });
+    await waitFor(() => condOf(api.peek('pods', 'default', 'k-2'), 'Ready') === 'True' && csOf(api.peek('pods', 'default', 'k-2')).image === 'idle:1', { what: 'k-2 Ready again' });
+
+    await call(api, 'DELETE', `${PODS}/k-2`);
+    const held = await waitFor(() => {
+        const p = api.peek('pods', 'default', 'k-2');
+        return p?.status?.phase === 'Succeeded' && p;
+    }, { what: 'k-2 stopped' });
+    assert.ok(held.metadata.deletionTimestamp);
+    assert.equal(condOf(held, 'Ready'), 'False');
+    const rm = await call(api, 'PATCH', `${PODS}/k-2`, { metadata: { resourceVersion: held.metadata.resourceVersion, finalizers: null } }, { ctype: 'application/merge-patch+json' });
+    assert.equal(rm.code, 200);
+    assert.equal((await call(api, 'GET', `${PODS}/k-2`)).code, 404);
+});

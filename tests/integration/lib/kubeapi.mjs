@@ -8,7 +8,8 @@
 //
 // What it does not model: namespaces as objects, server-side apply (415),
 // CRD schemas beyond required/enum/minimum/defaults of the three agentbox
-// CRDs, garbage collection, a kubelet (nothing schedules Pods yet).
+// CRDs, garbage collection. The simulated kubelet (option `kubelet`) runs no
+// real processes yet: Pods become Running/Ready on 127.0.0.1.
 //
 //   const api = await startKubeApi({ token: 'sekret', historyLimit: 100 });
 //   api.url; api.kubeconfig(dir); api.compact(); api.inject({...}); await api.close();
@@ -393,7 +394,10 @@ function podSpecMutable(oldSpec, newSpec) {
 //   bookmarkMs       BOOKMARK interval for watches that allow them (0 = never)
 //   watch410         'event' (ERROR event in a 200 stream) or 'http' (HTTP 410)
 //   watchTimeoutSec  default server-side end of a watch
-//   podGraceMs       how long a deleted scheduled Pod lingers (no kubelet yet)
+//   podGraceMs       how long a deleted scheduled Pod lingers without a kubelet
+//   kubelet          true or {node, podIP, pullDelayMs, readyDelayMs, stopDelayMs,
+//                    failImages (RegExp or list), normalise}: the simulated node;
+//                    api.options.kubelet may be changed while running
 export async function startKubeApi(opts = {}) {
     const o = {
         token: null, historyLimit: 1000, bookmarkMs: 1000, watch410: 'event', watchTimeoutSec: 1800,
@@ -410,6 +414,7 @@ export async function startKubeApi(opts = {}) {
     const requests = [];
     const sockets = new Set();
     const timers = new Set();
+    let closed = false;
 
     const keyOf = (r, ns, name) => `${r.name}/${r.namespaced ? ns : ''}/${name}`;
 
@@ -418,6 +423,7 @@ export async function startKubeApi(opts = {}) {
         history.push(ev);
         while (history.length > o.historyLimit) compactedRv = history.shift().rv;
         for (const w of watchers) if (w.r === r) w.deliver(ev);
+        if (o.kubelet && r.name === 'pods' && type !== 'DELETED') kubeletKick(obj);
     }
 
     function persist(r, obj, prev) {
@@ -594,7 +600,7 @@ export async function startKubeApi(opts = {}) {
         next.metadata.generation = (cur.metadata.generation ?? 1) + 1;
         if (opts.dryRun) return { obj: next };
         persist(r, next, cur);
-        if (r.name === 'pods' && grace > 0) {
+        if (r.name === 'pods' && grace > 0 && !o.kubelet) {
             const t = setTimeout(() => {
                 timers.delete(t);
                 const now = store.get(keyOf(r, next.metadata.namespace, name));
@@ -614,6 +620,223 @@ export async function startKubeApi(opts = {}) {
             return;
         }
         remove(r, pod);
+    }
+
+
+    // --- the simulated kubelet (§14 "Simulated node behaviour") -----------------------
+    //
+    // Per Pod, one step at a time: schedule (spec.nodeName, PodScheduled), start
+    // every container (after the pull delay, or ErrImagePull → ImagePullBackOff
+    // for images matching failImages), restart a container whose spec image
+    // changed (Killing event, restartCount + 1, lastState.terminated, a new
+    // containerID, Ready False then True, podIP kept), stop a deleted Pod.
+    // Every status change is a /status write: it bumps the RV and is watched.
+    const podRes = RESOURCES.find((x) => x.name === 'pods');
+    const busy = new Map(); // uid → {again}
+    const kubeletOpts = () => ({ node: 'node-1', podIP: '127.0.0.1', pullDelayMs: 0, readyDelayMs: 0, stopDelayMs: 0, failImages: null, ...(o.kubelet === true ? {} : o.kubelet) });
+    const sleep = (ms) => new Promise((res) => {
+        const t = setTimeout(() => { timers.delete(t); res(); }, ms);
+        timers.add(t);
+    });
+    const hash = (s) => {
+        let h = 0x811c9dc5;
+        for (const ch of s) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
+        return h.toString(16).padStart(8, '0');
+    };
+    const imageID = (img) => `docker-pullable://${img.replace(/[:@].*$/, '')}@sha256:${hash(img).repeat(8)}`;
+    const containerID = () => `containerd://${randomBytes(32).toString('hex')}`;
+
+    function kubeletKick(obj) {
+        const uid = obj.metadata.uid;
+        const b = busy.get(uid);
+        if (b) return void (b.again = true);
+        const entry = { again: false };
+        busy.set(uid, entry);
+        setImmediate(async () => {
+            try {
+                do {
+                    entry.again = false;
+                    await kubeletStep(obj.metadata.namespace, obj.metadata.name, uid);
+                } while (entry.again && !closed);
+            } finally {
+                busy.delete(uid);
+            }
+        });
+    }
+
+    function podNow(ns, name, uid) {
+        const p = store.get(keyOf(podRes, ns, name));
+        return p && p.metadata.uid === uid ? p : null;
+    }
+
+    // A status write from the kubelet; fn edits a copy of the current status.
+    function writeStatus(ns, name, uid, fn) {
+        const cur = podNow(ns, name, uid);
+        if (!cur) return null;
+        const next = clone(cur);
+        next.status ??= {};
+        fn(next.status, next);
+        return update(podRes, cur, next, 'status');
+    }
+
+    function setCond(st, type, status, reason) {
+        st.conditions ??= [];
+        const c = st.conditions.find((x) => x.type === type);
+        if (c && c.status === status) return;
+        const entry = { type, status, lastProbeTime: null, lastTransitionTime: nowTime(), ...(reason ? { reason } : {}) };
+        if (c) Object.assign(c, entry);
+        else st.conditions.push(entry);
+    }
+
+    function kubeletEvent(pod, type, reason, message, container) {
+        const ns = pod.metadata.namespace;
+        const kl = kubeletOpts();
+        const t = nowTime();
+        create(RESOURCES.find((x) => x.name === 'events'), ns, {
+            metadata: { name: `${pod.metadata.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
+            involvedObject: { kind: 'Pod', namespace: ns, name: pod.metadata.name, uid: pod.metadata.uid, apiVersion: 'v1', ...(container ? { fieldPath: `spec.containers{${container}}` } : {}) },
+            reason, message, type, count: 1, firstTimestamp: t, lastTimestamp: t,
+            source: { component: 'kubelet', host: kl.node }, reportingComponent: 'kubelet', reportingInstance: kl.node,
+        });
+    }
+
+    const pullFails = (img) => {
+        const f = kubeletOpts().failImages;
+        return !!f && (f instanceof RegExp ? f.test(img) : f.includes(img));
+    };
+
+    function recomputeReady(st) {
+        const all = (st.containerStatuses ?? []).length > 0 && st.containerStatuses.every((c) => c.ready);
+        setCond(st, 'ContainersReady', all ? 'True' : 'False', all ? undefined : 'ContainersNotReady');
+        setCond(st, 'Ready', all ? 'True' : 'False', all ? undefined : 'ContainersNotReady');
+    }
+
+    async function kubeletStep(ns, name, uid) {
+        const kl = kubeletOpts();
+        let pod = podNow(ns, name, uid);
+        if (!pod || closed) return;
+        if (!pod.spec?.nodeName) {
+            if (pod.metadata.deletionTimestamp) return;
+            // the scheduler's binding: nodeName is not writable through update
+            const next = clone(pod);
+            next.spec.nodeName = kl.node;
+            next.status ??= {};
+            setCond(next.status, 'PodScheduled', 'True');
+            persist(podRes, next, pod);
+            kubeletEvent(next, 'Normal', 'Scheduled', `Successfully assigned ${ns}/${name} to ${kl.node}`);
+            return void kubeletKick(next);
+        }
+        if (pod.metadata.deletionTimestamp) {
+            if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed' || pod.metadata.deletionGracePeriodSeconds === 0) {
+                if (!(pod.metadata.finalizers ?? []).length) remove(podRes, pod);
+                return;
+            }
+            for (const c of pod.spec.containers) kubeletEvent(pod, 'Normal', 'Killing', `Stopping container ${c.name}`, c.name);
+            await sleep(kl.stopDelayMs);
+            pod = podNow(ns, name, uid);
+            if (!pod) return;
+            writeStatus(ns, name, uid, (st) => {
+                for (const c of st.containerStatuses ?? []) {
+                    c.state = { terminated: { exitCode: 0, reason: 'Completed', startedAt: c.state?.running?.startedAt, finishedAt: nowTime(), containerID: c.containerID } };
+                    c.ready = false;
+                    c.started = false;
+                }
+                st.phase = 'Succeeded'; // stopped cleanly within its grace period
+                recomputeReady(st);
+            });
+            pod = podNow(ns, name, uid);
+            if (pod) podTerminated(podRes, pod);
+            return;
+        }
+        const st = pod.status ?? {};
+        if (!st.containerStatuses) {
+            // first start: sandbox ready, pull, run
+            writeStatus(ns, name, uid, (s) => {
+                s.phase = 'Pending';
+                s.hostIP = '127.0.0.1';
+                s.hostIPs = [{ ip: '127.0.0.1' }];
+                s.podIP = kl.podIP;
+                s.podIPs = [{ ip: kl.podIP }];
+                s.startTime = nowTime();
+                setCond(s, 'PodReadyToStartContainers', 'True');
+                setCond(s, 'Initialized', 'True');
+                s.containerStatuses = pod.spec.containers.map((c) => ({
+                    name: c.name, image: c.image, imageID: '', ready: false, started: false, restartCount: 0,
+                    state: { waiting: { reason: 'ContainerCreating' } }, lastState: {},
+                }));
+                recomputeReady(s);
+            });
+            kubeletKick(pod);
+            return;
+        }
+        // containers whose spec image differs from what runs (or is waiting to run)
+        for (const c of pod.spec.containers) {
+            const cs = st.containerStatuses.find((x) => x.name === c.name);
+            if (!cs) continue;
+            const wants = cs.image !== c.image || cs.state?.waiting?.reason === 'ContainerCreating';
+            const backoff = cs.state?.waiting && /ErrImagePull|ImagePullBackOff/.test(cs.state.waiting.reason) && cs.image === c.image;
+            if (!wants || backoff) continue;
+            const wasRunning = !!cs.state?.running;
+            if (wasRunning) {
+                kubeletEvent(pod, 'Normal', 'Killing', `Container ${c.name} definition changed, will be restarted`, c.name);
+                writeStatus(ns, name, uid, (s) => {
+                    const x = s.containerStatuses.find((y) => y.name === c.name);
+                    x.lastState = { terminated: { exitCode: 137, reason: 'Error', startedAt: x.state.running.startedAt, finishedAt: nowTime(), containerID: x.containerID } };
+                    x.state = { waiting: { reason: 'ContainerCreating' } };
+                    x.image = c.image;
+                    x.ready = false;
+                    x.started = false;
+                    x.restartCount += 1;
+                    recomputeReady(s);
+                });
+            }
+            kubeletEvent(pod, 'Normal', 'Pulling', `Pulling image "${c.image}"`, c.name);
+            await sleep(kubeletOpts().pullDelayMs);
+            pod = podNow(ns, name, uid);
+            if (!pod || pod.metadata.deletionTimestamp) return void (pod && kubeletKick(pod));
+            const specNow = pod.spec.containers.find((y) => y.name === c.name);
+            if (specNow.image !== c.image) return void kubeletKick(pod); // changed again meanwhile
+            if (pullFails(c.image)) {
+                const msg = `Failed to pull image "${c.image}": rpc error: code = NotFound desc = failed to pull and unpack image "${c.image}": not found`;
+                kubeletEvent(pod, 'Warning', 'Failed', msg, c.name);
+                writeStatus(ns, name, uid, (s) => {
+                    const x = s.containerStatuses.find((y) => y.name === c.name);
+                    x.image = c.image;
+                    x.state = { waiting: { reason: 'ErrImagePull', message: msg } };
+                    x.ready = false;
+                    recomputeReady(s);
+                });
+                await sleep(Math.max(10, kubeletOpts().pullDelayMs));
+                writeStatus(ns, name, uid, (s) => {
+                    const x = s.containerStatuses.find((y) => y.name === c.name);
+                    if (x.state?.waiting?.reason === 'ErrImagePull' && x.image === c.image)
+                        x.state = { waiting: { reason: 'ImagePullBackOff', message: `Back-off pulling image "${c.image}"` } };
+                });
+                continue;
+            }
+            kubeletEvent(pod, 'Normal', 'Pulled', `Successfully pulled image "${c.image}"`, c.name);
+            const id = containerID();
+            writeStatus(ns, name, uid, (s) => {
+                const x = s.containerStatuses.find((y) => y.name === c.name);
+                x.image = kubeletOpts().normalise && !c.image.includes('/') ? `docker.io/library/${c.image}` : c.image;
+                x.imageID = imageID(c.image);
+                x.containerID = id;
+                x.state = { running: { startedAt: nowTime() } };
+                x.started = true;
+                x.ready = kubeletOpts().readyDelayMs <= 0;
+                s.phase = 'Running';
+                recomputeReady(s);
+            });
+            kubeletEvent(pod, 'Normal', 'Started', `Started container ${c.name}`, c.name);
+            if (kubeletOpts().readyDelayMs > 0) {
+                await sleep(kubeletOpts().readyDelayMs);
+                writeStatus(ns, name, uid, (s) => {
+                    const x = s.containerStatuses.find((y) => y.name === c.name);
+                    if (x.containerID === id) x.ready = true;
+                    recomputeReady(s);
+                });
+            }
+        }
     }
 
     function list(r, ns) {
@@ -1069,6 +1292,7 @@ ${token !== null ? `    token: ${token}\n` : '    {}\n'}contexts:
             return file;
         },
         async close() {
+            closed = true;
             for (const w of [...watchers]) w.end();
             for (const t of timers) clearTimeout(t);
             await new Promise((resolve) => {
