@@ -1037,6 +1037,17 @@ export async function startKubeApi(opts = {}) {
                 if (g) return send(200, { kind: 'APIGroup', apiVersion: 'v1', ...g });
             }
             if (p === '/openapi/v3') return send(200, openapiIndex());
+            if (p === '/openapi/v2') {
+                // Older kubectl (Debian's 1.20) validates with v2 and asks for
+                // protobuf: zero bytes are an empty, valid Document, so no kind
+                // has a client-side schema and validation is left to us.
+                if ((req.headers.accept ?? '').includes('protobuf')) {
+                    res.writeHead(200, { 'Content-Type': 'application/com.github.proto-openapi.spec.v2.v1.0+protobuf' });
+                    res.end();
+                    return 200;
+                }
+                return send(200, { swagger: '2.0', info: { title: 'Kubernetes', version: 'v1.32.0' }, paths: {} });
+            }
             const oa = p.match(/^\/openapi\/v3\/(?:api|apis)\/(.+)$/);
             if (oa && RESOURCES.some((r) => r.apiVersion === oa[1])) return send(200, openapiDoc(oa[1]));
             if (p === '/healthz' || p === '/readyz' || p === '/livez') {
