@@ -3,7 +3,8 @@
 // Pods of a namespace and prints each event; stdin lines issue single
 // requests. Checks the paginated list, live events, watch EOF → re-watch
 // without a relist, 410 → one relist with the missed deletion synthesised,
-// 429 + Retry-After retried, and a rotated token file re-read after a 401.
+// 429 + Retry-After retried, a rotated token file re-read after a 401, and
+// an API server restart mid-watch (resume from the last RV, no relist).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -158,4 +159,25 @@ contexts: [{name: t, context: {cluster: c, user: u, namespace: default}}]
     await waitFor(() => d.lines().some((l) => l.startsWith('ADDED b')), { timeoutMs: 15000, what: `event after rotation (${d.out()})` });
     d.send('quit');
     assert.equal((await d.exited).code, 0, d.err());
+});
+
+test('an API server restart mid-watch: the reflector backs off, resumes from its RV, does not relist', async () => {
+    const api = await startKubeApi({});
+    cleanup.push(() => api.close());
+    await call(api, 'POST', PODS, pod('r-0'));
+    const d = driver(api.kubeconfig(tempDir('agentbox-kc-')));
+    await waitFor(() => d.lines().includes('SYNCED'), { what: `sync (${d.out()}${d.err()})` });
+    await waitFor(() => watchRequests(api).length >= 1, { what: 'the watch' });
+    const rv = api.resourceVersion;
+    await api.restart({ downMs: 400 });
+    await call(api, 'POST', PODS, pod('r-1'));
+    await waitFor(() => d.lines().some((l) => l.startsWith('ADDED r-1')), { timeoutMs: 15000, what: `event after the restart (${d.out()})` });
+    assert.equal(listRequests(api).length, 1, 'resumed by watch, not by a relist');
+    assert.ok(watchRequests(api).slice(1).some((r) => r.query.resourceVersion === rv), 'the resumed watch starts at the last RV seen');
+    assert.equal(d.lines().filter((l) => l.startsWith('ADDED r-0')).length, 1, 'r-0 not announced twice');
+    d.send('quit');
+    assert.equal((await d.exited).code, 0, d.err());
+    const stats = d.lines().find((l) => l.startsWith('STATS'));
+    assert.match(stats, /relists=0 /);
+    assert.match(stats, /errors=[1-9]/, 'the refused reconnects were failures, backed off');
 });

@@ -1302,6 +1302,23 @@ ${token !== null ? `    token: ${token}\n` : '    {}\n'}contexts:
             void user;
             return file;
         },
+        // The process restarts (storage and watch history kept, as etcd
+        // keeps them): every connection drops, nothing listens for downMs.
+        async restart({ downMs = 0 } = {}) {
+            for (const w of [...watchers]) {
+                w.res.socket?.destroy();
+                w.end();
+            }
+            await new Promise((resolve) => {
+                server.close(() => resolve());
+                for (const s of sockets) s.destroy();
+            });
+            if (downMs) await new Promise((r) => setTimeout(r, downMs));
+            await new Promise((resolve, reject) => {
+                server.once('error', reject);
+                server.listen(api.port, '127.0.0.1', resolve);
+            });
+        },
         async close() {
             closed = true;
             for (const w of [...watchers]) w.end();
