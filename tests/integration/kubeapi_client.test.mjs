@@ -4,7 +4,8 @@
 // requests. Checks the paginated list, live events, watch EOF → re-watch
 // without a relist, 410 → one relist with the missed deletion synthesised,
 // 429 + Retry-After retried, a rotated token file re-read after a 401, and
-// an API server restart mid-watch (resume from the last RV, no relist).
+// an API server restart mid-watch (resume from the last RV, no relist), and
+// kube_submit answering on the loop thread.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -175,6 +176,13 @@ test('an API server restart mid-watch: the reflector backs off, resumes from its
     assert.equal(listRequests(api).length, 1, 'resumed by watch, not by a relist');
     assert.ok(watchRequests(api).slice(1).some((r) => r.query.resourceVersion === rv), 'the resumed watch starts at the last RV seen');
     assert.equal(d.lines().filter((l) => l.startsWith('ADDED r-0')).length, 1, 'r-0 not announced twice');
+
+    // kube_submit: the request runs on a loop worker, the answer comes back on the loop thread
+    d.send(`aget ${PODS}/r-1`);
+    d.send(`aget ${PODS}/missing`);
+    await waitFor(() => d.lines().filter((l) => l.startsWith('ARESP')).length >= 2, { what: `ARESP (${d.out()})` });
+    const ar = d.lines().filter((l) => l.startsWith('ARESP')).map((l) => l.split(' ').slice(1, 4).join(' ')).sort();
+    assert.deepEqual(ar, ['0 200 onloop=1', '0 404 onloop=1']);
     d.send('quit');
     assert.equal((await d.exited).code, 0, d.err());
     const stats = d.lines().find((l) => l.startsWith('STATS'));

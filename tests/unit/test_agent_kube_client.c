@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agentbox/common.h"
+#include "agentbox/loop.h"
 #include "agent/runtime/kube/client.h"
 
 static const char *KUBECONFIG = "apiVersion: v1\n"
@@ -404,6 +405,37 @@ static int on_event(void *arg, enum kube_event ev, json_t *obj)
     return 0;
 }
 
+struct aget {
+    struct loop *loop;
+    struct kube_client *c;
+    char url[KUBE_URL_MAX];
+    int64_t t0;
+};
+
+static void aget_done(void *arg, int rc, struct kube_response *r)
+{
+    struct aget *a = arg;
+    say("ARESP %d %ld onloop=%d %lld", rc, r->code, loop_on_loop_thread(a->loop) ? 1 : 0,
+        (long long)(ab_now_ms() - a->t0));
+    free(a);
+}
+
+/* Runs on the loop thread: hands the request to a worker. */
+static void aget_start(void *arg, int status)
+{
+    struct aget *a = arg;
+    if (status == 0 && kube_submit(a->loop, a->c, "GET", a->url, NULL, NULL, 0, aget_done, a) == 0)
+        return;
+    say("ARESP refused");
+    free(a);
+}
+
+static void *loop_thread(void *arg)
+{
+    loop_run(arg);
+    return NULL;
+}
+
 struct live {
     struct kube_client *c;
     struct kube_reflect_options o;
@@ -444,13 +476,31 @@ static int live(const char *kubeconfig, const char *ns)
                            .backoff_cap_ms = 400,
                            .stop = &stop,
                            .stats = &st}};
-    pthread_t t;
+    pthread_t t, lt;
     pthread_create(&t, NULL, reflect_thread, &l);
+    struct loop *loop = loop_new(&(struct loop_options){.workers = 2});
+    if (!loop) {
+        fprintf(stderr, "loop_new failed\n");
+        return 2;
+    }
+    pthread_create(&lt, NULL, loop_thread, loop);
     char line[1024];
     while (fgets(line, sizeof(line), stdin)) {
         line[strcspn(line, "\n")] = '\0';
         if (strcmp(line, "quit") == 0)
             break;
+        if (strncmp(line, "aget ", 5) == 0) {
+            struct aget *a = calloc(1, sizeof(*a));
+            a->loop = loop;
+            a->c = c;
+            a->t0 = ab_now_ms();
+            snprintf(a->url, sizeof(a->url), "%s%s", kube_client_server(c), line + 5);
+            if (loop_post(loop, aget_start, a) < 0) {
+                say("ARESP refused");
+                free(a);
+            }
+            continue;
+        }
         if (strncmp(line, "get ", 4) == 0) {
             char url[KUBE_URL_MAX];
             snprintf(url, sizeof(url), "%s%s", kube_client_server(c), line + 4);
@@ -464,6 +514,9 @@ static int live(const char *kubeconfig, const char *ns)
     }
     atomic_store(&stop, true);
     pthread_join(t, NULL);
+    loop_stop(loop);
+    pthread_join(lt, NULL);
+    loop_free(loop);
     say("STATS lists=%u watches=%u relists=%u bookmarks=%u errors=%u requests=%llu rc=%d", st.lists,
         st.watches, st.relists_410, st.bookmarks, st.errors,
         (unsigned long long)kube_client_requests(c), l.rc);

@@ -6,6 +6,7 @@
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/log.h"
+#include "agentbox/loop.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -682,6 +683,70 @@ int kube_request(struct kube_client *c, const char *method, const char *url,
             kube_status_from_body(code, out->body, out->len, &out->status);
         return 0;
     }
+}
+
+struct submit_job {
+    struct kube_client *c;
+    char *method, *url, *ctype, *body;
+    size_t body_len;
+    kube_done_fn done;
+    void *arg;
+    int rc;
+    struct kube_response resp;
+};
+
+static void submit_free(struct submit_job *j)
+{
+    free(j->method);
+    free(j->url);
+    free(j->ctype);
+    free(j->body);
+    kube_response_clear(&j->resp);
+    free(j);
+}
+
+static void submit_work(void *arg)
+{
+    struct submit_job *j = arg;
+    j->rc = kube_request(j->c, j->method, j->url, j->ctype, j->body, j->body_len, &j->resp);
+}
+
+static void submit_done(void *arg, int status)
+{
+    struct submit_job *j = arg;
+    j->done(j->arg, status ? status : j->rc, &j->resp);
+    submit_free(j);
+}
+
+int kube_submit(struct loop *l, struct kube_client *c, const char *method, const char *url,
+                const char *content_type, const char *body, size_t body_len, kube_done_fn done,
+                void *arg)
+{
+    struct submit_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return AB_ENOMEM;
+    j->c = c;
+    j->done = done;
+    j->arg = arg;
+    j->method = strdup(method);
+    j->url = strdup(url);
+    j->ctype = content_type ? strdup(content_type) : NULL;
+    j->body_len = body_len;
+    if (body) {
+        j->body = malloc(body_len + 1);
+        if (j->body) {
+            memcpy(j->body, body, body_len);
+            j->body[body_len] = '\0';
+        }
+    }
+    if (!j->method || !j->url || (content_type && !j->ctype) || (body && !j->body)) {
+        submit_free(j);
+        return AB_ENOMEM;
+    }
+    int rc = loop_submit(l, submit_work, submit_done, j);
+    if (rc < 0)
+        submit_free(j);
+    return rc;
 }
 
 /* --- reflector ---------------------------------------------------------------------- */

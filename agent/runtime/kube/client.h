@@ -169,6 +169,17 @@ int kube_request(struct kube_client *c, const char *method, const char *url,
                  const char *content_type, const char *body, size_t body_len,
                  struct kube_response *out);
 
+/* kube_request on a loop worker, for code on the loop thread: method, url,
+ * content type and body are copied; done(arg, rc, resp) then runs on the loop
+ * thread (rc as kube_request's, or AB_ECLOSED when the loop shut down first);
+ * resp is valid only during the call. Returns AB_EBUSY when the worker queue
+ * is full, and then done is never called. c must outlive the job. */
+struct loop;
+typedef void (*kube_done_fn)(void *arg, int rc, struct kube_response *resp);
+int kube_submit(struct loop *l, struct kube_client *c, const char *method, const char *url,
+                const char *content_type, const char *body, size_t body_len, kube_done_fn done,
+                void *arg);
+
 /* Requests sent (attempts, retries included) — for tests and metrics. */
 uint64_t kube_client_requests(const struct kube_client *c);
 
