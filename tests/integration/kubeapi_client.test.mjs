@@ -189,3 +189,21 @@ test('an API server restart mid-watch: the reflector backs off, resumes from its
     assert.match(stats, /relists=0 /);
     assert.match(stats, /errors=[1-9]/, 'the refused reconnects were failures, backed off');
 });
+
+test('the client-side QPS limit spaces requests once the burst is spent', async () => {
+    const api = await startKubeApi({});
+    cleanup.push(() => api.close());
+    await call(api, 'POST', PODS, pod('q-0'));
+    const d = driver(api.kubeconfig(tempDir('agentbox-kc-')), { KUBE_QPS: '5' }); // burst 5
+    await waitFor(() => d.lines().includes('SYNCED'), { what: `sync (${d.out()}${d.err()})` });
+    const t0 = Date.now();
+    for (let i = 0; i < 12; i++) d.send(`get ${PODS}/q-0`);
+    await waitFor(() => d.lines().filter((l) => l.startsWith('RESP 0 200')).length === 12, { what: `12 answers (${d.out()})` });
+    const took = Date.now() - t0;
+    // at most 5 tokens are stored: at least 7 of the 12 wait 200 ms each
+    assert.ok(took >= 1300, `12 requests at 5 qps took ${took} ms`);
+    const stamps = api.requests.filter((r) => r.path === `${PODS}/q-0`).length;
+    assert.equal(stamps, 12, 'each request sent once');
+    d.send('quit');
+    assert.equal((await d.exited).code, 0, d.err());
+});

@@ -6,6 +6,7 @@
  * Threads: kube_request and kube_reflect BLOCK. Run short requests on a loop
  * worker (loop_submit) and a reflector on a thread of its own (a watch lives
  * for minutes and would hold a worker); never call them on the loop thread.
+ * kube_submit wraps kube_request for code on the loop thread.
  * The pure helpers (URL, lines, backoff, bucket, status) run anywhere. One
  * kube_client may be shared by several threads. */
 #ifndef AGENT_RUNTIME_KUBE_CLIENT_H
