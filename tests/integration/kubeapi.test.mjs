@@ -110,6 +110,19 @@ test('one resourceVersion counter across kinds; no-op writes do not bump it', as
     const bad = await call(api, 'POST', POOLS, pool('rv-neg', -1));
     assert.equal(bad.code, 422);
     assert.equal(bad.body.details.causes[0].field, 'spec.replicas');
+    // unknown fields are pruned with a Warning (trap 32), or refused under Strict
+    const typo = pool('typo');
+    typo.spec.replicaz = 3;
+    typo.spce = {};
+    const pruned = await call(api, 'POST', POOLS, typo);
+    assert.equal(pruned.code, 201);
+    assert.equal(pruned.body.spec.replicaz, undefined);
+    assert.equal(pruned.body.spce, undefined);
+    assert.match(pruned.headers.get('warning'), /299 - "unknown field \\"spec.replicaz\\""/);
+    assert.ok(pruned.body.spec.template.spec.containers, 'the schemaless template is kept whole');
+    const strict = await call(api, 'POST', `${POOLS}?fieldValidation=Strict`, { ...typo, metadata: { name: 'typo2' } });
+    assert.equal(strict.code, 400);
+    assert.match(strict.body.message, /unknown field "spec.replicaz"/);
     const missing = await call(api, 'GET', `${POOLS}/nope`);
     assert.equal(missing.code, 404);
     assert.equal(missing.body.kind, 'Status');

@@ -7,6 +7,7 @@
 // discovery and an OpenAPI v3 index for kubectl.
 //
 // What it does not model: namespaces as objects, server-side apply (415),
+// pruning below spec's first level,
 // CRD schemas beyond required/enum/minimum/defaults of the three agentbox
 // CRDs, garbage collection. The simulated kubelet (option `kubelet`) runs no
 // real processes yet: Pods become Running/Ready on 127.0.0.1.
@@ -386,6 +387,32 @@ function podSpecMutable(oldSpec, newSpec) {
     return deepEqual(strip(oldSpec), strip(newSpec));
 }
 
+// Pruning (trap 32): fields the CRD schemas do not declare are dropped, at
+// the root and directly under spec (deeper levels are not modelled; the
+// embedded `template` is schemaless anyway).
+const CR_SPEC_FIELDS = {
+    SandboxTemplate: ['template', 'idleImage', 'runtimes', 'version', 'description', 'visibility'],
+    SandboxPool: ['replicas', 'templateName', 'defaultStartupTimeout', 'defaultIdleTimeout', 'podCreationImagePolicy',
+        'maxUnavailable', 'networkPolicy', 'template', 'idleImage', 'runtimes'],
+    SandboxEnv: ['templateRef', 'mode', 'defaults', 'clusters', 'autoscaling', 'overrides'],
+};
+
+// Returns the paths it dropped; fieldValidation=Strict makes them a 400.
+function prune(r, obj, mode) {
+    if (!r.cr) return [];
+    const dropped = [];
+    for (const k of Object.keys(obj)) if (!['apiVersion', 'kind', 'metadata', 'spec', 'status'].includes(k)) dropped.push(k);
+    if (isObj(obj.spec)) for (const k of Object.keys(obj.spec)) if (!CR_SPEC_FIELDS[r.kind].includes(k)) dropped.push(`spec.${k}`);
+    if (dropped.length && mode === 'Strict')
+        throw badRequest(`strict decoding error: ${dropped.map((d) => `unknown field "${d}"`).join(', ')}`);
+    for (const d of dropped) {
+        const parts = d.split('.');
+        if (parts.length === 1) delete obj[d];
+        else delete obj.spec[parts[1]];
+    }
+    return mode === 'Ignore' ? [] : dropped;
+}
+
 // --- the server ---------------------------------------------------------------------------
 
 // Starts the server on 127.0.0.1. Options:
@@ -480,7 +507,7 @@ export async function startKubeApi(opts = {}) {
     }
 
     // create (POST collection)
-    function create(r, ns, body, dryRun) {
+    function create(r, ns, body, dryRun, fv = {}) {
         if (!isObj(body) || !isObj(body.metadata ?? {})) throw badRequest('the body must be a JSON object');
         if (body.kind && body.kind !== r.kind) throw badRequest(`the API version in the data (${body.apiVersion}) does not match the expected API version (${r.apiVersion}) or kind ${body.kind} is not ${r.kind}`);
         const obj = withKind(r, clone(body));
@@ -500,6 +527,7 @@ export async function startKubeApi(opts = {}) {
             if (r.name === 'pods') obj.status = { phase: 'Pending', qosClass: 'BestEffort' };
         }
         if (r.name === 'pods') podDefaults(obj);
+        if (r.cr) fv.warnings = prune(r, obj, fv.mode);
         if (r.cr) crDefaults(r, obj);
         validateMeta(r, obj);
         if (store.has(keyOf(r, ns, md.name)))
@@ -514,7 +542,7 @@ export async function startKubeApi(opts = {}) {
     // update of an existing object: the one place preconditions, immutability,
     // generation, finalizers-during-deletion and no-op suppression live.
     // `sub` is '' (main endpoint) or 'status'.
-    function update(r, cur, next, sub, { requireRv, dryRun } = {}) {
+    function update(r, cur, next, sub, { requireRv, dryRun, fv = {} } = {}) {
         const name = cur.metadata.name;
         if (!isObj(next) || !isObj(next.metadata ?? {})) throw badRequest('the body must be a JSON object');
         next = clone(next);
@@ -555,6 +583,7 @@ export async function startKubeApi(opts = {}) {
                         message: 'Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)',
                     }]);
             }
+            if (r.cr) fv.warnings = prune(r, next, fv.mode);
             if (r.cr) crDefaults(r, next);
             validateMeta(r, next);
             if (cur.metadata.deletionTimestamp) {
@@ -1020,7 +1049,9 @@ export async function startKubeApi(opts = {}) {
     async function handle(req, res, url, body) {
         const p = url.pathname;
         const q = url.searchParams;
+        const fv = { mode: q.get('fieldValidation') ?? 'Warn', warnings: [] };
         const send = (code, obj, headers = {}) => {
+            if (fv.warnings.length) res.setHeader('Warning', fv.warnings.map((w) => `299 - "unknown field \\"${w}\\""`));
             res.writeHead(code, { 'Content-Type': 'application/json', ...headers });
             res.end(JSON.stringify(obj));
             return code;
@@ -1081,7 +1112,7 @@ export async function startKubeApi(opts = {}) {
             }
             if (req.method === 'POST') {
                 if (r.namespaced && !ns) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
-                return send(201, create(r, ns, parsed, dryRun));
+                return send(201, create(r, ns, parsed, dryRun, fv));
             }
             throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
         }
@@ -1101,10 +1132,10 @@ export async function startKubeApi(opts = {}) {
             case 'GET':
                 return send(200, cur);
             case 'PUT':
-                return send(200, update(r, cur, parsed, sub, { requireRv: r.cr, dryRun }));
+                return send(200, update(r, cur, parsed, sub, { requireRv: r.cr, dryRun, fv }));
             case 'PATCH': {
                 const patched = applyPatch(r, cur, req.headers['content-type'], parsed);
-                return send(200, update(r, cur, patched, sub, { dryRun }));
+                return send(200, update(r, cur, patched, sub, { dryRun, fv }));
             }
             case 'DELETE': {
                 if (sub) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
