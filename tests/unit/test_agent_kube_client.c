@@ -372,6 +372,45 @@ static void retry_after_and_status(void **state)
     assert_string_equal(s.reason, "NotFound");
 }
 
+static void pointer_and_time(void **state)
+{
+    (void)state;
+    char out[64];
+    assert_int_equal(kube_pointer_escape("agentbox.navix.sh/sandbox-phase", out, sizeof(out)), 0);
+    assert_string_equal(out, "agentbox.navix.sh~1sandbox-phase");
+    assert_int_equal(kube_pointer_escape("a~b/c", out, sizeof(out)), 0);
+    assert_string_equal(out, "a~0b~1c");
+    assert_int_equal(kube_pointer_escape("a/b", out, 4), AB_ELIMIT);
+    assert_string_equal(out, "");
+
+    int64_t ms;
+    assert_int_equal(kube_time_parse("2025-06-01T12:10:04Z", &ms), 0);
+    assert_int_equal(ms, 1748779804000LL);
+    assert_int_equal(kube_time_parse("2025-06-01T12:10:04.123456Z", &ms), 0);
+    assert_int_equal(ms, 1748779804123LL);
+    assert_int_equal(kube_time_parse("2025-06-01T14:10:04+02:00", &ms), 0);
+    assert_int_equal(ms, 1748779804000LL);
+    assert_int_equal(kube_time_parse("1970-01-01T00:00:00Z", &ms), 0);
+    assert_int_equal(ms, 0);
+    const char *bad[] = {"2025-06-01 12:10:04Z",
+                         "2025-06-01T12:10:04",
+                         "2025-13-01T12:10:04Z",
+                         "2025-06-01T12:10:04.Z",
+                         "2025-06-01T12:10:04Zjunk",
+                         "",
+                         "x"};
+    for (size_t i = 0; i < AB_ARRAY_LEN(bad); i++)
+        assert_int_equal(kube_time_parse(bad[i], &ms), AB_EINVAL);
+
+    char t[32];
+    kube_time_format(1748779804123LL, false, t);
+    assert_string_equal(t, "2025-06-01T12:10:04Z");
+    kube_time_format(1748779804123LL, true, t);
+    assert_string_equal(t, "2025-06-01T12:10:04.123000Z");
+    assert_int_equal(kube_time_parse(t, &ms), 0);
+    assert_int_equal(ms, 1748779804123LL); /* round trip */
+}
+
 /* --- the live driver ------------------------------------------------------------- */
 
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -538,6 +577,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(backoff),
         cmocka_unit_test(bucket),
         cmocka_unit_test(retry_after_and_status),
+        cmocka_unit_test(pointer_and_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

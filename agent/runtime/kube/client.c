@@ -280,6 +280,90 @@ int64_t kube_retry_after_ms(const char *v)
     return (int64_t)s * 1000;
 }
 
+/* --- small encodings ---------------------------------------------------------------- */
+
+int kube_pointer_escape(const char *key, char *out, size_t outlen)
+{
+    struct sbuf b = {out, 0, outlen, false};
+    if (outlen)
+        out[0] = '\0';
+    for (const char *p = key; *p; p++) {
+        if (*p == '~')
+            sb_str(&b, "~0");
+        else if (*p == '/')
+            sb_str(&b, "~1");
+        else
+            sb_put(&b, p, 1);
+    }
+    if (b.over) {
+        if (outlen)
+            out[0] = '\0';
+        return AB_ELIMIT;
+    }
+    return 0;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+int kube_time_parse(const char *s, int64_t *ms)
+{
+    int Y, M, D, h, m, sec, n = 0;
+    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &Y, &M, &D, &h, &m, &sec, &n) != 6 || n != 19)
+        return AB_EINVAL;
+    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
+        return AB_EINVAL;
+    const char *p = s + 19;
+    int64_t frac_ms = 0;
+    if (*p == '.') {
+        int digits = 0;
+        int64_t scale = 100;
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++) {
+            frac_ms += (*p - '0') * scale;
+            scale /= 10;
+        }
+        if (digits == 0 || digits > 9)
+            return AB_EINVAL;
+    }
+    int64_t off_min = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om, k = 0;
+        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5 || oh > 23 || om > 59)
+            return AB_EINVAL;
+        off_min = (*p == '+' ? 1 : -1) * (oh * 60 + om);
+        p += 6;
+    } else {
+        return AB_EINVAL;
+    }
+    if (*p)
+        return AB_EINVAL;
+    int64_t days = days_from_civil(Y, (unsigned)M, (unsigned)D);
+    *ms = ((days * 86400 + h * 3600 + m * 60 + sec) - off_min * 60) * 1000 + frac_ms;
+    return 0;
+}
+
+void kube_time_format(int64_t ms, bool micro, char out[32])
+{
+    time_t t = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (micro)
+        snprintf(out + n, 32 - n, ".%06lldZ", (long long)(((ms % 1000) + 1000) % 1000) * 1000);
+    else
+        snprintf(out + n, 32 - n, "Z");
+}
+
 /* --- Status ------------------------------------------------------------------------- */
 
 void kube_status_from_body(long code, const char *body, size_t len, struct kube_status *out)
@@ -539,6 +623,15 @@ static size_t on_header(char *p, size_t sz, size_t n, void *arg)
 {
     struct xfer *x = arg;
     size_t len = sz * n;
+    if (len > 8 && strncasecmp(p, "warning:", 8) == 0) {
+        /* deprecations, pruned unknown fields (trap 32): log, never fail */
+        char w[512];
+        size_t wl = AB_MIN(len - 8, sizeof(w) - 1);
+        memcpy(w, p + 8, wl);
+        w[wl] = '\0';
+        w[strcspn(w, "\r\n")] = '\0';
+        LOG_WARN("kube: API server warning", "warning", w);
+    }
     if (len > 12 && strncasecmp(p, "retry-after:", 12) == 0) {
         size_t vl = len - 12;
         if (vl >= sizeof(x->retry_after))

@@ -119,6 +119,18 @@ int64_t kube_bucket_reserve(struct kube_bucket *b, int64_t now_ms);
  * dates are not used by the API server). */
 int64_t kube_retry_after_ms(const char *value);
 
+/* --- small encodings (§15.12, §15.28) ------------------------------------------ */
+
+/* A label or annotation key as a JSON Pointer segment: "~" → "~0", "/" → "~1".
+ * AB_ELIMIT when it does not fit. */
+int kube_pointer_escape(const char *key, char *out, size_t outlen);
+
+/* metav1.Time ("2025-06-01T12:00:00Z") or MicroTime ("…:00.123456Z"), and
+ * RFC 3339 offsets; → ms since the epoch. AB_EINVAL otherwise. */
+int kube_time_parse(const char *s, int64_t *ms);
+/* Writes metav1.Time (micro false) or MicroTime (micro true, six decimals) in UTC. */
+void kube_time_format(int64_t ms, bool micro, char out[32]);
+
 /* --- responses (§7) ---------------------------------------------------------- */
 
 struct kube_status {
