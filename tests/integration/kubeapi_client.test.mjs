@@ -207,3 +207,32 @@ test('the client-side QPS limit spaces requests once the burst is spent', async 
     d.send('quit');
     assert.equal((await d.exited).code, 0, d.err());
 });
+
+test('writes through the C client: create, a stale patch is a Conflict, delete, NotFound; the response size limit', async () => {
+    const api = await startKubeApi({});
+    cleanup.push(() => api.close());
+    for (let i = 0; i < 40; i++) await call(api, 'POST', PODS, { ...pod(`big-${i}`), metadata: { name: `big-${i}`, annotations: { pad: 'x'.repeat(1000) } } });
+    const d = driver(api.kubeconfig(tempDir('agentbox-kc-')), { KUBE_MAX_BODY: '20000' });
+    await waitFor(() => watchRequests(api).length >= 1, { what: `the watch (${d.out()}${d.err()})` });
+    const answers = () => d.lines().filter((l) => l.startsWith('RESP'));
+    const ask = async (line) => {
+        const n = answers().length;
+        d.send(line);
+        await waitFor(() => answers().length > n, { what: `answer to ${line.slice(0, 40)}` });
+        return answers()[n].split(' ').slice(1, 4).join(' ');
+    };
+    assert.equal(await ask(`req POST ${PODS} application/json ${JSON.stringify(pod('w-1'))}`), '0 201 -');
+    const rv = api.peek('pods', 'default', 'w-1').metadata.resourceVersion;
+    const patch = (r, img) => JSON.stringify({ metadata: { resourceVersion: r }, spec: { containers: [{ name: 'sandbox', image: img }] } });
+    assert.equal(await ask(`req PATCH ${PODS}/w-1 application/strategic-merge-patch+json ${patch(rv, 'a:1')}`), '0 200 -');
+    assert.equal(await ask(`req PATCH ${PODS}/w-1 application/strategic-merge-patch+json ${patch(rv, 'b:1')}`), '0 409 Conflict');
+    assert.equal(api.peek('pods', 'default', 'w-1').spec.containers[0].image, 'a:1', 'the stale claim did not win');
+    assert.equal(api.requests.filter((r) => r.method === 'PATCH').length, 2, 'a 409 is not retried with the old body');
+    assert.equal(await ask(`req POST ${PODS} application/json ${JSON.stringify(pod('w-1'))}`), '0 409 AlreadyExists');
+    assert.equal(await ask(`req DELETE ${PODS}/w-1 application/json {}`), '0 200 -');
+    assert.equal(await ask(`get ${PODS}/w-1`), '0 404 NotFound');
+    // a 40-item list of ~1 KiB annotations is over the 20000-byte limit
+    assert.equal(await ask(`get ${PODS}`), '-3 0 -', 'AB_ELIMIT (-3) for an oversized answer');
+    d.send('quit');
+    assert.equal((await d.exited).code, 0, d.err());
+});

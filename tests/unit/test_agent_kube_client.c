@@ -496,9 +496,11 @@ static int live(const char *kubeconfig, const char *ns)
         fprintf(stderr, "%s\n", err);
         return 2;
     }
-    struct kube_client_options co = {.qps = atof(getenv("KUBE_QPS") ? getenv("KUBE_QPS") : "50"),
-                                     .burst = 5,
-                                     .timeout_ms = 5000};
+    struct kube_client_options co = {
+        .qps = atof(getenv("KUBE_QPS") ? getenv("KUBE_QPS") : "50"),
+        .burst = 5,
+        .timeout_ms = 5000,
+        .max_body = getenv("KUBE_MAX_BODY") ? (size_t)atol(getenv("KUBE_MAX_BODY")) : 0};
     struct kube_client *c = kube_client_new(&cfg, &co, err, sizeof(err));
     kube_config_clear(&cfg);
     if (!c) {
@@ -540,13 +542,32 @@ static int live(const char *kubeconfig, const char *ns)
             }
             continue;
         }
+        if (strncmp(line, "req ", 4) == 0) {
+            /* req METHOD PATH CONTENT-TYPE BODY... */
+            char method[16], path[1024], ctype[128];
+            int off = 0;
+            if (sscanf(line + 4, "%15s %1023s %127s %n", method, path, ctype, &off) < 3) {
+                say("RESP bad-command");
+                continue;
+            }
+            const char *body = line + 4 + off;
+            char url[KUBE_URL_MAX];
+            snprintf(url, sizeof(url), "%s%s", kube_client_server(c), path);
+            struct kube_response r;
+            int rc = kube_request(c, method, url, ctype, body, strlen(body), &r);
+            say("RESP %d %ld %s 0", rc, r.code,
+                r.code / 100 == 2 || !r.status.reason[0] ? "-" : r.status.reason);
+            kube_response_clear(&r);
+            continue;
+        }
         if (strncmp(line, "get ", 4) == 0) {
             char url[KUBE_URL_MAX];
             snprintf(url, sizeof(url), "%s%s", kube_client_server(c), line + 4);
             struct kube_response r;
             int64_t t0 = ab_now_ms();
             int rc = kube_request(c, "GET", url, NULL, NULL, 0, &r);
-            say("RESP %d %ld %s %lld", rc, r.code, r.code / 100 == 2 ? "-" : r.status.reason,
+            say("RESP %d %ld %s %lld", rc, r.code,
+                r.code / 100 == 2 || !r.status.reason[0] ? "-" : r.status.reason,
                 (long long)(ab_now_ms() - t0));
             kube_response_clear(&r);
         }
