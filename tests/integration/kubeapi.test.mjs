@@ -418,6 +418,28 @@ test('the real kubectl: apply the samples, get -o yaml, get -w, a stale patch co
     assert.match(yaml.stdout, /uid: [0-9a-f-]{36}/);
     const rvNow = api.peek('sandboxpools', 'default', 'e2b-1c2gi').metadata.resourceVersion;
     assert.match(yaml.stdout, new RegExp(`resourceVersion: "${rvNow}"`));
+    // a CustomResourceDefinition applies too (the charts will ship the three under crds/)
+    const crd = path.join(dir, 'crd.yaml');
+    fs.writeFileSync(crd, `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: sandboxpools.agents.navix.sh
+  annotations: {helm.sh/resource-policy: keep}
+spec:
+  group: agents.navix.sh
+  names: {kind: SandboxPool, listKind: SandboxPoolList, plural: sandboxpools, singular: sandboxpool, shortNames: [sbp]}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources: {status: {}, scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.runningReplicas, labelSelectorPath: .status.selector}}
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, required: [replicas], properties: {replicas: {type: integer, minimum: 0}}}}}}
+`);
+    const crdApplied = await kubectl(kc, ['apply', '-f', crd]);
+    assert.equal(crdApplied.code, 0, crdApplied.stderr);
+    assert.match(crdApplied.stdout, /customresourcedefinition.apiextensions.k8s.io\/sandboxpools.agents.navix.sh created/);
+    assert.equal(api.peek('customresourcedefinitions', '', 'sandboxpools.agents.navix.sh').spec.scope, 'Namespaced');
     const tmpl = await kubectl(kc, ['get', 'sandboxtemplates', '-o', 'name']);
     assert.equal(tmpl.stdout.trim(), 'sandboxtemplate.agents.navix.sh/e2b-envd');
 
