@@ -1164,6 +1164,7 @@ export async function startKubeApi(opts = {}) {
         let items;
         let listRv;
         let offset = 0;
+        for (const [id, snap] of snapshots) if (snap.expires < Date.now()) snapshots.delete(id);
         const cont = q.get('continue');
         if (cont) {
             let tok;
