@@ -13,6 +13,7 @@ PACKAGES=(
   slirp4netns iproute2 nftables util-linux procps curl ca-certificates
   nodejs npm
   prometheus
+  kubernetes-client
 )
 
 missing=()
@@ -23,6 +24,11 @@ done
 if command -v node >/dev/null && command -v npm >/dev/null; then
   missing=("${missing[@]/nodejs}")
   missing=("${missing[@]/npm}")
+fi
+# kubectl (for tests/integration/kubeapi.test.mjs) may come from elsewhere
+# (a cloud SDK); Debian's kubernetes-client is only the fallback
+if command -v kubectl >/dev/null; then
+  missing=("${missing[@]/kubernetes-client}")
 fi
 want=()
 for p in "${missing[@]}"; do [ -n "$p" ] && want+=("$p"); done
