@@ -325,10 +325,10 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return AB_ENOMEM;
     }
-    char why[512];
+    char why[512] = "";
     int rc = lrt_new(&o, &a->rt, why, sizeof(why));
     if (rc) {
-        snprintf(err, errlen, "local runtime: %s", why);
+        snprintf(err, errlen, "local runtime: %s", why[0] ? why : ab_strerror(rc));
         return rc;
     }
     LOG_INFO("local runtime started", "state_dir", cfg->state_dir, "manifests", manifests, "envd",
