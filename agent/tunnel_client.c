@@ -263,7 +263,7 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
     }
     case LWS_CALLBACK_CLIENT_ESTABLISHED: {
         struct tun_config cfg;
-        char err[128];
+        char err[128] = "";
         memset(&cfg, 0, sizeof(cfg));
         cfg.role = TUN_ROLE_AGENT;
         cfg.cb = &t->cb;
@@ -271,6 +271,8 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
         t->wsi = wsi;
         if (tun_session_new(&cfg, &t->s, err, sizeof(err)) != 0 ||
             tun_ws_init(&t->ws, wsi, t->s) != 0) {
+            if (!err[0]) /* tun_ws_init fails only for its frame buffers */
+                snprintf(err, sizeof(err), "out of memory for the tunnel's frame buffers");
             LOG_ERROR("cannot create the tunnel session", "error", err);
             return -1;
         }
