@@ -464,8 +464,8 @@ static int add_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
             break;
         case LSEC_PERSONA:
             for (size_t k = 0; k < sizeof(personas) / sizeof(personas[0]) && rc == 0; k++)
-                rc =
-                    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_EQ, personas[k]));
+                rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                                      SCMP_A0(SCMP_CMP_EQ, personas[k], 0));
             break;
         case LSEC_ENOSYS:
             rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
