@@ -92,6 +92,22 @@ typedef void (*auth_validate_fn)(void *arg, int status, enum keys_status ks,
                                  const struct keys_principal *p);
 int auth_validate_hash(struct auth_ctx *a, const char *hash, auth_validate_fn cb, void *arg);
 
+/* --- principal assertions (DESIGN §11, agentbox/assertion.h) ---------------------- */
+
+/* Signs an assertion of p for cluster aud (lifetime ASRT_LIFETIME_MAX_S)
+ * into out (ASRT_TOKEN_MAX + 1 bytes). rid: the request id to carry, NULL or
+ * "" for a fresh random one. Returns 0, or the asrt_sign error with err. */
+int auth_sign_for(const struct auth_ctx *a, const struct keys_principal *p, const char *aud,
+                  const char *rid, char *out, size_t outlen, char *err, size_t errlen);
+/* Verifies an assertion that came over cluster's tunnel: it must have been
+ * made for that cluster (asrt_verify_for). On success *p is the asserted
+ * principal (no hash, name or expiry: an assertion does not carry them) and
+ * rid (ASRT_RID_MAX + 1 bytes, may be NULL) its request id. */
+int auth_verify_from(const struct auth_ctx *a, const char *cluster, const char *token,
+                     struct keys_principal *p, char *rid, char *err, size_t errlen);
+/* The public key texts for WELCOME, current first: a JSON array of strings. */
+json_t *auth_assertion_keys_json(const struct auth_ctx *a);
+
 /* {keyId, name, team, user, namespace, role, mode, expiresAt}: no hash, no token. */
 json_t *auth_principal_json(const struct keys_principal *p);
 
