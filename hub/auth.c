@@ -564,6 +564,11 @@ static const struct auth_grant *grant_of(const struct auth_ctx *a, const void *t
     return NULL;
 }
 
+bool auth_request_is_bridged(const struct auth_ctx *a, struct http_exchange *ex)
+{
+    return grant_of(a, http_req(ex)->transport_data) != NULL;
+}
+
 void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s, auth_ok_fn ok,
                   void *arg)
 {

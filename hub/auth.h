@@ -80,6 +80,11 @@ void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surfac
  * is released); auth_free detaches grants still alive (they then match
  * nothing). NULL when out of memory. */
 struct auth_grant;
+/* True when ex came through the public bridge (an agent acting for its
+ * caller over the tunnel), false when the caller reached the hub directly.
+ * Token material is answered only to the latter (issue 13: no raw token
+ * over a tunnel, ever). */
+bool auth_request_is_bridged(const struct auth_ctx *a, struct http_exchange *ex);
 struct auth_grant *auth_grant_new(struct auth_ctx *a, const struct keys_principal *p);
 void auth_grant_free(struct auth_grant *g);
 

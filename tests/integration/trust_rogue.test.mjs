@@ -95,6 +95,24 @@ test('the public bridge refuses a bare key hash and takes only an assertion made
     const v = await validate(mallory.token);
     const ok = await rogue.call('GET', `${B}/e2b/secrets`, { headers: { 'X-AgentBox-Assertion': v.assertion } });
     assert.equal(ok.status, 200, ok.text);
+    // an unrestricted owner's key listing: token material only when the owner calls the hub directly
+    const listed = await rogue.call('GET', `${B}/api/v1/api-keys`, { headers: { 'X-AgentBox-Assertion': v.assertion } });
+    assert.equal(listed.status, 200, listed.text);
+    assert.ok(JSON.stringify(listed.json).includes(mallory.id), listed.text);
+    assert.ok(!listed.text.includes('rawToken') && !listed.text.includes(mallory.token), listed.text);
+    const direct = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${mallory.token}` } });
+    assert.ok((await direct.text()).includes(mallory.token), 'the console (direct) still gets rawToken');
+});
+
+test('an agent-mode key is never listed with its token, not even directly', async () => {
+    const ag = await createKey(pg.url, 'evil', 'mallory3', ['--agent']);
+    const owner = await createKey(pg.url, 'evil', 'mallory3');
+    const r = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${owner.token}` } });
+    const text = await r.text();
+    assert.equal(r.status, 200, text);
+    assert.ok(text.includes(ag.id), text);
+    assert.ok(!text.includes(ag.token), `agent-mode token listed: ${text}`);
+    assert.ok(text.includes(owner.token), 'the unrestricted key is');
 });
 
 test('expired, wrong-audience and foreign-key assertions are refused on the bridge and the relay', async () => {
