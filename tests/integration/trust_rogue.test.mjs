@@ -134,6 +134,28 @@ test('expired, wrong-audience and foreign-key assertions are refused on the brid
     }
 });
 
+test('an agent takes assertions only over the tunnel; a relay re-signs for the target', async () => {
+    const k = hubAssertionKey(hubSecret);
+    const vp = (await validate(victim.token)).principal;
+    const forged = signAssertion(k, { key: victim.id, team: 'acme', user: 'victim', ns: vp.namespace, aud: 'alpha', iat: now(), exp: now() + 120 });
+    // straight to alpha's listener, not from the hub: refused even though the signature is good
+    const direct = await fetch(`${alpha.e2b}/sandboxes`, { headers: { 'X-AgentBox-Assertion': forged } });
+    assert.equal(direct.status, 401, await direct.text());
+    // over the rogue's tunnel, made for the rogue: the hub makes one for alpha, and alpha accepts it
+    const mv = await validate(mallory.token);
+    const relay = await rogue.call('GET', '/sandboxes', {
+        service: 'relay',
+        headers: { 'X-AgentBox-Target-Cluster': 'alpha', 'X-AgentBox-Target-Service': 'e2b', 'X-AgentBox-Assertion': mv.assertion },
+    });
+    assert.equal(relay.status, 200, relay.text);
+    // a raw key relayed by a cluster is dropped by the hub, never delivered: alpha sees no credential
+    const raw = await rogue.call('GET', '/sandboxes', {
+        service: 'relay',
+        headers: { 'X-AgentBox-Target-Cluster': 'alpha', 'X-AgentBox-Target-Service': 'e2b', 'X-API-Key': mallory.token },
+    });
+    assert.equal(raw.status, 401, raw.text);
+});
+
 test('an assertion replayed after its key was revoked is refused', async () => {
     const k = await createKey(pg.url, 'evil', 'mallory2');
     const v = await validate(k.token);
