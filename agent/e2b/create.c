@@ -144,8 +144,10 @@ static int take_reserved(json_t *md, struct reserved *r, char *err, size_t errle
         r->no_wait = strcmp(v, "true") == 0;
     if ((j = json_object_get(md, MD_PREFIX "allow-private-networks")) && (v = json_string_value(j)))
         r->private_networks = strcmp(v, "true") == 0;
-    static const char *const keys[] = {"image", "startup-timeout", "scaling-group", "no-wait",
-                                       "allow-private-networks"};
+    /* secret-names is the hub's claim record of the names a sandbox may resolve
+     * (hub/vault_api.c): only the agent writes it, never the caller */
+    static const char *const keys[] = {"image",   "startup-timeout",        "scaling-group",
+                                       "no-wait", "allow-private-networks", "secret-names"};
     for (size_t i = 0; i < AB_ARRAY_LEN(keys); i++) {
         char k[64];
         snprintf(k, sizeof(k), MD_PREFIX "%s", keys[i]);

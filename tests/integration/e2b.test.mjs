@@ -134,7 +134,9 @@ test('health is open, everything else needs a key, and every answer carries the 
 
 test('create (v2, chunked) answers an armed sandbox in the Sandbox shape, with its metadata stored', async () => {
     const sb = await create({
-        templateID: 'demo', timeout: 120, metadata: { k: 'v', team: 'red', 'agentbox.scitix.ai/startup-timeout': '30' },
+        templateID: 'demo', timeout: 120,
+        // secret-names is the hub's claim record (what the vault may resolve): a caller cannot seed it
+        metadata: { k: 'v', team: 'red', 'agentbox.scitix.ai/startup-timeout': '30', 'agentbox.scitix.ai/secret-names': '["X"]' },
         envVars: { FOO: 'bar' }, secure: true, autoPauseMemory: true,
     }, { chunked: true });
     assert.deepEqual(Object.keys(sb).sort(),
