@@ -204,12 +204,11 @@ static void h_public(struct http_exchange *ex, void *arg)
         if (http_header_get(r, raw[i])) {
             LOG_WARN("an agent relayed a raw API key over the tunnel; refused", "cluster", cluster,
                      "header", raw[i], "path", r->path + pl);
-            http_respond_error(
-                ex, 400,
-                "the public bridge takes the SHA-256 of the caller's key in " HASH_HEADER
-                "; a raw key (%s) never crosses the tunnel: "
-                "upgrade the agent",
-                raw[i]);
+            http_respond_error(ex, 400,
+                               "the public bridge takes the principal's assertion in " ASRT_HEADER
+                               "; a raw key (%s) never crosses the tunnel: "
+                               "upgrade the agent",
+                               raw[i]);
             return;
         }
     }

@@ -545,7 +545,7 @@ test('/secrets and /api-keys are relayed to the hub', async () => {
     assert.equal((await e2b('DELETE', `/api-keys/${nk.json.id}`)).status, 204);
     expectError(await e2b('DELETE', `/api-keys/${nk.json.id}`), 404);
 
-    // The relays carried the key's hash, never the key (DESIGN §9): the hub's
+    // The relays carried an assertion, never the key (DESIGN §9, §11): the hub's
     // bridge refuses and logs any raw credential header, and no key text
     // reaches the hub's log.
     const bearer = await e2b('GET', '/secrets', { headers: { Authorization: `Bearer ${stack.key}` } });
