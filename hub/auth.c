@@ -121,6 +121,9 @@ void auth_mark_used(struct auth_ctx *a, const char *key_id)
 {
     size_t i = slot_of(key_id), n;
 
+    if (key_id[0] == '\0')
+        return; /* the configured admin key (an asserted principal may name it) has no row */
+
     if (a->nused >= AUTH_USED_MAX * 3 / 4)
         return; /* full until the next batch: last_used_at is advisory */
     for (n = 0; n < AUTH_USED_MAX; n++, i = (i + 1) % AUTH_USED_MAX) {
