@@ -275,24 +275,27 @@ static void on_tick(struct loop_timer *t)
 
 /* --- context ------------------------------------------------------------------------ */
 
-struct auth_ctx *auth_new(const struct auth_options *o, char *err, size_t errlen)
+int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, size_t errlen)
 {
     struct auth_ctx *a = calloc(1, sizeof(*a));
+    int rc;
 
+    *out = NULL;
     if (a == NULL) {
         snprintf(err, errlen, "out of memory");
-        return NULL;
+        return AB_ENOMEM;
     }
     a->used = calloc(AUTH_USED_MAX, sizeof(*a->used));
     if (a->used == NULL) {
         snprintf(err, errlen, "out of memory");
         free(a);
-        return NULL;
+        return AB_ENOMEM;
     }
-    if (vault_keyring_init(&a->kr, o->hub_secret, o->hub_secret_len, NULL, 0, err, errlen) != 0) {
+    rc = vault_keyring_init(&a->kr, o->hub_secret, o->hub_secret_len, NULL, 0, err, errlen);
+    if (rc != 0) {
         free(a->used);
         free(a);
-        return NULL;
+        return rc;
     }
     if (asrt_signer_from_secret(o->hub_secret, o->hub_secret_len, &a->signer) != 0 ||
         (a->asrt_kr = asrt_keyring_new("hub")) == NULL) {
@@ -301,7 +304,7 @@ struct auth_ctx *auth_new(const struct auth_options *o, char *err, size_t errlen
         vault_keyring_clear(&a->kr);
         free(a->used);
         free(a);
-        return NULL;
+        return AB_ENOMEM;
     }
     char pub[ASRT_PUBKEY_TEXT_MAX + 1], kerr[128];
     if (asrt_signer_public_text(a->signer, pub, sizeof(pub)) != 0 ||
@@ -312,14 +315,15 @@ struct auth_ctx *auth_new(const struct auth_options *o, char *err, size_t errlen
         vault_keyring_clear(&a->kr);
         free(a->used);
         free(a);
-        return NULL;
+        return AB_EINVAL;
     }
     a->loop = o->loop;
     a->db = o->db;
     a->interval_ms = o->scan_interval_ms > 0 ? o->scan_interval_ms : AUTH_SCAN_INTERVAL_MS;
     /* the first tick sets the scan mark soon after start */
     loop_timer_start(a->loop, &a->tick, 100, on_tick, a);
-    return a;
+    *out = a;
+    return 0;
 }
 
 void auth_free(struct auth_ctx *a)

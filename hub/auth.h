@@ -45,8 +45,9 @@ struct auth_options {
     int64_t scan_interval_ms; /* 0 → AUTH_SCAN_INTERVAL_MS */
 };
 
-/* NULL with err on failure. Starts the scan timer. */
-struct auth_ctx *auth_new(const struct auth_options *o, char *err, size_t errlen);
+/* Starts the scan timer; the context into *out. 0, or AB_ENOMEM or the key
+ * ring's code (vault_keyring_init) with err set and *out NULL. */
+int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, size_t errlen);
 /* Cancels the timer, wipes the key ring. Call after db_pool_free (pending
  * jobs' done() may still use the context) and before loop_free. */
 void auth_free(struct auth_ctx *a);

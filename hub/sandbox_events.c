@@ -18,8 +18,8 @@
 
 struct batch {
     struct http_exchange *ex;
-    char cluster[64];
-    json_t *events; /* owned */
+    char cluster[AB_CLUSTER_ID_BUF]; /* the tunnel's cluster id, checked to fit */
+    json_t *events;                  /* owned */
     size_t applied;
     char err[256];
 };
@@ -118,16 +118,17 @@ static void done(void *arg, int status)
     free(b);
 }
 
+/* arg: the database pool, all the handler needs (not struct hub). */
 static void h_events(struct http_exchange *ex, void *arg)
 {
-    struct hub *h = arg;
+    struct db_pool *db = arg;
     const struct http_request *r = http_req(ex);
     const char *cluster = r->transport_data;
     char err[256];
     json_t *body, *evs;
     struct batch *b;
 
-    if (!cluster || !cluster[0]) {
+    if (!cluster || !cluster[0] || strlen(cluster) > AB_CLUSTER_ID_MAX) {
         http_respond_error(ex, 403, "sandbox events come from agents over their tunnel");
         return;
     }
@@ -153,7 +154,7 @@ static void h_events(struct http_exchange *ex, void *arg)
     ab_strlcpy(b->cluster, cluster, sizeof(b->cluster));
     b->events = json_incref(evs);
     json_decref(body);
-    int rc = db_submit(h->db, job, done, b);
+    int rc = db_submit(db, job, done, b);
     if (rc != 0) {
         json_decref(b->events);
         free(b);
@@ -164,7 +165,7 @@ static void h_events(struct http_exchange *ex, void *arg)
 int hub_sandboxes_add_routes(struct hub *h, char *err, size_t errlen)
 {
     const struct http_route internal[] = {
-        {"POST", "/internal/v1/sandbox-events", h_events, h, 0},
+        {"POST", "/internal/v1/sandbox-events", h_events, h->db, 0},
     };
     int rc = hub_add_internal_routes(h, internal, AB_ARRAY_LEN(internal), err, errlen);
     if (rc == 0)

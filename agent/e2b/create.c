@@ -307,8 +307,6 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
     ab_strlcpy(c->user, p->user, sizeof(c->user));
     claim_new_id(&d, c->id, sizeof(c->id));
 
-    char token[E2B_TOKEN_HEX + 1];
-    e2b_token(e, c->id, token);
     struct claim_request req = {
         .ns = p->namespace,
         .name = ref.name,
@@ -316,6 +314,7 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         /* cluster::name is an env first, then a pool (reference §1.8); a bare name an env */
         .target = ref.cluster[0] ? RT_TARGET_ENV_OR_POOL : RT_TARGET_ENV,
     };
+    /* no access_token: the runtime arms the sandbox with its own random one */
     req.o = (struct rt_claim_options){
         .id = c->id,
         .timeout_s = timeout,
@@ -323,7 +322,6 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         .env_vars = envs,
         .metadata = md,
         .allow_internet = internet,
-        .access_token = token,
         .team = p->team,
         .owner = p->user,
     };

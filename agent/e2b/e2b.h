@@ -24,6 +24,7 @@
 
 #include "agentbox/http.h"
 
+struct e2b;
 struct agent_auth;
 struct agent_principal;
 struct fed;
@@ -50,9 +51,11 @@ struct e2b_deps {
     const char *log_service_url;
 };
 
-/* Builds the E2B layer and its route table (see e2b_routes). NULL with err
- * set on failure. The owner (struct agent) frees it with e2b_free. */
-struct e2b *e2b_new(const struct e2b_deps *deps, char *err, size_t errlen);
+/* Builds the E2B layer and its route table (see e2b_routes) into *out.
+ * 0, or the failing step's code with err set and *out NULL: AB_ENOMEM,
+ * AB_ELIMIT (route table full), AB_EINVAL (PROMETHEUS_TOKEN too long). The
+ * owner (struct agent) frees it with e2b_free. */
+int e2b_new(const struct e2b_deps *deps, struct e2b **out, char *err, size_t errlen);
 /* After the listeners and the tunnel stopped (callbacks in flight were
  * delivered), before the loop is freed. NULL is fine. */
 void e2b_free(struct e2b *e);

@@ -22,6 +22,7 @@
 #include "agent/auth.h"
 
 #include "agentbox/assertion.h"
+#include "agentbox/buf.h"
 #include "agentbox/common.h"
 #include "agentbox/json.h"
 #include "agentbox/relay.h"
@@ -60,8 +61,8 @@ struct kcall {
     enum kop op;
     int status;
     char next_token[256]; /* X-Next-Token of a /secrets listing */
-    char *body;
-    size_t len;
+    bool token_too_long;  /* a cut token would page wrongly: answer 502 instead */
+    struct buf body;      /* at most KEYS_BODY_MAX */
     bool finished;
 };
 
@@ -80,14 +81,18 @@ static json_t *e2b_key(json_t *k)
 
 static void kcall_answer(struct kcall *c, const char *error)
 {
-    json_t *j = c->len ? json_loadb(c->body, c->len, 0, NULL) : NULL;
+    size_t len = buf_len(&c->body);
+    json_t *j = len ? json_loadb(buf_str(&c->body), len, 0, NULL) : NULL;
 
     if (error) {
         http_respond_error(c->ex, 503, "the control plane is not reachable: %s; retry shortly",
                            error);
+    } else if (c->token_too_long) {
+        http_respond_error(c->ex, 502, "the hub answered an X-Next-Token longer than %zu bytes",
+                           sizeof(c->next_token) - 1);
     } else if (c->op == K_RAW) {
         struct http_header h[1] = {{"X-Next-Token", c->next_token}};
-        http_respond(c->ex, c->status, c->len ? "application/json" : NULL, c->body, c->len, h,
+        http_respond(c->ex, c->status, len ? "application/json" : NULL, buf_str(&c->body), len, h,
                      c->next_token[0] ? 1 : 0);
     } else if (c->status >= 400) {
         const char *m = json_string_value(json_object_get(j, "error"));
@@ -127,8 +132,10 @@ static void kc_on_response(struct tun_endpoint *ep, struct tun_stream *st, const
     (void)st;
     c->status = h->status;
     for (int i = 0; i < h->nheaders; i++)
-        if (strcasecmp(h->headers[i].name, "X-Next-Token") == 0)
-            ab_strlcpy(c->next_token, h->headers[i].value, sizeof(c->next_token));
+        if (strcasecmp(h->headers[i].name, "X-Next-Token") == 0 &&
+            ab_strlcpy(c->next_token, h->headers[i].value, sizeof(c->next_token)) >=
+                sizeof(c->next_token))
+            c->token_too_long = true;
 }
 
 static void kc_on_data(struct tun_endpoint *ep, struct tun_stream *st, const uint8_t *d, size_t n)
@@ -137,13 +144,10 @@ static void kc_on_data(struct tun_endpoint *ep, struct tun_stream *st, const uin
     tun_stream_consumed(st, n);
     if (c->finished)
         return;
-    if (c->len + n > KEYS_BODY_MAX) {
+    if (buf_append(&c->body, d, n) != 0) {
         tun_stream_reset(st, TUN_RESET_CANCEL, "response too large");
-        kcall_finish(c, "the hub's answer is larger than 1 MiB");
-        return;
+        kcall_finish(c, buf_err(&c->body));
     }
-    memcpy(c->body + c->len, d, n);
-    c->len += n;
 }
 
 static void kc_on_end(struct tun_endpoint *ep, struct tun_stream *st)
@@ -167,7 +171,7 @@ static void kc_on_closed(struct tun_endpoint *ep, struct tun_stream *st)
     struct kcall *c = (struct kcall *)ep;
     (void)st;
     kcall_finish(c, "the tunnel closed during the request");
-    free(c->body);
+    buf_free(&c->body);
     free(c);
 }
 
@@ -207,13 +211,11 @@ static void kcall(struct e2b *e, struct http_exchange *ex, const struct agent_pr
         return;
     }
     c = calloc(1, sizeof(*c));
-    if (c)
-        c->body = malloc(KEYS_BODY_MAX + 1);
-    if (!c || !c->body) {
-        free(c);
+    if (!c) {
         http_respond_error(ex, 503, "out of memory");
         return;
     }
+    buf_init(&c->body, KEYS_BODY_MAX, "the hub's answer");
     c->ep.ops = &kcall_ops;
     c->ex = ex;
     c->op = op;
@@ -226,7 +228,6 @@ static void kcall(struct e2b *e, struct http_exchange *ex, const struct agent_pr
         head.headers[head.nheaders++] = (struct tun_header){"Content-Type", "application/json"};
     rc = hub_link_open(hub, &head, &c->ep, &c->st);
     if (rc != 0) {
-        free(c->body);
         free(c);
         http_respond_error(ex, 503, "cannot open a stream to the hub: %s", ab_strerror(rc));
         return;
@@ -318,6 +319,7 @@ static void h_keys_delete(struct e2b *e, struct http_exchange *ex, const struct 
         http_respond_error(ex, 404, "API key not found");
         return;
     }
+    /* id is at most 128 bytes (checked above): the path always fits. */
     snprintf(path, sizeof(path), BRIDGE "/api/v1/api-keys/%s", id);
     kcall(e, ex, p, K_DELETE, "DELETE", path, NULL, 0);
 }

@@ -258,6 +258,12 @@ test('v2 list: metadata and state filters, limit, nextToken, X-Next-Token, X-Tot
         r = await e2b('GET', `/v2/sandboxes?metadata=${q}&state=paused`);
         assert.deepEqual(r.json, [], 'nothing is ever paused');
         expectError(await e2b('GET', '/v2/sandboxes?metadata=novalue'), 400, 'invalid metadata filter');
+        // a NUL inside the filter would cut "batch%00x" to "batch" (or "p%00q" to "p") and match
+        // sandboxes the caller did not ask for: refused, naming the part
+        r = await e2b('GET', `/v2/sandboxes?metadata=${encodeURIComponent('batch%00x=p')}`);
+        expectError(r, 400, 'the key of pair 1');
+        r = await e2b('GET', `/v2/sandboxes?metadata=${encodeURIComponent('batch=p%00q')}`);
+        expectError(r, 400, 'the value of "batch"');
         r = await e2b('GET', `/v2/sandboxes?metadata=${q}&nextToken=%%%garbage`);
         assert.equal(r.json.length, 3, 'a malformed token means the first page');
         r = await e2b('GET', '/sandboxes');
