@@ -69,9 +69,9 @@ void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surfac
                   void *arg);
 
 /* Pre-authenticated requests (hub/public_bridge.c). An agent relays its
- * callers' public requests over its tunnel with the SHA-256 of their key
- * (X-AgentBox-Key-Hash) instead of the key: raw keys never cross the tunnel
- * (DESIGN §9). The bridge validates the hash (auth_validate_hash), makes a
+ * callers' public requests over its tunnel with the principal assertion the
+ * hub made for that cluster (X-AgentBox-Assertion) instead of the key or its
+ * hash (DESIGN §9, §11). The bridge verifies it (auth_verify_from), makes a
  * grant holding the principal and dispatches the inner request with
  * http_request.transport_data = the grant. auth_request recognises a live
  * grant of its own context by address (it never dereferences a
