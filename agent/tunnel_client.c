@@ -76,6 +76,13 @@ static void on_welcome(struct tun_session *s, json_t *msg, void *arg)
     char ep[24];
     snprintf(ep, sizeof(ep), "%lld", (long long)t->epoch);
     LOG_INFO("tunnel up", "hub", t->o.hub_url, "cluster", t->cluster, "epoch", ep);
+    /* the hub's assertion keys, to the event hook as a "welcome" event: the
+     * agent's auth replaces its keyring on every WELCOME (rotation) */
+    json_t *ev = json_pack("{s:s,s:O?}", "type", "welcome", "assertionKeys",
+                           json_object_get(msg, "assertionKeys"));
+    if (ev && t->event_fn)
+        t->event_fn(ev, t->event_arg);
+    json_decref(ev);
 }
 
 static void on_event(struct tun_session *s, json_t *msg, void *arg)

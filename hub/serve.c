@@ -251,7 +251,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
         .sync_interval_ms = h->cfg->tunnel_sync_interval_ms,
     };
     struct tunnel_server_deps td = {
-        .loop = h->loop, .clusters = h->clusters, .internal = h->internal_router};
+        .loop = h->loop, .clusters = h->clusters, .internal = h->internal_router, .auth = h->auth};
     rc = tunnel_server_start(&td, &to, &h->tunnel, err, errlen);
     if (rc != 0)
         return rc;

@@ -158,9 +158,10 @@ json_t *e2b_body(struct http_exchange *ex, bool empty_ok)
 
 /* --- forwarding --------------------------------------------------------------------- */
 
-void e2b_forward(struct e2b *e, struct http_exchange *ex, const char *cluster, const char *target)
+void e2b_forward(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                 const char *cluster, const char *target)
 {
-    hub_link_forward(e->d.hub, ex, cluster, RELAY_SVC_E2B, target, NULL, 0, NULL);
+    hub_link_forward(e->d.hub, ex, cluster, RELAY_SVC_E2B, target, NULL, 0, NULL, p->assertion);
 }
 
 bool e2b_lookup(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
@@ -176,7 +177,7 @@ bool e2b_lookup(struct e2b *e, struct http_exchange *ex, const struct agent_prin
         return false;
     }
     if (strcmp(cluster, e->cluster) != 0) {
-        e2b_forward(e, ex, cluster, http_req(ex)->target);
+        e2b_forward(e, ex, p, cluster, http_req(ex)->target);
         return false;
     }
     if (!rt || rt_get(rt, id, s) != 0 || s->state == RT_STOPPING || s->state == RT_IDLE ||

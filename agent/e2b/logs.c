@@ -300,7 +300,7 @@ static void logs(struct e2b *e, struct http_exchange *ex, const struct agent_pri
         return;
     }
     if (strcmp(cluster, e->cluster) != 0) {
-        e2b_forward(e, ex, cluster, r->target);
+        e2b_forward(e, ex, p, cluster, r->target);
         return;
     }
     memset(&s, 0, sizeof(s));

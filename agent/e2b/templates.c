@@ -234,7 +234,7 @@ static void get_op(struct e2b *e, struct http_exchange *ex, const struct agent_p
         if (ref.cluster[0] && strcmp(ref.cluster, e->cluster) != 0) {
             char target[REF_MAX + 16];
             snprintf(target, sizeof(target), "/templates/%s", ref.name);
-            e2b_forward(e, ex, ref.cluster, target);
+            e2b_forward(e, ex, p, ref.cluster, target);
             return;
         }
         id = ref.name;
