@@ -1,4 +1,4 @@
-// Issue 14 item 1: command output never loses its tail. envd pauses reading
+// Issue 14, envd items. 1: command output never loses its tail. envd pauses reading
 // a child's pipe while a subscriber is congested; the tail that is still in
 // the pipe when the child exits must be read (to EOF) before `end`. The real
 // e2b SDK (2.51.0) runs a command printing ~7.7 MB three times in parallel
@@ -6,7 +6,8 @@
 // Connect stream of the same command slowly, straight from envd's socket
 // (the direct path: the data plane's own slow-reader resets are issue 14
 // item 2), 12 runs; every stdout must be exact (length and SHA-256). Needs
-// root (namespaces).
+// root (namespaces). 8: envd logs JSON lines (what the E2B log API and
+// `e2b sandbox logs` carry).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -169,4 +170,27 @@ test('a PTY command\'s output ends with its tail', { timeout: 120000 }, async ()
     assert.equal(r.exitCode, 0);
     const out = Buffer.concat(got).toString();
     assert.match(out, /\b200000\r?\ntail-marker-42/, `PTY output ends with its tail: …${JSON.stringify(out.slice(-200))}`);
+});
+
+test('envd logs JSON lines: `line` parses, with timestamp, level, message and key/values', async () => {
+    // what `e2b sandbox logs` does with each line (JSON.parse), and what the
+    // log API's entries read from it (the time and level of the line itself)
+    const res = await fetch(`${alpha.e2b}/sandboxes/${sb.sandboxId}/logs?limit=100`, { headers: { 'X-API-Key': stack.key } });
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.ok(body.logs.length > 0, 'envd wrote at least its start line');
+    for (const [i, l] of body.logs.entries()) {
+        let j;
+        assert.doesNotThrow(() => { j = JSON.parse(l.line); }, `line ${i} is JSON: ${l.line}`);
+        assert.match(j.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, l.line);
+        assert.ok(['debug', 'info', 'warn', 'error'].includes(j.level), l.line);
+        assert.equal(typeof j.message, 'string', l.line);
+        assert.equal(Date.parse(l.timestamp), Date.parse(j.timestamp), 'the entry\'s time is the line\'s');
+        assert.equal(body.logEntries[i].level, j.level, 'the entry\'s level is the line\'s');
+    }
+    const serving = body.logs.map((l) => JSON.parse(l.line)).find((j) => j.message === 'envd serving');
+    assert.ok(serving, 'the start line is there');
+    assert.equal(serving.component, 'envd');
+    assert.equal(serving.version, '0.6.13');
+    assert.match(serving.listen, /envd\.sock$/);
 });
