@@ -7,7 +7,8 @@
 // (the direct path: the data plane's own slow-reader resets are issue 14
 // item 2), 12 runs; every stdout must be exact (length and SHA-256). Needs
 // root (namespaces). 8: envd logs JSON lines (what the E2B log API and
-// `e2b sandbox logs` carry).
+// `e2b sandbox logs` carry). 9: `Expect: 100-continue` is answered at once;
+// multipart uploads keep content that looks like their delimiter.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -193,4 +194,49 @@ test('envd logs JSON lines: `line` parses, with timestamp, level, message and ke
     assert.equal(serving.component, 'envd');
     assert.equal(serving.version, '0.6.13');
     assert.match(serving.listen, /envd\.sock$/);
+});
+
+test('Expect: 100-continue uploads get 100 Continue at once, not after the client gives up waiting', async () => {
+    // node's client holds the body until 'continue' (curl for 1 s): without
+    // an immediate 100 this waits forever, so the deadline is the assertion
+    const data = Buffer.alloc(1024 * 1024, 7);
+    const t0 = Date.now();
+    const status = await new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no 100 Continue within 500 ms')), 500);
+        const req = http.request({
+            socketPath: envdSock, method: 'POST', path: '/files?path=%2Fhome%2Fuser%2Fexpect.bin&username=user',
+            headers: {
+                'X-Access-Token': sb.envdAccessToken, 'Content-Type': 'application/octet-stream',
+                'Content-Length': data.length, Expect: '100-continue',
+            },
+        }, (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode));
+        });
+        req.on('continue', () => {
+            clearTimeout(timer);
+            req.end(data);
+        });
+        req.on('error', reject);
+        req.flushHeaders();
+    });
+    assert.equal(status, 200);
+    assert.ok(Date.now() - t0 < 1000, `upload took ${Date.now() - t0} ms`);
+    const back = await connect().files.read('/home/user/expect.bin', { format: 'bytes' });
+    assert.equal(Buffer.from(back).compare(data), 0);
+});
+
+test('multipart uploads (the SDK default) keep content that looks like delimiters, exact', async () => {
+    const s = connect();
+    const data = Buffer.from(createHash('sha256').update('seed').digest()); // grows below
+    const parts = [];
+    for (let i = 0; i < 20000; i++) {
+        parts.push(createHash('sha256').update(String(i)).digest());
+        parts.push(Buffer.from(['\r', '\r\n', '\r\n-', '\r\n--', '\r\n----formdata-undici-'][i % 5]));
+    }
+    const blob = Buffer.concat([data, ...parts]);
+    await s.files.write('/home/user/mp.bin', new Blob([blob]));
+    const back = Buffer.from(await s.files.read('/home/user/mp.bin', { format: 'bytes' }));
+    assert.equal(back.length, blob.length);
+    assert.equal(createHash('sha256').update(back).digest('hex'), createHash('sha256').update(blob).digest('hex'));
 });
