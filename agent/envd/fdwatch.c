@@ -20,6 +20,7 @@ struct envd_fd {
     void *arg;
     bool closing;
     bool paused;
+    bool in_close; /* inside the ENVD_FD_CLOSED call */
 };
 
 static struct lws_vhost *g_vhost;
@@ -43,6 +44,7 @@ static int fd_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
             return 0;
         lws_set_opaque_user_data(wsi, NULL);
         w->wsi = NULL;
+        w->in_close = true;
         w->fn(w, ENVD_FD_CLOSED, w->arg);
         free(w);
         return 0;
@@ -118,6 +120,15 @@ void envd_fd_pause_read(struct envd_fd *w, bool paused)
         return;
     w->paused = paused;
     lws_rx_flow_control(w->wsi, paused ? 0 : 1);
+}
+
+int envd_fd_take(struct envd_fd *w)
+{
+    /* lws closes the descriptor after this callback returns: a duplicate
+     * keeps the pipe's buffered bytes readable. */
+    if (!w->in_close || w->closing)
+        return -1;
+    return fcntl(w->fd, F_DUPFD_CLOEXEC, 0);
 }
 
 void envd_fd_close(struct envd_fd *w)

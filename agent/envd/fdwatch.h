@@ -27,6 +27,11 @@ int envd_fd_get(const struct envd_fd *w);
 void envd_fd_want_write(struct envd_fd *w);
 /* Stops/starts POLLIN (backpressure from slow stream subscribers). */
 void envd_fd_pause_read(struct envd_fd *w, bool paused);
+/* Only from fn's ENVD_FD_CLOSED call of a watch that lws ended (EOF, or a
+ * hang-up seen while reading was paused), not by envd_fd_close: returns a
+ * duplicate of the descriptor (non-blocking, close-on-exec) so that what is
+ * still buffered can be read, or -1. */
+int envd_fd_take(struct envd_fd *w);
 /* Ends the watch soon; fn gets ENVD_FD_CLOSED from the loop, never from
  * inside this call. */
 void envd_fd_close(struct envd_fd *w);

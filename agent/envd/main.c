@@ -78,6 +78,10 @@ int main(int argc, char **argv)
         goto out;
     }
     log_set_level(level);
+    /* JSON lines like E2B's envd: `e2b sandbox logs` parses each line as
+     * JSON, and the log API's entries carry timestamp, level, message. */
+    log_set_json(1);
+    log_set_json_keys("timestamp", "message");
     log_set_component("envd");
     if (cfg.listen != NULL && cfg.listen[0] != '\0')
         ab_strlcpy(listen, cfg.listen, sizeof(listen));

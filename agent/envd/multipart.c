@@ -4,7 +4,12 @@
  * a CR only ever starts a match, so a partial match never needs a KMP
  * fallback: on a mismatch the matched bytes are known (a prefix of the
  * delimiter) and go out as content. The body is treated as if it began with
- * CRLF so the first "--boundary" needs no special case. */
+ * CRLF so the first "--boundary" needs no special case.
+ *
+ * Speed: content is searched for the whole delimiter with memmem and goes
+ * out in runs as long as the chunk fed; only a chunk's last dlen-1 bytes are
+ * looked at one by one (a delimiter split across feeds), and only bytes of
+ * a partial match carried into the next feed are compared byte by byte. */
 #include "agent/envd/multipart.h"
 
 #include <ctype.h>
@@ -244,6 +249,20 @@ static void begin_part(struct envd_mp *m)
     m->state = ST_HEADERS;
 }
 
+/* Where the content of p[i..len) that surely is content ends: the first
+ * CR of the last dlen-1 bytes whose rest is a prefix of the delimiter (it
+ * may continue in the next feed), else len. */
+static size_t tail_start(const struct envd_mp *m, const uint8_t *p, size_t i, size_t len)
+{
+    size_t k = len - i > m->dlen - 1 ? len - (m->dlen - 1) : i;
+
+    for (; k < len; k++) {
+        if (p[k] == '\r' && memcmp(p + k, m->delim, len - k) == 0)
+            return k;
+    }
+    return len;
+}
+
 int envd_mp_feed(struct envd_mp *m, const void *data, size_t len)
 {
     const uint8_t *p = data;
@@ -256,14 +275,23 @@ int envd_mp_feed(struct envd_mp *m, const void *data, size_t len)
         case ST_BODY: {
             bool body = m->state == ST_BODY;
             if (m->match == 0) {
-                const uint8_t *cr = memchr(p + i, '\r', len - i);
-                size_t end = cr != NULL ? (size_t)(cr - p) : len;
+                const uint8_t *d = memmem(p + i, len - i, m->delim, m->dlen);
+                size_t end = d != NULL ? (size_t)(d - p) : tail_start(m, p, i, len);
                 if (body)
                     rc = emit(m, p + i, end - i);
+                if (rc != 0)
+                    break;
+                /* At a whole delimiter, or at a prefix of one that ends the
+                 * chunk: the byte-wise branch below consumes it. */
                 i = end;
-                if (cr != NULL) {
+                if (i < len) {
                     m->match = 1;
                     i++;
+                    if (d != NULL) {
+                        m->match = m->dlen - 1;
+                        i += m->dlen - 2;
+                        continue; /* p[i] is the delimiter's last byte */
+                    }
                 }
             } else if (p[i] == (uint8_t)m->delim[m->match]) {
                 i++;

@@ -4,7 +4,13 @@
  *
  * Backpressure: when any subscriber's pending output passes the high water
  * mark, reading the child's output pauses until that subscriber drains, so
- * each subscriber buffers at most HTTP_STREAM_HIGH_WATER plus one chunk. */
+ * each subscriber buffers at most HTTP_STREAM_HIGH_WATER plus one chunk.
+ *
+ * Every pipe is read to EOF before `end`: a child that exits while reading
+ * is paused leaves up to a pipe's capacity unread, and lws ends a watch on
+ * hang-up without reading it. That watch's descriptor is kept as a "tail"
+ * (envd_fd_take) and read, still under backpressure, when the subscribers
+ * drain; `end` waits for every tail. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -56,6 +62,7 @@ struct envd_proc {
     struct envd_fd *err_w;
     struct envd_fd *pty_w;
     struct envd_fd *in_w;
+    int tail_fd[3]; /* stdout, stderr, pty after their watch hung up; -1 */
     uint8_t *in_buf;
     size_t in_len;
     bool exited;
@@ -72,6 +79,10 @@ struct envd_proc {
 
 static struct envd_fd *g_sigw;
 
+static const char *const tail_kinds[3] = {"stdout", "stderr", "pty"};
+
+static void drain_tails(struct envd_proc *p);
+
 /* ---- output fan-out ------------------------------------------------------ */
 
 static void set_paused(struct envd_proc *p, bool paused)
@@ -85,6 +96,8 @@ static void set_paused(struct envd_proc *p, bool paused)
         envd_fd_pause_read(p->err_w, paused);
     if (p->pty_w != NULL)
         envd_fd_pause_read(p->pty_w, paused);
+    if (!paused)
+        drain_tails(p);
 }
 
 static void sub_unlink(struct envd_sub *sub)
@@ -174,6 +187,10 @@ static void proc_free(struct envd_proc *p)
     loop_timer_cancel(&p->deadline);
     loop_timer_cancel(&p->grace);
     loop_timer_cancel(&p->retain);
+    for (int k = 0; k < 3; k++) {
+        if (p->tail_fd[k] >= 0)
+            close(p->tail_fd[k]);
+    }
     json_decref(p->config);
     free(p->tag);
     free(p->in_buf);
@@ -217,10 +234,44 @@ static void finalize(struct envd_proc *p)
     loop_timer_start(p->e->loop, &p->retain, ENVD_ENDED_KEEP_MS, retain_expired, p);
 }
 
+static bool outputs_done(const struct envd_proc *p)
+{
+    return p->out_w == NULL && p->err_w == NULL && p->pty_w == NULL && p->tail_fd[0] < 0 &&
+           p->tail_fd[1] < 0 && p->tail_fd[2] < 0;
+}
+
 static void maybe_finalize(struct envd_proc *p)
 {
-    if (p->exited && p->out_w == NULL && p->err_w == NULL && p->pty_w == NULL)
+    if (p->exited && outputs_done(p))
         finalize(p);
+}
+
+/* Reads the tails while no subscriber is congested. Nothing writes to a
+ * tail any more (its watch saw the hang-up), so what is left is bounded by
+ * the pipe's capacity and a read of 0, EAGAIN or EIO (PTY) is its end. */
+static void drain_tails(struct envd_proc *p)
+{
+    uint8_t buf[PIPE_READ_CHUNK];
+    bool had = false;
+
+    if (p->ended || p->e->stopping)
+        return;
+    for (int k = 0; k < 3; k++) {
+        while (p->tail_fd[k] >= 0 && !p->paused && !p->ended) {
+            ssize_t n = read(p->tail_fd[k], buf, k == 2 ? PTY_READ_CHUNK : PIPE_READ_CHUNK);
+            had = true;
+            if (n > 0) {
+                broadcast(p, envd_ev_data(tail_kinds[k], buf, (size_t)n));
+                continue;
+            }
+            if (n < 0 && errno == EINTR)
+                continue;
+            close(p->tail_fd[k]);
+            p->tail_fd[k] = -1;
+        }
+    }
+    if (had)
+        maybe_finalize(p);
 }
 
 /* Reads what is left in an output pipe after the child exited (bounded),
@@ -242,6 +293,12 @@ static void grace_expired(struct loop_timer *t)
 {
     struct envd_proc *p = t->arg;
 
+    /* A congested subscriber is not a grandchild holding the pipes: keep
+     * waiting (reading resumes, and reaches EOF, when it drains). */
+    if (p->paused) {
+        loop_timer_start(p->e->loop, &p->grace, EXIT_GRACE_MS, grace_expired, p);
+        return;
+    }
     /* A background grandchild may keep the pipes open: do not wait for it. */
     if (p->out_w != NULL)
         final_drain(p, p->out_w, "stdout");
@@ -256,7 +313,7 @@ static void on_exit_status(struct envd_proc *p, int status)
     p->exited = true;
     p->wstatus = status;
     loop_timer_cancel(&p->deadline);
-    if (p->out_w == NULL && p->err_w == NULL && p->pty_w == NULL)
+    if (outputs_done(p))
         finalize(p);
     else
         loop_timer_start(p->e->loop, &p->grace, EXIT_GRACE_MS, grace_expired, p);
@@ -340,14 +397,19 @@ static int on_output(struct envd_fd *w, enum envd_fd_event ev, void *arg)
     ssize_t n;
 
     if (ev == ENVD_FD_CLOSED) {
+        int k = w == p->out_w ? 0 : w == p->err_w ? 1 : 2;
         if (w == p->out_w)
             p->out_w = NULL;
         else if (w == p->err_w)
             p->err_w = NULL;
         else if (w == p->pty_w)
             p->pty_w = NULL;
-        if (!p->e->stopping)
-            maybe_finalize(p);
+        if (p->e->stopping)
+            return 0;
+        if (!p->ended)
+            p->tail_fd[k] = envd_fd_take(w);
+        drain_tails(p);
+        maybe_finalize(p);
         return 0;
     }
     if (ev == ENVD_FD_WRITE) {
@@ -743,6 +805,7 @@ static void rpc_start(struct envd_call *c)
     p = calloc(1, sizeof(*p));
     if (p == NULL)
         goto nomem;
+    p->tail_fd[0] = p->tail_fd[1] = p->tail_fd[2] = -1;
     rc = spawn(&r, &pid, &in_fd, &out_fd, &err_fd, &pty_fd, err, sizeof(err));
     if (rc != 0) {
         free(p);

@@ -75,6 +75,37 @@ enum rt_log_level rt_log_infer_level(const char *s)
     return RT_LOG_INFO;
 }
 
+/* A JSON line (envd's own log, reference §2.6: one object with "timestamp"
+ * or "time" or "ts", "level" and "message"): its time and level. Keys are
+ * found as `"key":"`: inside a JSON string every quote is escaped, so only
+ * a real key matches. False for a line that is not a JSON object. */
+static bool json_line_meta(const char *line, int64_t *ms, enum rt_log_level *lvl)
+{
+    static const char *const time_keys[] = {"\"timestamp\":\"", "\"time\":\"", "\"ts\":\""};
+    const char *v = strstr(line, "\"level\":\"");
+
+    if (line[0] != '{')
+        return false;
+    *lvl = RT_LOG_INFO;
+    if (v) {
+        char tok[16];
+        size_t n = 0;
+        v += strlen("\"level\":\"");
+        while (n < sizeof(tok) - 1 && v[n] && v[n] != '"') {
+            tok[n] = v[n];
+            n++;
+        }
+        tok[n] = '\0';
+        *lvl = rt_log_infer_level(tok);
+    }
+    for (size_t i = 0; i < AB_ARRAY_LEN(time_keys); i++) {
+        const char *t = strstr(line, time_keys[i]);
+        if (t && rt_log_leading_time(t + strlen(time_keys[i]), ms) > 0)
+            break;
+    }
+    return true;
+}
+
 int rt_log_from_text(char *text, size_t len, bool partial_first, int64_t default_ms,
                      const struct rt_log_query *q, struct rt_log *out)
 {
@@ -118,8 +149,9 @@ int rt_log_from_text(char *text, size_t len, bool partial_first, int64_t default
             q->backward ? (head + nl - 1 - k) % RT_LOG_LINES_MAX : (head + k) % RT_LOG_LINES_MAX;
         const char *line = lines[idx];
         int64_t ms = default_ms;
-        size_t tl = rt_log_leading_time(line, &ms);
-        enum rt_log_level lvl = rt_log_infer_level(line + tl);
+        enum rt_log_level lvl;
+        if (!json_line_meta(line, &ms, &lvl))
+            lvl = rt_log_infer_level(line + rt_log_leading_time(line, &ms));
         if (q->start_ms > 0 && ms < q->start_ms)
             continue;
         if (lvl < q->min_level)

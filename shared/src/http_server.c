@@ -168,8 +168,12 @@ static int on_head(void *arg)
     head.peer = c->peer;
     lws_set_timeout(c->wsi, NO_PENDING_TIMEOUT, 0);
     const char *expect = http_header_get(&head, "Expect");
-    if (expect && strcasecmp(expect, "100-continue") == 0)
+    if (expect && strcasecmp(expect, "100-continue") == 0) {
+        /* Now, not with the response: the client holds the body back until
+         * it sees this (curl for 1 s) and the response may need the body. */
         http_out_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        conn_want_write(c);
+    }
     c->ex = http_exchange_new(c->srv->router, &head, &conn_ops, c);
     if (!c->ex) {
         kill_conn(c);

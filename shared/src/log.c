@@ -28,6 +28,8 @@ static atomic_int g_level = LOG_LEVEL_INFO;
 static atomic_int g_json = 0;
 static _Atomic(FILE *) g_stream = NULL; /* NULL means stderr */
 static _Atomic(const char *) g_component = NULL;
+static _Atomic(const char *) g_json_time = "ts";
+static _Atomic(const char *) g_json_msg = "msg";
 
 struct log_buf {
     char b[LOG_LINE_MAX];
@@ -74,6 +76,12 @@ int log_parse_level(const char *s, enum log_level *out)
 void log_set_json(int on)
 {
     atomic_store(&g_json, on ? 1 : 0);
+}
+
+void log_set_json_keys(const char *time_key, const char *msg_key)
+{
+    atomic_store(&g_json_time, time_key != NULL ? time_key : "ts");
+    atomic_store(&g_json_msg, msg_key != NULL ? msg_key : "msg");
 }
 
 void log_set_stream(FILE *f)
@@ -393,7 +401,9 @@ static void put_timestamp(struct log_buf *lb, bool json)
     n = strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(tbuf + n, sizeof(tbuf) - n, ".%03ldZ", ts.tv_nsec / 1000000);
     if (json) {
-        puts_(lb, "{\"ts\":\"");
+        puts_(lb, "{\"");
+        puts_(lb, atomic_load(&g_json_time));
+        puts_(lb, "\":\"");
         puts_(lb, tbuf);
         puts_(lb, "\"");
     } else {
@@ -445,7 +455,7 @@ void log_write(enum log_level level, const char *msg, ...)
         put_field(&lb, "level", lower[lvl], true);
         if (component)
             put_field(&lb, "component", component, true);
-        put_field(&lb, "msg", msg ? msg : "", true);
+        put_field(&lb, atomic_load(&g_json_msg), msg ? msg : "", true);
     } else {
         puts_(&lb, " ");
         puts_(&lb, upper[lvl]);

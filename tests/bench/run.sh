@@ -48,6 +48,7 @@ benchmarks=(
     "dataplane-proxy|node bench/dataplane.mjs"
     "federation|node bench/federation.mjs"
     "isolation|node bench/isolation.mjs"
+    "envd-upload|node bench/envd_upload.mjs"
 )
 
 status=0

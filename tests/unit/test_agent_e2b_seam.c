@@ -437,6 +437,22 @@ static void log_text_tail_and_ring(void **state)
     assert_int_equal(rt_log_infer_level("  (warning) x"), RT_LOG_WARN);
     assert_int_equal(rt_log_infer_level("ERRORS are fine"), RT_LOG_INFO);
     assert_int_equal(rt_log_infer_level("<fatal> boom"), RT_LOG_ERROR);
+
+    /* envd's JSON lines: level and time come from their keys, not the start */
+    const char *js = "{\"timestamp\":\"2026-12-01T10:00:01.250Z\",\"level\":\"warn\","
+                     "\"component\":\"envd\",\"message\":\"say \\\"level\\\":\\\"error\\\"\"}\n"
+                     "{\"ts\":\"2026-12-01T10:00:02Z\",\"level\":\"debug\",\"msg\":\"x\"}\n"
+                     "2026-12-01T10:00:03Z ERROR plain\n";
+    text = strdup(js);
+    assert_int_equal(rt_log_from_text(text, strlen(js), false, 7, &q, &out), 0);
+    assert_int_equal(out.n, 3);
+    assert_int_equal(out.entries[0].level, RT_LOG_WARN);
+    assert_int_equal(out.entries[0].ms, 1796119201250LL);
+    assert_int_equal(out.entries[1].level, RT_LOG_DEBUG);
+    assert_int_equal(out.entries[1].ms, 1796119202000LL);
+    assert_int_equal(out.entries[2].level, RT_LOG_ERROR);
+    assert_int_equal(out.entries[2].ms, 1796119203000LL);
+    rt_log_free(&out);
 }
 
 /* e2b_new gives the failing step's code (the agent used to turn every

@@ -127,6 +127,113 @@ static void test_content_that_looks_like_a_boundary(void **state)
     }
 }
 
+/* A big part: exact bytes whatever the split, and in runs as long as the
+ * feeds (no per-CR or per-byte callbacks: the SDK's default upload path). */
+struct big {
+    uint8_t *data;
+    size_t len;
+    int calls;
+    int parts;
+    int ended;
+};
+
+static int big_part(void *arg, const char *name, const char *filename)
+{
+    (void)name;
+    (void)filename;
+    ((struct big *)arg)->parts++;
+    return 0;
+}
+
+static int big_data(void *arg, const void *data, size_t len)
+{
+    struct big *b = arg;
+
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->calls++;
+    return 0;
+}
+
+static int big_end(void *arg)
+{
+    ((struct big *)arg)->ended++;
+    return 0;
+}
+
+#define BIG_CONTENT (256 * 1024)
+
+static void test_big_part_in_long_runs_and_split_boundaries(void **state)
+{
+    static const struct envd_mp_callbacks bcb = {big_part, big_data, big_end};
+    static const char head[] = "--bnd\r\nContent-Disposition: form-data; name=\"file\"; "
+                               "filename=\"a\"\r\n\r\n";
+    static const char tail[] = "\r\n--bnd--\r\n";
+    size_t hl = sizeof(head) - 1, tl = sizeof(tail) - 1;
+    size_t total = hl + BIG_CONTENT + tl;
+    uint8_t *body = malloc(total);
+    uint8_t *content = body + hl;
+    struct big b;
+    char err[160];
+
+    assert_non_null(body);
+    memcpy(body, head, hl);
+    /* random bytes (a CR every 256 on average) and delimiter prefixes */
+    srand(7);
+    for (size_t i = 0; i < BIG_CONTENT; i++)
+        content[i] = (uint8_t)rand();
+    for (size_t i = 1000; i + 8 < BIG_CONTENT; i += 4099)
+        memcpy(content + i, "\r\n--bn", (i / 4099) % 7 + 1);
+    memcpy(body + hl + BIG_CONTENT, tail, tl);
+    memset(&b, 0, sizeof(b));
+    b.data = malloc(BIG_CONTENT);
+    assert_non_null(b.data);
+
+    /* 64 KiB feeds: a handful of callbacks, not one per CR */
+    {
+        struct envd_mp *m = envd_mp_new("multipart/form-data; boundary=bnd", &bcb, &b, err, 160);
+        assert_non_null(m);
+        for (size_t i = 0; i < total; i += 65536)
+            assert_int_equal(envd_mp_feed(m, body + i, AB_MIN(65536, total - i)), 0);
+        assert_int_equal(envd_mp_finish(m), 0);
+        envd_mp_free(m);
+        assert_int_equal(b.len, BIG_CONTENT);
+        assert_memory_equal(b.data, content, BIG_CONTENT);
+        assert_int_equal(b.parts, 1);
+        assert_int_equal(b.ended, 1);
+        assert_true(b.calls <= 3 * ((int)(total / 65536) + 1) + 2 * (BIG_CONTENT / 4099 + 1));
+    }
+    /* two feeds, split at every byte of the closing delimiter and around it */
+    for (size_t cut = hl + BIG_CONTENT - 12; cut <= total; cut++) {
+        struct envd_mp *m = envd_mp_new("multipart/form-data; boundary=bnd", &bcb, &b, err, 160);
+        assert_non_null(m);
+        b.len = 0;
+        b.parts = b.ended = 0;
+        assert_int_equal(envd_mp_feed(m, body, cut), 0);
+        assert_int_equal(envd_mp_feed(m, body + cut, total - cut), 0);
+        assert_int_equal(envd_mp_finish(m), 0);
+        envd_mp_free(m);
+        assert_int_equal(b.len, BIG_CONTENT);
+        assert_memory_equal(b.data, content, BIG_CONTENT);
+        assert_int_equal(b.ended, 1);
+    }
+    /* three feeds around a delimiter prefix inside the content */
+    for (size_t cut = hl + 1000 - 3; cut <= hl + 1000 + 4; cut++) {
+        struct envd_mp *m = envd_mp_new("multipart/form-data; boundary=bnd", &bcb, &b, err, 160);
+        assert_non_null(m);
+        b.len = 0;
+        assert_int_equal(envd_mp_feed(m, body, cut), 0);
+        assert_int_equal(envd_mp_feed(m, body + cut, 2), 0);
+        assert_int_equal(envd_mp_feed(m, body + cut + 2, total - cut - 2), 0);
+        assert_int_equal(envd_mp_finish(m), 0);
+        envd_mp_free(m);
+        assert_int_equal(b.len, BIG_CONTENT);
+        assert_memory_equal(b.data, content, BIG_CONTENT);
+    }
+    free(b.data);
+    free(body);
+}
+
 static void test_preamble_epilogue_and_quoted_filename(void **state)
 {
     static const char body[] =
@@ -209,6 +316,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_files_every_split),
         cmocka_unit_test(test_content_that_looks_like_a_boundary),
+        cmocka_unit_test(test_big_part_in_long_runs_and_split_boundaries),
         cmocka_unit_test(test_preamble_epilogue_and_quoted_filename),
         cmocka_unit_test(test_bad_content_types),
         cmocka_unit_test(test_malformed_bodies),

@@ -37,6 +37,7 @@ static int teardown(void **state)
     log_set_stream(NULL);
     log_set_level(LOG_LEVEL_INFO);
     log_set_json(0);
+    log_set_json_keys(NULL, NULL);
     log_set_component(NULL);
     fclose(g_f);
     return 0;
@@ -120,6 +121,31 @@ static void test_text_quoting(void **state)
     assert_non_null(strstr(out, " nl=\"x\\ny\" "));
     assert_non_null(strstr(out, " ctl=\"a\\x01z\" "));
     assert_non_null(strstr(out, " utf8=caf\xc3\xa9\n"));
+}
+
+/* envd's lines carry E2B's key names (what `e2b sandbox logs` reads). */
+static void test_json_key_names(void **state)
+{
+    char line[1024];
+    json_error_t jerr;
+    json_t *o;
+
+    log_set_json(1);
+    log_set_json_keys("timestamp", "message");
+    log_set_component("envd");
+    LOG_INFO("envd serving", "listen", "unix:/x");
+    rewind(g_f);
+    assert_non_null(fgets(line, sizeof(line), g_f));
+    o = json_loads(line, 0, &jerr);
+    assert_non_null(o);
+    assert_true(strncmp(line, "{\"timestamp\":\"", 14) == 0);
+    assert_timestamp(json_string_value(json_object_get(o, "timestamp")));
+    assert_string_equal(json_string_value(json_object_get(o, "level")), "info");
+    assert_string_equal(json_string_value(json_object_get(o, "message")), "envd serving");
+    assert_string_equal(json_string_value(json_object_get(o, "listen")), "unix:/x");
+    assert_null(json_object_get(o, "ts"));
+    assert_null(json_object_get(o, "msg"));
+    json_decref(o);
 }
 
 static void test_json_lines_are_valid_json(void **state)
@@ -377,6 +403,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_text_level_names_and_no_component, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_quoting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_lines_are_valid_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_key_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_fields_masked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_fields_masked_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_redact, setup, teardown),

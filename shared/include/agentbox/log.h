@@ -20,6 +20,10 @@ enum log_level log_get_level(void);
 /* Parses "debug|info|warn|error"; returns 0 or AB_EINVAL. */
 int log_parse_level(const char *s, enum log_level *out);
 void log_set_json(int on);
+/* Key names of a JSON line's time and message (default "ts" and "msg"):
+ * envd writes E2B's "timestamp" and "message", what its log API and CLI
+ * carry. Not copied (string literals). */
+void log_set_json_keys(const char *time_key, const char *msg_key);
 /* Where lines go; default stderr. Not owned. */
 void log_set_stream(FILE *f);
 /* Component name put on every line as component=NAME, e.g. "hub". Not copied. */
