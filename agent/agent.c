@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <limits.h>
@@ -56,11 +57,11 @@ const struct cfg_option agent_serve_options[] = {
      NULL},
     {"log_service_url", CFG_STRING, NULL, false, AOPT(log_service_url),
      "E2B logs of ended sandboxes: the central log service; unset: those answer 501", NULL},
-    {"e2b_listen", CFG_STRING, ":8090", false, AOPT(e2b_listen),
+    {"e2b_listen", CFG_STRING, "127.0.0.1:8090", false, AOPT(e2b_listen),
      "E2B-compatible API listen address (HOST:PORT, :PORT or unix:PATH)", NULL},
-    {"data_listen", CFG_STRING, ":8091", false, AOPT(data_listen), "data plane listen address",
-     NULL},
-    {"native_listen", CFG_STRING, ":8080", false, AOPT(native_listen),
+    {"data_listen", CFG_STRING, "127.0.0.1:8091", false, AOPT(data_listen),
+     "data plane listen address", NULL},
+    {"native_listen", CFG_STRING, "127.0.0.1:8080", false, AOPT(native_listen),
      "native (console/abx) API listen address", NULL},
     {"log_level", CFG_STRING, "info", false, AOPT(log_level), "debug, info, warn or error", NULL},
     {"log_json", CFG_BOOL, "false", false, AOPT(log_json), "log JSON lines instead of key=value",
@@ -75,8 +76,42 @@ const struct cfg_option agent_serve_options[] = {
      NULL},
     {"reconnect_reset", CFG_DURATION, "60s", false, AOPT(reconnect_reset_ms),
      "a tunnel up this long starts the backoff again from reconnect_min", NULL},
+    {"enable_diag", CFG_BOOL, "false", false, AOPT(enable_diag),
+     "serve the admin-only tunnel diagnostics /v1/diag/echo and /v1/diag/bytes on the native API",
+     NULL},
+    {"insecure_tunnel", CFG_BOOL, "false", false, AOPT(insecure_tunnel),
+     "allow a ws:// hub_url to a non-loopback host (the join token and keys cross in clear)", NULL},
 };
 const size_t agent_serve_noptions = AB_ARRAY_LEN(agent_serve_options);
+
+bool agent_url_is_loopback(const char *hostport)
+{
+    char host[256];
+    size_t n = 0;
+
+    if (hostport[0] == '[') { /* [::1]:7701 */
+        const char *end = strchr(hostport, ']');
+        if (!end || (size_t)(end - hostport - 1) >= sizeof(host))
+            return false;
+        n = (size_t)(end - hostport - 1);
+        memcpy(host, hostport + 1, n);
+    } else {
+        while (hostport[n] && hostport[n] != ':' && hostport[n] != '/' && n + 1 < sizeof(host)) {
+            host[n] = hostport[n];
+            n++;
+        }
+        if (hostport[n] && hostport[n] != ':' && hostport[n] != '/')
+            return false; /* longer than any host name */
+    }
+    host[n] = '\0';
+    if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
+        return true;
+    /* 127.0.0.0/8, written as four decimal octets */
+    unsigned a, b, c, d;
+    char tail;
+    return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
+           c < 256 && d < 256;
+}
 
 int agent_config_check(const struct agent_config *cfg, char *err, size_t errlen)
 {
@@ -96,6 +131,14 @@ int agent_config_check(const struct agent_config *cfg, char *err, size_t errlen)
     if (cfg->hub_url) {
         if (strncmp(cfg->hub_url, "ws://", 5) != 0 && strncmp(cfg->hub_url, "wss://", 6) != 0) {
             snprintf(err, errlen, "hub_url '%s' must start with wss:// (or ws:// on loopback)",
+                     cfg->hub_url);
+            return AB_EINVAL;
+        }
+        if (strncmp(cfg->hub_url, "ws://", 5) == 0 && !cfg->insecure_tunnel &&
+            !agent_url_is_loopback(cfg->hub_url + 5)) {
+            snprintf(err, errlen,
+                     "hub_url '%s' is ws:// to a host that is not loopback: the join token would "
+                     "cross the network in clear; use wss:// or pass --insecure-tunnel",
                      cfg->hub_url);
             return AB_EINVAL;
         }
@@ -383,8 +426,12 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     if (!(a->fed = fed_new(&fd, err, errlen)))
         return AB_ENOMEM;
 
-    const struct native_deps nd = {
-        .rt = a->rt, .auth = a->auth, .hub = a->hub, .fed = a->fed, .cluster = cfg->cluster_id};
+    const struct native_deps nd = {.rt = a->rt,
+                                   .auth = a->auth,
+                                   .hub = a->hub,
+                                   .fed = a->fed,
+                                   .cluster = cfg->cluster_id,
+                                   .enable_diag = cfg->enable_diag};
     if (!(a->native = native_new(&nd, err, errlen)))
         return AB_ELIMIT;
     r = native_routes(a->native, &n);

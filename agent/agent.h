@@ -50,7 +50,13 @@ struct agent_config {
     int64_t reconnect_min_ms;
     int64_t reconnect_max_ms;
     int64_t reconnect_reset_ms;
+    bool enable_diag;     /* /v1/diag/... on the native API (admin only either way) */
+    bool insecure_tunnel; /* ws:// to a non-loopback hub */
 };
+
+/* Whether the host of "host[:port][/...]" is loopback (127.0.0.0/8, ::1,
+ * localhost). Decides whether a ws:// hub_url is refused. */
+bool agent_url_is_loopback(const char *hostport);
 
 extern const struct cfg_option agent_serve_options[];
 extern const size_t agent_serve_noptions;
