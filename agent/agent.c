@@ -176,12 +176,19 @@ static void h_healthz(struct http_exchange *ex, void *arg)
     http_respond_json(ex, 200, body);
 }
 
-static void h_ping(struct http_exchange *ex, void *arg)
+static void ping_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
+    (void)p; /* any valid key: a reachability check, but not for strangers */
     struct agent *a = arg;
     json_t *body = json_pack("{s:b,s:s,s:s}", "pong", 1, "cluster", a->cfg->cluster_id, "version",
                              AGENTBOX_VERSION);
     http_respond_json(ex, 200, body);
+}
+
+static void h_ping(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    agent_auth_request(a->auth, ex, ping_authed, a);
 }
 
 /* Pool gauges, refreshed when /metrics is rendered; series of pools that

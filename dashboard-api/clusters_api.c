@@ -1,5 +1,7 @@
 /* Every /api/clusters handler except .../federation (federation_api.c):
  *
+ * Every route needs a valid API key (Authorization: Bearer or AGENTBOX-API-KEY;
+ * the native relay also X-API-Key).
  *   GET  /api/clusters             {"clusters":[{"id","name","region","online","lastSeen",
  *                                  "agentVersion","disabled"}]} sorted by id; lastSeen
  *                                  RFC 3339 or null; agentVersion null before a session
@@ -187,8 +189,9 @@ static bool answer_not_loaded(struct clusters *c, struct http_exchange *ex)
     return true;
 }
 
-static void api_list(struct http_exchange *ex, void *arg)
+static void api_list_authed(struct http_exchange *ex, const struct keys_principal *p, void *arg)
 {
+    (void)p; /* any valid key: the registry is no tenant's secret, but no stranger's business */
     struct hub *h = arg;
     struct clusters *c = h->clusters;
     json_t *body, *arr;
@@ -216,8 +219,15 @@ oom:
     http_respond_error(ex, 503, "out of memory listing clusters");
 }
 
-static void api_get(struct http_exchange *ex, void *arg)
+static void api_list(struct http_exchange *ex, void *arg)
 {
+    struct hub *h = arg;
+    auth_request(h->auth, ex, AUTH_SURFACE_API, api_list_authed, h);
+}
+
+static void api_get_authed(struct http_exchange *ex, const struct keys_principal *who, void *arg)
+{
+    (void)who;
     struct hub *h = arg;
     struct clusters *c = h->clusters;
     const char *id = http_param(ex, "id");
@@ -246,10 +256,20 @@ static void api_get(struct http_exchange *ex, void *arg)
     http_respond_json(ex, 200, o);
 }
 
+static void api_get(struct http_exchange *ex, void *arg)
+{
+    struct hub *h = arg;
+    auth_request(h->auth, ex, AUTH_SURFACE_API, api_get_authed, h);
+}
+
 /* --- ANY /api/clusters/{id}/v1/...: the cluster's native API over its tunnel --------- */
 
-static void h_cluster_native(struct http_exchange *ex, void *arg)
+/* Authenticated here first (no anonymous traffic reaches a tunnel), then
+ * again by the agent, which decides what the principal may see there. */
+static void cluster_native_authed(struct http_exchange *ex, const struct keys_principal *p,
+                                  void *arg)
 {
+    (void)p;
     struct hub *h = arg;
     const char *id = http_param(ex, "id");
     const char *target = http_req(ex)->target;
@@ -263,6 +283,13 @@ static void h_cluster_native(struct http_exchange *ex, void *arg)
     }
     tun_http_proxy(ex, h->tunnel ? tunnel_server_session(h->tunnel, id) : NULL, "native", rest,
                    NULL, 0, msg);
+}
+
+static void h_cluster_native(struct http_exchange *ex, void *arg)
+{
+    struct hub *h = arg;
+    /* the E2B surface reads X-API-Key too, as the agent's native API does */
+    auth_request(h->auth, ex, AUTH_SURFACE_E2B, cluster_native_authed, h);
 }
 
 int clusters_api_add_routes(struct hub *h, char *err, size_t errlen)

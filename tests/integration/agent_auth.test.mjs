@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import {
     startPostgres, startHub, runMigrate, httpJson, waitFor, run, hubBin, hubSecret,
     addCluster, startAgent, createKey,
+    adminHeaders,
 } from './lib/harness.mjs';
 
 const cleanups = [];
@@ -27,7 +28,7 @@ test('agent-side keys: validate, cache, revoke in under a second, grace when the
     const token = await addCluster(pg.url, 'keyed');
     const agent = await startAgent('keyed', { hubUrl: hub.tunnelUrl, token });
     cleanups.push(() => agent.proc.stop());
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/keyed/v1/ping`)).status === 200, {
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/keyed/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 200, {
         what: 'agent connected',
     });
 
@@ -100,7 +101,7 @@ test('an admin key registers a cluster through the hub API and gets its token on
     // the token works: an agent joins with it
     const agent = await startAgent('west', { hubUrl: hub.tunnelUrl, token: ok.json.token });
     cleanups.push(() => agent.proc.stop());
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/west/v1/ping`)).status === 200, {
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/west/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 200, {
         what: 'west connected with the API-issued token',
     });
     // only the hash is stored

@@ -8,6 +8,7 @@ import path from 'node:path';
 import {
     startPostgres, runMigrate, hubBin, psqlAt, run, startHub, httpJson, waitFor, freePort, PG_BIN,
     buildDir, spawnProc, tempDir,
+    adminHeaders,
 } from './lib/harness.mjs';
 
 let pg;
@@ -228,7 +229,7 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     t.after(() => hub.proc.stop());
 
     const list = await waitFor(async () => {
-        const r = await httpJson(`${hub.base}/api/clusters`);
+        const r = await httpJson(`${hub.base}/api/clusters`, { headers: await adminHeaders(hub.base) });
         return r.status === 200 ? r.json.clusters : null;
     }, { timeoutMs: 5000, what: 'GET /api/clusters to answer 200' });
     const ids = list.map((c) => c.id);
@@ -246,14 +247,14 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     assert.match(beta.lastSeen, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     assert.equal(beta.agentVersion, '1.2.3');
 
-    const one = await httpJson(`${hub.base}/api/clusters/zeta`);
+    const one = await httpJson(`${hub.base}/api/clusters/zeta`, { headers: await adminHeaders(hub.base) });
     assert.equal(one.status, 200);
     assert.equal(one.json.id, 'zeta');
     assert.equal(one.json.online, false);
-    const missing = await httpJson(`${hub.base}/api/clusters/nowhere`);
+    const missing = await httpJson(`${hub.base}/api/clusters/nowhere`, { headers: await adminHeaders(hub.base) });
     assert.equal(missing.status, 404);
     assert.match(missing.json.message, /'nowhere'/);
-    const weird = await httpJson(`${hub.base}/api/clusters/%FFx%27`);
+    const weird = await httpJson(`${hub.base}/api/clusters/%FFx%27`, { headers: await adminHeaders(hub.base) });
     assert.equal(weird.status, 404);
     assert.match(weird.json.message, /no cluster '\?x\?'/);
 
@@ -261,21 +262,21 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     const t0 = Date.now();
     await addCluster('gamma', ['--region', 'eu-north']);
     const gamma = await waitFor(async () => {
-        const r = await httpJson(`${hub.base}/api/clusters/gamma`);
+        const r = await httpJson(`${hub.base}/api/clusters/gamma`, { headers: await adminHeaders(hub.base) });
         return r.status === 200 ? r.json : null;
     }, { timeoutMs: 3000, intervalMs: 100, what: 'cluster gamma in GET /api/clusters/gamma' });
     assert.equal(gamma.region, 'eu-north');
     assert.ok(Date.now() - t0 < 3500);
-    const after = (await httpJson(`${hub.base}/api/clusters`)).json.clusters.map((c) => c.id);
+    const after = (await httpJson(`${hub.base}/api/clusters`, { headers: await adminHeaders(hub.base) })).json.clusters.map((c) => c.id);
     assert.deepEqual(after, [...after].sort(), `not sorted after gamma: ${after}`);
 
     // Disabling shows too.
     assert.equal((await cli(['disable', 'zeta'])).code, 0);
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/zeta`)).json.disabled === true,
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/zeta`, { headers: await adminHeaders(hub.base) })).json.disabled === true,
         { timeoutMs: 3000, intervalMs: 100, what: 'zeta disabled in the API' });
 
     // The registry is loaded: the API answers from it (503 "not loaded" otherwise).
-    const loaded = await httpJson(`${hub.base}/api/clusters`);
+    const loaded = await httpJson(`${hub.base}/api/clusters`, { headers: await adminHeaders(hub.base) });
     assert.equal(loaded.status, 200, JSON.stringify(loaded.json));
     assert.ok(loaded.json.clusters.some((c) => c.id === 'gamma'));
 
@@ -288,7 +289,7 @@ test('GET /api/clusters answers 503 while the registry cannot load', async (t) =
     const port = await freePort();
     const hub = await startHub(`postgres://x:y@127.0.0.1:${port}/none`, { args: await hubArgs() });
     t.after(() => hub.proc.stop());
-    const r = await httpJson(`${hub.base}/api/clusters`);
+    const r = await httpJson(`${hub.base}/api/clusters`, { headers: await adminHeaders(hub.base) });
     assert.equal(r.status, 503);
     assert.match(r.json.message, /cluster registry not loaded/);
 });
@@ -316,7 +317,7 @@ test('a tunnel session is online, seen, and closed when its token rotates', asyn
     t.after(() => agent.stop());
 
     const info = await waitFor(async () => {
-        const r = await httpJson(`${hub.base}/api/clusters/live`);
+        const r = await httpJson(`${hub.base}/api/clusters/live`, { headers: await adminHeaders(hub.base) });
         return r.status === 200 && r.json.online ? r.json : null;
     }, { timeoutMs: 10000, what: `cluster live online in the API; agent log:\n${agent.logs()}` });
     assert.match(info.lastSeen, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
@@ -335,7 +336,7 @@ test('a tunnel session is online, seen, and closed when its token rotates', asyn
 
     const rot = await cli(['rotate-token', 'live']);
     assert.equal(rot.code, 0, rot.stderr);
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/live`)).json.online === false,
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/live`, { headers: await adminHeaders(hub.base) })).json.online === false,
         { timeoutMs: 5000, intervalMs: 100, what: 'live offline after rotate-token' });
     await waitFor(async () => (await psqlAt(url,
         "SELECT count(*) FROM cluster_sessions WHERE cluster_id = 'live' AND connected")) === '0',

@@ -367,7 +367,28 @@ export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPo
         const r = await httpGet(`${base}/healthz`, { timeoutMs: 1000 });
         return r.status === 200;
     }, { timeoutMs: 15000, what: `hub /healthz on port ${port}` });
+    hubDatabases.set(base, databaseUrl);
     return { proc, port, base, tunnelPort, tunnelUrl: `ws://127.0.0.1:${tunnelPort}` };
+}
+
+// Every hub route but /healthz and /readyz needs a key (issue 13): the
+// harness keeps one admin key per hub base, made on first use through the
+// CLI (team "harness", user "admin"), for its own polling and for tests.
+const hubDatabases = new Map();
+const adminKeys = new Map();
+export async function adminKey(hubBase) {
+    if (!adminKeys.has(hubBase)) {
+        const db = hubDatabases.get(hubBase);
+        if (!db) throw new Error(`no hub started at ${hubBase} by this harness`);
+        adminKeys.set(hubBase, createKey(db, 'harness', 'admin', ['--admin']).then((k) => k.token));
+    }
+    return adminKeys.get(hubBase);
+}
+// Headers carrying the hub's harness admin key, for the console (Bearer) and
+// the E2B / native surfaces (X-API-Key).
+export async function adminHeaders(hubBase) {
+    const k = await adminKey(hubBase);
+    return { Authorization: `Bearer ${k}`, 'X-API-Key': k };
 }
 
 // --- agents and clusters ---------------------------------------------------------------
@@ -408,8 +429,9 @@ export async function startAgent(id, { hubUrl, token, args = [], env = {}, state
 
 // Waits until the hub's GET /api/clusters shows id online (or offline).
 export async function waitClusterOnline(hubBase, id, online = true, timeoutMs = 10000) {
+    const headers = await adminHeaders(hubBase);
     return waitFor(async () => {
-        const r = await httpJson(`${hubBase}/api/clusters`, { timeoutMs: 1000 });
+        const r = await httpJson(`${hubBase}/api/clusters`, { timeoutMs: 1000, headers });
         const c = r.json && r.json.clusters && r.json.clusters.find((x) => x.id === id);
         return c && c.online === online ? c : null;
     }, { timeoutMs, what: `cluster ${id} ${online ? 'online' : 'offline'} on the hub` });
