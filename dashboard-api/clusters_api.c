@@ -3,7 +3,8 @@
  * Every route needs a valid API key (Authorization: Bearer or AGENTBOX-API-KEY;
  * the native relay also X-API-Key).
  *   GET  /api/clusters             {"clusters":[{"id","name","region","online","lastSeen",
- *                                  "agentVersion","disabled"}]} sorted by id; lastSeen
+ *                                  "agentVersion","disabled","namespaces"}]} sorted by id
+ *                                  (namespaces: null = every one); lastSeen
  *                                  RFC 3339 or null; agentVersion null before a session
  *   GET  /api/clusters/{id}        one cluster's object, 404 naming the id
  *                                  (both 503 until the registry's first refresh)
@@ -176,6 +177,16 @@ static json_t *info_json(const struct cluster_info *ci)
     json_object_set_new(o, "agentVersion",
                         ci->agent_version[0] != '\0' ? json_string(ci->agent_version)
                                                      : json_null());
+    /* null: every namespace; else the names assigned at registration */
+    json_t *ns = ci->namespaces[0] ? json_array() : json_null();
+    for (const char *p = ci->namespaces; p[0] && ns;) {
+        const char *end = strchr(p, ',');
+        json_array_append_new(ns, end ? json_stringn(p, (size_t)(end - p)) : json_string(p));
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    json_object_set_new(o, "namespaces", ns ? ns : json_null());
     return o;
 }
 

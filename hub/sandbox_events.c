@@ -5,12 +5,15 @@
 #include "hub/sandbox_events.h"
 
 #include "hub/auth.h"
+#include "hub/clusters.h"
 #include "hub/db.h"
 #include "hub/hub.h"
 
 #include "agentbox/common.h"
 #include "agentbox/json.h"
 #include "agentbox/log.h"
+#include "agentbox/metrics.h"
+#include "agentbox/sbxid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +121,40 @@ static void done(void *arg, int status)
     free(b);
 }
 
+/* Whether cluster may speak for ev: a sandbox of its own id prefix, in a
+ * namespace assigned to it (DESIGN §11). The rest never becomes a row. */
+static const char *event_refusal(struct hub *h, const char *cluster, json_t *ev)
+{
+    char owner[AB_CLUSTER_ID_BUF];
+    const char *id = str(ev, "id");
+    if (sbxid_cluster_of(id, owner) != 0 || strcmp(owner, cluster) != 0)
+        return "foreign_id";
+    if (!clusters_serves_ns(h->clusters, cluster, str(ev, "namespace")))
+        return "namespace";
+    return NULL;
+}
+
+/* Drops (and counts) the events cluster may not speak for, in place. */
+static void keep_own(struct hub *h, const char *cluster, json_t *evs)
+{
+    static const char *const labels[] = {"cluster", "reason", NULL};
+    struct metric_family *m = metrics_register(
+        metrics_default(), "agentbox_sandbox_events_dropped_total",
+        "Sandbox lifecycle events dropped: another cluster's id prefix (foreign_id) or a "
+        "namespace not assigned to the sending cluster (namespace).",
+        METRIC_COUNTER, labels, NULL, 0);
+    for (size_t i = json_array_size(evs); i-- > 0;) {
+        const char *why = event_refusal(h, cluster, json_array_get(evs, i));
+        if (why) {
+            const char *lv[] = {cluster, why};
+            metrics_add(m, lv, 1);
+            LOG_WARN("sandbox event dropped", "cluster", cluster, "reason", why, "id",
+                     str(json_array_get(evs, i), "id"));
+            json_array_remove(evs, i);
+        }
+    }
+}
+
 static void h_events(struct http_exchange *ex, void *arg)
 {
     struct hub *h = arg;
@@ -151,6 +188,7 @@ static void h_events(struct http_exchange *ex, void *arg)
     }
     b->ex = ex;
     ab_strlcpy(b->cluster, cluster, sizeof(b->cluster));
+    keep_own(h, cluster, evs);
     b->events = json_incref(evs);
     json_decref(body);
     int rc = db_submit(h->db, job, done, b);

@@ -179,7 +179,7 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     rc = create_auth(h, err, errlen);
     if (rc != 0)
         return rc;
-    struct federation_deps fd = {.loop = h->loop, .db = h->db};
+    struct federation_deps fd = {.loop = h->loop, .db = h->db, .clusters = h->clusters};
     h->fed = federation_new(&fd, err, errlen);
     if (h->fed == NULL)
         return AB_ENOMEM;
