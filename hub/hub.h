@@ -43,6 +43,7 @@ struct hub_serve_config {
     int64_t tunnel_sync_interval_ms;
     char *hub_secret; /* keys and vault encryption (auth.h); required */
     char *hub_secret_file;
+    bool allow_superuser; /* let serve use a PostgreSQL superuser role */
 };
 
 extern const struct cfg_option hub_serve_options[];

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import {
     addCluster, startAgent, waitClusterOnline, waitFor, createKey, adminKey, metricValue, run,
-    agentBin,
+    agentBin, hubBin, hubSecret, freePort, startHub, httpGet,
 } from './lib/harness.mjs';
 import {
     startStack, manifestsDir, envManifest, native, claim, waitPool, envdBin, reapSandboxes,
@@ -202,4 +202,19 @@ test('a ws:// hub URL to a non-loopback host is refused unless --insecure-tunnel
         '--hub-url', 'ws://10.255.0.1:7701', '--join-token', token], { timeoutMs: 10000 });
     assert.notEqual(r.code, 0, 'the agent started');
     assert.match(r.stderr, /wss:\/\/.*--insecure-tunnel/);
+});
+
+test('serve refuses a PostgreSQL superuser unless --allow-superuser', async () => {
+    const [port, tport] = [await freePort(), await freePort()];
+    const r = await run(hubBin(), ['serve', '--listen', `127.0.0.1:${port}`, '--tunnel-listen', `127.0.0.1:${tport}`], {
+        env: { ...process.env, DATABASE_URL: stack.pg.url, AGENTBOX_HUB_SECRET: hubSecret }, timeoutMs: 20000,
+    });
+    assert.notEqual(r.code, 0, 'serve ran as the superuser');
+    assert.match(r.stderr, /superuser.*--allow-superuser/);
+    const hub = await startHub(stack.pg.url, { superuser: true });
+    try {
+        assert.equal((await httpGet(`${hub.base}/readyz`)).status, 200, 'with the flag it serves');
+    } finally {
+        await hub.proc.stop();
+    }
 });

@@ -351,13 +351,52 @@ export function runMigrate(databaseUrl, args = [], { dir = migrationsDir(), env 
 // AGENTBOX_HUB_SECRET unless env overrides it; CLIs of a test use it too.
 export const hubSecret = randomBytes(32).toString('hex');
 
-export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPort, tunnelPort: fixedTunnel } = {}) {
+// `serve` refuses a PostgreSQL superuser (issue 13), so the hub runs as
+// SERVE_ROLE: a login role that is not a superuser and owns nothing, with
+// DML rights on the schema the migrations (run as the owner, the cluster's
+// superuser here) create, now and later. Resolves databaseUrl with that
+// role, or databaseUrl itself when the database cannot be reached (nothing
+// to refuse then: a test of a database that is down or hung).
+export const SERVE_ROLE = 'agentbox_serve';
+const serveRolePassword = randomBytes(16).toString('hex');
+export async function serveUrl(databaseUrl) {
+    let u;
+    try {
+        u = new URL(databaseUrl);
+    } catch {
+        return databaseUrl;
+    }
+    const probe = new URL(u);
+    probe.searchParams.set('connect_timeout', '2');
+    try {
+        await psqlAt(probe.toString(), `DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${SERVE_ROLE}') THEN
+    CREATE ROLE ${SERVE_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '${serveRolePassword}';
+  END IF;
+END $$;
+GRANT USAGE ON SCHEMA public TO ${SERVE_ROLE};
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${SERVE_ROLE};
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO ${SERVE_ROLE};
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${SERVE_ROLE};
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO ${SERVE_ROLE};`);
+    } catch {
+        return databaseUrl;
+    }
+    u.username = SERVE_ROLE;
+    u.password = serveRolePassword;
+    return u.toString();
+}
+
+// superuser: run serve with the URL's own (superuser) role and
+// --allow-superuser, for the tests of that refusal.
+export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPort, tunnelPort: fixedTunnel, superuser = false } = {}) {
     const port = fixedPort || (await freePort());
     const tunnelPort = fixedTunnel || (await freePort());
+    const dbUrl = superuser ? databaseUrl : await serveUrl(databaseUrl);
     const proc = spawnProc('hub', hubBin(), ['serve', '--listen', `127.0.0.1:${port}`,
-        '--tunnel-listen', `127.0.0.1:${tunnelPort}`, ...args], {
+        '--tunnel-listen', `127.0.0.1:${tunnelPort}`, ...(superuser ? ['--allow-superuser'] : []), ...args], {
         ...process.env,
-        DATABASE_URL: databaseUrl,
+        DATABASE_URL: dbUrl,
         AGENTBOX_HUB_SECRET: hubSecret,
         ...env,
     });
