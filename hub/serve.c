@@ -200,9 +200,6 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     dbo.retry_ms = cfg->db_retry_ms;
     dbo.application_name = "agentbox-hub";
     dbo.refuse_superuser = !cfg->allow_superuser;
-    rc = refuse_superuser_now(cfg, err, errlen);
-    if (rc != 0)
-        return rc;
     h->db = db_pool_new(h->loop, &dbo, err, errlen);
     if (h->db == NULL)
         return AB_EIO;
@@ -211,6 +208,9 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     if (rc != 0)
         return rc;
     rc = create_auth(h, err, errlen);
+    if (rc != 0)
+        return rc;
+    rc = refuse_superuser_now(cfg, err, errlen); /* after the configuration's own checks */
     if (rc != 0)
         return rc;
     struct federation_deps fd = {.loop = h->loop, .db = h->db, .clusters = h->clusters};

@@ -114,10 +114,10 @@ test('list shows a new cluster offline, as a table and as JSON', async () => {
     const table = await cli(['list']);
     assert.equal(table.code, 0, table.stderr);
     const lines = table.stdout.trimEnd().split('\n');
-    assert.match(lines[0], /^ID\s+NAME\s+REGION\s+STATUS\s+ONLINE\s+LAST SEEN\s+EPOCH\s+AGENT VERSION$/);
+    assert.match(lines[0], /^ID\s+NAME\s+REGION\s+STATUS\s+ONLINE\s+LAST SEEN\s+EPOCH\s+AGENT VERSION\s+NAMESPACES$/);
     const row = lines.find((l) => l.startsWith('listed '));
     assert.ok(row, `no row for 'listed':\n${table.stdout}`);
-    assert.match(row, /^listed\s+Listed\s+us-east\s+enabled\s+no\s+-\s+-\s+-$/);
+    assert.match(row, /^listed\s+Listed\s+us-east\s+enabled\s+no\s+-\s+-\s+-\s+\*$/);
     // Aligned: every column starts at the same offset on every line.
     const col = lines[0].indexOf('ONLINE');
     for (const l of lines.slice(1)) assert.match(l.slice(col), /^(yes|no) /, `misaligned line: ${l}`);
@@ -127,8 +127,17 @@ test('list shows a new cluster offline, as a table and as JSON', async () => {
     const c = (await listJson()).find((x) => x.id === 'listed');
     assert.deepEqual(c, {
         id: 'listed', name: 'Listed', region: 'us-east', disabled: false, online: false,
-        lastSeen: null, epoch: null, agentVersion: null,
+        lastSeen: null, epoch: null, agentVersion: null, namespaces: null,
     });
+
+    // namespaces assigned at registration, normalised; bad names refused naming them
+    await addCluster('scoped', ['--namespaces', 'team-a, team-b,team-a']);
+    assert.deepEqual((await listJson()).find((x) => x.id === 'scoped').namespaces, ['team-a', 'team-b']);
+    const scopedRow = (await cli(['list'])).stdout.split('\n').find((l) => l.startsWith('scoped '));
+    assert.match(scopedRow, /\steam-a,team-b$/);
+    const bad = await cli(['add', 'badns', '--namespaces', 'Team_A']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /namespace 'Team_A' is invalid/);
 });
 
 test('list shows a session row as online only while it is recent and connected', async () => {
@@ -239,7 +248,7 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     for (const c of list) assert.equal(c.online, false, `${c.id} is online`);
     assert.deepEqual(list.find((c) => c.id === 'zeta'), {
         id: 'zeta', name: 'Zeta', region: 'ap-south', online: false, disabled: false,
-        lastSeen: null, agentVersion: null,
+        lastSeen: null, agentVersion: null, namespaces: null,
     });
     // A past session shows its time and agent version, offline.
     const beta = list.find((c) => c.id === 'beta');
@@ -285,13 +294,15 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     assert.equal(exit.code, 0, `hub exited with ${exit.code}/${exit.signal}:\n${hub.proc.logs()}`);
 });
 
-test('GET /api/clusters answers 503 while the registry cannot load', async (t) => {
+test('GET /api/clusters answers 503 while the database cannot be reached (401 without a key)', async (t) => {
     const port = await freePort();
     const hub = await startHub(`postgres://x:y@127.0.0.1:${port}/none`, { args: await hubArgs() });
     t.after(() => hub.proc.stop());
-    const r = await httpJson(`${hub.base}/api/clusters`, { headers: await adminHeaders(hub.base) });
-    assert.equal(r.status, 503);
-    assert.match(r.json.message, /cluster registry not loaded/);
+    // the key cannot be checked, so neither can the registry be shown: 503, not 401
+    const key = `agbx_${'0'.repeat(64)}`;
+    const r = await httpJson(`${hub.base}/api/clusters`, { headers: { Authorization: `Bearer ${key}` } });
+    assert.equal(r.status, 503, JSON.stringify(r.json));
+    assert.equal((await httpJson(`${hub.base}/api/clusters`)).status, 401);
 });
 
 // The registry's session side, driven by a real agent over the tunnel: the
