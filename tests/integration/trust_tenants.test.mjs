@@ -22,6 +22,7 @@ import {
 const MANIFESTS = manifestsDir([
     envManifest('demo', ['alpha', 'gamma'], { replicas: 2 }),
     envManifest('solo', ['gamma'], { replicas: 2 }),
+    envManifest('brief', ['alpha'], { replicas: 1, idleTimeout: '2s' }),
 ]);
 
 let stack;
@@ -193,6 +194,32 @@ test("a cluster's lifecycle events outside its namespaces never become sandbox r
     } finally {
         await call(`${gamma.e2b}/sandboxes/${rogue}`, { method: 'DELETE', key: victim });
         await call(`${alpha.e2b}/sandboxes/${mine}`, { method: 'DELETE', key: victim });
+    }
+});
+
+test('anonymous data-plane traffic does not keep a sandbox from idling out', async () => {
+    await waitPool(alpha, 'brief-1c0gi', (st) => st.idle >= 1, 'a warm brief sandbox');
+    const sb = await claim(alpha, victim, { poolName: 'brief', timeout: 300 });
+    const t0 = Date.now();
+    let stop = false;
+    const noise = (async () => {
+        while (!stop) {
+            for (const p of ['/health', '/files?path=/home/user/x', '/envs']) {
+                const r = await fetch(`${alpha.data}${p}`, {
+                    headers: { 'E2b-Sandbox-Id': sb.sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': 'not-the-token' },
+                });
+                await r.arrayBuffer();
+            }
+            await new Promise((res) => setTimeout(res, 200));
+        }
+    })();
+    try {
+        await waitFor(async () => (await native(alpha, victim, 'GET', `/v1/sandboxes/${sb.sandboxId}`)).status === 404,
+            { timeoutMs: 10000, what: 'the sandbox to idle out despite anonymous traffic' });
+        assert.ok(Date.now() - t0 >= 1500, 'reclaimed before its 2 s idle timeout');
+    } finally {
+        stop = true;
+        await noise;
     }
 });
 
