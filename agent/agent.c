@@ -63,6 +63,10 @@ const struct cfg_option agent_serve_options[] = {
      "data plane listen address", NULL},
     {"native_listen", CFG_STRING, "127.0.0.1:8080", false, AOPT(native_listen),
      "native (console/abx) API listen address", NULL},
+    {"metrics_listen", CFG_STRING, "127.0.0.1:8092", false, AOPT(metrics_listen),
+     "/metrics (and /healthz) listener, apart from the APIs: the page is not authenticated; "
+     "loopback by default, :PORT exposes it on every interface",
+     NULL},
     {"log_level", CFG_STRING, "info", false, AOPT(log_level), "debug, info, warn or error", NULL},
     {"log_json", CFG_BOOL, "false", false, AOPT(log_json), "log JSON lines instead of key=value",
      NULL},
@@ -264,7 +268,10 @@ static void dp_healthz(struct http_exchange *ex, void *arg)
 
 static void dp_metrics(struct http_exchange *ex, void *arg)
 {
-    agent_respond_metrics(ex, arg);
+    struct agent *a = arg;
+    /* the data plane's own /metrics (a request naming no sandbox) moved away */
+    http_respond_error(ex, 404, "/metrics is served on metrics_listen (%s) only",
+                       a->cfg->metrics_listen);
 }
 
 void agent_respond_metrics(struct http_exchange *ex, struct agent *a)
@@ -385,6 +392,7 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     a->l[AGENT_E2B].name = "e2b";
     a->l[AGENT_DATA].name = "data";
     a->l[AGENT_NATIVE].name = "native";
+    a->l[AGENT_METRICS].name = "metrics";
     a->loop = loop_new(NULL);
     if (!a->loop) {
         snprintf(err, errlen, "cannot create the event loop");
@@ -417,11 +425,15 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         return rc;
     const struct http_route common[] = {
         {"GET", "/healthz", h_healthz, a, 0},
-        {"GET", "/metrics", h_metrics, a, 0},
     };
     for (int i = 0; i < AGENT_NLISTENERS; i++)
         if (agent_add_routes(a, (enum agent_listener)i, common, AB_ARRAY_LEN(common), err, errlen))
             return AB_ELIMIT;
+    const struct http_route metrics[] = {
+        {"GET", "/metrics", h_metrics, a, 0},
+    };
+    if (agent_add_routes(a, AGENT_METRICS, metrics, AB_ARRAY_LEN(metrics), err, errlen))
+        return AB_ELIMIT;
     const struct http_route ping[] = {
         {"GET", "/v1/ping", h_ping, a, 0},
     };
@@ -476,7 +488,7 @@ static void agent_on_hub_event(json_t *event, void *arg)
 int agent_start(struct agent *a, char *err, size_t errlen)
 {
     const char *listen[AGENT_NLISTENERS] = {a->cfg->e2b_listen, a->cfg->data_listen,
-                                            a->cfg->native_listen};
+                                            a->cfg->native_listen, a->cfg->metrics_listen};
     for (int i = 0; i < AGENT_NLISTENERS; i++) {
         struct agent_listener_state *ls = &a->l[i];
         ls->router = http_router_new(ls->routes, ls->nroutes);
@@ -558,6 +570,8 @@ void agent_fini(struct agent *a)
 
 const char agent_serve_description[] =
     "Runs one cluster's agent: the E2B-compatible API, the data plane and the\n"
-    "native API, each with /healthz and /metrics. With --hub-url it keeps one\n"
+    "native API, each with /healthz (every other route needs an API key or, on the\n"
+    "data plane, envd's token), and Prometheus /metrics on --metrics-listen only.\n"
+    "Every listener binds loopback unless told otherwise. With --hub-url it keeps one\n"
     "tunnel to the hub. Missing or invalid settings stop it at start with a\n"
     "message naming what to set.";

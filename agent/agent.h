@@ -43,6 +43,7 @@ struct agent_config {
     char *e2b_listen;
     char *data_listen;
     char *native_listen;
+    char *metrics_listen;
     char *log_level;
     bool log_json;
     int64_t tunnel_ping_interval_ms;
@@ -61,10 +62,12 @@ bool agent_url_is_loopback(const char *hostport);
 extern const struct cfg_option agent_serve_options[];
 extern const size_t agent_serve_noptions;
 
-enum agent_listener { AGENT_E2B = 0, AGENT_DATA, AGENT_NATIVE, AGENT_NLISTENERS };
+/* AGENT_METRICS serves only /metrics and /healthz (metrics_listen, loopback
+ * by default): the page is unauthenticated and names sandboxes. */
+enum agent_listener { AGENT_E2B = 0, AGENT_DATA, AGENT_NATIVE, AGENT_METRICS, AGENT_NLISTENERS };
 
 struct agent_listener_state {
-    const char *name; /* "e2b", "data", "native" */
+    const char *name; /* "e2b", "data", "native", "metrics" */
     struct http_route routes[AGENT_MAX_ROUTES];
     size_t nroutes;
     struct http_router *router;

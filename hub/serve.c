@@ -59,6 +59,10 @@ const struct cfg_option hub_serve_options[] = {
      NULL},
     {"hub_secret_file", CFG_STRING, NULL, false, OPT(hub_secret_file),
      "file whose first line is the hub secret (instead of hub_secret)", NULL},
+    {"metrics_listen", CFG_STRING, "127.0.0.1:7702", false, OPT(metrics_listen),
+     "/metrics (and /healthz) listener, apart from the API: the page is not authenticated; "
+     "loopback by default, :PORT exposes it on every interface",
+     NULL},
     {"allow_superuser", CFG_BOOL, "false", false, OPT(allow_superuser),
      "run although the PostgreSQL role is a superuser (refused by default: serve needs only "
      "a login role with DML rights)",
@@ -68,7 +72,8 @@ const size_t hub_serve_noptions = AB_ARRAY_LEN(hub_serve_options);
 
 static const char SERVE_USAGE[] = "agentbox-hub serve [flags]";
 static const char SERVE_DESCRIPTION[] =
-    "Runs the hub: the HTTP API on --listen (/healthz, /readyz, /metrics).\n"
+    "Runs the hub: the HTTP API on --listen (/healthz, /readyz; every other route\n"
+    "needs an API key), Prometheus /metrics on --metrics-listen.\n"
     "PostgreSQL is reached through --database-url, DATABASE_URL or libpq's PG*\n"
     "variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE); the hub starts\n"
     "while it is down and /readyz answers 503 until it is back.\n"
@@ -271,6 +276,13 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     rc = http_server_start(h->loop, &so, &h->api, err, errlen);
     if (rc != 0)
         return rc;
+    rc = hub_metrics_start(h, err, errlen);
+    if (rc != 0) {
+        char why[256];
+        ab_strlcpy(why, err, sizeof(why));
+        snprintf(err, errlen, "metrics_listen: %s", why);
+        return rc;
+    }
     h->internal_router = http_router_new(h->internal_routes, h->ninternal);
     if (h->internal_router == NULL) {
         snprintf(err, errlen, "cannot create the internal router");
@@ -322,6 +334,11 @@ void hub_fini(struct hub *h)
     h->tunnel = NULL;
     http_server_stop(h->api);
     h->api = NULL;
+    http_server_stop(h->metrics);
+    h->metrics = NULL;
+    if (h->metrics_router != NULL)
+        http_router_free(h->metrics_router);
+    h->metrics_router = NULL;
     e2b_front_free(h->front);
     h->front = NULL;
     federation_free(h->fed);

@@ -17,6 +17,10 @@ BUILD=${AGENTBOX_QS_BUILD:-$ROOT/build-release}
 
 HUB_PORT=${HUB_PORT:-7700}
 HUB_TUNNEL_PORT=${HUB_TUNNEL_PORT:-7701}
+# /metrics of each process, on its own loopback listener
+HUB_METRICS_PORT=${HUB_METRICS_PORT:-7702}
+ALPHA_METRICS_PORT=${ALPHA_METRICS_PORT:-8092}
+BETA_METRICS_PORT=${BETA_METRICS_PORT:-8192}
 ALPHA_PORTS=(${ALPHA_E2B_PORT:-8090} ${ALPHA_DATA_PORT:-8091} ${ALPHA_NATIVE_PORT:-8080})
 BETA_PORTS=(${BETA_E2B_PORT:-8190} ${BETA_DATA_PORT:-8191} ${BETA_NATIVE_PORT:-8180})
 
@@ -180,10 +184,10 @@ BETA_TOKEN=$(join_token beta)
 
 DATABASE_URL=$SERVE_URL # serve refuses a superuser; this role owns nothing
 start hub "$BUILD/agentbox-hub" serve --listen "127.0.0.1:$HUB_PORT" \
-  --tunnel-listen "127.0.0.1:$HUB_TUNNEL_PORT"
+  --tunnel-listen "127.0.0.1:$HUB_TUNNEL_PORT" --metrics-listen "127.0.0.1:$HUB_METRICS_PORT"
 DATABASE_URL=$OWNER_URL
 
-start_agent() { # id, token, e2b, data, native
+start_agent() { # id, token, e2b, data, native, metrics
   local id=$1 token=$2
   shift 2
   mkdir -p "$RUN/$id/state"
@@ -193,11 +197,12 @@ start_agent() { # id, token, e2b, data, native
     --hub-url "ws://127.0.0.1:$HUB_TUNNEL_PORT" \
     --state-dir "$RUN/$id/state" --manifests-dir "$ROOT/scripts/quickstart-manifests" \
     --envd-path "$BUILD/agentbox-envd" \
-    --e2b-listen "127.0.0.1:$1" --data-listen "127.0.0.1:$2" --native-listen "127.0.0.1:$3"
+    --e2b-listen "127.0.0.1:$1" --data-listen "127.0.0.1:$2" --native-listen "127.0.0.1:$3" \
+    --metrics-listen "127.0.0.1:$4"
   unset AGENTBOX_JOIN_TOKEN
 }
-start_agent alpha "$ALPHA_TOKEN" "${ALPHA_PORTS[@]}"
-start_agent beta "$BETA_TOKEN" "${BETA_PORTS[@]}"
+start_agent alpha "$ALPHA_TOKEN" "${ALPHA_PORTS[@]}" "$ALPHA_METRICS_PORT"
+start_agent beta "$BETA_TOKEN" "${BETA_PORTS[@]}" "$BETA_METRICS_PORT"
 
 wait_healthy() { # name, url [curl args: a key]
   local deadline=$((SECONDS + 60))
@@ -251,7 +256,7 @@ Logs are in .run/logs/. Try:
   curl -H "Authorization: Bearer \$AGENTBOX_API_KEY" \$AGENTBOX_HUB_URL/api/clusters
   curl -H "X-API-Key: \$AGENTBOX_API_KEY" \$AGENTBOX_HUB_URL/api/clusters/beta/v1/ping
   curl -H "Authorization: Bearer \$AGENTBOX_API_KEY" \$AGENTBOX_HUB_URL/api/v1/auth/whoami
-  curl \$BETA_E2B_API_URL/metrics
+  curl http://127.0.0.1:$BETA_METRICS_PORT/metrics   # loopback only
   curl -H "X-API-Key: \$E2B_API_KEY" \$HUB_E2B_API_URL/v2/sandboxes   # every cluster, merged
 
 The unmodified e2b SDK (installed in tests/; run from there, env file sourced):

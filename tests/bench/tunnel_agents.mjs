@@ -134,7 +134,7 @@ function probeHub(hub) {
 }
 
 async function hubOnline(hub) {
-    const r = await httpGet(`${hub.base}/metrics`, { timeoutMs: 10000 });
+    const r = await httpGet(`${hub.metrics}/metrics`, { timeoutMs: 10000 });
     const line = r.body.split('\n').find((l) => l.startsWith('agentbox_tunnel_sessions_online'));
     return line ? Number(line.split(' ').pop()) : NaN;
 }

@@ -318,12 +318,13 @@ test('a tunnel session is online, seen, and closed when its token rotates', asyn
     const tunnelPort = await freePort();
     const hub = await startHub(url, { args: ['--tunnel-listen', `127.0.0.1:${tunnelPort}`] });
     t.after(() => hub.proc.stop());
-    const ports = [await freePort(), await freePort(), await freePort()];
+    const ports = [await freePort(), await freePort(), await freePort(), await freePort()];
     const agent = spawnProc('agent', agentBin, [
         'serve', '--cluster-id', 'live', '--hub-url', `ws://127.0.0.1:${tunnelPort}`,
         '--join-token', token, '--state-dir', tempDir(),
         '--e2b-listen', `127.0.0.1:${ports[0]}`, '--data-listen', `127.0.0.1:${ports[1]}`,
-        '--native-listen', `127.0.0.1:${ports[2]}`, '--tunnel-ping-interval', '1s',
+        '--native-listen', `127.0.0.1:${ports[2]}`, '--metrics-listen', `127.0.0.1:${ports[3]}`,
+        '--tunnel-ping-interval', '1s',
     ]);
     t.after(() => agent.stop());
 

@@ -36,7 +36,8 @@ function parseEnvFile(file) {
 test('quickstart --detach, the SDK through alpha and the hub, then stop leaves nothing', { timeout: 900000 }, async () => {
     const ports = {};
     for (const k of ['HUB_PORT', 'HUB_TUNNEL_PORT', 'ALPHA_E2B_PORT', 'ALPHA_DATA_PORT', 'ALPHA_NATIVE_PORT',
-        'BETA_E2B_PORT', 'BETA_DATA_PORT', 'BETA_NATIVE_PORT']) ports[k] = String(await freePort());
+        'BETA_E2B_PORT', 'BETA_DATA_PORT', 'BETA_NATIVE_PORT', 'HUB_METRICS_PORT', 'ALPHA_METRICS_PORT',
+        'BETA_METRICS_PORT']) ports[k] = String(await freePort());
     env = { ...process.env, ...ports, AGENTBOX_QS_RUN: runDir, AGENTBOX_QS_BUILD: buildDir };
     const t0 = Date.now();
     const up = await quickstart(['--detach'], 840000);

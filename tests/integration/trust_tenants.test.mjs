@@ -111,6 +111,12 @@ test('anonymous requests are 401 on every route but /healthz and /readyz', async
     }
     const gd = await call(`${gamma.native}/v1/diag/bytes?n=10`);
     assert.equal(gd.status, 401, gd.text);
+    // /metrics (it names sandboxes and clusters) is on its own loopback listener only
+    assert.equal((await call(`${hub}/metrics`)).status, 404);
+    assert.equal((await call(`${alpha.native}/metrics`)).status, 404);
+    assert.equal((await call(`${alpha.e2b}/metrics`)).status, 404);
+    assert.equal((await call(`${stack.hub.metrics}/metrics`)).status, 200);
+    assert.equal((await call(`${alpha.metrics}/metrics`)).status, 200);
     assert.equal((await call(`${hub}/healthz`)).status, 200);
     assert.equal((await call(`${alpha.native}/healthz`)).status, 200);
     // with a key the same routes answer

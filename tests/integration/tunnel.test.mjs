@@ -241,7 +241,7 @@ test('one stalled stream does not hold back the others', async () => {
     assert.ok(p50 - baseline < 5, `stalled stream added ${(p50 - baseline).toFixed(2)} ms`);
     // the hub holds at most about one window for the stalled stream
     const m = await waitFor(async () => {
-        const r = await httpGet(`${hub.base}/metrics`);
+        const r = await httpGet(`${hub.metrics}/metrics`);
         const line = r.body.split('\n').find((l) => l.startsWith('agentbox_tunnel_buffered_bytes{cluster="alpha"}'));
         return line ? Number(line.split(' ').pop()) : null;
     }, { timeoutMs: 8000, what: 'buffered-bytes metric for alpha' });

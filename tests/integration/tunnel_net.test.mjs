@@ -99,12 +99,12 @@ test('partition: the hub sees the cluster go offline, and the agent comes back b
     cleanups.push(() => hub.proc.stop());
     const token = await addCluster(pg.url, 'island');
     const state = tempDir('agentbox-island-');
-    const ports = [await freePort(), await freePort(), await freePort()];
+    const ports = [await freePort(), await freePort(), await freePort(), await freePort()];
     const agent = spawnProc('agent-island', 'ip', ['netns', 'exec', ns, agentBin(), 'serve',
         // ws:// to a veth address on this machine: not loopback, so it needs the opt-out
         '--cluster-id', 'island', '--state-dir', state, '--hub-url', `ws://${hubIp}:${tport}`, '--insecure-tunnel',
         '--e2b-listen', `127.0.0.1:${ports[0]}`, '--data-listen', `127.0.0.1:${ports[1]}`,
-        '--native-listen', `127.0.0.1:${ports[2]}`, '--tunnel-ping-interval', '1s', '--tunnel-timeout', '3s',
+        '--native-listen', `127.0.0.1:${ports[2]}`, '--metrics-listen', `127.0.0.1:${ports[3]}`, '--tunnel-ping-interval', '1s', '--tunnel-timeout', '3s',
         '--reconnect-min', '100ms', '--reconnect-max', '1s'], { ...process.env, AGENTBOX_JOIN_TOKEN: token });
     cleanups.push(() => agent.stop());
     await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/island/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 200, {

@@ -326,8 +326,9 @@ export async function httpJson(url, opts) {
 // 'x_total{outcome="ok"}'). Resolves the number, or null when the series is
 // absent. Prefer this to matching log text when a metric states the fact.
 export async function metricValue(base, series) {
-    const r = await httpGet(`${base}/metrics`);
-    if (r.status !== 200) throw new Error(`GET ${base}/metrics: status ${r.status}`);
+    const m = metricsOf(base);
+    const r = await httpGet(`${m}/metrics`);
+    if (r.status !== 200) throw new Error(`GET ${m}/metrics: status ${r.status}`);
     for (const line of r.body.split('\n')) {
         if (line.startsWith('#')) continue;
         const sp = line.lastIndexOf(' ');
@@ -393,8 +394,9 @@ export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPo
     const port = fixedPort || (await freePort());
     const tunnelPort = fixedTunnel || (await freePort());
     const dbUrl = superuser ? databaseUrl : await serveUrl(databaseUrl);
+    const metricsPort = await freePort();
     const proc = spawnProc('hub', hubBin(), ['serve', '--listen', `127.0.0.1:${port}`,
-        '--tunnel-listen', `127.0.0.1:${tunnelPort}`, ...(superuser ? ['--allow-superuser'] : []), ...args], {
+        '--tunnel-listen', `127.0.0.1:${tunnelPort}`, '--metrics-listen', `127.0.0.1:${metricsPort}`, ...(superuser ? ['--allow-superuser'] : []), ...args], {
         ...process.env,
         DATABASE_URL: dbUrl,
         AGENTBOX_HUB_SECRET: hubSecret,
@@ -407,7 +409,17 @@ export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPo
         return r.status === 200;
     }, { timeoutMs: 15000, what: `hub /healthz on port ${port}` });
     hubDatabases.set(base, databaseUrl);
-    return { proc, port, base, tunnelPort, tunnelUrl: `ws://127.0.0.1:${tunnelPort}` };
+    const metrics = `http://127.0.0.1:${metricsPort}`;
+    metricsBases.set(base, metrics);
+    return { proc, port, base, metrics, tunnelPort, tunnelUrl: `ws://127.0.0.1:${tunnelPort}` };
+}
+
+// /metrics lives on each process's own loopback listener (issue 13): the
+// metrics base of a process, given any of its API bases (the hub's base, an
+// agent's e2b, data or native base); the base itself when unknown.
+const metricsBases = new Map();
+export function metricsOf(base) {
+    return metricsBases.get(base) || base;
 }
 
 // Every hub route but /healthz and /readyz needs a key (issue 13): the
@@ -447,18 +459,20 @@ export async function addCluster(databaseUrl, id, args = []) {
 // {proc, id, e2b, data, native (base URLs), stateDir} once /healthz answers.
 // Tunnel timings default to test-friendly values (fast reconnects).
 export async function startAgent(id, { hubUrl, token, args = [], env = {}, stateDir } = {}) {
-    const [e2b, data, native] = [await freePort(), await freePort(), await freePort()];
+    const [e2b, data, native, metricsPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
     const dir = stateDir || tempDir(`agentbox-${id}-state-`);
     const a = ['serve', '--cluster-id', id, '--state-dir', dir,
         '--e2b-listen', `127.0.0.1:${e2b}`, '--data-listen', `127.0.0.1:${data}`,
-        '--native-listen', `127.0.0.1:${native}`,
+        '--native-listen', `127.0.0.1:${native}`, '--metrics-listen', `127.0.0.1:${metricsPort}`,
         '--reconnect-min', '100ms', '--reconnect-max', '1s'];
     if (hubUrl) a.push('--hub-url', hubUrl, '--join-token', token);
     const proc = spawnProc(`agent-${id}`, agentBin(), [...a, ...args], { ...process.env, ...env });
     const agent = {
         proc, id, stateDir: dir,
         e2b: `http://127.0.0.1:${e2b}`, data: `http://127.0.0.1:${data}`, native: `http://127.0.0.1:${native}`,
+        metrics: `http://127.0.0.1:${metricsPort}`,
     };
+    for (const b of [agent.e2b, agent.data, agent.native]) metricsBases.set(b, agent.metrics);
     await waitFor(async () => {
         if (!proc.running()) throw new Error(`agent ${id} exited (${proc.exitCode}):\n${proc.logs()}`);
         return (await httpGet(`${agent.e2b}/healthz`, { timeoutMs: 1000 })).status === 200;
