@@ -30,10 +30,12 @@ struct batch {
 static const char UPSERT[] =
     "INSERT INTO sandboxes (id, cluster_id, namespace, env, pool, team, user_name, metadata, "
     "state, claimed_at, started_at, ended_at, end_reason) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8::jsonb, '{}'::jsonb), $9::text, "
+    "SELECT $1, $2, $3, $4, $5, $6, $7, COALESCE($8::jsonb, '{}'::jsonb), $9::text, "
     "to_timestamp($10::bigint / 1000.0), "
     "CASE WHEN $9::text = 'running' THEN to_timestamp($10::bigint / 1000.0) END, "
-    "CASE WHEN $9::text = 'ended' THEN to_timestamp($10::bigint / 1000.0) END, $11::text) "
+    "CASE WHEN $9::text = 'ended' THEN to_timestamp($10::bigint / 1000.0) END, $11::text "
+    /* an event without a namespace (an end noticed later) only updates a row */
+    "WHERE $3::text <> '' OR EXISTS (SELECT 1 FROM sandboxes e WHERE e.id = $1::text) "
     "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, "
     "env = CASE WHEN EXCLUDED.env <> '' THEN EXCLUDED.env ELSE sandboxes.env END, "
     "pool = CASE WHEN EXCLUDED.pool <> '' THEN EXCLUDED.pool ELSE sandboxes.pool END, "
@@ -129,7 +131,8 @@ static const char *event_refusal(struct hub *h, const char *cluster, json_t *ev)
     const char *id = str(ev, "id");
     if (sbxid_cluster_of(id, owner) != 0 || strcmp(owner, cluster) != 0)
         return "foreign_id";
-    if (!clusters_serves_ns(h->clusters, cluster, str(ev, "namespace")))
+    /* no namespace: an update of a row this cluster made (the upsert inserts nothing) */
+    if (str(ev, "namespace")[0] && !clusters_serves_ns(h->clusters, cluster, str(ev, "namespace")))
         return "namespace";
     return NULL;
 }
