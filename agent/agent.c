@@ -47,6 +47,10 @@ const struct cfg_option agent_serve_options[] = {
      "local runtime: directory of SandboxTemplate/SandboxEnv/SandboxPool YAML", NULL},
     {"envd_path", CFG_STRING, NULL, false, AOPT(envd_path),
      "local runtime: the agentbox-envd binary (default: next to agentbox-agent)", NULL},
+    {"uid_base", CFG_INT, "100000", false, AOPT(uid_base),
+     "local runtime: sandbox uids and gids 0-65535 are host ids uid_base..uid_base+65535 "
+     "(an unprivileged range nobody else uses; at least 65536)",
+     NULL},
     {"data_domain", CFG_STRING, NULL, false, AOPT(data_domain),
      "data plane: route hosts <port>-<sandbox id>.<data_domain> (unset: headers and paths, "
      "and hosts whose first label parses as <port>-<sandbox id>)",
@@ -334,7 +338,13 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
         self[n] = '\0';
         slash = strrchr(self, '/');
         *slash = '\0';
-        snprintf(envd, sizeof(envd), "%s/agentbox-envd", self);
+        if ((size_t)snprintf(envd, sizeof(envd), "%s/agentbox-envd", self) >= sizeof(envd)) {
+            snprintf(err, errlen,
+                     "the path of agentbox-envd next to this binary is longer than %zu bytes; "
+                     "set --envd-path",
+                     sizeof(envd) - 1);
+            return AB_EINVAL;
+        }
         envd_path = envd;
     }
     if (access(envd_path, X_OK) != 0) {
@@ -345,7 +355,13 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
         return AB_EINVAL;
     }
     if (!manifests) {
-        snprintf(mdir, sizeof(mdir), "%s/manifests", cfg->state_dir);
+        if ((size_t)snprintf(mdir, sizeof(mdir), "%s/manifests", cfg->state_dir) >= sizeof(mdir)) {
+            snprintf(err, errlen,
+                     "state_dir is too long: <state_dir>/manifests must fit in %zu bytes; set "
+                     "--manifests-dir or a shorter --state-dir",
+                     sizeof(mdir) - 1);
+            return AB_EINVAL;
+        }
         if (mkdir(cfg->state_dir, 0700) != 0 && errno != EEXIST) {
             snprintf(err, errlen, "cannot create state_dir %s: %s", cfg->state_dir,
                      strerror(errno));
@@ -366,14 +382,22 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
         .manifests_dir = manifests,
         .envd_path = envd_path,
     };
+    if (cfg->uid_base < 65536 || cfg->uid_base > 4294901759LL) {
+        snprintf(err, errlen,
+                 "uid_base must be between 65536 and 4294901759 (sandbox ids 0-65535 map to "
+                 "uid_base..uid_base+65535 on the host), got %lld",
+                 (long long)cfg->uid_base);
+        return AB_EINVAL;
+    }
+    o.uid_base = (uint32_t)cfg->uid_base;
     if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
         snprintf(err, errlen, "out of memory");
         return AB_ENOMEM;
     }
-    char why[512];
+    char why[512] = "";
     int rc = lrt_new(&o, &a->rt, why, sizeof(why));
     if (rc) {
-        snprintf(err, errlen, "local runtime: %s", why);
+        snprintf(err, errlen, "local runtime: %s", why[0] ? why : ab_strerror(rc));
         return rc;
     }
     LOG_INFO("local runtime started", "state_dir", cfg->state_dir, "manifests", manifests, "envd",
@@ -400,9 +424,13 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     }
     const struct hub_link_deps hd = {
         .loop = a->loop, .cluster = cfg->cluster_id, .hub_configured = cfg->hub_url};
-    if (!(a->hub = hub_link_new(&hd)) || agent_auth_new(a->hub, &a->auth) != 0) {
+    if (!(a->hub = hub_link_new(&hd))) {
         snprintf(err, errlen, "out of memory creating the hub link");
         return AB_ENOMEM;
+    }
+    if ((rc = agent_auth_new(a->hub, &a->auth)) != 0) {
+        snprintf(err, errlen, "cannot create the API key cache: %s", ab_strerror(rc));
+        return rc;
     }
     if ((rc = agent_runtime_new(a, err, errlen)) != 0)
         return rc;
@@ -418,7 +446,7 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         .respond_arg = a,
     };
     if (!(a->dp = dataplane_new(&dd, err, errlen)))
-        return AB_ENOMEM;
+        return AB_ENOMEM; /* its only failure (err says so) */
     /* the data plane's catch-all comes first: a sandbox's own /metrics is proxied */
     const struct http_route *r = dataplane_routes(a->dp, &n);
     if ((rc = agent_add_routes(a, AGENT_DATA, r, n, err, errlen)) != 0)
@@ -427,23 +455,24 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         {"GET", "/healthz", h_healthz, a, 0},
     };
     for (int i = 0; i < AGENT_NLISTENERS; i++)
-        if (agent_add_routes(a, (enum agent_listener)i, common, AB_ARRAY_LEN(common), err, errlen))
-            return AB_ELIMIT;
+        if ((rc = agent_add_routes(a, (enum agent_listener)i, common, AB_ARRAY_LEN(common), err,
+                                   errlen)) != 0)
+            return rc;
     const struct http_route metrics[] = {
         {"GET", "/metrics", h_metrics, a, 0},
     };
-    if (agent_add_routes(a, AGENT_METRICS, metrics, AB_ARRAY_LEN(metrics), err, errlen))
-        return AB_ELIMIT;
+    if ((rc = agent_add_routes(a, AGENT_METRICS, metrics, AB_ARRAY_LEN(metrics), err, errlen)) != 0)
+        return rc;
     const struct http_route ping[] = {
         {"GET", "/v1/ping", h_ping, a, 0},
     };
-    if (agent_add_routes(a, AGENT_NATIVE, ping, AB_ARRAY_LEN(ping), err, errlen))
-        return AB_ELIMIT;
+    if ((rc = agent_add_routes(a, AGENT_NATIVE, ping, AB_ARRAY_LEN(ping), err, errlen)) != 0)
+        return rc;
 
     const struct fed_deps fd = {
         .loop = a->loop, .rt = a->rt, .hub = a->hub, .auth = a->auth, .cluster = cfg->cluster_id};
-    if (!(a->fed = fed_new(&fd, err, errlen)))
-        return AB_ENOMEM;
+    if ((rc = fed_new(&fd, &a->fed, err, errlen)) != 0)
+        return rc;
 
     const struct native_deps nd = {.rt = a->rt,
                                    .auth = a->auth,
@@ -451,6 +480,8 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
                                    .fed = a->fed,
                                    .cluster = cfg->cluster_id,
                                    .enable_diag = cfg->enable_diag};
+    /* native_new has no code to give: it fails when its route table is full
+     * (or, which err then says, out of memory). */
     if (!(a->native = native_new(&nd, err, errlen)))
         return AB_ELIMIT;
     r = native_routes(a->native, &n);
@@ -472,8 +503,8 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         .prometheus_url = cfg->prometheus_url,
         .log_service_url = cfg->log_service_url,
     };
-    if (!(a->e2b = e2b_new(&ed, err, errlen)))
-        return AB_ELIMIT;
+    if ((rc = e2b_new(&ed, &a->e2b, err, errlen)) != 0)
+        return rc;
     r = e2b_routes(a->e2b, &n);
     return agent_add_routes(a, AGENT_E2B, r, n, err, errlen);
 }
@@ -501,9 +532,10 @@ int agent_start(struct agent *a, char *err, size_t errlen)
         struct http_server_options o = {
             .listen = listen[i], .router = ls->router, .name = ls->name};
         char why[256];
-        if (http_server_start(a->loop, &o, &ls->server, why, sizeof(why))) {
+        int rc = http_server_start(a->loop, &o, &ls->server, why, sizeof(why));
+        if (rc != 0) {
             snprintf(err, errlen, "%s_listen: %s", ls->name, why);
-            return AB_EIO;
+            return rc;
         }
         LOG_INFO("listening", "listener", ls->name, "address", listen[i]);
     }

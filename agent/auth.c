@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define CACHE_SLOTS 4096 /* power of two; entries beyond are evicted */
 #define HIT_TTL_MS 60000
@@ -34,6 +35,7 @@ struct pending;
 struct agent_auth {
     struct hub_link *hub; /* not owned */
     struct cache_entry cache[CACHE_SLOTS];
+    struct asrt_keyring *kr; /* the hub's assertion keys (last WELCOME); NULL: none accepted */
     struct metric_family *m_result;
 };
 
@@ -57,6 +59,8 @@ int agent_auth_new(struct hub_link *hub, struct agent_auth **out)
     if (!au)
         return AB_ENOMEM;
     au->hub = hub;
+    /* an invalid cluster id (a standalone agent) leaves kr NULL: assertions refused */
+    au->kr = asrt_keyring_new(hub_link_cluster(hub));
     static const char *const labels[] = {"result", NULL};
     au->m_result =
         metrics_register(metrics_default(), "agentbox_auth_requests_total",
@@ -67,6 +71,9 @@ int agent_auth_new(struct hub_link *hub, struct agent_auth **out)
 
 void agent_auth_free(struct agent_auth *au)
 {
+    if (!au)
+        return;
+    asrt_keyring_free(au->kr);
     free(au);
 }
 
@@ -107,7 +114,8 @@ struct pending {
     char hash[65];
 };
 
-static void fill_principal(struct agent_principal *p, json_t *j, const char *hash)
+static void fill_principal(struct agent_principal *p, json_t *j, const char *hash,
+                           const char *assertion)
 {
     memset(p, 0, sizeof(*p));
     ab_strlcpy(p->key_hash, hash, sizeof(p->key_hash));
@@ -127,6 +135,8 @@ static void fill_principal(struct agent_principal *p, json_t *j, const char *has
     const char *mode = json_string_value(json_object_get(j, "mode"));
     p->admin = role && strcmp(role, "admin") == 0;
     p->agent_mode = mode && strcmp(mode, "agent") == 0;
+    if (assertion && strlen(assertion) <= ASRT_TOKEN_MAX)
+        ab_strlcpy(p->assertion, assertion, sizeof(p->assertion));
 }
 
 static void validated(const struct tun_call_result *res, void *arg)
@@ -158,7 +168,8 @@ static void validated(const struct tun_call_result *res, void *arg)
     e->fetched_ms = ab_now_ms();
     if (json_is_true(json_object_get(body, "valid"))) {
         e->valid = true;
-        fill_principal(&e->p, json_object_get(body, "principal"), pd->hash);
+        fill_principal(&e->p, json_object_get(body, "principal"), pd->hash,
+                       json_string_value(json_object_get(body, "assertion")));
         count(au, "valid");
         struct agent_principal p = e->p;
         json_decref(body);
@@ -174,9 +185,63 @@ static void validated(const struct tun_call_result *res, void *arg)
     free(pd);
 }
 
+/* A request that came over the tunnel with an assertion: the principal is
+ * the verified claims, nothing else in the request. */
+static void by_assertion(struct agent_auth *au, struct http_exchange *ex, const char *tok,
+                         agent_auth_fn done, void *arg)
+{
+    const struct http_request *r = http_req(ex);
+    struct asrt_claims c;
+    char err[200];
+    int rc;
+
+    if (!r->peer || strcmp(r->peer, "tunnel:hub") != 0) {
+        count(au, "invalid");
+        http_respond_error(ex, 401,
+                           "an " ASRT_HEADER " is accepted only from the hub over the tunnel; "
+                           "send your API key in X-API-Key");
+        return;
+    }
+    if (agent_auth_presented_key(r)) {
+        count(au, "invalid");
+        http_respond_error(ex, 400, "a request carries an assertion or an API key, not both");
+        return;
+    }
+    rc = au->kr ? asrt_verify(au->kr, tok, strlen(tok), (int64_t)time(NULL), &c, err, sizeof(err))
+                : ASRT_EKID;
+    if (rc != 0) {
+        count(au, "invalid");
+        LOG_WARN("assertion refused", "error", au->kr ? err : "no assertion keys");
+        http_respond_error(ex, 401, "invalid assertion: %s",
+                           au->kr ? err : "this agent has no assertion keys");
+        return;
+    }
+    struct agent_principal *p = calloc(1, sizeof(*p));
+    if (!p) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    ab_strlcpy(p->key_id, c.key, sizeof(p->key_id));
+    ab_strlcpy(p->team, c.team, sizeof(p->team));
+    ab_strlcpy(p->user, c.user, sizeof(p->user));
+    ab_strlcpy(p->namespace, c.ns, sizeof(p->namespace));
+    p->admin = strcmp(c.role, "admin") == 0;
+    p->agent_mode = strcmp(c.mode, "agent") == 0;
+    /* made for this cluster: valid for this cluster's own calls to the hub */
+    ab_strlcpy(p->assertion, tok, sizeof(p->assertion));
+    count(au, "assertion");
+    done(ex, p, arg);
+    free(p);
+}
+
 void agent_auth_request(struct agent_auth *au, struct http_exchange *ex, agent_auth_fn done,
                         void *arg)
 {
+    const char *tok = http_header_get(http_req(ex), ASRT_HEADER);
+    if (tok && *tok) {
+        by_assertion(au, ex, tok, done, arg);
+        return;
+    }
     const char *key = agent_auth_presented_key(http_req(ex));
     if (!key) {
         count(au, "missing");
@@ -223,11 +288,41 @@ void agent_auth_request(struct agent_auth *au, struct http_exchange *ex, agent_a
     }
 }
 
+static void on_welcome(struct agent_auth *au, json_t *event)
+{
+    json_t *keys = json_object_get(event, "assertionKeys");
+    const char *texts[ASRT_KEYRING_MAX];
+    size_t n = 0, i;
+    json_t *v;
+    char err[200];
+
+    if (!au->kr)
+        return;
+    json_array_foreach(keys, i, v)
+    {
+        if (n < ASRT_KEYRING_MAX && json_string_value(v))
+            texts[n++] = json_string_value(v);
+    }
+    if (asrt_keyring_replace(au->kr, texts, n, err, sizeof(err)) != 0)
+        LOG_WARN("WELCOME carried unusable assertion keys; keeping the previous ones", "error",
+                 err);
+}
+
 void agent_auth_on_event(struct agent_auth *au, json_t *event)
 {
     const char *type = json_string_value(json_object_get(event, "type"));
     const char *hash = json_string_value(json_object_get(event, "hash"));
-    if (!type || !hash || strcmp(type, "key_revoked") != 0)
+    const char *key_id = json_string_value(json_object_get(event, "keyId"));
+    if (type && strcmp(type, "welcome") == 0) {
+        on_welcome(au, event);
+        return;
+    }
+    if (!type || strcmp(type, "key_revoked") != 0)
+        return;
+    if (au->kr && key_id && *key_id &&
+        asrt_keyring_revoke(au->kr, key_id, (int64_t)time(NULL)) != 0)
+        LOG_WARN("cannot record a revoked key id", "key_id", key_id);
+    if (!hash)
         return;
     struct cache_entry *e = find(au, hash);
     if (e) {

@@ -93,8 +93,8 @@ int claim_place(const struct claim_deps *d, const char *ns, const char *env, con
 }
 
 void claim_forward(const struct claim_deps *d, struct http_exchange *ex, const char *cluster,
-                   const char *body, size_t len)
+                   const char *body, size_t len, const char *assertion)
 {
     hub_link_forward(d->hub, ex, cluster, RELAY_SVC_E2B, http_req(ex)->target, body, len,
-                     "this create");
+                     "this create", assertion);
 }

@@ -84,8 +84,10 @@ int claim_place(const struct claim_deps *d, const char *ns, const char *env, con
 
 /* Sends a create (body, len: the JSON to send) to cluster's E2B service
  * through the hub and answers ex with what comes back. The receiver sees a
- * pinned name, so it never asks the placement again: one hop at most. */
+ * pinned name, so it never asks the placement again: one hop at most.
+ * assertion: the caller's principal assertion (agent_principal.assertion),
+ * which the hop carries instead of the caller's key. */
 void claim_forward(const struct claim_deps *d, struct http_exchange *ex, const char *cluster,
-                   const char *body, size_t len);
+                   const char *body, size_t len, const char *assertion);
 
 #endif

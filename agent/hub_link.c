@@ -3,6 +3,7 @@
 
 #include "agent/tunnel_client.h"
 
+#include "agentbox/assertion.h"
 #include "agentbox/common.h"
 #include "agentbox/http.h"
 #include "agentbox/loop.h"
@@ -80,6 +81,11 @@ struct tun_session *hub_link_session(const struct hub_link *hl)
 bool hub_link_configured(const struct hub_link *hl)
 {
     return hl && hl->d.hub_configured;
+}
+
+const char *hub_link_cluster(const struct hub_link *hl)
+{
+    return hl && hl->d.cluster ? hl->d.cluster : "";
 }
 
 int64_t hub_link_epoch(const struct hub_link *hl)
@@ -201,12 +207,11 @@ static void fwd_done(const struct tun_call_result *res, void *arg)
 
 void hub_link_forward(struct hub_link *hl, struct http_exchange *ex, const char *cluster,
                       const char *service, const char *target, const char *body, size_t len,
-                      const char *what)
+                      const char *what, const char *assertion)
 {
-    static const char *const keep[] = {"X-API-Key", "Authorization", "AGENTBOX-API-KEY"};
     const struct http_request *r = http_req(ex);
     struct tun_session *s = hub_link_session(hl);
-    struct tun_header h[AB_ARRAY_LEN(keep) + 1 + HUB_LINK_RELAY_HEADERS];
+    struct tun_header h[2 + HUB_LINK_RELAY_HEADERS];
     char msg[256];
     int n = 0;
     struct fwd *f;
@@ -220,11 +225,15 @@ void hub_link_forward(struct hub_link *hl, struct http_exchange *ex, const char 
         body = r->body;
         len = r->body_len;
     }
-    for (size_t i = 0; i < AB_ARRAY_LEN(keep); i++) {
-        const char *v = http_header_get(r, keep[i]);
-        if (v)
-            h[n++] = (struct tun_header){keep[i], v};
+    if (!assertion || !assertion[0]) {
+        /* the hub validated the caller's key without an assertion: an old hub */
+        http_respond_error(ex, 401,
+                           "cannot forward to cluster '%s': the hub gave no assertion for this "
+                           "caller; upgrade the hub",
+                           cluster);
+        return;
     }
+    h[n++] = (struct tun_header){ASRT_HEADER, assertion};
     const char *ct = http_header_get(r, "Content-Type");
     if (ct || len)
         h[n++] = (struct tun_header){"Content-Type", ct ? ct : "application/json"};

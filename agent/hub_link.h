@@ -50,6 +50,8 @@ void hub_link_set_tunnel(struct hub_link *hl, struct agent_tunnel *t);
 /* The established session, or NULL while the tunnel is down. */
 struct tun_session *hub_link_session(const struct hub_link *hl);
 bool hub_link_configured(const struct hub_link *hl);
+/* This cluster's id (deps.cluster; "" when none). */
+const char *hub_link_cluster(const struct hub_link *hl);
 /* The tunnel's epoch (0 while never up): changes on every reconnect. */
 int64_t hub_link_epoch(const struct hub_link *hl);
 /* Why cluster cannot be reached now ("cluster 'x' is not reachable: the tunnel to the hub is
@@ -80,13 +82,15 @@ int hub_link_relay_headers(const struct hub_link *hl, const char *cluster, const
                            struct tun_header *h, int n);
 
 /* Forwards the exchange to cluster's service as one buffered call: method
- * and target as given, body (NULL: the request's buffered body), only the
- * caller's key headers (X-API-Key, Authorization, AGENTBOX-API-KEY) and
- * Content-Type, and answers ex with what comes back. what names the request
- * in errors ("this create", NULL: "this request"). Always answers ex. */
+ * and target as given, body (NULL: the request's buffered body), the
+ * caller's principal assertion (made for this cluster: the hub checks that
+ * and re-signs it for the target) and Content-Type — never the caller's
+ * key — and answers ex with what comes back. what names the request in
+ * errors ("this create", NULL: "this request"). assertion "" or NULL: 401
+ * without forwarding. Always answers ex. */
 void hub_link_forward(struct hub_link *hl, struct http_exchange *ex, const char *cluster,
                       const char *service, const char *target, const char *body, size_t len,
-                      const char *what);
+                      const char *what, const char *assertion);
 /* Proxies the exchange to cluster's service as a stream (bodies both ways,
  * with backpressure; a HTTP_ROUTE_STREAM route). Always answers ex. */
 void hub_link_proxy(struct hub_link *hl, struct http_exchange *ex, const char *cluster,

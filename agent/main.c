@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agentbox/common.h"
 #include "agentbox/config.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
@@ -68,7 +69,13 @@ static int serve_main(int argc, char **argv)
     log_set_json(cfg.log_json);
     log_set_component("agent");
 
-    if (agent_init(&a, &cfg, err, sizeof(err)) || agent_start(&a, err, sizeof(err))) {
+    err[0] = '\0';
+    int start_rc = agent_init(&a, &cfg, err, sizeof(err));
+    if (start_rc == 0)
+        start_rc = agent_start(&a, err, sizeof(err));
+    if (start_rc != 0) {
+        if (err[0] == '\0') /* never an empty reason in the log */
+            snprintf(err, sizeof(err), "%s", ab_strerror(start_rc));
         LOG_ERROR("cannot start", "error", err);
         fprintf(stderr, "agentbox-agent serve: %s\n", err);
         rc = 1;

@@ -290,21 +290,25 @@ static void h_diag(struct http_exchange *ex, void *arg)
     agent_auth_request(f->d.auth, ex, diag_authed, f);
 }
 
-struct fed *fed_new(const struct fed_deps *deps, char *err, size_t errlen)
+int fed_new(const struct fed_deps *deps, struct fed **out, char *err, size_t errlen)
 {
     struct fed *f = calloc(1, sizeof(*f));
+    int rc;
+
+    *out = NULL;
     if (!f) {
         snprintf(err, errlen, "out of memory starting the placement");
-        return NULL;
+        return AB_ENOMEM;
     }
     f->d = *deps;
     f->routes[0] = (struct http_route){"GET", "/v1/federation/route", h_diag, f, 0};
     struct fed_reporter_deps rd = {.loop = deps->loop, .rt = deps->rt, .hub = deps->hub};
-    if (fed_reporter_start(&rd, &f->reporter, err, errlen) != 0) {
+    if ((rc = fed_reporter_start(&rd, &f->reporter, err, errlen)) != 0) {
         free(f);
-        return NULL;
+        return rc;
     }
-    return f;
+    *out = f;
+    return 0;
 }
 
 const struct http_route *fed_routes(const struct fed *f, size_t *n)

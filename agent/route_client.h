@@ -78,8 +78,9 @@ struct fed_deps {
     const char *cluster;     /* this cluster's id */
 };
 
-/* Starts the reporter. NULL with err set on failure. */
-struct fed *fed_new(const struct fed_deps *deps, char *err, size_t errlen);
+/* Starts the reporter; the placement into *out. 0, or AB_ENOMEM (the only
+ * failure today) with err set and *out NULL. */
+int fed_new(const struct fed_deps *deps, struct fed **out, char *err, size_t errlen);
 /* GET /v1/federation/route?env=&scalingGroup=&namespace= for the native API
  * (a diagnostic: runs fed_route for the caller's namespace; an admin key
  * may name another). Valid until fed_free. */

@@ -76,6 +76,13 @@ static void on_welcome(struct tun_session *s, json_t *msg, void *arg)
     char ep[24];
     snprintf(ep, sizeof(ep), "%lld", (long long)t->epoch);
     LOG_INFO("tunnel up", "hub", t->o.hub_url, "cluster", t->cluster, "epoch", ep);
+    /* the hub's assertion keys, to the event hook as a "welcome" event: the
+     * agent's auth replaces its keyring on every WELCOME (rotation) */
+    json_t *ev = json_pack("{s:s,s:O?}", "type", "welcome", "assertionKeys",
+                           json_object_get(msg, "assertionKeys"));
+    if (ev && t->event_fn)
+        t->event_fn(ev, t->event_arg);
+    json_decref(ev);
 }
 
 static void on_event(struct tun_session *s, json_t *msg, void *arg)
@@ -263,7 +270,7 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
     }
     case LWS_CALLBACK_CLIENT_ESTABLISHED: {
         struct tun_config cfg;
-        char err[128];
+        char err[128] = "";
         memset(&cfg, 0, sizeof(cfg));
         cfg.role = TUN_ROLE_AGENT;
         cfg.cb = &t->cb;
@@ -271,6 +278,8 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
         t->wsi = wsi;
         if (tun_session_new(&cfg, &t->s, err, sizeof(err)) != 0 ||
             tun_ws_init(&t->ws, wsi, t->s) != 0) {
+            if (!err[0]) /* tun_ws_init fails only for its frame buffers */
+                snprintf(err, sizeof(err), "out of memory for the tunnel's frame buffers");
             LOG_ERROR("cannot create the tunnel session", "error", err);
             return -1;
         }
@@ -363,7 +372,10 @@ static int parse_url(struct agent_tunnel *t, const char *url, char *err, size_t 
         t->port = (int)port;
         *colon = '\0';
     }
-    ab_strlcpy(t->host, hp, sizeof(t->host));
+    if (ab_strlcpy(t->host, hp, sizeof(t->host)) >= sizeof(t->host)) {
+        snprintf(err, errlen, "hub_url's host is longer than %zu bytes", sizeof(t->host) - 1);
+        return AB_EINVAL;
+    }
     return 0;
 }
 
@@ -381,12 +393,25 @@ int agent_tunnel_start(struct loop *loop, const struct agent_tunnel_options *o,
         t->o.ping_interval_ms = 10000;
     if (t->o.timeout_ms <= 0)
         t->o.timeout_ms = 30000;
-    if (parse_url(t, o->hub_url, err, errlen)) {
-        free(t);
-        return AB_EINVAL;
+    int rc = parse_url(t, o->hub_url, err, errlen);
+    if (rc == 0 && ab_strlcpy(t->cluster, o->cluster, sizeof(t->cluster)) >= sizeof(t->cluster)) {
+        snprintf(err, errlen, "cluster_id is longer than %zu bytes", sizeof(t->cluster) - 1);
+        rc = AB_EINVAL;
     }
-    ab_strlcpy(t->cluster, o->cluster, sizeof(t->cluster));
-    snprintf(t->auth, sizeof(t->auth), "Bearer %s", o->token);
+    if (rc == 0 &&
+        (size_t)snprintf(t->auth, sizeof(t->auth), "Bearer %s", o->token) >= sizeof(t->auth)) {
+        snprintf(err, errlen, "join_token is longer than %zu bytes", sizeof(t->auth) - 8);
+        rc = AB_EINVAL;
+    }
+    if (rc == 0 && o->hub_ca && ab_strlcpy(t->ca, o->hub_ca, sizeof(t->ca)) >= sizeof(t->ca)) {
+        snprintf(err, errlen, "hub_ca path is longer than %zu bytes", sizeof(t->ca) - 1);
+        rc = AB_EINVAL;
+    }
+    if (rc != 0) {
+        explicit_bzero(t->auth, sizeof(t->auth));
+        free(t);
+        return rc;
+    }
     tun_backoff_init(&t->bo, (uint32_t)(o->backoff_min_ms > 0 ? o->backoff_min_ms : 500),
                      (uint32_t)(o->backoff_max_ms > 0 ? o->backoff_max_ms : 30000),
                      (uint32_t)(o->backoff_reset_ms > 0 ? o->backoff_reset_ms : 60000));
@@ -425,10 +450,8 @@ int agent_tunnel_start(struct loop *loop, const struct agent_tunnel_options *o,
     info.protocols = t->protocols;
     /* lws builds a vhost's client TLS context only with this option */
     info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-    if (o->hub_ca) {
-        ab_strlcpy(t->ca, o->hub_ca, sizeof(t->ca));
+    if (o->hub_ca)
         info.client_ssl_ca_filepath = t->ca;
-    }
     t->vh = lws_create_vhost(loop_lws(loop), &info);
     if (!t->vh) {
         snprintf(err, errlen, "cannot set up the tunnel client (bad hub_ca '%s'?)",

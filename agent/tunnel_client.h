@@ -37,6 +37,8 @@ void agent_tunnel_stop(struct agent_tunnel *t);
 /* The established session, or NULL while the tunnel is down. */
 struct tun_session *agent_tunnel_session(struct agent_tunnel *t);
 int64_t agent_tunnel_epoch(struct agent_tunnel *t);
+/* fn gets every EVENT frame, and after each WELCOME a synthesized
+ * {"type":"welcome","assertionKeys":[…]} (the hub's public keys, current first). */
 void agent_tunnel_set_event_hook(struct agent_tunnel *t, agent_tunnel_event_fn fn, void *arg);
 
 #endif

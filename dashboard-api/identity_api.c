@@ -218,8 +218,9 @@ static void list_ok(struct http_exchange *ex, const struct keys_principal *p, vo
         return;
     ab_strlcpy(o->team, p->team, sizeof(o->team));
     ab_strlcpy(o->user, p->user, sizeof(o->user));
-    /* an agent-mode key never sees token material (reference §4.5) */
-    o->with_tokens = p->mode != KEYS_MODE_AGENT;
+    /* an agent-mode key never sees token material (reference §4.5), and no
+     * token crosses a tunnel: only an owner calling the hub directly (the console) */
+    o->with_tokens = p->mode != KEYS_MODE_AGENT && !auth_request_is_bridged(o->a, ex);
     submit(o);
 }
 

@@ -8,10 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
 
+#include "agentbox/assertion.h"
 #include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/hex.h"
 #include "agentbox/json.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
@@ -28,6 +32,10 @@ struct auth_ctx {
     struct loop *loop;
     struct db_pool *db;
     struct vault_keyring kr;
+    /* the assertion key pair of the hub secret, and a keyring holding its
+     * public half so the hub can check assertions agents present back */
+    struct asrt_signer *signer;
+    struct asrt_keyring *asrt_kr;
     int64_t interval_ms;
     struct loop_timer tick;
     bool tick_running; /* a batch job is in flight: skip the next tick */
@@ -112,6 +120,9 @@ static size_t slot_of(const char *id)
 void auth_mark_used(struct auth_ctx *a, const char *key_id)
 {
     size_t i = slot_of(key_id), n;
+
+    if (key_id[0] == '\0')
+        return; /* the configured admin key (an asserted principal may name it) has no row */
 
     if (a->nused >= AUTH_USED_MAX * 3 / 4)
         return; /* full until the next batch: last_used_at is advisory */
@@ -264,31 +275,55 @@ static void on_tick(struct loop_timer *t)
 
 /* --- context ------------------------------------------------------------------------ */
 
-struct auth_ctx *auth_new(const struct auth_options *o, char *err, size_t errlen)
+int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, size_t errlen)
 {
     struct auth_ctx *a = calloc(1, sizeof(*a));
+    int rc;
 
+    *out = NULL;
     if (a == NULL) {
         snprintf(err, errlen, "out of memory");
-        return NULL;
+        return AB_ENOMEM;
     }
     a->used = calloc(AUTH_USED_MAX, sizeof(*a->used));
     if (a->used == NULL) {
         snprintf(err, errlen, "out of memory");
         free(a);
-        return NULL;
+        return AB_ENOMEM;
     }
-    if (vault_keyring_init(&a->kr, o->hub_secret, o->hub_secret_len, NULL, 0, err, errlen) != 0) {
+    rc = vault_keyring_init(&a->kr, o->hub_secret, o->hub_secret_len, NULL, 0, err, errlen);
+    if (rc != 0) {
         free(a->used);
         free(a);
-        return NULL;
+        return rc;
+    }
+    if (asrt_signer_from_secret(o->hub_secret, o->hub_secret_len, &a->signer) != 0 ||
+        (a->asrt_kr = asrt_keyring_new("hub")) == NULL) {
+        snprintf(err, errlen, "cannot derive the assertion signing key from the hub secret");
+        asrt_signer_free(a->signer);
+        vault_keyring_clear(&a->kr);
+        free(a->used);
+        free(a);
+        return AB_ENOMEM;
+    }
+    char pub[ASRT_PUBKEY_TEXT_MAX + 1], kerr[128];
+    if (asrt_signer_public_text(a->signer, pub, sizeof(pub)) != 0 ||
+        asrt_keyring_add(a->asrt_kr, pub, kerr, sizeof(kerr)) != 0) {
+        snprintf(err, errlen, "cannot publish the assertion key");
+        asrt_keyring_free(a->asrt_kr);
+        asrt_signer_free(a->signer);
+        vault_keyring_clear(&a->kr);
+        free(a->used);
+        free(a);
+        return AB_EINVAL;
     }
     a->loop = o->loop;
     a->db = o->db;
     a->interval_ms = o->scan_interval_ms > 0 ? o->scan_interval_ms : AUTH_SCAN_INTERVAL_MS;
     /* the first tick sets the scan mark soon after start */
     loop_timer_start(a->loop, &a->tick, 100, on_tick, a);
-    return a;
+    *out = a;
+    return 0;
 }
 
 void auth_free(struct auth_ctx *a)
@@ -299,6 +334,8 @@ void auth_free(struct auth_ctx *a)
     for (struct auth_grant *g = a->grants; g != NULL; g = g->next)
         g->a = NULL; /* a late auth_grant_free only frees the grant */
     vault_keyring_clear(&a->kr);
+    asrt_keyring_free(a->asrt_kr);
+    asrt_signer_free(a->signer);
     free(a->used);
     free(a);
 }
@@ -312,6 +349,10 @@ void auth_set_revocation_hook(struct auth_ctx *a, keys_revocation_fn fn, void *a
 void auth_notify_revoked(struct auth_ctx *a, const char *key_id, const char *hash,
                          const char *reason)
 {
+    /* the hub refuses assertions for the key too: a replay over a bridge or a relay */
+    if (key_id != NULL && key_id[0] != '\0' &&
+        asrt_keyring_revoke(a->asrt_kr, key_id, (int64_t)time(NULL)) != 0)
+        LOG_WARN("cannot record a revoked key id", "key_id", key_id);
     if (a->revocation_fn != NULL)
         a->revocation_fn(a->revocation_arg, key_id, hash, reason);
 }
@@ -324,6 +365,70 @@ const struct vault_keyring *auth_keyring(const struct auth_ctx *a)
 struct db_pool *auth_db(const struct auth_ctx *a)
 {
     return a->db;
+}
+
+/* --- assertions ---------------------------------------------------------------------- */
+
+int auth_sign_for(const struct auth_ctx *a, const struct keys_principal *p, const char *aud,
+                  const char *rid, char *out, size_t outlen, char *err, size_t errlen)
+{
+    struct asrt_claims c;
+    int64_t now = (int64_t)time(NULL); /* wall clock: the agents compare exp with theirs */
+    int rc;
+
+    memset(&c, 0, sizeof(c));
+    ab_strlcpy(c.key, p->key_id, sizeof(c.key));
+    ab_strlcpy(c.team, p->team, sizeof(c.team));
+    ab_strlcpy(c.user, p->user, sizeof(c.user));
+    ab_strlcpy(c.ns, p->namespace, sizeof(c.ns));
+    ab_strlcpy(c.role, keys_role_name(p->role), sizeof(c.role));
+    ab_strlcpy(c.mode, keys_mode_name(p->mode), sizeof(c.mode));
+    ab_strlcpy(c.aud, aud, sizeof(c.aud));
+    if (rid != NULL && rid[0] != '\0') {
+        ab_strlcpy(c.rid, rid, sizeof(c.rid));
+    } else {
+        uint8_t r[8];
+        if (crypto_random(r, sizeof(r)) != 0) {
+            snprintf(err, errlen, "no randomness for a request id");
+            return AB_EIO;
+        }
+        hex_encode(r, sizeof(r), c.rid);
+    }
+    c.iat = now;
+    c.exp = now + ASRT_LIFETIME_MAX_S;
+    rc = asrt_sign(a->signer, &c, out, outlen, err, errlen);
+    OPENSSL_cleanse(&c, sizeof(c));
+    return rc;
+}
+
+int auth_verify_from(const struct auth_ctx *a, const char *cluster, const char *token,
+                     struct keys_principal *p, char *rid, char *err, size_t errlen)
+{
+    struct asrt_claims c;
+    int rc = asrt_verify_for(a->asrt_kr, cluster, token, strlen(token), (int64_t)time(NULL), &c,
+                             err, errlen);
+    if (rc != 0)
+        return rc;
+    memset(p, 0, sizeof(*p));
+    ab_strlcpy(p->key_id, c.key, sizeof(p->key_id));
+    ab_strlcpy(p->team, c.team, sizeof(p->team));
+    ab_strlcpy(p->user, c.user, sizeof(p->user));
+    ab_strlcpy(p->namespace, c.ns, sizeof(p->namespace));
+    p->role = strcmp(c.role, "admin") == 0 ? KEYS_ROLE_ADMIN : KEYS_ROLE_TENANT;
+    p->mode = strcmp(c.mode, "agent") == 0 ? KEYS_MODE_AGENT : KEYS_MODE_UNRESTRICTED;
+    if (rid != NULL)
+        ab_strlcpy(rid, c.rid, ASRT_RID_MAX + 1);
+    return 0;
+}
+
+json_t *auth_assertion_keys_json(const struct auth_ctx *a)
+{
+    char pub[ASRT_PUBKEY_TEXT_MAX + 1];
+    json_t *arr = json_array();
+
+    if (arr != NULL && asrt_signer_public_text(a->signer, pub, sizeof(pub)) == 0)
+        json_array_append_new(arr, json_string(pub));
+    return arr;
 }
 
 /* --- lookups ------------------------------------------------------------------------- */
@@ -466,6 +571,11 @@ static const struct auth_grant *grant_of(const struct auth_ctx *a, const void *t
     return NULL;
 }
 
+bool auth_request_is_bridged(const struct auth_ctx *a, struct http_exchange *ex)
+{
+    return grant_of(a, http_req(ex)->transport_data) != NULL;
+}
+
 void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s, auth_ok_fn ok,
                   void *arg)
 {
@@ -553,6 +663,7 @@ int auth_validate_hash(struct auth_ctx *a, const char *hash, auth_validate_fn cb
 struct validate_req {
     struct auth_ctx *a;
     struct http_exchange *ex;
+    char cluster[AB_CLUSTER_ID_BUF]; /* the asking tunnel's: the assertion's audience */
 };
 
 json_t *auth_principal_json(const struct keys_principal *p)
@@ -568,12 +679,24 @@ static void validate_route_done(void *arg, int status, enum keys_status ks,
 {
     struct validate_req *v = arg;
 
-    if (status != 0)
+    char tok[ASRT_TOKEN_MAX + 1], err[256];
+
+    if (status != 0) {
         auth_respond_db_error(v->a, v->ex, AUTH_SURFACE_E2B, status, NULL);
-    else if (ks == KEYS_VALID)
-        http_respond_json(v->ex, 200,
-                          json_pack("{s:b,s:o}", "valid", 1, "principal", auth_principal_json(p)));
-    else
+    } else if (ks == KEYS_VALID) {
+        /* the principal plus its assertion for the asking cluster: what the
+         * agent presents on every later hop instead of the key or its hash */
+        if (auth_sign_for(v->a, p, v->cluster, NULL, tok, sizeof(tok), err, sizeof(err)) != 0) {
+            LOG_WARN("cannot sign an assertion", "cluster", v->cluster, "error", err);
+            http_respond_error(v->ex, 500, "cannot sign an assertion for cluster '%s': %s",
+                               v->cluster, err);
+        } else {
+            http_respond_json(v->ex, 200,
+                              json_pack("{s:b,s:o,s:s}", "valid", 1, "principal",
+                                        auth_principal_json(p), "assertion", tok));
+        }
+        OPENSSL_cleanse(tok, sizeof(tok));
+    } else
         http_respond_json(v->ex, 200,
                           json_pack("{s:b,s:s}", "valid", 0, "reason", keys_status_name(ks)));
     free(v);
@@ -607,6 +730,8 @@ static void validate_route(struct http_exchange *ex, void *arg)
     }
     v->a = a;
     v->ex = ex;
+    ab_strlcpy(v->cluster, r->transport_data != NULL ? (const char *)r->transport_data : "",
+               sizeof(v->cluster));
     rc = auth_validate_hash(a, hash, validate_route_done, v);
     json_decref(body);
     if (rc == AB_EINVAL) {

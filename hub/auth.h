@@ -45,8 +45,9 @@ struct auth_options {
     int64_t scan_interval_ms; /* 0 → AUTH_SCAN_INTERVAL_MS */
 };
 
-/* NULL with err on failure. Starts the scan timer. */
-struct auth_ctx *auth_new(const struct auth_options *o, char *err, size_t errlen);
+/* Starts the scan timer; the context into *out. 0, or AB_ENOMEM or the key
+ * ring's code (vault_keyring_init) with err set and *out NULL. */
+int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, size_t errlen);
 /* Cancels the timer, wipes the key ring. Call after db_pool_free (pending
  * jobs' done() may still use the context) and before loop_free. */
 void auth_free(struct auth_ctx *a);
@@ -68,9 +69,9 @@ void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surfac
                   void *arg);
 
 /* Pre-authenticated requests (hub/public_bridge.c). An agent relays its
- * callers' public requests over its tunnel with the SHA-256 of their key
- * (X-AgentBox-Key-Hash) instead of the key: raw keys never cross the tunnel
- * (DESIGN §9). The bridge validates the hash (auth_validate_hash), makes a
+ * callers' public requests over its tunnel with the principal assertion the
+ * hub made for that cluster (X-AgentBox-Assertion) instead of the key or its
+ * hash (DESIGN §9, §11). The bridge verifies it (auth_verify_from), makes a
  * grant holding the principal and dispatches the inner request with
  * http_request.transport_data = the grant. auth_request recognises a live
  * grant of its own context by address (it never dereferences a
@@ -80,6 +81,11 @@ void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surfac
  * is released); auth_free detaches grants still alive (they then match
  * nothing). NULL when out of memory. */
 struct auth_grant;
+/* True when ex came through the public bridge (an agent acting for its
+ * caller over the tunnel), false when the caller reached the hub directly.
+ * Token material is answered only to the latter (issue 13: no raw token
+ * over a tunnel, ever). */
+bool auth_request_is_bridged(const struct auth_ctx *a, struct http_exchange *ex);
 struct auth_grant *auth_grant_new(struct auth_ctx *a, const struct keys_principal *p);
 void auth_grant_free(struct auth_grant *g);
 
@@ -91,6 +97,22 @@ void auth_grant_free(struct auth_grant *g);
 typedef void (*auth_validate_fn)(void *arg, int status, enum keys_status ks,
                                  const struct keys_principal *p);
 int auth_validate_hash(struct auth_ctx *a, const char *hash, auth_validate_fn cb, void *arg);
+
+/* --- principal assertions (DESIGN §11, agentbox/assertion.h) ---------------------- */
+
+/* Signs an assertion of p for cluster aud (lifetime ASRT_LIFETIME_MAX_S)
+ * into out (ASRT_TOKEN_MAX + 1 bytes). rid: the request id to carry, NULL or
+ * "" for a fresh random one. Returns 0, or the asrt_sign error with err. */
+int auth_sign_for(const struct auth_ctx *a, const struct keys_principal *p, const char *aud,
+                  const char *rid, char *out, size_t outlen, char *err, size_t errlen);
+/* Verifies an assertion that came over cluster's tunnel: it must have been
+ * made for that cluster (asrt_verify_for). On success *p is the asserted
+ * principal (no hash, name or expiry: an assertion does not carry them) and
+ * rid (ASRT_RID_MAX + 1 bytes, may be NULL) its request id. */
+int auth_verify_from(const struct auth_ctx *a, const char *cluster, const char *token,
+                     struct keys_principal *p, char *rid, char *err, size_t errlen);
+/* The public key texts for WELCOME, current first: a JSON array of strings. */
+json_t *auth_assertion_keys_json(const struct auth_ctx *a);
 
 /* {keyId, name, team, user, namespace, role, mode, expiresAt}: no hash, no token. */
 json_t *auth_principal_json(const struct keys_principal *p);

@@ -6,6 +6,7 @@
 #include "hub/hub.h"
 #include "hub/tunnel_server.h"
 
+#include "agentbox/assertion.h"
 #include "agentbox/pagetoken.h"
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
@@ -52,17 +53,24 @@ static void sub_target(const struct http_request *r, size_t prefix_len, char *ou
     snprintf(out, len, "%s%s", rest[0] == '/' ? "" : "/", rest);
 }
 
-/* The headers a relayed request may carry (DESIGN §6); returns how many. */
-static int keep_headers(const struct http_request *r, struct tun_header *h)
+/* The headers a relayed request carries (DESIGN §6, §11): its Content-Type
+ * and an assertion of p made for cluster (tok, ASRT_TOKEN_MAX + 1 bytes),
+ * never the caller's key. Returns how many, or -1 with tok holding the
+ * reason when signing failed. */
+static int keep_headers(struct e2b_front *fr, const struct http_request *r,
+                        const struct keys_principal *p, const char *cluster, struct tun_header *h,
+                        char *tok, size_t toklen)
 {
-    static const char *const keep[] = {"X-API-Key", "Authorization", "AGENTBOX-API-KEY",
-                                       "Content-Type"};
+    char err[200];
     int n = 0;
-    for (size_t i = 0; i < AB_ARRAY_LEN(keep); i++) {
-        const char *v = http_header_get(r, keep[i]);
-        if (v)
-            h[n++] = (struct tun_header){keep[i], v};
+    const char *ct = http_header_get(r, "Content-Type");
+    if (ct)
+        h[n++] = (struct tun_header){"Content-Type", ct};
+    if (auth_sign_for(fr->d.auth, p, cluster, NULL, tok, toklen, err, sizeof(err)) != 0) {
+        ab_strlcpy(tok, err, toklen);
+        return -1;
     }
+    h[n++] = (struct tun_header){ASRT_HEADER, tok};
     return n;
 }
 
@@ -87,15 +95,20 @@ static void one_done(const struct tun_call_result *res, void *arg)
 
 /* Sends the request (method of ex, target, body) to cluster's e2b service and
  * answers ex with its answer; 503 naming the cluster when it has no session. */
-static void send_to(struct e2b_front *fr, struct http_exchange *ex, const char *cluster,
-                    const char *target, const char *body, size_t len)
+static void send_to(struct e2b_front *fr, struct http_exchange *ex, const struct keys_principal *p,
+                    const char *cluster, const char *target, const char *body, size_t len)
 {
     const struct http_request *r = http_req(ex);
     struct tun_session *s = tunnel_server_session(fr->tunnel, cluster);
     struct tun_header h[8];
-    int n = keep_headers(r, h);
+    char tok[ASRT_TOKEN_MAX + 1];
+    int n = keep_headers(fr, r, p, cluster, h, tok, sizeof(tok));
     struct one *o;
 
+    if (n < 0) {
+        http_respond_error(ex, 500, "cannot sign an assertion for cluster '%s': %s", cluster, tok);
+        return;
+    }
     if (!s) {
         http_respond_error(ex, 503,
                            "cluster '%s' is not connected to the hub: retry once its agent is "
@@ -144,13 +157,12 @@ static void id_op(struct e2b_front *fr, struct http_exchange *ex, const struct k
     const struct http_request *r = http_req(ex);
     const char *id = http_param(ex, "id");
     char cluster[AB_CLUSTER_ID_BUF], target[TARGET_MAX];
-    (void)p;
     if (!id || sbxid_cluster_of(id, cluster) != 0) {
         http_respond_error(ex, 404, "sandbox \"%.80s\" not found", id ? id : "");
         return;
     }
     sub_target(r, 4, target, sizeof(target));
-    send_to(fr, ex, cluster, target, r->body, r->body_len);
+    send_to(fr, ex, p, cluster, target, r->body, r->body_len);
 }
 
 /* GET /sandboxes/metrics?sandbox_ids=a,b: every id must be of one cluster. */
@@ -160,7 +172,6 @@ static void metrics_op(struct e2b_front *fr, struct http_exchange *ex,
     const struct http_request *r = http_req(ex);
     char ids[4096], first[AB_CLUSTER_ID_BUF] = "", c[AB_CLUSTER_ID_BUF];
     char target[TARGET_MAX];
-    (void)p;
     if (http_query_get(r, "sandbox_ids", ids, sizeof(ids)) != 0 || !ids[0]) {
         http_respond_error(ex, 400, "sandbox_ids is required: a comma-separated list of ids");
         return;
@@ -180,7 +191,7 @@ static void metrics_op(struct e2b_front *fr, struct http_exchange *ex,
         ab_strlcpy(first, c, sizeof(first));
     }
     sub_target(r, 4, target, sizeof(target));
-    send_to(fr, ex, first, target, NULL, 0);
+    send_to(fr, ex, p, first, target, NULL, 0);
 }
 
 /* --- creates ------------------------------------------------------------------------------ */
@@ -210,7 +221,7 @@ static void create_op(struct e2b_front *fr, struct http_exchange *ex,
             http_respond_error(ex, 400, "templateID prefix '%.64s' is not a cluster id",
                                ref.cluster);
         else
-            send_to(fr, ex, ref.cluster, target, r->body, r->body_len);
+            send_to(fr, ex, p, ref.cluster, target, r->body, r->body_len);
         goto out;
     }
     const char *group =
@@ -254,7 +265,7 @@ static void create_op(struct e2b_front *fr, struct http_exchange *ex,
         http_respond_error(ex, 503, "out of memory while placing the create");
         goto out;
     }
-    send_to(fr, ex, to.cluster, target, txt, strlen(txt));
+    send_to(fr, ex, p, to.cluster, target, txt, strlen(txt));
     free(txt);
 out:
     json_decref(b);
@@ -266,6 +277,7 @@ enum fan_kind { FAN_LIST, FAN_LIST_V2, FAN_TEMPLATES };
 
 struct fan {
     struct e2b_front *fr;
+    struct keys_principal p;  /* each cluster gets an assertion of it made for itself */
     struct http_exchange *ex; /* NULL once answered */
     enum fan_kind kind;
     char target[TARGET_MAX]; /* sent to every cluster */
@@ -384,13 +396,15 @@ static void fan_pump(struct fan *f)
 {
     const struct http_request *r = http_req(f->ex);
     struct tun_header h[8];
-    int nh = keep_headers(r, h);
+    char tok[ASRT_TOKEN_MAX + 1];
 
     while (f->next < f->n && f->inflight < E2B_FRONT_FANOUT) {
         const char *c = f->clusters[f->next++];
         struct tun_session *s = tunnel_server_session(f->fr->tunnel, c);
-        if (s && tun_call(s, "e2b", "GET", f->target, h, nh, NULL, 0, E2B_FRONT_BODY_MAX,
-                          fan_one_done, f) == 0) {
+        int nh = keep_headers(f->fr, r, &f->p, c, h, tok, sizeof(tok));
+        if (s && nh >= 0 &&
+            tun_call(s, "e2b", "GET", f->target, h, nh, NULL, 0, E2B_FRONT_BODY_MAX, fan_one_done,
+                     f) == 0) {
             f->inflight++;
             continue;
         }
@@ -438,8 +452,8 @@ static void strip_paging(const struct http_request *r, const char *path, char *o
     }
 }
 
-static void fan_start(struct e2b_front *fr, struct http_exchange *ex, enum fan_kind kind,
-                      const char *path)
+static void fan_start(struct e2b_front *fr, struct http_exchange *ex,
+                      const struct keys_principal *p, enum fan_kind kind, const char *path)
 {
     const struct http_request *r = http_req(ex);
     struct fan *f = calloc(1, sizeof(*f));
@@ -454,6 +468,7 @@ static void fan_start(struct e2b_front *fr, struct http_exchange *ex, enum fan_k
     }
     f->fr = fr;
     f->ex = ex;
+    f->p = *p;
     f->kind = kind;
     if (kind == FAN_LIST_V2) {
         if (http_query_get(r, "limit", lim, sizeof(lim)) == 0 && lim[0]) {
@@ -482,22 +497,19 @@ static void fan_start(struct e2b_front *fr, struct http_exchange *ex, enum fan_k
 
 static void list_op(struct e2b_front *fr, struct http_exchange *ex, const struct keys_principal *p)
 {
-    (void)p;
-    fan_start(fr, ex, FAN_LIST, "/sandboxes");
+    fan_start(fr, ex, p, FAN_LIST, "/sandboxes");
 }
 
 static void list_v2_op(struct e2b_front *fr, struct http_exchange *ex,
                        const struct keys_principal *p)
 {
-    (void)p;
-    fan_start(fr, ex, FAN_LIST_V2, "/v2/sandboxes");
+    fan_start(fr, ex, p, FAN_LIST_V2, "/v2/sandboxes");
 }
 
 static void templates_op(struct e2b_front *fr, struct http_exchange *ex,
                          const struct keys_principal *p)
 {
-    (void)p;
-    fan_start(fr, ex, FAN_TEMPLATES, "/templates");
+    fan_start(fr, ex, p, FAN_TEMPLATES, "/templates");
 }
 
 /* GET /templates/{id} and whatever else the E2B surface has (the 501
@@ -521,11 +533,11 @@ static void any_op(struct e2b_front *fr, struct http_exchange *ex, const struct 
     char target[TARGET_MAX];
     struct first_cluster fc = {""};
     struct ref ref;
-    (void)p;
+
     sub_target(r, 4, target, sizeof(target));
     if (id && ref_parse(id, &ref) == 0 && ref.cluster[0] &&
         sbxid_cluster_is_valid(ref.cluster, NULL, 0)) {
-        send_to(fr, ex, ref.cluster, target, r->body, r->body_len);
+        send_to(fr, ex, p, ref.cluster, target, r->body, r->body_len);
         return;
     }
     tunnel_server_each_online(fr->tunnel, pick_first, &fc);
@@ -533,7 +545,7 @@ static void any_op(struct e2b_front *fr, struct http_exchange *ex, const struct 
         http_respond_error(ex, 503, "no cluster is connected to the hub: retry once an agent is");
         return;
     }
-    send_to(fr, ex, fc.id, target, r->body, r->body_len);
+    send_to(fr, ex, p, fc.id, target, r->body, r->body_len);
 }
 
 /* --- the data plane --------------------------------------------------------------------- */

@@ -92,7 +92,8 @@ static json_t *opt_time(const char *s)
     return s[0] != '\0' ? json_string(s) : json_null();
 }
 
-/* One listing row → JSON; with kr, the decrypted token as rawToken. */
+/* One listing row → JSON; with kr, the decrypted token as rawToken, except
+ * for an agent-mode key, whose token is never shown again (seed §4.5). */
 static json_t *key_json(const PGresult *r, int row, const struct vault_keyring *kr)
 {
     json_t *o = json_pack(
@@ -103,7 +104,8 @@ static json_t *key_json(const PGresult *r, int row, const struct vault_keyring *
         "expiresAt", opt_time(PQgetvalue(r, row, 9)), "revokedAt", opt_time(PQgetvalue(r, row, 10)),
         "lastUsedAt", opt_time(PQgetvalue(r, row, 11)));
 
-    if (o != NULL && kr != NULL && PQgetvalue(r, row, 12)[0] != '\0') {
+    if (o != NULL && kr != NULL && PQgetvalue(r, row, 12)[0] != '\0' &&
+        strcmp(PQgetvalue(r, row, 7), "agent") != 0) {
         uint8_t aad[256];
         size_t aadlen =
             vault_token_aad(PQgetvalue(r, row, 0), PQgetvalue(r, row, 15), aad, sizeof(aad));

@@ -573,10 +573,11 @@ static int apply_one(PGconn *c, const struct migrate_file *f, char *err, size_t 
     return exec_ok(c, "COMMIT", msg, err, errlen);
 }
 
-/* Common start of apply and status: files, connection, applied rows. */
+/* Common start of apply and status: files, connection, applied rows, and
+ * room for migrate_compare's entries (one per file and per applied row). */
 static int prepare(const struct migrate_options *o, bool lock, struct migrate_set *set,
-                   PGconn **conn, struct migrate_applied **applied, size_t *napplied, char *err,
-                   size_t errlen)
+                   PGconn **conn, struct migrate_applied **applied, size_t *napplied,
+                   struct migrate_entry **entries, char *err, size_t errlen)
 {
     int rc;
 
@@ -593,6 +594,10 @@ static int prepare(const struct migrate_options *o, bool lock, struct migrate_se
         rc = take_lock(*conn, o->lock_timeout_ms, err, errlen);
     if (rc == 0)
         rc = load_applied(*conn, lock, applied, napplied, err, errlen);
+    if (rc == 0 && (*entries = calloc(set->n + *napplied, sizeof(**entries))) == NULL) {
+        set_err(err, errlen, "out of memory comparing %zu migrations", set->n + *napplied);
+        rc = AB_ENOMEM;
+    }
     return rc;
 }
 
@@ -605,14 +610,9 @@ int migrate_apply(const struct migrate_options *o, char *err, size_t errlen)
     PGconn *c = NULL;
     int rc;
 
-    rc = prepare(o, true, &set, &c, &applied, &napplied, err, errlen);
+    rc = prepare(o, true, &set, &c, &applied, &napplied, &entries, err, errlen);
     if (rc != 0)
         goto out;
-    entries = calloc(set.n + napplied, sizeof(*entries));
-    if (entries == NULL) {
-        rc = AB_ENOMEM;
-        goto out;
-    }
     rc = migrate_compare(&set, applied, napplied, entries, &nentries, err, errlen);
     if (rc != 0)
         goto out;
@@ -659,14 +659,9 @@ int migrate_status(const struct migrate_options *o, char *err, size_t errlen)
     FILE *out = o->out != NULL ? o->out : stdout;
     int rc;
 
-    rc = prepare(o, false, &set, &c, &applied, &napplied, err, errlen);
+    rc = prepare(o, false, &set, &c, &applied, &napplied, &entries, err, errlen);
     if (rc != 0)
         goto out;
-    entries = calloc(set.n + napplied, sizeof(*entries));
-    if (entries == NULL) {
-        rc = AB_ENOMEM;
-        goto out;
-    }
     rc = migrate_compare(&set, applied, napplied, entries, &nentries, err, errlen);
     fprintf(out, "migrations in %s:\n", o->dir);
     for (size_t i = 0; i < nentries; i++) {

@@ -5,13 +5,16 @@
  * (the vault) and /api/v1/api-keys... (self-service keys; never the admin
  * routes).
  *
- * Raw API keys never cross the tunnel (DESIGN §9): the agent sends the
- * SHA-256 of its caller's key in X-AgentBox-Key-Hash, and a request that
- * carries X-API-Key, AGENTBOX-API-KEY or Authorization is refused (400,
- * logged with the cluster). The bridge validates the hash
- * (auth_validate_hash) and dispatches the inner request with a grant of the
- * principal as its transport_data, which the public handlers' auth_request
- * honours (auth.h).
+ * Raw API keys never cross the tunnel (DESIGN §9, §11): the agent presents
+ * the principal assertion the hub made for it when it validated its
+ * caller's key (X-AgentBox-Assertion); the bridge verifies it was made for
+ * the cluster whose tunnel it came over (asrt_verify_for), so one leaked to
+ * or replayed by another cluster is refused. A key hash alone is no longer
+ * a credential here (401), and a request that carries X-API-Key,
+ * AGENTBOX-API-KEY or Authorization is refused (400, logged with the
+ * cluster). The inner request is dispatched with a grant of the principal as
+ * its transport_data, which the public handlers' auth_request honours
+ * (auth.h).
  *
  * The inner exchange's transport writes into the outer one; it is released
  * on the next loop turn after its handler finished (never inside the
@@ -21,6 +24,7 @@
 #include "hub/auth.h"
 #include "hub/hub.h"
 
+#include "agentbox/assertion.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
@@ -159,7 +163,8 @@ static void dispatch(struct bridge *b, const struct keys_principal *p)
     head.path = r->path + pl;
     head.query = r->query;
     for (int i = 0; i < r->nheaders; i++)
-        if (strcasecmp(r->headers[i].name, HASH_HEADER) != 0)
+        if (strcasecmp(r->headers[i].name, HASH_HEADER) != 0 &&
+            strcasecmp(r->headers[i].name, ASRT_HEADER) != 0)
             head.headers[head.nheaders++] = r->headers[i];
     head.content_length = (int64_t)r->body_len;
     head.peer = r->peer;
@@ -176,25 +181,6 @@ static void dispatch(struct bridge *b, const struct keys_principal *p)
     http_exchange_body_end(b->inner);
 }
 
-static void validated(void *arg, int status, enum keys_status ks, const struct keys_principal *p)
-{
-    struct bridge *b = arg;
-
-    if (status != 0) {
-        auth_respond_db_error(b->h->auth, b->outer, b->surface, status, NULL);
-        free(b);
-    } else if (ks != KEYS_VALID) {
-        refuse(b, 401,
-               ks == KEYS_REVOKED   ? "invalid api key: this key was revoked; use another key"
-               : ks == KEYS_EXPIRED ? "invalid api key: this key expired; create a new key"
-                                    : "invalid api key: no such key; create one with "
-                                      "`agentbox-hub key create` or POST /api/v1/api-keys");
-        free(b);
-    } else {
-        dispatch(b, p);
-    }
-}
-
 static void h_public(struct http_exchange *ex, void *arg)
 {
     static const char *const raw[] = {"X-API-Key", "AGENTBOX-API-KEY", "Authorization"};
@@ -203,7 +189,9 @@ static void h_public(struct http_exchange *ex, void *arg)
     const char *cluster = r->transport_data ? (const char *)r->transport_data : "";
     size_t pl = strlen(PREFIX);
     struct auth_ctx *a = h->auth;
-    const char *hash;
+    const char *tok;
+    struct keys_principal p;
+    char why[200], rid[ASRT_RID_MAX + 1];
     struct bridge *b;
     int rc;
 
@@ -216,12 +204,11 @@ static void h_public(struct http_exchange *ex, void *arg)
         if (http_header_get(r, raw[i])) {
             LOG_WARN("an agent relayed a raw API key over the tunnel; refused", "cluster", cluster,
                      "header", raw[i], "path", r->path + pl);
-            http_respond_error(
-                ex, 400,
-                "the public bridge takes the SHA-256 of the caller's key in " HASH_HEADER
-                "; a raw key (%s) never crosses the tunnel: "
-                "upgrade the agent",
-                raw[i]);
+            http_respond_error(ex, 400,
+                               "the public bridge takes the principal's assertion in " ASRT_HEADER
+                               "; a raw key (%s) never crosses the tunnel: "
+                               "upgrade the agent",
+                               raw[i]);
             return;
         }
     }
@@ -237,20 +224,27 @@ static void h_public(struct http_exchange *ex, void *arg)
     b->h = h;
     b->outer = ex;
     b->surface = strncmp(r->path + pl, "/e2b/", 5) == 0 ? AUTH_SURFACE_E2B : AUTH_SURFACE_API;
-    hash = http_header_get(r, HASH_HEADER);
-    if (!hash || !hash[0]) {
-        refuse(b, 401, "missing api key: the agent sends its caller's key hash in " HASH_HEADER);
+    tok = http_header_get(r, ASRT_HEADER);
+    if (!tok || !tok[0]) {
+        if (http_header_get(r, HASH_HEADER))
+            LOG_WARN("an agent presented a bare key hash to the public bridge; refused", "cluster",
+                     cluster, "path", r->path + pl);
+        refuse(b, 401,
+               "missing assertion: the agent presents the assertion the hub made for it at key "
+               "validation in " ASRT_HEADER "; a key hash alone is not a credential");
         free(b);
         return;
     }
-    rc = auth_validate_hash(a, hash, validated, b);
-    if (rc == AB_EINVAL) {
-        refuse(b, 401, HASH_HEADER " must be 64 lowercase hex characters (SHA-256 of the key)");
+    rc = auth_verify_from(a, cluster, tok, &p, rid, why, sizeof(why));
+    if (rc != 0) {
+        char msg[300];
+        LOG_WARN("public bridge refused an assertion", "cluster", cluster, "error", why);
+        snprintf(msg, sizeof(msg), "invalid assertion: %s", why);
+        refuse(b, 401, msg);
         free(b);
-    } else if (rc != 0) {
-        auth_respond_db_error(a, ex, b->surface, rc, NULL);
-        free(b);
+        return;
     }
+    dispatch(b, &p);
 }
 
 int public_bridge_add_routes(struct hub *h, char *err, size_t errlen)

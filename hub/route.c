@@ -20,10 +20,44 @@ bool route_group_matches(const char *want, const char *have)
     return want == NULL || want[0] == '\0' || strcmp(want, have) == 0;
 }
 
+/* The ordering rules, on plain numbers: route_compare reads them from the
+ * records, entry_compare from the compact copies; one rule for both. */
+static int available_of(int64_t idle, int64_t reserved)
+{
+    int64_t a = idle - (reserved > 0 ? reserved : 0);
+    return a > 0 ? (int)a : 0;
+}
+
+/* -1 (unbounded) ranks above every finite headroom. */
+static int64_t headroom_rank_of(bool autoscaling, int64_t headroom)
+{
+    if (!autoscaling)
+        return 0;
+    return headroom < 0 ? INT64_MAX : headroom;
+}
+
+/* More available first; with none available on either side, more headroom;
+ * then cluster and pool names, for a stable order. */
+static int rank_compare(int ia, int64_t ha, const struct route_record *ra, int ib, int64_t hb,
+                        const struct route_record *rb)
+{
+    if ((ia > 0) != (ib > 0))
+        return ia > 0 ? -1 : 1;
+    if (ia > 0) {
+        if (ia != ib)
+            return ia > ib ? -1 : 1;
+    } else if (ha != hb) {
+        return ha > hb ? -1 : 1;
+    }
+    int c = strcmp(ra->cluster, rb->cluster);
+    if (c != 0)
+        return c;
+    return strcmp(ra->pool, rb->pool);
+}
+
 int route_available(const struct route_record *r)
 {
-    int64_t a = (int64_t)r->idle - (r->reserved > 0 ? r->reserved : 0);
-    return a > 0 ? (int)a : 0;
+    return available_of(r->idle, r->reserved);
 }
 
 bool route_is_schedulable(const struct route_record *r)
@@ -31,31 +65,10 @@ bool route_is_schedulable(const struct route_record *r)
     return route_available(r) > 0 || (r->autoscaling && r->headroom != 0);
 }
 
-/* -1 (unbounded) ranks above every finite headroom. */
-static int64_t headroom_rank(const struct route_record *r)
-{
-    if (!r->autoscaling)
-        return 0;
-    return r->headroom < 0 ? INT64_MAX : r->headroom;
-}
-
 int route_compare(const struct route_record *a, const struct route_record *b)
 {
-    int ia = route_available(a), ib = route_available(b);
-    if ((ia > 0) != (ib > 0))
-        return ia > 0 ? -1 : 1;
-    if (ia > 0) {
-        if (ia != ib)
-            return ia > ib ? -1 : 1;
-    } else {
-        int64_t ha = headroom_rank(a), hb = headroom_rank(b);
-        if (ha != hb)
-            return ha > hb ? -1 : 1;
-    }
-    int c = strcmp(a->cluster, b->cluster);
-    if (c != 0)
-        return c;
-    return strcmp(a->pool, b->pool);
+    return rank_compare(route_available(a), headroom_rank_of(a->autoscaling, a->headroom), a,
+                        route_available(b), headroom_rank_of(b->autoscaling, b->headroom), b);
 }
 
 bool route_matches(const struct route_query *q, const struct route_record *r)
@@ -234,29 +247,14 @@ void route_entry_set(struct route_entry *e, const struct route_record *r)
 
 static int entry_available(const struct route_entry *e)
 {
-    int64_t a = (int64_t)e->idle - (e->reserved > 0 ? e->reserved : 0);
-    return a > 0 ? (int)a : 0;
+    return available_of(e->idle, e->reserved);
 }
 
 /* route_compare on the compact copies; names only for ties. */
 static int entry_compare(const struct route_entry *a, const struct route_entry *b)
 {
-    int ia = entry_available(a), ib = entry_available(b);
-    if ((ia > 0) != (ib > 0))
-        return ia > 0 ? -1 : 1;
-    if (ia > 0) {
-        if (ia != ib)
-            return ia > ib ? -1 : 1;
-    } else {
-        int64_t ha = a->autoscaling ? (a->headroom < 0 ? INT64_MAX : a->headroom) : 0;
-        int64_t hb = b->autoscaling ? (b->headroom < 0 ? INT64_MAX : b->headroom) : 0;
-        if (ha != hb)
-            return ha > hb ? -1 : 1;
-    }
-    int c = strcmp(a->rec->cluster, b->rec->cluster);
-    if (c != 0)
-        return c;
-    return strcmp(a->rec->pool, b->rec->pool);
+    return rank_compare(entry_available(a), headroom_rank_of(a->autoscaling, a->headroom), a->rec,
+                        entry_available(b), headroom_rank_of(b->autoscaling, b->headroom), b->rec);
 }
 
 static void scan_entries(const struct route_query *q, const struct route_entry *v, size_t n,

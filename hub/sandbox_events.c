@@ -21,8 +21,8 @@
 
 struct batch {
     struct http_exchange *ex;
-    char cluster[64];
-    json_t *events; /* owned */
+    char cluster[AB_CLUSTER_ID_BUF]; /* the tunnel's cluster id, checked to fit */
+    json_t *events;                  /* owned */
     size_t applied;
     char err[256];
 };
@@ -158,16 +158,19 @@ static void keep_own(struct hub *h, const char *cluster, json_t *evs)
     }
 }
 
+/* arg: the hub, for its database pool and its cluster registry (the
+ * namespaces each cluster may speak for). */
 static void h_events(struct http_exchange *ex, void *arg)
 {
     struct hub *h = arg;
+    struct db_pool *db = h->db;
     const struct http_request *r = http_req(ex);
     const char *cluster = r->transport_data;
     char err[256];
     json_t *body, *evs;
     struct batch *b;
 
-    if (!cluster || !cluster[0]) {
+    if (!cluster || !cluster[0] || strlen(cluster) > AB_CLUSTER_ID_MAX) {
         http_respond_error(ex, 403, "sandbox events come from agents over their tunnel");
         return;
     }
@@ -194,7 +197,7 @@ static void h_events(struct http_exchange *ex, void *arg)
     keep_own(h, cluster, evs);
     b->events = json_incref(evs);
     json_decref(body);
-    int rc = db_submit(h->db, job, done, b);
+    int rc = db_submit(db, job, done, b);
     if (rc != 0) {
         json_decref(b->events);
         free(b);

@@ -155,10 +155,10 @@ static int create_auth(struct hub *h, char *err, size_t errlen)
     o.db = h->db;
     o.hub_secret = secret;
     o.hub_secret_len = len;
-    h->auth = auth_new(&o, err, errlen);
+    rc = auth_new(&o, &h->auth, err, errlen);
     OPENSSL_cleanse(secret, len);
     free(secret);
-    return h->auth != NULL ? 0 : AB_EINVAL;
+    return rc;
 }
 
 /* Every route of the hub, on the API router and on the internal (tunnel-only)
@@ -206,7 +206,7 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     dbo.application_name = "agentbox-hub";
     dbo.refuse_superuser = !cfg->allow_superuser;
     h->db = db_pool_new(h->loop, &dbo, err, errlen);
-    if (h->db == NULL)
+    if (h->db == NULL) /* no code to give: out of memory or a worker that did not start */
         return AB_EIO;
     struct clusters_deps cd = {.loop = h->loop, .db = h->db};
     rc = clusters_new(&cd, &h->clusters, err, errlen);
@@ -297,7 +297,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
         .sync_interval_ms = h->cfg->tunnel_sync_interval_ms,
     };
     struct tunnel_server_deps td = {
-        .loop = h->loop, .clusters = h->clusters, .internal = h->internal_router};
+        .loop = h->loop, .clusters = h->clusters, .internal = h->internal_router, .auth = h->auth};
     rc = tunnel_server_start(&td, &to, &h->tunnel, err, errlen);
     if (rc != 0)
         return rc;

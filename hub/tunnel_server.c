@@ -17,6 +17,9 @@
 #include "agentbox/tunnel_http.h"
 #include "agentbox/tunnel_ws.h"
 #include "agentbox/version.h"
+#include "agentbox/assertion.h"
+#include "agentbox/relay.h"
+#include "hub/auth.h"
 #include "hub/clusters.h"
 
 #include <libwebsockets.h>
@@ -53,6 +56,7 @@ struct tunnel_server {
     struct loop *loop;
     struct clusters *clusters;
     struct http_router *internal;
+    struct auth_ctx *auth;
     struct lws_vhost *vh;
     struct lws_protocols protocols[3];
     struct tun_callbacks cb;
@@ -191,9 +195,10 @@ static void epoch_done(void *arg, int status, int64_t epoch)
     metrics_add(ts->m_sessions_total, NULL, 1);
     clusters_session_online(ts->clusters, hs->cluster, epoch);
 
-    json_t *w = json_pack("{s:s,s:I,s:i,s:i,s:s,s:i}", "cluster", hs->cluster, "epoch",
+    json_t *w = json_pack("{s:s,s:I,s:i,s:i,s:s,s:i,s:o}", "cluster", hs->cluster, "epoch",
                           (json_int_t)epoch, "reportIntervalMs", 5000, "ttlMs", 30000, "hubVersion",
-                          AGENTBOX_VERSION, "protocol", 1);
+                          AGENTBOX_VERSION, "protocol", 1, "assertionKeys",
+                          ts->auth ? auth_assertion_keys_json(ts->auth) : json_array());
     tun_session_send_json(hs->s, TUN_WELCOME, w);
     json_decref(w);
     hs->established = true;
@@ -279,21 +284,55 @@ static void relay(struct hub_session *hs, struct tun_stream *st, const struct tu
                                 "e2b, data or native\"}");
         return;
     }
+    /* The principal travels as an assertion made for the sender; the target
+     * gets one made for itself (same principal and rid), so an assertion is
+     * never valid on a cluster it was not made for. */
+    char tok[ASRT_TOKEN_MAX + 1] = "", why[200], rid[ASRT_RID_MAX + 1];
+    const char *in_tok = header_of(head, ASRT_HEADER);
+    if (in_tok) {
+        struct keys_principal p;
+        if (!hs->ts->auth ||
+            auth_verify_from(hs->ts->auth, hs->cluster, in_tok, &p, rid, why, sizeof(why)) != 0 ||
+            auth_sign_for(hs->ts->auth, &p, target, rid, tok, sizeof(tok), why, sizeof(why)) != 0) {
+            LOG_WARN("relay refused: bad assertion", "cluster", hs->cluster, "target", target,
+                     "error", hs->ts->auth ? why : "no signer");
+            char m[260];
+            snprintf(m, sizeof(m), "invalid assertion: %s", hs->ts->auth ? why : "no signer");
+            json_t *e = json_pack("{s:i,s:s}", "code", 401, "message", m);
+            char *txt = json_dumps(e, JSON_COMPACT);
+            tun_stream_respond_json(st, 401, txt ? txt : "{\"code\":401}");
+            free(txt);
+            json_decref(e);
+            return;
+        }
+        memset(&p, 0, sizeof(p));
+    }
     struct tun_head out;
     memset(&out, 0, sizeof(out));
     out.service = service;
     out.method = head->method;
     out.path = head->path;
-    for (int i = 0; i < head->nheaders && out.nheaders < TUN_MAX_HEADERS - 1; i++) {
+    for (int i = 0; i < head->nheaders && out.nheaders < TUN_MAX_HEADERS - 2; i++) {
         const char *n = head->headers[i].name;
         if (strcasecmp(n, H_TARGET_CLUSTER) == 0 || strcasecmp(n, H_TARGET_SERVICE) == 0 ||
-            strcasecmp(n, H_SOURCE_CLUSTER) == 0)
+            strcasecmp(n, H_SOURCE_CLUSTER) == 0 || strcasecmp(n, ASRT_HEADER) == 0 ||
+            strcasecmp(n, RELAY_HDR_KEY_HASH) == 0)
+            continue;
+        /* a raw API key is never delivered to another cluster (issue 13) */
+        if (strcasecmp(n, "X-API-Key") == 0 || strcasecmp(n, "AGENTBOX-API-KEY") == 0 ||
+            (strcasecmp(n, "Authorization") == 0 &&
+             strncasecmp(head->headers[i].value, "Bearer agbx_", 12) == 0))
             continue;
         out.headers[out.nheaders++] = head->headers[i];
     }
     out.headers[out.nheaders].name = H_SOURCE_CLUSTER;
     out.headers[out.nheaders].value = hs->cluster;
     out.nheaders++;
+    if (tok[0]) {
+        out.headers[out.nheaders].name = ASRT_HEADER;
+        out.headers[out.nheaders].value = tok;
+        out.nheaders++;
+    }
     snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", target);
     tun_splice(st, tunnel_server_session(hs->ts, target), &out, msg);
 }
@@ -554,8 +593,9 @@ static void on_revoke(void *arg, const char *cluster_id, const char *reason)
 void tunnel_server_on_key_revoked(void *arg, const char *key_id, const char *hash,
                                   const char *reason)
 {
-    json_t *ev = json_pack("{s:s,s:s,s:s}", "type", "key_revoked", "hash", hash, "reason",
-                           reason ? reason : "revoked");
+    /* keyId: agents refuse assertions made for the key for the rest of their life */
+    json_t *ev = json_pack("{s:s,s:s,s:s,s:s}", "type", "key_revoked", "hash", hash, "keyId",
+                           key_id ? key_id : "", "reason", reason ? reason : "revoked");
     tunnel_server_broadcast(arg, ev);
     json_decref(ev);
 }
@@ -580,6 +620,7 @@ int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_
     ts->loop = d->loop;
     ts->clusters = d->clusters;
     ts->internal = d->internal;
+    ts->auth = d->auth;
     ts->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     ts->sync_interval_ms = o->sync_interval_ms > 0 ? o->sync_interval_ms : 60000;
     ts->ping_interval_ms = AB_MIN(10000, ts->timeout_ms / 3);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct auth_ctx;
 struct clusters;
 struct http_router;
 struct loop;
@@ -29,6 +30,7 @@ struct tunnel_server_deps {
     struct loop *loop;            /* its lws context hosts the listener; timers */
     struct clusters *clusters;    /* token check, session epochs, revoke hook */
     struct http_router *internal; /* the router behind the `hub` service */
+    struct auth_ctx *auth;        /* assertion keys for WELCOME, relay re-signing; may be NULL */
 };
 
 int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_server_options *o,

@@ -1,7 +1,16 @@
 /* E2B /secrets served by the hub at /e2b/secrets, the tunnel-only resolve
  * route and vault_resolve() for the tunnel code. Loop thread; storage on
  * database workers (vault.c). Values come in, never go out, except through
- * resolve. */
+ * resolve.
+ *
+ * The resolve route answers claims, not clusters (DESIGN §11): a cluster
+ * names a sandbox and presents the principal's assertion made for it; the
+ * hub answers only when its sandboxes row says that sandbox was claimed on
+ * the asking cluster by that principal and has not ended, and only for the
+ * secret names the claim recorded (metadata CLAIM_NAMES_KEY: the names the
+ * create's rules referenced). Every resolve, answered or refused, is an
+ * audit_log row (actor cluster, principal, sandbox, names; never values),
+ * and each cluster is rate-limited. */
 #include "hub/vault.h"
 
 #include <stdio.h>
@@ -10,15 +19,34 @@
 
 #include <openssl/crypto.h>
 
+#include "agentbox/assertion.h"
 #include "agentbox/common.h"
 #include "agentbox/json.h"
+#include "agentbox/log.h"
+#include "agentbox/sbxid.h"
+#include "hub/audit.h"
 #include "hub/auth.h"
 #include "hub/db.h"
 #include "hub/hub.h"
 #include "hub/keys.h"
 #include "hub/vault_api.h"
 
-enum vop_kind { VOP_LIST, VOP_GET, VOP_CREATE, VOP_UPDATE, VOP_DELETE, VOP_RESOLVE };
+enum vop_kind {
+    VOP_LIST,
+    VOP_GET,
+    VOP_CREATE,
+    VOP_UPDATE,
+    VOP_DELETE,
+    VOP_RESOLVE,
+    VOP_CLAIM_RESOLVE, /* the tunnel route: checked against the claim first */
+};
+
+/* The sandboxes.metadata member listing the secret names a claim may resolve. */
+#define CLAIM_NAMES_KEY "agentbox.scitix.ai/secret-names"
+/* Per-cluster token bucket of the resolve route. */
+#define RESOLVE_RATE_PER_S 20
+#define RESOLVE_BURST 40
+#define RESOLVE_BUCKETS 256
 
 struct vault_op {
     struct auth_ctx *a;
@@ -38,6 +66,13 @@ struct vault_op {
     struct vault_value values[VAULT_RESOLVE_MAX];
     vault_resolve_fn cb;
     void *cb_arg;
+    /* claim-checked resolve: who asks, for which sandbox */
+    char cluster[AB_CLUSTER_ID_BUF];
+    char sandbox[SBXID_MAX + 1];
+    char team[IAM_TEAM_MAX + 1];
+    char key_id[KEYS_ID_MAX + 1];
+    char rid[ASRT_RID_MAX + 1];
+    bool denied; /* the claim check refused: err says why */
     /* results */
     json_t *out;
     bool more;
@@ -54,6 +89,96 @@ static void vop_free(struct vault_op *o)
     json_decref(o->metadata);
     json_decref(o->out);
     free(o);
+}
+
+/* The audit row of a claim-checked resolve (same connection as the check). */
+static int claim_audit(PGconn *c, struct vault_op *o, const char *outcome)
+{
+    char who[IAM_TEAM_MAX + IAM_USER_MAX + 2], actor[AB_CLUSTER_ID_BUF + 8], aerr[256];
+    json_t *names = json_array(), *d;
+    size_t i;
+    int rc;
+
+    for (i = 0; i < o->nnames; i++)
+        json_array_append_new(names, json_string(o->names[i]));
+    snprintf(who, sizeof(who), "%s/%s", o->team, o->user);
+    snprintf(actor, sizeof(actor), "cluster:%s", o->cluster);
+    d = json_pack("{s:s,s:s,s:s,s:o,s:s}", "principal", who, "keyId", o->key_id, "requestId",
+                  o->rid, "names", names, "reason", o->denied ? o->err : "");
+    const struct audit_entry e = {actor,      "vault.resolve", o->sandbox, o->ns,
+                                  o->cluster, outcome,         d};
+    rc = audit_write_conn(c, &e, aerr, sizeof(aerr));
+    json_decref(d);
+    if (rc != 0)
+        ab_strlcpy(o->err, aerr, sizeof(o->err));
+    return rc;
+}
+
+/* In one transaction: the claim check, the audit row, then the values. */
+static int claim_resolve_job(PGconn *c, struct vault_op *o)
+{
+    const struct vault_keyring *kr = auth_keyring(o->a);
+    struct vault_scope s = {o->ns, o->user};
+    const char *names[VAULT_RESOLVE_MAX];
+    const char *vals[5] = {o->sandbox, o->cluster, o->ns, o->user, o->team};
+    json_t *allowed = NULL;
+    PGresult *r;
+    size_t i;
+    int rc;
+
+    r = PQexec(c, "BEGIN");
+    PQclear(r);
+    r = PQexecParams(c,
+                     "SELECT COALESCE(metadata -> '" CLAIM_NAMES_KEY "', '[]'::jsonb)::text "
+                     "FROM sandboxes WHERE id = $1 AND cluster_id = $2 AND namespace = $3 AND "
+                     "user_name = $4 AND team = $5 AND state IN ('claimed', 'running', 'paused')",
+                     5, NULL, vals, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        db_error_line(c, r, o->err, sizeof(o->err));
+        PQclear(r);
+        PQclear(PQexec(c, "ROLLBACK"));
+        return AB_EIO;
+    }
+    if (PQntuples(r) != 1) {
+        o->denied = true;
+        snprintf(o->err, sizeof(o->err),
+                 "no live claim of sandbox '%s' on cluster '%s' by this principal: the vault "
+                 "answers only for sandboxes the hub saw claimed there",
+                 o->sandbox, o->cluster);
+    } else {
+        allowed = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
+        for (i = 0; i < o->nnames && !o->denied; i++) {
+            size_t k;
+            json_t *v;
+            bool ok = false;
+            json_array_foreach(allowed, k, v)
+            {
+                const char *n = json_string_value(v);
+                char norm[VAULT_NAME_MAX + 1], nerr[64];
+                if (n && vault_name_normalize(n, norm, nerr, sizeof(nerr)) == 0 &&
+                    strcmp(norm, o->names[i]) == 0)
+                    ok = true;
+            }
+            if (!ok) {
+                o->denied = true;
+                snprintf(o->err, sizeof(o->err),
+                         "secret '%s' is not referenced by the claim of sandbox '%s'", o->names[i],
+                         o->sandbox);
+            }
+        }
+        json_decref(allowed);
+    }
+    PQclear(r);
+    rc = claim_audit(c, o, o->denied ? "denied" : "ok");
+    if (rc == 0 && !o->denied) {
+        for (i = 0; i < o->nnames; i++)
+            names[i] = o->names[i];
+        rc = vault_resolve_conn(c, kr, &s, names, o->nnames, o->values, o->err, sizeof(o->err));
+    }
+    PQclear(PQexec(c, rc == 0 ? "COMMIT" : "ROLLBACK"));
+    if (rc == 0 && o->denied)
+        return AB_EDENIED;
+    return rc;
 }
 
 static int vop_job(PGconn *c, void *arg)
@@ -81,6 +206,8 @@ static int vop_job(PGconn *c, void *arg)
         for (i = 0; i < o->nnames; i++)
             names[i] = o->names[i];
         return vault_resolve_conn(c, kr, &s, names, o->nnames, o->values, o->err, sizeof(o->err));
+    case VOP_CLAIM_RESOLVE:
+        return claim_resolve_job(c, o);
     }
     return AB_EINVAL;
 }
@@ -111,7 +238,17 @@ static void vop_done(void *arg, int status)
 {
     struct vault_op *o = arg;
 
-    if (o->kind == VOP_RESOLVE && o->ex == NULL) {
+    if (o->kind == VOP_CLAIM_RESOLVE && status != 0) {
+        if (o->denied) {
+            LOG_WARN("vault resolve refused", "cluster", o->cluster, "sandbox", o->sandbox,
+                     "request_id", o->rid);
+            http_respond_error(o->ex, 403, "%s", o->err);
+        } else if (status == AB_EDENIED) {
+            http_respond_error(o->ex, 500, "%s", o->err);
+        } else {
+            auth_respond_db_error(o->a, o->ex, AUTH_SURFACE_E2B, status, o->err);
+        }
+    } else if (o->kind == VOP_RESOLVE && o->ex == NULL) {
         o->cb(o->cb_arg, status, status == 0 ? o->values : NULL, status == 0 ? o->nnames : 0,
               status != 0 ? o->err : NULL);
     } else if (status == AB_ENOENT) {
@@ -128,7 +265,7 @@ static void vop_done(void *arg, int status)
         respond_list(o);
     } else if (o->kind == VOP_DELETE) {
         http_respond(o->ex, 204, NULL, NULL, 0, NULL, 0);
-    } else if (o->kind == VOP_RESOLVE) {
+    } else if (o->kind == VOP_RESOLVE || o->kind == VOP_CLAIM_RESOLVE) {
         json_t *arr = json_array();
         size_t i;
         for (i = 0; i < o->nnames; i++) {
@@ -430,25 +567,73 @@ int vault_resolve(struct auth_ctx *a, const char *ns, const char *user, const ch
     return rc;
 }
 
-/* POST /internal/v1/vault/resolve {namespace, user, names: [..]} → {secrets: [{name, found,
- * version, value}]}. On the internal (tunnel-only) router. */
+/* Per-cluster token buckets (a small table: clusters hashed into it share a
+ * bucket, which only makes the limit stricter for them). Loop thread. */
+static struct resolve_bucket {
+    double tokens;
+    int64_t at_ms;
+} buckets[RESOLVE_BUCKETS];
+
+static bool resolve_allowed(const char *cluster)
+{
+    size_t h = 5381;
+    for (const char *p = cluster; *p; p++)
+        h = h * 33 + (unsigned char)*p;
+    struct resolve_bucket *b = &buckets[h % RESOLVE_BUCKETS];
+    int64_t now = ab_now_ms();
+    if (b->at_ms == 0)
+        b->tokens = RESOLVE_BURST;
+    else
+        b->tokens = AB_MIN((double)RESOLVE_BURST,
+                           b->tokens + (double)(now - b->at_ms) * RESOLVE_RATE_PER_S / 1000.0);
+    b->at_ms = now;
+    if (b->tokens < 1.0)
+        return false;
+    b->tokens -= 1.0;
+    return true;
+}
+
+/* A refusal before the claim check (no or bad assertion): audited from the loop. */
+static void audit_refusal(struct auth_ctx *a, const char *cluster, const char *sandbox,
+                          const char *why)
+{
+    char actor[AB_CLUSTER_ID_BUF + 8];
+    json_t *d = json_pack("{s:s}", "reason", why);
+    snprintf(actor, sizeof(actor), "cluster:%s", cluster);
+    const struct audit_entry e = {actor, "vault.resolve", sandbox, NULL, cluster, "denied", d};
+    audit_write(auth_db(a), &e);
+    json_decref(d);
+}
+
+/* POST /internal/v1/vault/resolve {sandboxId, names: [..]} with X-AgentBox-Assertion (made for
+ * the asking cluster) → {secrets: [{name, found, version, value}]}; 401 without a valid
+ * assertion, 403 when the claim does not allow it, 429 over the cluster's rate. On the
+ * internal (tunnel-only) router. */
 static void resolve_route(struct http_exchange *ex, void *arg)
 {
+    struct auth_ctx *a = arg;
     const struct http_request *r = http_req(ex);
-    const char *ns = NULL, *user = NULL;
+    const char *cluster = r->transport_data ? (const char *)r->transport_data : "";
+    const char *tok = http_header_get(r, ASRT_HEADER);
+    const char *sandbox = NULL;
     const char *names[VAULT_RESOLVE_MAX];
+    struct keys_principal p;
+    char rid[ASRT_RID_MAX + 1] = "";
     json_t *b = NULL, *arr = NULL;
     struct vault_op *o = NULL;
     char err[512];
     size_t i, n = 0;
     int rc;
 
+    if (!resolve_allowed(cluster)) {
+        http_respond_error(ex, 429, "cluster '%s' is over %d vault resolves per second; retry",
+                           cluster, RESOLVE_RATE_PER_S);
+        return;
+    }
     b = json_parse_object(r->body, r->body_len, 0, err, sizeof(err));
     rc = b != NULL ? 0 : AB_EINVAL;
     if (rc == 0)
-        rc = json_get_str(b, "namespace", true, IAM_NAMESPACE_MAX, &ns, err, sizeof(err));
-    if (rc == 0)
-        rc = json_get_str(b, "user", true, IAM_USER_MAX, &user, err, sizeof(err));
+        rc = json_get_str(b, "sandboxId", true, SBXID_MAX, &sandbox, err, sizeof(err));
     if (rc == 0)
         rc = json_get_array(b, "names", true, &arr, err, sizeof(err));
     if (rc == 0) {
@@ -462,21 +647,41 @@ static void resolve_route(struct http_exchange *ex, void *arg)
             }
         }
     }
-    if (rc == 0) {
-        o = calloc(1, sizeof(*o));
-        rc = o != NULL ? 0 : AB_ENOMEM;
+    if (rc != 0) {
+        json_decref(b);
+        http_respond_error(ex, 400, "%s", err);
+        return;
     }
+    if (!tok || !tok[0] || auth_verify_from(a, cluster, tok, &p, rid, err, sizeof(err)) != 0) {
+        if (!tok || !tok[0])
+            snprintf(
+                err, sizeof(err),
+                "missing assertion: a resolve presents the principal's assertion in " ASRT_HEADER);
+        audit_refusal(a, cluster, sandbox, err);
+        json_decref(b);
+        http_respond_error(ex, 401, "%s", err);
+        return;
+    }
+    o = calloc(1, sizeof(*o));
+    rc = o != NULL ? 0 : AB_ENOMEM;
+    if (rc != 0)
+        snprintf(err, sizeof(err), "out of memory");
     if (rc == 0) {
-        o->a = arg;
+        o->a = a;
         o->ex = ex;
-        o->kind = VOP_RESOLVE;
-        ab_strlcpy(o->ns, ns, sizeof(o->ns));
-        ab_strlcpy(o->user, user, sizeof(o->user));
+        o->kind = VOP_CLAIM_RESOLVE;
+        ab_strlcpy(o->ns, p.namespace, sizeof(o->ns));
+        ab_strlcpy(o->user, p.user, sizeof(o->user));
+        ab_strlcpy(o->team, p.team, sizeof(o->team));
+        ab_strlcpy(o->key_id, p.key_id, sizeof(o->key_id));
+        ab_strlcpy(o->cluster, cluster, sizeof(o->cluster));
+        ab_strlcpy(o->sandbox, sandbox, sizeof(o->sandbox));
+        ab_strlcpy(o->rid, rid, sizeof(o->rid));
         rc = take_names(o, names, n, err, sizeof(err));
     }
     json_decref(b);
     if (rc != 0) {
-        http_respond_error(ex, 400, "%s", err);
+        http_respond_error(ex, rc == AB_ENOMEM ? 503 : 400, "%s", err);
         free(o);
         return;
     }

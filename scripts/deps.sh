@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake pkg-config clang clang-format
   libwebsockets-dev libjansson-dev libyaml-dev libpq-dev libcurl4-openssl-dev libssl-dev
-  libcmocka-dev libhttp-parser-dev zlib1g-dev
+  libcmocka-dev libhttp-parser-dev zlib1g-dev libseccomp-dev
   postgresql postgresql-contrib
-  slirp4netns iproute2 util-linux procps curl ca-certificates
+  slirp4netns iproute2 nftables util-linux procps curl ca-certificates
   nodejs npm
   prometheus
+  kubernetes-client
 )
 
 missing=()
@@ -23,6 +24,11 @@ done
 if command -v node >/dev/null && command -v npm >/dev/null; then
   missing=("${missing[@]/nodejs}")
   missing=("${missing[@]/npm}")
+fi
+# kubectl (for tests/integration/kubeapi.test.mjs) may come from elsewhere
+# (a cloud SDK); Debian's kubernetes-client is only the fallback
+if command -v kubectl >/dev/null; then
+  missing=("${missing[@]/kubernetes-client}")
 fi
 want=()
 for p in "${missing[@]}"; do [ -n "$p" ] && want+=("$p"); done

@@ -51,8 +51,23 @@ stop_all() {
   fi
   # Sandboxes outlive a stopped agent on purpose (a restarted agent re-adopts
   # them); the quick start's stop means gone, so their pid-1 inits are killed
-  # (which ends everything in each sandbox's pid namespace).
-  for f in "$RUN"/*/state/sandboxes/*/state.json; do
+  # (which ends everything in each sandbox's pid namespace) and so is every
+  # process left in each sandbox's cgroups; stop returns once they are all
+  # gone. The agents ran in our cgroups, so theirs are <ours>/agentbox/<sid>.
+  local cgdirs=() dirs=() killed=()
+  while IFS=: read -r _ ctrls cgpath; do
+    case ",$ctrls," in
+      ,,) cgdirs+=("/sys/fs/cgroup$cgpath") ;;
+      *,memory,*|*,pids,*|*,cpu,*)
+        for c in memory pids cpu; do
+          case ",$ctrls," in *",$c,"*) cgdirs+=("/sys/fs/cgroup/$c$cgpath") ;; esac
+        done ;;
+    esac
+  done < /proc/self/cgroup
+  for d in "$RUN"/*/state/sandboxes/*/; do
+    [ -d "$d" ] || continue
+    dirs+=("${d%/}")
+    f="$d/state.json"
     [ -e "$f" ] || continue
     for key in pid slirp_pid; do
       pid=$(grep -o "\"$key\": *[0-9]*" "$f" | grep -o '[0-9]*$' || true)
@@ -60,9 +75,34 @@ stop_all() {
       [ -n "$pid" ] && [ "$pid" != 0 ] && [ -r "/proc/$pid/stat" ] || continue
       # the same process only if its start time matches (pids get reused)
       now=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $20}')
-      [ "$now" = "$start" ] && kill -KILL "$pid" 2>/dev/null || true
+      [ "$now" = "$start" ] && kill -KILL "$pid" 2>/dev/null && killed+=("$pid") || true
     done
-    rm -rf "$(dirname "$f")"
+  done
+  # wait (at most 10 s) until no process is left in any sandbox's cgroup
+  for _ in $(seq 1 200); do
+    left=0
+    for p in "${killed[@]}"; do
+      [ -e "/proc/$p" ] && left=1
+    done
+    for d in "${dirs[@]}"; do
+      sid=$(basename "$d")
+      for cg in "${cgdirs[@]}"; do
+        procs="$cg/agentbox/$sid/cgroup.procs"
+        [ -r "$procs" ] || continue
+        while read -r p; do kill -KILL "$p" 2>/dev/null || true; left=1; done < "$procs"
+      done
+    done
+    [ "$left" = 0 ] && break
+    sleep 0.05
+  done
+  for d in "${dirs[@]}"; do
+    sid=$(basename "$d")
+    for cg in "${cgdirs[@]}"; do
+      [ -d "$cg/agentbox/$sid" ] && rmdir "$cg/agentbox/$sid" 2>/dev/null || true
+    done
+    # the sandbox's writable space is a tmpfs mounted on <dir>/data
+    mountpoint -q "$d/data" 2>/dev/null && umount -l "$d/data" || true
+    rm -rf "$d"
   done
   [ -d "$RUN/pg/data" ] && bash scripts/pg.sh stop "$RUN/pg"
   return 0

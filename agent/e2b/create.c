@@ -144,8 +144,10 @@ static int take_reserved(json_t *md, struct reserved *r, char *err, size_t errle
         r->no_wait = strcmp(v, "true") == 0;
     if ((j = json_object_get(md, MD_PREFIX "allow-private-networks")) && (v = json_string_value(j)))
         r->private_networks = strcmp(v, "true") == 0;
-    static const char *const keys[] = {"image", "startup-timeout", "scaling-group", "no-wait",
-                                       "allow-private-networks"};
+    /* secret-names is the hub's claim record of the names a sandbox may resolve
+     * (hub/vault_api.c): only the agent writes it, never the caller */
+    static const char *const keys[] = {"image",   "startup-timeout",        "scaling-group",
+                                       "no-wait", "allow-private-networks", "secret-names"};
     for (size_t i = 0; i < AB_ARRAY_LEN(keys); i++) {
         char k[64];
         snprintf(k, sizeof(k), MD_PREFIX "%s", keys[i]);
@@ -233,7 +235,8 @@ static void secrets_listed(const struct tun_call_result *res, void *arg)
 /* When the rules name secrets and the hub is there to ask, checks the names
  * before refusing (an unknown name is the more useful answer). Returns true
  * when it took over answering ex. */
-static bool check_secrets(struct e2b *e, struct http_exchange *ex, json_t *net, const char *refusal)
+static bool check_secrets(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                          json_t *net, const char *refusal)
 {
     struct secret_check *c;
 
@@ -246,8 +249,8 @@ static bool check_secrets(struct e2b *e, struct http_exchange *ex, json_t *net, 
     }
     c->ex = ex;
     ab_strlcpy(c->refusal, refusal, sizeof(c->refusal));
-    /* the vault is asked with the key's hash: the raw key stays on this agent */
-    if (e2b_hub_public_call(e, ex, "GET", "/e2b/secrets?limit=1000", NULL, 0, 4 * 1024 * 1024,
+    /* the vault is asked with the caller's assertion: the raw key stays on this agent */
+    if (e2b_hub_public_call(e, p, "GET", "/e2b/secrets?limit=1000", NULL, 0, 4 * 1024 * 1024,
                             secrets_listed, c) != 0) {
         free(c);
         return false;
@@ -304,8 +307,6 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
     ab_strlcpy(c->user, p->user, sizeof(c->user));
     claim_new_id(&d, c->id, sizeof(c->id));
 
-    char token[E2B_TOKEN_HEX + 1];
-    e2b_token(e, c->id, token);
     struct claim_request req = {
         .ns = p->namespace,
         .name = ref.name,
@@ -313,6 +314,7 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         /* cluster::name is an env first, then a pool (reference §1.8); a bare name an env */
         .target = ref.cluster[0] ? RT_TARGET_ENV_OR_POOL : RT_TARGET_ENV,
     };
+    /* no access_token: the runtime arms the sandbox with its own random one */
     req.o = (struct rt_claim_options){
         .id = c->id,
         .timeout_s = timeout,
@@ -320,7 +322,6 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         .env_vars = envs,
         .metadata = md,
         .allow_internet = internet,
-        .access_token = token,
         .team = p->team,
         .owner = p->user,
     };
@@ -402,7 +403,7 @@ static void routed(const struct fed_decision *d, void *arg)
             LOG_DEBUG("e2b create forwarded", "env", rc->ref.name, "to", tmpl, "step",
                       d->step == 2 ? "2" : "4");
             struct claim_deps cd = deps_of(e);
-            claim_forward(&cd, rc->ex, d->cluster, txt, strlen(txt));
+            claim_forward(&cd, rc->ex, d->cluster, txt, strlen(txt), rc->p.assertion);
             free(txt);
         }
     } else {
@@ -479,7 +480,7 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
         md = json_object();
     if (rc == 0)
         rc = take_reserved(md, &res, err, sizeof(err));
-    if (rc == AB_EDENIED && check_secrets(e, ex, json_object_get(b, "network"), err)) {
+    if (rc == AB_EDENIED && check_secrets(e, ex, p, json_object_get(b, "network"), err)) {
         count(e, "refused");
         goto out; /* answered once the vault said which names exist */
     }
@@ -496,7 +497,7 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
     /* cluster::name: forwarded verbatim when the prefix is another cluster's */
     if (where == CLAIM_REMOTE) {
         count(e, "forwarded");
-        e2b_forward(e, ex, ref.cluster, http_req(ex)->target);
+        e2b_forward(e, ex, p, ref.cluster, http_req(ex)->target);
         goto out;
     }
     /* a bare name: local idle serves here, else the hub places it (DESIGN §6) */

@@ -103,13 +103,12 @@ void e2b_pool_size(const char *pool, int64_t *cpu, int64_t *mem_mb)
 
 json_t *e2b_sandbox_json(struct e2b *e, const struct rt_sandbox *s)
 {
-    char tok[E2B_TOKEN_HEX + 1];
     const char *domain = e2b_domain(e);
-    e2b_token(e, s->id, tok);
+    /* the runtime's random per-sandbox token (runtime.h), never derived from the id */
     return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s}", "sandboxID", s->id, "templateID", s->pool,
-                     "clientID", s->ns, "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", tok,
-                     "domain", domain ? json_string(domain) : json_null(), "trafficAccessToken",
-                     "");
+                     "clientID", s->ns, "envdVersion", E2B_ENVD_VERSION, "envdAccessToken",
+                     s->envd_token, "domain", domain ? json_string(domain) : json_null(),
+                     "trafficAccessToken", "");
 }
 
 json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_domain)
@@ -120,6 +119,10 @@ json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_dom
     e2b_time(s->claimed_ms, started, sizeof(started));
     e2b_time(s->end_ms > 0 ? s->end_ms : s->claimed_ms + 300000, end, sizeof(end));
     e2b_pool_size(s->pool, &cpu, &mem);
+    if (s->cpu_milli > 0) /* the runtime's real sizing wins over the pool name's */
+        cpu = (s->cpu_milli + 999) / 1000;
+    if (s->mem_bytes > 0)
+        mem = s->mem_bytes / (1024 * 1024);
     json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:i,s:s,s:s}", "sandboxID", s->id,
                           "templateID", s->pool, "clientID", s->ns, "startedAt", started, "endAt",
                           end, "cpuCount", (json_int_t)cpu, "memoryMB", (json_int_t)mem,
@@ -155,9 +158,10 @@ json_t *e2b_body(struct http_exchange *ex, bool empty_ok)
 
 /* --- forwarding --------------------------------------------------------------------- */
 
-void e2b_forward(struct e2b *e, struct http_exchange *ex, const char *cluster, const char *target)
+void e2b_forward(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                 const char *cluster, const char *target)
 {
-    hub_link_forward(e->d.hub, ex, cluster, RELAY_SVC_E2B, target, NULL, 0, NULL);
+    hub_link_forward(e->d.hub, ex, cluster, RELAY_SVC_E2B, target, NULL, 0, NULL, p->assertion);
 }
 
 bool e2b_lookup(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
@@ -173,7 +177,7 @@ bool e2b_lookup(struct e2b *e, struct http_exchange *ex, const struct agent_prin
         return false;
     }
     if (strcmp(cluster, e->cluster) != 0) {
-        e2b_forward(e, ex, cluster, http_req(ex)->target);
+        e2b_forward(e, ex, p, cluster, http_req(ex)->target);
         return false;
     }
     if (!rt || rt_get(rt, id, s) != 0 || s->state == RT_STOPPING || s->state == RT_IDLE ||
@@ -231,20 +235,31 @@ static void h_health(struct http_exchange *ex, void *arg)
 }
 
 /* The token key survives restarts so re-adopted sandboxes keep their tokens. */
-static void load_token_key(struct e2b *e, const char *state_dir)
+/* AB_EINVAL when the key's path does not fit (a cut path would keep the key
+ * in another file); a key that cannot be kept is only a warning. */
+static int load_token_key(struct e2b *e, const char *state_dir, char *err, size_t errlen)
 {
     char path[1024], hex[65] = "";
     size_t n = 0;
     int fd;
 
-    snprintf(path, sizeof(path), "%s/e2b-token.key", state_dir ? state_dir : ".");
+    if ((size_t)snprintf(path, sizeof(path), "%s/e2b-token.key", state_dir ? state_dir : ".") >=
+        sizeof(path)) {
+        snprintf(err, errlen,
+                 "state_dir is too long: <state_dir>/e2b-token.key must fit in %zu "
+                 "bytes",
+                 sizeof(path) - 1);
+        return AB_EINVAL;
+    }
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         ssize_t got = read(fd, hex, 64);
         close(fd);
         if (got == 64 && crypto_hex_decode(hex, e->token_key, sizeof(e->token_key), &n) == 0 &&
-            n == sizeof(e->token_key))
-            return;
+            n == sizeof(e->token_key)) {
+            explicit_bzero(hex, sizeof(hex));
+            return 0;
+        }
     }
     crypto_random(e->token_key, sizeof(e->token_key));
     crypto_hex_encode(e->token_key, sizeof(e->token_key), hex);
@@ -256,23 +271,29 @@ static void load_token_key(struct e2b *e, const char *state_dir)
                  strerror(errno));
     if (fd >= 0)
         close(fd);
+    explicit_bzero(hex, sizeof(hex));
+    return 0;
 }
 
-struct e2b *e2b_new(const struct e2b_deps *deps, char *err, size_t errlen)
+int e2b_new(const struct e2b_deps *deps, struct e2b **out, char *err, size_t errlen)
 {
     static const char *const op_labels[] = {"operation", "category", NULL};
     static const char *const result_labels[] = {"result", NULL};
     struct e2b *e = calloc(1, sizeof(*e));
     int rc;
 
+    *out = NULL;
     if (!e) {
         snprintf(err, errlen, "e2b: out of memory");
-        return NULL;
+        return AB_ENOMEM;
     }
     e->d = *deps;
     e->cluster = deps->cluster;
     e->started_ms = ab_wall_ms();
-    load_token_key(e, deps->state_dir);
+    if ((rc = load_token_key(e, deps->state_dir, err, errlen)) != 0) {
+        e2b_free(e);
+        return rc;
+    }
     e->m_unsupported =
         metrics_register(metrics_default(), "agentbox_e2b_unsupported_total",
                          "E2B operations answered 501 because AgentBox does not offer them",
@@ -305,9 +326,10 @@ struct e2b *e2b_new(const struct e2b_deps *deps, char *err, size_t errlen)
         rc = e2b_unsupported_routes(e, err, errlen);
     if (rc != 0) {
         e2b_free(e);
-        return NULL;
+        return rc;
     }
-    return e;
+    *out = e;
+    return 0;
 }
 
 void e2b_free(struct e2b *e)

@@ -24,6 +24,7 @@
 
 #include "agentbox/http.h"
 
+struct e2b;
 struct agent_auth;
 struct agent_principal;
 struct fed;
@@ -50,9 +51,11 @@ struct e2b_deps {
     const char *log_service_url;
 };
 
-/* Builds the E2B layer and its route table (see e2b_routes). NULL with err
- * set on failure. The owner (struct agent) frees it with e2b_free. */
-struct e2b *e2b_new(const struct e2b_deps *deps, char *err, size_t errlen);
+/* Builds the E2B layer and its route table (see e2b_routes) into *out.
+ * 0, or the failing step's code with err set and *out NULL: AB_ENOMEM,
+ * AB_ELIMIT (route table full), AB_EINVAL (PROMETHEUS_TOKEN too long). The
+ * owner (struct agent) frees it with e2b_free. */
+int e2b_new(const struct e2b_deps *deps, struct e2b **out, char *err, size_t errlen);
 /* After the listeners and the tunnel stopped (callbacks in flight were
  * delivered), before the loop is freed. NULL is fine. */
 void e2b_free(struct e2b *e);
@@ -129,10 +132,11 @@ void e2b_pool_size(const char *pool, int64_t *cpu, int64_t *mem_mb);
 /* RFC 3339 UTC, second precision (out: at least 32 bytes). */
 void e2b_time(int64_t wall_ms, char *out, size_t len);
 
-/* Forwards the exchange (method, target, buffered body, and only X-API-Key,
- * Authorization, AGENTBOX-API-KEY, Content-Type) to cluster's e2b service
- * through the hub, and answers with what comes back. */
-void e2b_forward(struct e2b *e, struct http_exchange *ex, const char *cluster, const char *target);
+/* Forwards the exchange (method, target, buffered body, Content-Type and
+ * p's principal assertion — never the caller's key) to cluster's e2b
+ * service through the hub, and answers with what comes back. */
+void e2b_forward(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                 const char *cluster, const char *target);
 
 /* Parses the buffered body as a JSON object ({} when empty); NULL after a 400. */
 json_t *e2b_body(struct http_exchange *ex, bool empty_ok);
@@ -147,14 +151,15 @@ int e2b_metric_routes(struct e2b *e, char *err, size_t errlen);
 int e2b_key_routes(struct e2b *e, char *err, size_t errlen);
 
 /* keys.c: calls the hub's public API (path "/e2b/secrets?limit=1000", say)
- * as the caller of ex, through the hub's bridge, with the SHA-256 of the
- * caller's key in X-AgentBox-Key-Hash: the raw key never crosses the tunnel
- * (DESIGN §9; the hub refuses a relayed X-API-Key, AGENTBOX-API-KEY or
- * Authorization). done/arg as tun_call's (agentbox/tunnel_http.h). Returns
- * 0 (done runs once, later), AB_EDENIED when ex carries no key, AB_ECLOSED
- * without a tunnel, or tun_call's error (done does not run). */
+ * as principal p, through the hub's bridge, with p's assertion (made for
+ * this cluster) in X-AgentBox-Assertion: neither the raw key nor its hash
+ * crosses the tunnel for this (DESIGN §9, §11; the hub refuses a relayed
+ * X-API-Key, AGENTBOX-API-KEY or Authorization, and a bare hash). done/arg
+ * as tun_call's (agentbox/tunnel_http.h). Returns 0 (done runs once,
+ * later), AB_EDENIED when p has no assertion, AB_ECLOSED without a tunnel,
+ * or tun_call's error (done does not run). */
 struct tun_call_result;
-int e2b_hub_public_call(struct e2b *e, struct http_exchange *ex, const char *method,
+int e2b_hub_public_call(struct e2b *e, const struct agent_principal *p, const char *method,
                         const char *path, const void *body, size_t len, size_t max_body,
                         void (*done)(const struct tun_call_result *res, void *arg), void *arg);
 /* Adds an authenticated route (method, pattern, fn) to the e2b route table. */

@@ -2,9 +2,11 @@
  * so the agent relays them over its tunnel to the hub's `hub` service, under
  * /internal/v1/public/<public path> (hub/public_bridge.c dispatches those into
  * the hub's own API router, which scopes by the caller's team and user).
- * The raw key never crosses the tunnel (DESIGN §9): the relayed request
- * carries its SHA-256 in X-AgentBox-Key-Hash (the hub validates it) and only
- * Content-Type besides; X-API-Key, AGENTBOX-API-KEY and Authorization stay here.
+ * The routes are authenticated here first (agent_auth_request: the hub
+ * validates the key by its hash and answers the principal with an
+ * assertion made for this cluster). The relayed request carries that
+ * assertion in X-AgentBox-Assertion and only Content-Type besides: the raw
+ * key and its hash stay here (DESIGN §9, §11).
  *
  *   /secrets, /secrets/{id}   streamed through as they are: the hub's
  *                             /e2b/secrets already speaks E2B (reference §5.5).
@@ -17,8 +19,11 @@
 
 #include "agent/hub_link.h"
 
+#include "agent/auth.h"
+
+#include "agentbox/assertion.h"
+#include "agentbox/buf.h"
 #include "agentbox/common.h"
-#include "agentbox/crypto.h"
 #include "agentbox/json.h"
 #include "agentbox/relay.h"
 #include "agentbox/tunnel.h"
@@ -56,8 +61,8 @@ struct kcall {
     enum kop op;
     int status;
     char next_token[256]; /* X-Next-Token of a /secrets listing */
-    char *body;
-    size_t len;
+    bool token_too_long;  /* a cut token would page wrongly: answer 502 instead */
+    struct buf body;      /* at most KEYS_BODY_MAX */
     bool finished;
 };
 
@@ -76,14 +81,18 @@ static json_t *e2b_key(json_t *k)
 
 static void kcall_answer(struct kcall *c, const char *error)
 {
-    json_t *j = c->len ? json_loadb(c->body, c->len, 0, NULL) : NULL;
+    size_t len = buf_len(&c->body);
+    json_t *j = len ? json_loadb(buf_str(&c->body), len, 0, NULL) : NULL;
 
     if (error) {
         http_respond_error(c->ex, 503, "the control plane is not reachable: %s; retry shortly",
                            error);
+    } else if (c->token_too_long) {
+        http_respond_error(c->ex, 502, "the hub answered an X-Next-Token longer than %zu bytes",
+                           sizeof(c->next_token) - 1);
     } else if (c->op == K_RAW) {
         struct http_header h[1] = {{"X-Next-Token", c->next_token}};
-        http_respond(c->ex, c->status, c->len ? "application/json" : NULL, c->body, c->len, h,
+        http_respond(c->ex, c->status, len ? "application/json" : NULL, buf_str(&c->body), len, h,
                      c->next_token[0] ? 1 : 0);
     } else if (c->status >= 400) {
         const char *m = json_string_value(json_object_get(j, "error"));
@@ -123,8 +132,10 @@ static void kc_on_response(struct tun_endpoint *ep, struct tun_stream *st, const
     (void)st;
     c->status = h->status;
     for (int i = 0; i < h->nheaders; i++)
-        if (strcasecmp(h->headers[i].name, "X-Next-Token") == 0)
-            ab_strlcpy(c->next_token, h->headers[i].value, sizeof(c->next_token));
+        if (strcasecmp(h->headers[i].name, "X-Next-Token") == 0 &&
+            ab_strlcpy(c->next_token, h->headers[i].value, sizeof(c->next_token)) >=
+                sizeof(c->next_token))
+            c->token_too_long = true;
 }
 
 static void kc_on_data(struct tun_endpoint *ep, struct tun_stream *st, const uint8_t *d, size_t n)
@@ -133,13 +144,10 @@ static void kc_on_data(struct tun_endpoint *ep, struct tun_stream *st, const uin
     tun_stream_consumed(st, n);
     if (c->finished)
         return;
-    if (c->len + n > KEYS_BODY_MAX) {
+    if (buf_append(&c->body, d, n) != 0) {
         tun_stream_reset(st, TUN_RESET_CANCEL, "response too large");
-        kcall_finish(c, "the hub's answer is larger than 1 MiB");
-        return;
+        kcall_finish(c, buf_err(&c->body));
     }
-    memcpy(c->body + c->len, d, n);
-    c->len += n;
 }
 
 static void kc_on_end(struct tun_endpoint *ep, struct tun_stream *st)
@@ -163,7 +171,7 @@ static void kc_on_closed(struct tun_endpoint *ep, struct tun_stream *st)
     struct kcall *c = (struct kcall *)ep;
     (void)st;
     kcall_finish(c, "the tunnel closed during the request");
-    free(c->body);
+    buf_free(&c->body);
     free(c);
 }
 
@@ -175,40 +183,21 @@ static const struct tun_endpoint_ops kcall_ops = {
     .on_closed = kc_on_closed,
 };
 
-/* The caller's key, as agent_auth_request reads it (X-API-Key, then
- * AGENTBOX-API-KEY, then Authorization: Bearer), or NULL. */
-static const char *presented_key(const struct http_request *r)
+/* Relays method path body to the hub's bridge as principal p (its
+ * assertion; never the key or its hash) and answers ex per op. */
+static void kcall(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                  enum kop op, const char *method, const char *path, const char *body,
+                  size_t body_len)
 {
-    const char *k = http_header_get(r, "X-API-Key");
-    if (!k || !*k)
-        k = http_header_get(r, "AGENTBOX-API-KEY");
-    if (!k || !*k) {
-        const char *auth = http_header_get(r, "Authorization");
-        if (auth && strncasecmp(auth, "Bearer ", 7) == 0)
-            k = auth + 7;
-    }
-    return k && *k ? k : NULL;
-}
-
-/* Relays method path body to the hub's bridge with the hash of the caller's
- * key (never the key) and answers ex per op. */
-static void kcall(struct e2b *e, struct http_exchange *ex, enum kop op, const char *method,
-                  const char *path, const char *body, size_t body_len)
-{
-    const struct http_request *r = http_req(ex);
-    const char *key = presented_key(r);
-    char hash[65];
     struct tun_head head;
     struct hub_link *hub = e2b_hub(e);
     struct kcall *c;
     int rc;
 
-    if (!key) {
-        http_respond_error(ex, 401, "missing API key: send it in the X-API-Key header");
-        return;
-    }
-    if (strlen(key) > 256) {
-        http_respond_error(ex, 401, "invalid API key: longer than 256 characters");
+    if (!p->assertion[0]) {
+        http_respond_error(ex, 503,
+                           "the hub gave no assertion for this caller, so the agent cannot act "
+                           "for it at the hub; upgrade the hub");
         return;
     }
     if (body_len > TUN_STREAM_HIGH_WATER) {
@@ -221,15 +210,12 @@ static void kcall(struct e2b *e, struct http_exchange *ex, enum kop op, const ch
                            "retry shortly");
         return;
     }
-    crypto_sha256_hex(key, hash);
     c = calloc(1, sizeof(*c));
-    if (c)
-        c->body = malloc(KEYS_BODY_MAX + 1);
-    if (!c || !c->body) {
-        free(c);
+    if (!c) {
         http_respond_error(ex, 503, "out of memory");
         return;
     }
+    buf_init(&c->body, KEYS_BODY_MAX, "the hub's answer");
     c->ep.ops = &kcall_ops;
     c->ex = ex;
     c->op = op;
@@ -237,12 +223,11 @@ static void kcall(struct e2b *e, struct http_exchange *ex, enum kop op, const ch
     head.service = RELAY_SVC_HUB;
     head.method = method;
     head.path = path;
-    head.headers[head.nheaders++] = (struct tun_header){RELAY_HDR_KEY_HASH, hash};
+    head.headers[head.nheaders++] = (struct tun_header){ASRT_HEADER, p->assertion};
     if (body_len)
         head.headers[head.nheaders++] = (struct tun_header){"Content-Type", "application/json"};
     rc = hub_link_open(hub, &head, &c->ep, &c->st);
     if (rc != 0) {
-        free(c->body);
         free(c);
         http_respond_error(ex, 503, "cannot open a stream to the hub: %s", ab_strerror(rc));
         return;
@@ -252,31 +237,28 @@ static void kcall(struct e2b *e, struct http_exchange *ex, enum kop op, const ch
     tun_stream_end(c->st);
 }
 
-int e2b_hub_public_call(struct e2b *e, struct http_exchange *ex, const char *method,
+int e2b_hub_public_call(struct e2b *e, const struct agent_principal *p, const char *method,
                         const char *path, const void *body, size_t len, size_t max_body,
                         void (*done)(const struct tun_call_result *res, void *arg), void *arg)
 {
-    const char *key = presented_key(http_req(ex));
-    char hash[65], full[8192];
+    char full[8192];
     struct tun_header h[2];
     int n = 0;
 
-    if (!key)
+    if (!p->assertion[0])
         return AB_EDENIED;
     if (!hub_link_session(e2b_hub(e)))
         return AB_ECLOSED;
     if ((size_t)snprintf(full, sizeof(full), BRIDGE "%s", path) >= sizeof(full))
         return AB_ELIMIT;
-    crypto_sha256_hex(key, hash);
-    h[n++] = (struct tun_header){RELAY_HDR_KEY_HASH, hash};
+    h[n++] = (struct tun_header){ASRT_HEADER, p->assertion};
     if (len)
         h[n++] = (struct tun_header){"Content-Type", "application/json"};
     return hub_link_call(e2b_hub(e), method, full, h, n, body, len, max_body, done, arg);
 }
 
-static void h_secrets(struct http_exchange *ex, void *arg)
+static void h_secrets(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
-    struct e2b *e = arg;
     const struct http_request *r = http_req(ex);
     char path[8192];
     if (standalone(e, ex, "Secrets"))
@@ -285,19 +267,17 @@ static void h_secrets(struct http_exchange *ex, void *arg)
         http_respond_error(ex, 414, "request target longer than %zu bytes", sizeof(path) - 32);
         return;
     }
-    kcall(e, ex, K_RAW, r->method, path, r->body, r->body_len);
+    kcall(e, ex, p, K_RAW, r->method, path, r->body, r->body_len);
 }
 
-static void h_keys_list(struct http_exchange *ex, void *arg)
+static void h_keys_list(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
-    struct e2b *e = arg;
     if (!standalone(e, ex, "GetApiKeys"))
-        kcall(e, ex, K_LIST, "GET", BRIDGE "/api/v1/api-keys", NULL, 0);
+        kcall(e, ex, p, K_LIST, "GET", BRIDGE "/api/v1/api-keys", NULL, 0);
 }
 
-static void h_keys_create(struct http_exchange *ex, void *arg)
+static void h_keys_create(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
-    struct e2b *e = arg;
     if (standalone(e, ex, "PostApiKeys"))
         return;
     const struct http_request *r = http_req(ex);
@@ -322,14 +302,13 @@ static void h_keys_create(struct http_exchange *ex, void *arg)
     char *body = json_dumps(out, JSON_COMPACT);
     json_decref(out);
     json_decref(b);
-    kcall(e, ex, K_CREATE, "POST", BRIDGE "/api/v1/api-keys", body ? body : "{}",
+    kcall(e, ex, p, K_CREATE, "POST", BRIDGE "/api/v1/api-keys", body ? body : "{}",
           body ? strlen(body) : 2);
     free(body);
 }
 
-static void h_keys_delete(struct http_exchange *ex, void *arg)
+static void h_keys_delete(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
-    struct e2b *e = arg;
     char path[512];
     const char *id = http_param(ex, "id");
     if (standalone(e, ex, "DeleteApiKeysApiKeyID"))
@@ -340,21 +319,25 @@ static void h_keys_delete(struct http_exchange *ex, void *arg)
         http_respond_error(ex, 404, "API key not found");
         return;
     }
+    /* id is at most 128 bytes (checked above): the path always fits. */
     snprintf(path, sizeof(path), BRIDGE "/api/v1/api-keys/%s", id);
-    kcall(e, ex, K_DELETE, "DELETE", path, NULL, 0);
+    kcall(e, ex, p, K_DELETE, "DELETE", path, NULL, 0);
 }
 
 int e2b_key_routes(struct e2b *e, char *err, size_t errlen)
 {
-    const struct http_route routes[] = {
-        {"*", "/secrets", h_secrets, e, 0},
-        {"*", "/secrets/{id}", h_secrets, e, 0},
-        {"GET", "/api-keys", h_keys_list, e, 0},
-        {"POST", "/api-keys", h_keys_create, e, 0},
-        {"DELETE", "/api-keys/{id}", h_keys_delete, e, 0},
+    static const struct {
+        const char *method, *pattern;
+        e2b_fn fn;
+    } routes[] = {
+        {"*", "/secrets", h_secrets},
+        {"*", "/secrets/{id}", h_secrets},
+        {"GET", "/api-keys", h_keys_list},
+        {"POST", "/api-keys", h_keys_create},
+        {"DELETE", "/api-keys/{id}", h_keys_delete},
     };
     for (size_t i = 0; i < AB_ARRAY_LEN(routes); i++) {
-        int rc = e2b_route_raw(e, &routes[i], err, errlen);
+        int rc = e2b_route(e, routes[i].method, routes[i].pattern, routes[i].fn, 0, err, errlen);
         if (rc)
             return rc;
     }

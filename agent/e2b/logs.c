@@ -22,6 +22,7 @@
 #include "agent/auth.h"
 #include "agent/runtime/runtime.h"
 
+#include "agentbox/buf.h"
 #include "agentbox/common.h"
 #include "agentbox/sbxid.h"
 
@@ -147,28 +148,16 @@ struct remote {
     char url[2048];
     char hdr[3][160];
     long status;
-    char *body;
-    size_t len;
-    bool too_big;
+    struct buf body; /* at most LOG_SERVICE_BODY_MAX */
     char err[CURL_ERROR_SIZE];
 };
 
+/* Refusing a write (returning less than given) makes curl stop with
+ * CURLE_WRITE_ERROR; buf_err then says why. */
 static size_t on_body(char *d, size_t sz, size_t n, void *arg)
 {
     struct remote *r = arg;
-    size_t add = sz * n;
-    if (r->len + add > LOG_SERVICE_BODY_MAX) {
-        r->too_big = true;
-        return 0;
-    }
-    char *nb = realloc(r->body, r->len + add + 1);
-    if (!nb)
-        return 0;
-    r->body = nb;
-    memcpy(r->body + r->len, d, add);
-    r->len += add;
-    r->body[r->len] = '\0';
-    return add;
+    return buf_append(&r->body, d, sz * n) == 0 ? sz * n : 0;
 }
 
 static void remote_work(void *arg)
@@ -192,8 +181,8 @@ static void remote_work(void *arg)
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     if (curl_easy_perform(c) == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    else if (r->too_big)
-        snprintf(r->err, sizeof(r->err), "answer larger than %d bytes", LOG_SERVICE_BODY_MAX);
+    else if (buf_err(&r->body)[0])
+        snprintf(r->err, sizeof(r->err), "%s", buf_err(&r->body));
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
 }
@@ -208,11 +197,11 @@ static void remote_done(void *arg, int status)
         http_respond_error(r->ex, 404, "sandbox \"%s\" not found (no logs kept for it)",
                            http_param(r->ex, "id"));
     else if (r->status >= 200 && r->status < 300)
-        http_respond(r->ex, 200, "application/json", r->body ? r->body : "{}", r->body ? r->len : 2,
-                     NULL, 0);
+        http_respond(r->ex, 200, "application/json", buf_len(&r->body) ? buf_str(&r->body) : "{}",
+                     buf_len(&r->body) ? buf_len(&r->body) : 2, NULL, 0);
     else
         http_respond_error(r->ex, 502, "the log service answered HTTP %ld", r->status);
-    free(r->body);
+    buf_free(&r->body);
     free(r);
 }
 
@@ -235,8 +224,19 @@ static void ended(struct e2b *e, struct http_exchange *ex, const struct agent_pr
         return;
     }
     r->ex = ex;
-    snprintf(r->url, sizeof(r->url), "%s/sandboxes/%s/logs%s%s", base, id, req->query[0] ? "?" : "",
-             req->query);
+    buf_init(&r->body, LOG_SERVICE_BODY_MAX, "log service answer");
+    /* A cut URL would ask for another sandbox's or another query's logs. */
+    int w = snprintf(r->url, sizeof(r->url), "%s/sandboxes/%s/logs%s%s", base, id,
+                     req->query[0] ? "?" : "", req->query);
+    if (w < 0 || (size_t)w >= sizeof(r->url)) {
+        free(r);
+        http_respond_error(ex, 400,
+                           "the log service URL for this request (--log-service-url, sandbox id "
+                           "and query) is longer than %zu bytes",
+                           sizeof(r->url) - 1);
+        return;
+    }
+    /* The principal's fields are at most 63 bytes each: these always fit. */
     snprintf(r->hdr[0], sizeof(r->hdr[0]), "X-AgentBox-Namespace: %s", p->namespace);
     snprintf(r->hdr[1], sizeof(r->hdr[1]), "X-AgentBox-Team: %s", p->team);
     snprintf(r->hdr[2], sizeof(r->hdr[2]), "X-AgentBox-User: %s", p->user);
@@ -300,7 +300,7 @@ static void logs(struct e2b *e, struct http_exchange *ex, const struct agent_pri
         return;
     }
     if (strcmp(cluster, e->cluster) != 0) {
-        e2b_forward(e, ex, cluster, r->target);
+        e2b_forward(e, ex, p, cluster, r->target);
         return;
     }
     memset(&s, 0, sizeof(s));

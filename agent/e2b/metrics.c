@@ -23,6 +23,7 @@
 #include "agent/auth.h"
 #include "agent/runtime/runtime.h"
 
+#include "agentbox/buf.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
@@ -39,6 +40,10 @@
 #define EXPORT_INTERVAL_MS 10000
 #define EXPORT_MAX 512
 #define PROM_TOKEN_MAX 1023
+/* The selector holds the namespace and up to PROM_IDS_MAX ids joined by '|'. */
+#define PROM_SEL_MAX (128 + RT_NAME_MAX + PROM_IDS_MAX * (SBXID_MAX + 1))
+/* The base URL plus the escaped query (each byte at most "%XX"). */
+#define PROM_URL_MAX (64 * 1024)
 
 struct e2b_metrics {
     char prom_token[PROM_TOKEN_MAX + 1]; /* PROMETHEUS_TOKEN, "" when unset */
@@ -76,63 +81,61 @@ struct prom {
     char err[512];
 };
 
-struct buf {
-    char *d;
-    size_t n;
-};
-
-static size_t buf_write(char *p, size_t sz, size_t n, void *arg)
+/* Refusing a write makes curl stop with CURLE_WRITE_ERROR; buf_err says why. */
+static size_t body_write(char *d, size_t sz, size_t n, void *arg)
 {
-    struct buf *b = arg;
-    size_t add = sz * n;
-    if (b->n + add > PROM_BODY_MAX)
-        return 0;
-    char *nd = realloc(b->d, b->n + add + 1);
-    if (!nd)
-        return 0;
-    memcpy(nd + b->n, p, add);
-    b->d = nd;
-    b->n += add;
-    b->d[b->n] = '\0';
-    return add;
+    return buf_append(arg, d, sz * n) == 0 ? sz * n : 0;
 }
 
 static json_t *prom_get(CURL *c, const char *base, const struct prom *p, const char *query,
                         char *err, size_t errlen)
 {
     char *eq = curl_easy_escape(c, query, 0);
-    char url[8192];
-    struct buf b = {0};
+    struct buf url, b;
     struct curl_slist *h = NULL;
     long status = 0;
     json_t *out = NULL;
+    int rc;
 
-    if (p->range)
-        snprintf(url, sizeof(url), "%s/api/v1/query_range?query=%s&start=%lld&end=%lld&step=%lld",
-                 base, eq, (long long)p->start, (long long)p->end, (long long)p->step);
+    buf_init(&url, PROM_URL_MAX, "Prometheus query URL");
+    buf_init(&b, PROM_BODY_MAX, "Prometheus answer");
+    if (!eq)
+        rc = AB_ENOMEM;
+    else if (p->range)
+        rc = buf_printf(&url, "%s/api/v1/query_range?query=%s&start=%lld&end=%lld&step=%lld", base,
+                        eq, (long long)p->start, (long long)p->end, (long long)p->step);
     else
-        snprintf(url, sizeof(url), "%s/api/v1/query?query=%s", base, eq);
+        rc = buf_printf(&url, "%s/api/v1/query?query=%s", base, eq);
     curl_free(eq);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot ask Prometheus at %s: %s", base,
+                 buf_err(&url)[0] ? buf_err(&url) : "out of memory");
+        buf_free(&url);
+        return NULL;
+    }
     if (p->token[0]) {
+        /* "Authorization: Bearer " and a token of at most PROM_TOKEN_MAX bytes always fit. */
         char auth[PROM_TOKEN_MAX + 32];
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", p->token);
         h = curl_slist_append(h, auth);
+        explicit_bzero(auth, sizeof(auth));
     }
-    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_URL, buf_str(&url));
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, buf_write);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    CURLcode rc = curl_easy_perform(c);
+    CURLcode crc = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(h);
-    if (rc != CURLE_OK) {
-        snprintf(err, errlen, "Prometheus at %s did not answer: %s", base, curl_easy_strerror(rc));
+    if (crc != CURLE_OK) {
+        snprintf(err, errlen, "Prometheus at %s did not answer: %s", base,
+                 buf_err(&b)[0] ? buf_err(&b) : curl_easy_strerror(crc));
     } else if (status != 200) {
         snprintf(err, errlen, "Prometheus at %s answered HTTP %ld", base, status);
     } else {
-        json_t *j = json_loadb(b.d ? b.d : "", b.n, 0, NULL);
+        json_t *j = json_loadb(buf_str(&b), buf_len(&b), 0, NULL);
         json_t *r = json_object_get(json_object_get(j, "data"), "result");
         if (json_is_array(r))
             out = json_incref(r);
@@ -140,7 +143,8 @@ static json_t *prom_get(CURL *c, const char *base, const struct prom *p, const c
             snprintf(err, errlen, "Prometheus at %s answered without data.result", base);
         json_decref(j);
     }
-    free(b.d);
+    buf_free(&url);
+    buf_free(&b);
     return out;
 }
 
@@ -148,25 +152,34 @@ static void prom_work(void *arg)
 {
     struct prom *p = arg;
     CURL *c = curl_easy_init();
-    char sel[4096];
-    size_t off;
+    struct buf sel, query;
+    int rc;
 
     if (!c) {
         snprintf(p->err, sizeof(p->err), "cannot start a request to Prometheus");
         return;
     }
-    off = (size_t)snprintf(sel, sizeof(sel),
-                           "namespace=\"%s\",container!=\"\",container!=\"POD\","
-                           "pod=~\"",
-                           p->ns);
-    for (size_t i = 0; i < p->nids && off < sizeof(sel) - 64; i++)
-        off += (size_t)snprintf(sel + off, sizeof(sel) - off, "%s%s", i ? "|" : "", p->ids[i].id);
-    snprintf(sel + off, sizeof(sel) - off, "\"");
+    /* Sized for PROM_IDS_MAX ids and the longest namespace: a refusal here
+     * is a bug, never a shorter list of pods. */
+    buf_init(&sel, PROM_SEL_MAX, "Prometheus series selector");
+    buf_init(&query, PROM_SEL_MAX + 128, "Prometheus query");
+    rc = buf_printf(&sel, "namespace=\"%s\",container!=\"\",container!=\"POD\",pod=~\"", p->ns);
+    for (size_t i = 0; i < p->nids && rc == 0; i++)
+        rc = buf_printf(&sel, "%s%s", i ? "|" : "", p->ids[i].id);
+    if (rc == 0)
+        rc = buf_append_str(&sel, "\"");
+    if (rc != 0)
+        snprintf(p->err, sizeof(p->err), "%s", buf_err(&sel));
     for (int q = 0; q < Q_N && !p->err[0]; q++) {
-        char query[8192];
-        snprintf(query, sizeof(query), q_fmt[q], sel);
-        p->res[q] = prom_get(c, p->base, p, query, p->err, sizeof(p->err));
+        buf_reset(&query);
+        rc = buf_printf(&query, q_fmt[q], buf_str(&sel));
+        if (rc != 0)
+            snprintf(p->err, sizeof(p->err), "%s", buf_err(&query));
+        else
+            p->res[q] = prom_get(c, p->base, p, buf_str(&query), p->err, sizeof(p->err));
     }
+    buf_free(&sel);
+    buf_free(&query);
     curl_easy_cleanup(c);
 }
 

@@ -12,6 +12,7 @@
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/json.h"
+#include "agentbox/pct.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,54 +101,43 @@ struct md_pair {
     char v[1024];
 };
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes s[0..n) into out; false when malformed or too long. */
-static bool pct_decode(const char *s, size_t n, char *out, size_t outlen)
-{
-    size_t j = 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (ch == '%') {
-            int hi, lo;
-            if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 || (lo = hexval(s[i + 2])) < 0)
-                return false;
-            ch = (char)(hi * 16 + lo);
-            i += 2;
-        } else if (ch == '+') {
-            ch = ' ';
-        }
-        if (j + 1 >= outlen)
-            return false;
-        out[j++] = ch;
-    }
-    out[j] = '\0';
-    return true;
-}
-
-/* "k=v&k2=v2" (each part URL-encoded once more by the SDK) → pairs. */
-static int parse_md_filter(const char *q, struct md_pair *pairs, size_t *n)
+/* "k=v&k2=v2" (each part URL-encoded once more by the SDK) → pairs. Refuses,
+ * naming the pair in err: a part without '=', more than MD_FILTER_MAX pairs,
+ * a key or value that does not fit, and any escape pct.h refuses ("%00"
+ * would cut the key or value short and match another one). */
+static int parse_md_filter(const char *q, struct md_pair *pairs, size_t *n, char *err,
+                           size_t errlen)
 {
     *n = 0;
     while (*q) {
         const char *amp = strchr(q, '&');
         size_t len = amp ? (size_t)(amp - q) : strlen(q);
         const char *eq = memchr(q, '=', len);
-        if (!eq || eq == q || *n >= MD_FILTER_MAX)
+        int rc;
+        if (!eq || eq == q) {
+            snprintf(err, errlen, "pair %zu is not k=v", *n + 1);
             return AB_EINVAL;
+        }
+        if (*n >= MD_FILTER_MAX) {
+            snprintf(err, errlen, "more than %d pairs", MD_FILTER_MAX);
+            return AB_EINVAL;
+        }
         struct md_pair *m = &pairs[(*n)++];
-        if (!pct_decode(q, (size_t)(eq - q), m->k, sizeof(m->k)) ||
-            !pct_decode(eq + 1, len - (size_t)(eq - q) - 1, m->v, sizeof(m->v)))
-            return AB_EINVAL;
+        rc = pct_decode(q, (size_t)(eq - q), m->k, sizeof(m->k), PCT_PLUS_IS_SPACE, NULL);
+        if (rc != 0) {
+            snprintf(err, errlen, "the key of pair %zu is %s", *n,
+                     rc == AB_ELIMIT ? "longer than 255 bytes"
+                                     : "not validly percent-encoded (or holds %00)");
+            return rc;
+        }
+        rc = pct_decode(eq + 1, len - (size_t)(eq - q) - 1, m->v, sizeof(m->v), PCT_PLUS_IS_SPACE,
+                        NULL);
+        if (rc != 0) {
+            snprintf(err, errlen, "the value of \"%.64s\" is %s", m->k,
+                     rc == AB_ELIMIT ? "longer than 1023 bytes"
+                                     : "not validly percent-encoded (or holds %00)");
+            return rc;
+        }
         q += len;
         if (*q == '&')
             q++;
@@ -168,7 +158,7 @@ static bool md_match(const struct rt_sandbox *s, const struct md_pair *pairs, si
 static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
     const struct http_request *r = http_req(ex);
-    char q[8192], state[256], tmpl[256], lim[32], tok[64];
+    char q[8192], state[256], tmpl[256], lim[32], tok[64], why[160];
     struct md_pair *pairs = NULL;
     size_t npairs = 0;
     int64_t limit = 0, offset = 0;
@@ -182,11 +172,19 @@ static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct age
         return;
     }
     rc = http_query_get(r, "metadata", q, sizeof(q));
-    if (rc == AB_ELIMIT || (rc == 0 && parse_md_filter(q, pairs, &npairs) != 0)) {
+    if (rc == AB_ELIMIT) {
         http_respond_error(ex, 400,
-                           "invalid metadata filter: pass metadata=<url-encoded k=v&k2=v2> "
+                           "invalid metadata filter: the metadata parameter is longer than %zu "
+                           "bytes or not validly percent-encoded; pass metadata=<url-encoded "
+                           "k=v&k2=v2> (at most %d pairs)",
+                           sizeof(q) - 1, MD_FILTER_MAX);
+        goto out;
+    }
+    if (rc == 0 && parse_md_filter(q, pairs, &npairs, why, sizeof(why)) != 0) {
+        http_respond_error(ex, 400,
+                           "invalid metadata filter: %s; pass metadata=<url-encoded k=v&k2=v2> "
                            "(at most %d pairs)",
-                           MD_FILTER_MAX);
+                           why, MD_FILTER_MAX);
         goto out;
     }
     if (http_query_get(r, "state", state, sizeof(state)) == 0 && state[0]) {

@@ -70,7 +70,9 @@ static json_t *template_json(struct e2b *e, const char *ns, const char *name, bo
 
     e2b_time(e->started_ms, at, sizeof(at));
     {
-        char key[256];
+        /* sized so the key is never cut: ns is a principal's namespace (< 64
+         * bytes), name an env or cluster::env (< REF_MAX) */
+        char key[64 + 1 + REF_MAX];
         snprintf(key, sizeof(key), "%s/%s", ns, name);
         crypto_sha256_hex(key, build);
         build[32] = '\0';
@@ -185,7 +187,7 @@ static void list_with_hub(struct e2b *e, struct http_exchange *ex, const char *n
 {
     struct hub_link *hub = e2b_hub(e);
     struct tlist *t = hub_link_session(hub) ? calloc(1, sizeof(*t)) : NULL;
-    char path[256];
+    char path[64 + RT_NAME_MAX + 1]; /* the prefix and a namespace always fit */
     if (!t) {
         http_respond_json(ex, 200, arr);
         return;
@@ -232,7 +234,7 @@ static void get_op(struct e2b *e, struct http_exchange *ex, const struct agent_p
         if (ref.cluster[0] && strcmp(ref.cluster, e->cluster) != 0) {
             char target[REF_MAX + 16];
             snprintf(target, sizeof(target), "/templates/%s", ref.name);
-            e2b_forward(e, ex, ref.cluster, target);
+            e2b_forward(e, ex, p, ref.cluster, target);
             return;
         }
         id = ref.name;

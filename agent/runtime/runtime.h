@@ -32,6 +32,7 @@
 #define RT_NAME_MAX 63
 #define RT_ID_MAX 63
 #define RT_ADDR_MAX 256
+#define RT_TOKEN_MAX 512 /* an envd access token */
 #define RT_ERR_MAX 256
 #define RT_ENV_VARS_MAX 256 /* per claim */
 #define RT_VALUE_MAX 16384  /* one env var or metadata value */
@@ -51,7 +52,7 @@ struct rt_claim_options {
     bool allow_internet;
     const char *user;         /* NULL → "user" */
     const char *workdir;      /* NULL → "/home/user" */
-    const char *access_token; /* envd access token, or NULL; kept only in memory */
+    const char *access_token; /* envd access token, or NULL: the runtime's own random one */
     const char *team;         /* owner, recorded for list filters; may be NULL */
     const char *owner;
 };
@@ -78,6 +79,13 @@ struct rt_sandbox {
      * prefix for http_client ("netns:/proc/<pid>/ns/net|127.0.0.1" — append
      * ":P"), or "" when the runtime has no way (then only envd is proxied). */
     char port_addr[RT_ADDR_MAX];
+    /* The envd access token the sandbox was armed with: random per sandbox,
+     * held by the runtime (never derived from the id); "" before a claim. */
+    char envd_token[RT_TOKEN_MAX + 1];
+    /* What the sandbox is given (its cgroup's limits); 0 when unknown. */
+    int64_t cpu_milli;
+    int64_t mem_bytes;
+    int64_t disk_bytes;
     json_t *metadata;
 };
 

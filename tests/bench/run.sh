@@ -47,6 +47,7 @@ benchmarks=(
     "e2b-create|node bench/e2b_create.mjs"
     "dataplane-proxy|node bench/dataplane.mjs"
     "federation|node bench/federation.mjs"
+    "isolation|node bench/isolation.mjs"
 )
 
 status=0

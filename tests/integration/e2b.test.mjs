@@ -134,7 +134,9 @@ test('health is open, everything else needs a key, and every answer carries the 
 
 test('create (v2, chunked) answers an armed sandbox in the Sandbox shape, with its metadata stored', async () => {
     const sb = await create({
-        templateID: 'demo', timeout: 120, metadata: { k: 'v', team: 'red', 'agentbox.scitix.ai/startup-timeout': '30' },
+        templateID: 'demo', timeout: 120,
+        // secret-names is the hub's claim record (what the vault may resolve): a caller cannot seed it
+        metadata: { k: 'v', team: 'red', 'agentbox.scitix.ai/startup-timeout': '30', 'agentbox.scitix.ai/secret-names': '["X"]' },
         envVars: { FOO: 'bar' }, secure: true, autoPauseMemory: true,
     }, { chunked: true });
     assert.deepEqual(Object.keys(sb).sort(),
@@ -256,6 +258,12 @@ test('v2 list: metadata and state filters, limit, nextToken, X-Next-Token, X-Tot
         r = await e2b('GET', `/v2/sandboxes?metadata=${q}&state=paused`);
         assert.deepEqual(r.json, [], 'nothing is ever paused');
         expectError(await e2b('GET', '/v2/sandboxes?metadata=novalue'), 400, 'invalid metadata filter');
+        // a NUL inside the filter would cut "batch%00x" to "batch" (or "p%00q" to "p") and match
+        // sandboxes the caller did not ask for: refused, naming the part
+        r = await e2b('GET', `/v2/sandboxes?metadata=${encodeURIComponent('batch%00x=p')}`);
+        expectError(r, 400, 'the key of pair 1');
+        r = await e2b('GET', `/v2/sandboxes?metadata=${encodeURIComponent('batch=p%00q')}`);
+        expectError(r, 400, 'the value of "batch"');
         r = await e2b('GET', `/v2/sandboxes?metadata=${q}&nextToken=%%%garbage`);
         assert.equal(r.json.length, 3, 'a malformed token means the first page');
         r = await e2b('GET', '/sandboxes');
@@ -543,7 +551,7 @@ test('/secrets and /api-keys are relayed to the hub', async () => {
     assert.equal((await e2b('DELETE', `/api-keys/${nk.json.id}`)).status, 204);
     expectError(await e2b('DELETE', `/api-keys/${nk.json.id}`), 404);
 
-    // The relays carried the key's hash, never the key (DESIGN §9): the hub's
+    // The relays carried an assertion, never the key (DESIGN §9, §11): the hub's
     // bridge refuses and logs any raw credential header, and no key text
     // reaches the hub's log.
     const bearer = await e2b('GET', '/secrets', { headers: { Authorization: `Bearer ${stack.key}` } });

@@ -21,8 +21,8 @@ const { Sandbox } = await import('e2b');
 // Sandboxes of pool `gated-1c0gi` start only when the test hands out a token:
 // the wrapper (run as the sandbox's program) waits for a file in its own
 // home, which the test writes from the host, then execs envd. A sandbox sees
-// only its program's directory of the host (read-only at /.agentbox), so
-// envd is copied next to the wrapper.
+// only its program file of the host (read-only in /.agentbox), so the test
+// puts envd into the sandbox's home with the token.
 const gate = fs.mkdtempSync('/var/tmp/agentbox-gate-');
 const wrapper = path.join(gate, 'envd-gated');
 
@@ -32,13 +32,11 @@ let alpha;
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
     assert.ok(fs.existsSync(envdBin()), `build agentbox-envd first (${envdBin()})`);
-    fs.copyFileSync(envdBin(), path.join(gate, 'agentbox-envd'));
-    fs.chmodSync(path.join(gate, 'agentbox-envd'), 0o755);
     fs.writeFileSync(wrapper, `#!/bin/sh
 # a sandbox program: wait for a token in our home, then become envd
 while [ ! -e /home/user/.go ]; do sleep 0.02; done
 rm -f /home/user/.go
-exec /.agentbox/agentbox-envd "$@"
+exec /home/user/.envd "$@"
 `, { mode: 0o755 });
     const manifests = manifestsDir([
         envManifest('demo', ['alpha'], { replicas: 2 }),
@@ -138,6 +136,8 @@ test('waiting claims are served first in, first out', async () => {
                 !fs.existsSync(path.join(root, d, 'home', '.go')) &&
                 !fs.existsSync(path.join(root, d, 'run', 'envd.sock')));
             if (waiting.length === 0) return false;
+            fs.copyFileSync(envdBin(), path.join(root, waiting[0], 'home', '.envd'));
+            fs.chmodSync(path.join(root, waiting[0], 'home', '.envd'), 0o755);
             fs.writeFileSync(path.join(root, waiting[0], 'home', '.go'), '');
             return true;
         };

@@ -100,6 +100,13 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
 
     // stop: every process it started is gone, sandboxes included
     const pids = fs.readdirSync(path.join(runDir, 'pids')).map((f) => Number(fs.readFileSync(path.join(runDir, 'pids', f), 'utf8')));
+    // sandbox processes run /.agentbox/agentbox-envd: found by their cgroup (…/agentbox/<sid>)
+    const sids = [];
+    for (const c of fs.readdirSync(runDir)) {
+        const sd = path.join(runDir, c, 'state', 'sandboxes');
+        if (fs.existsSync(sd)) sids.push(...fs.readdirSync(sd));
+    }
+    assert.ok(sids.length > 0, 'the quick start has warm sandboxes before stop');
     const down = await quickstart(['stop'], 120000);
     assert.equal(down.code, 0, down.stderr);
     env = undefined;
@@ -109,7 +116,10 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
         if (!/^\d+$/.test(e)) continue;
         try {
             const cmd = fs.readFileSync(`/proc/${e}/cmdline`, 'utf8');
-            if (cmd.includes(buildDir) || cmd.includes(runDir)) leftovers.push(`${e}: ${cmd.replace(/\0/g, ' ')}`);
+            const cg = fs.readFileSync(`/proc/${e}/cgroup`, 'utf8');
+            if (cmd.includes(buildDir) || cmd.includes(runDir) || sids.some((sid) => cg.includes(`/agentbox/${sid}\n`))) {
+                leftovers.push(`${e}: ${cmd.replace(/\0/g, ' ')}`);
+            }
         } catch {
             /* gone */
         }

@@ -100,7 +100,9 @@ test('partition: the hub sees the cluster go offline, and the agent comes back b
     const token = await addCluster(pg.url, 'island');
     const state = tempDir('agentbox-island-');
     const ports = [await freePort(), await freePort(), await freePort(), await freePort()];
-    const agent = spawnProc('agent-island', 'ip', ['netns', 'exec', ns, agentBin(), 'serve',
+    // nsenter joins only the network namespace: `ip netns exec` would also
+    // remount /sys, hiding the cgroup controllers the local runtime requires.
+    const agent = spawnProc('agent-island', 'nsenter', [`--net=/run/netns/${ns}`, agentBin(), 'serve',
         // ws:// to a veth address on this machine: not loopback, so it needs the opt-out
         '--cluster-id', 'island', '--state-dir', state, '--hub-url', `ws://${hubIp}:${tport}`, '--insecure-tunnel',
         '--e2b-listen', `127.0.0.1:${ports[0]}`, '--data-listen', `127.0.0.1:${ports[1]}`,

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -18,6 +19,7 @@
 #include "agentbox/http.h"
 #include "agentbox/loop.h"
 #include "agentbox/metrics.h"
+#include "agent/e2b/e2b.h"
 #include "agent/e2b/logs.h"
 #include "agent/e2b/metrics.h"
 #include "agent/runtime/runtime.h"
@@ -437,6 +439,46 @@ static void log_text_tail_and_ring(void **state)
     assert_int_equal(rt_log_infer_level("<fatal> boom"), RT_LOG_ERROR);
 }
 
+/* e2b_new gives the failing step's code (the agent used to turn every
+ * failure into AB_ELIMIT) and a reason naming the setting; nothing leaks. */
+static void e2b_new_keeps_the_code_and_names_the_setting(void **state)
+{
+    struct loop *l = loop_new(NULL);
+    char err[256] = "", long_dir[1200], *tok = malloc(2048);
+    struct e2b *e = (struct e2b *)1;
+    (void)state;
+    assert_non_null(l);
+    assert_non_null(tok);
+
+    /* a state_dir whose token key path does not fit: refused, never cut */
+    memset(long_dir, 'd', sizeof(long_dir) - 1);
+    long_dir[0] = '/';
+    long_dir[sizeof(long_dir) - 1] = '\0';
+    struct e2b_deps d = {.loop = l, .cluster = "alpha", .state_dir = long_dir};
+    assert_int_equal(e2b_new(&d, &e, err, sizeof(err)), AB_EINVAL);
+    assert_null(e);
+    assert_non_null(strstr(err, "state_dir"));
+
+    /* PROMETHEUS_TOKEN over its limit: AB_EINVAL naming the variable */
+    memset(tok, 't', 2047);
+    tok[2047] = '\0';
+    setenv("PROMETHEUS_TOKEN", tok, 1);
+    char dir[] = "/tmp/agentbox-e2b-new-XXXXXX", key[64];
+    assert_non_null(mkdtemp(dir));
+    d.state_dir = dir;
+    e = (struct e2b *)1;
+    err[0] = '\0';
+    assert_int_equal(e2b_new(&d, &e, err, sizeof(err)), AB_EINVAL);
+    assert_null(e);
+    assert_non_null(strstr(err, "PROMETHEUS_TOKEN"));
+    unsetenv("PROMETHEUS_TOKEN");
+    snprintf(key, sizeof(key), "%s/e2b-token.key", dir);
+    unlink(key);
+    rmdir(dir);
+    free(tok);
+    loop_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -446,6 +488,7 @@ int main(void)
         cmocka_unit_test(logs_v2_filters),
         cmocka_unit_test(logs_without_the_capability_are_empty),
         cmocka_unit_test(log_text_tail_and_ring),
+        cmocka_unit_test(e2b_new_keeps_the_code_and_names_the_setting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,8 +114,9 @@ static void test_revocation_hook(void **state)
     o.loop = l;
     o.hub_secret = secret;
     o.hub_secret_len = sizeof(secret) - 1;
-    struct auth_ctx *a = auth_new(&o, err, sizeof(err));
-    struct auth_ctx *b = auth_new(&o, err, sizeof(err));
+    struct auth_ctx *a = NULL, *b = NULL;
+    assert_int_equal(auth_new(&o, &a, err, sizeof(err)), 0);
+    assert_int_equal(auth_new(&o, &b, err, sizeof(err)), 0);
     assert_non_null(a);
     assert_non_null(b);
     auth_notify_revoked(a, "ak_1", "00", "revoked"); /* no hook: nothing */

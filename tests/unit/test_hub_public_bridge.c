@@ -1,7 +1,8 @@
 /* The hub's public bridge (hub/public_bridge.c) refuses what it must before
  * any database work: a raw API key in any of the three credential headers
  * (raw keys never cross the tunnel, DESIGN §9), and paths it does not bridge.
- * (The relayed round trip with a key hash is tests/integration/e2b.test.mjs.) */
+ * (The relayed round trip with an assertion is tests/integration/e2b.test.mjs;
+ * bare hashes and bad assertions are tests/integration/trust_rogue.test.mjs.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,7 +127,7 @@ static void raw_keys_are_refused(void **state)
     for (size_t i = 0; i < sizeof(hdrs) / sizeof(hdrs[0]); i++) {
         call("/internal/v1/public/e2b/secrets", hdrs[i], key, &c);
         assert_int_equal(c.status, 400);
-        assert_non_null(strstr(c.body, "X-AgentBox-Key-Hash"));
+        assert_non_null(strstr(c.body, "X-AgentBox-Assertion"));
         assert_null(strstr(c.body, "0123456789abcdef"));
         call("/internal/v1/public/api/v1/api-keys", hdrs[i], key, &c);
         assert_int_equal(c.status, 400);

@@ -95,7 +95,7 @@ static void test_hub_modules_register_no_api_routes(void **state)
     ao.loop = h.loop;
     ao.hub_secret = SECRET;
     ao.hub_secret_len = sizeof(SECRET) - 1;
-    h.auth = auth_new(&ao, err, sizeof(err));
+    assert_int_equal(auth_new(&ao, &h.auth, err, sizeof(err)), 0);
     assert_non_null(h.auth);
     struct federation_deps fd = {.loop = h.loop};
     h.fed = federation_new(&fd, err, sizeof(err));

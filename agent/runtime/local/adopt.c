@@ -47,7 +47,9 @@ static void adopt_or_reap(struct lrt *rt, const char *dir, const char *name)
     phase = json_string_value(json_object_get(x.info, "phase"));
     if (ns && pool)
         p = lrt_pool_find(rt, ns, pool);
-    if (!p || !phase || !lsbx_is_alive(&x) || !lsbx_socket_answers(&x) || strcmp(x.id, name) != 0) {
+    /* no token: started before isolation (DESIGN §10a); not worth keeping */
+    if (!p || !phase || !lsbx_is_alive(&x) || !lsbx_socket_answers(&x) || strcmp(x.id, name) != 0 ||
+        x.token[0] == '\0' || lsbx_lock_socket(&x) != 0) {
         LOG_INFO("reaping a sandbox left by an earlier agent", "dir", dir);
         if (lsbx_destroy(&x, 2000) != 0)
             LOG_WARN("a sandbox of an earlier agent survived SIGKILL", "dir", dir);

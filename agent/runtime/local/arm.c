@@ -161,13 +161,11 @@ static char *init_body(const struct lrt_waiter *w, const struct lsb *s)
     gmtime_r(&now, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
     json_object_set_new(b, "envVars", w->env_vars ? json_deep_copy(w->env_vars) : json_object());
-    if (w->token)
-        json_object_set_new(b, "accessToken", json_string(w->token));
+    json_object_set_new(b, "accessToken", json_string(s->x.token));
     json_object_set_new(b, "defaultUser", json_string(w->user));
     json_object_set_new(b, "defaultWorkdir", json_string(w->workdir));
     json_object_set_new(b, "timestamp", json_string(ts));
     json_object_set_new(b, "lifecycleID", json_string(w->id));
-    (void)s;
     out = json_dumps(b, JSON_COMPACT);
     json_decref(b);
     return out;
@@ -178,8 +176,13 @@ static void post_init(struct lsb *s)
     struct http_header h[] = {{"Content-Type", "application/json"}};
     struct http_client_options o = {0};
     char addr[RT_ADDR_MAX];
-    char *body = init_body(s->armer, s);
+    char *body;
     size_t len;
+
+    /* the caller's token when it brought one, else the sandbox's own */
+    if (s->armer->token)
+        ab_strlcpy(s->x.token, s->armer->token, sizeof(s->x.token));
+    body = init_body(s->armer, s);
 
     if (!body || (len = strlen(body)) > INIT_BODY_MAX) {
         free(body);

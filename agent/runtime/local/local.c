@@ -441,6 +441,7 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
     ab_strlcpy(rt->manifests, o->manifests_dir, sizeof(rt->manifests));
     ab_strlcpy(rt->envd, o->envd_path, sizeof(rt->envd));
+    rt->uid_base = o->uid_base;
     if (o->slirp && !(rt->slirp = strdup(o->slirp)))
         goto nomem;
     if (ab_strlcpy(rt->state_dir, o->state_dir, sizeof(rt->state_dir)) >= sizeof(rt->state_dir) ||
@@ -457,6 +458,9 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
         snprintf(err, errlen, "cannot create %s: %s", rt->sbx_dir, strerror(errno));
         goto fail;
     }
+    /* no silent fallback to weaker isolation (DESIGN §10a) */
+    if (lsbx_check_host(rt->uid_base, err, errlen) != 0)
+        goto fail;
     rt->argv[n++] = rt->envd;
     rt->argv[n++] = "--listen";
     rt->argv[n++] = "unix:" LSBX_INNER_SOCKET;

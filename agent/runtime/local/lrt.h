@@ -71,6 +71,7 @@ struct lpool {
     int replicas;
     int priority;
     int64_t cpu_milli, mem_bytes; /* an Env member's sizing; 0 for a standalone pool */
+    int64_t disk_bytes, pids_max; /* ephemeral-storage, pids; 0 → lsbx defaults */
     int64_t startup_ms;
     int64_t idle_ms;
     bool disable_egress;
@@ -116,6 +117,7 @@ struct lrt {
     char envd[512];
     const char *argv[LSBX_ARGV_MAX + 1];
     char *slirp;
+    uint32_t uid_base; /* host id of sandbox uid 0; 0 → LSBX_UID_BASE_DEFAULT */
     int reload_ms, max_sandboxes, waiters_max;
     struct mf_set *set;
     uint64_t sig;

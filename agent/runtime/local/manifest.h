@@ -76,6 +76,8 @@ struct mf_member {
     char scaling_group[MF_NAME_MAX + 1]; /* absent → the resource key; "" = excluded */
     int64_t cpu_milli;
     int64_t mem_bytes;
+    int64_t disk_bytes; /* inlineResources ephemeral-storage; 0 → the runtime's default */
+    int64_t pids_max;   /* inlineResources pids; 0 → the runtime's default */
     int32_t min_replicas, max_replicas; /* -1 when absent */
     int32_t priority;
     int line;

@@ -18,6 +18,7 @@ struct mf_member_in {
     bool has_inline;
     bool has_type;
     int64_t req_cpu, req_mem, lim_cpu, lim_mem;
+    int64_t disk, pids; /* ephemeral-storage and pids: the limit, else the request */
     bool req_any, lim_any;
     yaml_node_t *node;
     char path[WALK_PATH_MAX];
@@ -54,6 +55,10 @@ static int quantity_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void 
     } else if (!strcmp(k, "memory")) {
         *(c->limits ? &c->mi->lim_mem : &c->mi->req_mem) = x;
         *(c->limits ? &c->mi->lim_any : &c->mi->req_any) = true;
+    } else if (!strcmp(k, "ephemeral-storage") && (c->limits || c->mi->disk == 0)) {
+        c->mi->disk = x; /* the sandbox's writable space (home + /tmp) */
+    } else if (!strcmp(k, "pids") && (c->limits || c->mi->pids == 0)) {
+        c->mi->pids = x; /* the sandbox cgroup's pids.max */
     }
     return 0;
 }
@@ -524,6 +529,8 @@ int mf_env_finish(struct mf_walk *w, struct mf_object *o, struct mf_env_ctx *e, 
         }
         mb->cpu_milli = use_req ? mi->req_cpu : mi->lim_cpu;
         mb->mem_bytes = use_req ? mi->req_mem : mi->lim_mem;
+        mb->disk_bytes = mi->disk;
+        mb->pids_max = mi->pids;
         if (mf_resource_key(mb->cpu_milli, mb->mem_bytes, mb->resource_key,
                             sizeof(mb->resource_key)) != 0)
             return mfw_fail(w, mi->node,

@@ -158,6 +158,11 @@ void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
     o->end_ms = s->end_ms;
     snprintf(o->envd_addr, sizeof(o->envd_addr), "unix:%s", s->x.socket);
     snprintf(o->port_addr, sizeof(o->port_addr), "netns:/proc/%d/ns/net|127.0.0.1", (int)s->x.pid);
+    if (s->phase >= PH_ATTACHING)
+        ab_strlcpy(o->envd_token, s->x.token, sizeof(o->envd_token));
+    o->cpu_milli = s->pool->cpu_milli;
+    o->mem_bytes = s->pool->mem_bytes;
+    o->disk_bytes = s->pool->disk_bytes > 0 ? s->pool->disk_bytes : (int64_t)LSBX_DISK_DEFAULT;
     o->metadata = s->metadata && ref_metadata ? json_incref(s->metadata) : s->metadata;
 }
 
@@ -271,6 +276,12 @@ static void ready_poll(struct loop_timer *t)
         loop_timer_start(s->rt->loop, &s->timer, READY_POLL_MS, ready_poll, s);
         return;
     }
+    if (lsbx_lock_socket(&s->x) != 0) {
+        LOG_WARN("sandbox envd socket is not a socket, or its directory cannot be locked", "pool",
+                 s->pool->name, "dir", s->x.dir);
+        lrt_destroy(s);
+        return;
+    }
     s->phase = PH_IDLE;
     s->seq = ++s->rt->seq;
     lrt_persist(s);
@@ -289,6 +300,11 @@ static void spawn_work(void *arg)
     o.dir = dir;
     o.argv = s->rt->argv;
     o.slirp = s->rt->slirp;
+    o.uid_base = s->rt->uid_base;
+    o.disk_bytes = (uint64_t)s->pool->disk_bytes;
+    o.mem_bytes = s->pool->mem_bytes;
+    o.cpu_milli = s->pool->cpu_milli;
+    o.pids_max = s->pool->pids_max;
     s->rc = lsbx_spawn(&o, &s->x, s->err, sizeof(s->err));
 }
 
@@ -433,6 +449,8 @@ static void apply_manifests(struct lrt *rt, struct mf_set *set)
         p->priority = v->member ? v->member->priority : 0;
         p->cpu_milli = v->member ? v->member->cpu_milli : 0;
         p->mem_bytes = v->member ? v->member->mem_bytes : 0;
+        p->disk_bytes = v->member ? v->member->disk_bytes : 0;
+        p->pids_max = v->member ? v->member->pids_max : 0;
         p->startup_ms = v->startup_timeout_ms;
         p->idle_ms = v->idle_timeout_ms;
         p->disable_egress = v->disable_egress;

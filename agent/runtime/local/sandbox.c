@@ -8,6 +8,7 @@
 #include "agent/runtime/local/sandbox.h"
 
 #include "agentbox/common.h"
+#include "agent/runtime/local/seccomp.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,12 +23,15 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 extern char **environ;
 
@@ -44,6 +48,13 @@ enum setup_step {
     STEP_SYNC,
     STEP_FORK,
     STEP_EXEC,
+    STEP_USERNS,
+    STEP_IDS,
+    STEP_LOCK,
+    STEP_CAPS,
+    STEP_NNP,
+    STEP_SECCOMP,
+    STEP_ETC,
 };
 
 static const char *step_name(int step)
@@ -73,20 +84,40 @@ static const char *step_name(int step)
         return "starting the program";
     case STEP_EXEC:
         return "executing the program";
+    case STEP_USERNS:
+        return "entering the sandbox's user namespace";
+    case STEP_IDS:
+        return "becoming the sandbox's root";
+    case STEP_LOCK:
+        return "locking the mounts (new mount and cgroup namespaces)";
+    case STEP_CAPS:
+        return "dropping capabilities";
+    case STEP_NNP:
+        return "setting no_new_privs";
+    case STEP_SECCOMP:
+        return "installing the seccomp filter";
+    case STEP_ETC:
+        return "binding the sandbox's /etc/passwd and /etc/group";
     }
     return "setup";
 }
 
 /* Everything the children need, prepared before clone(). */
 struct child_plan {
-    char home[LSBX_DIR_MAX + 8];
-    char tmp[LSBX_DIR_MAX + 8];
+    char data[LSBX_DIR_MAX + 8]; /* <dir>/data: the writable space, a tmpfs of disk_bytes */
+    char home[LSBX_DIR_MAX + 16];
+    char tmp[LSBX_DIR_MAX + 16];
     char run[LSBX_DIR_MAX + 8];
     char log[LSBX_DIR_MAX + 16];
     char root[LSBX_DIR_MAX + 8];    /* <dir>/root: the sandbox's / (a tmpfs) */
     char rpath[LSBX_DIR_MAX + 64];  /* scratch for paths under root */
-    char program_dir[LSBX_DIR_MAX]; /* the host directory of argv[0], bound at PROGRAM_DIR */
+    char program[LSBX_DIR_MAX];     /* argv[0] on the host: the only file bound from the agent */
     char exec_path[LSBX_DIR_MAX];   /* PROGRAM_DIR/<basename of argv[0]> */
+    char passwd[LSBX_DIR_MAX + 16]; /* <dir>/passwd, bound on /etc/passwd */
+    char group[LSBX_DIR_MAX + 16];  /* <dir>/group, bound on /etc/group */
+    char root_opts[96];             /* tmpfs options of /, owned by the sandbox's root */
+    uint32_t uid_base;
+    const struct sock_fprog *seccomp;
     char hostname[LSBX_ID_MAX + 1];
     const char *argv[LSBX_ARGV_MAX + 1];
     const char *envp[LSBX_ENV_MAX + 1];
@@ -170,10 +201,11 @@ static const char *under(struct child_plan *p, const char *path)
 
 static int bind_ro(struct child_plan *p, const char *src, const char *dst, bool is_dir)
 {
+    (void)p;
     if (is_dir) {
         if (mkdir(dst, 0755) != 0 && errno != EEXIST)
             return -1;
-    } else {
+    } else if (access(dst, F_OK) != 0) { /* a file in a read-only bind already exists */
         int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0)
             return -1;
@@ -190,7 +222,7 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     struct stat st;
     char link[256];
 
-    if (mount("tmpfs", p->root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") != 0)
+    if (mount("tmpfs", p->root, "tmpfs", MS_NOSUID | MS_NODEV, p->root_opts) != 0)
         child_fail(p, STEP_ROOT);
     for (int i = 0; system_dirs[i]; i++) {
         if (lstat(system_dirs[i], &st) != 0)
@@ -210,7 +242,9 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     /* the host's credentials stay out of view even though /etc is shared */
     static const char *const hidden_files[] = {"/etc/shadow", "/etc/gshadow", "/etc/shadow-",
                                                "/etc/gshadow-", NULL};
-    static const char *const hidden_dirs[] = {"/etc/ssh", "/etc/ssl/private", NULL};
+    /* and so does an agent configuration kept under /etc (join token, keys) */
+    static const char *const hidden_dirs[] = {"/etc/ssh", "/etc/ssl/private", "/etc/agentbox",
+                                              NULL};
     for (int i = 0; hidden_files[i]; i++)
         if (lstat(hidden_files[i], &st) == 0 && S_ISREG(st.st_mode) &&
             mount("/dev/null", under(p, hidden_files[i]), NULL, MS_BIND, NULL) != 0)
@@ -220,18 +254,29 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
             mount("tmpfs", under(p, hidden_dirs[i]), "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
                   "mode=0700,size=4k") != 0)
             child_fail(p, STEP_ROOT);
-    const char *dirs[] = {"/home",        LSBX_HOME,   "/tmp", "/run",
-                          LSBX_INNER_RUN, "/proc",     "/dev", "/dev/pts",
-                          "/dev/shm",     "/.oldroot", NULL};
+    /* the sandbox's own accounts: root and user (uid 1000, /home/user) */
+    if (bind_ro(p, p->passwd, under(p, "/etc/passwd"), false) != 0 ||
+        bind_ro(p, p->group, under(p, "/etc/group"), false) != 0)
+        child_fail(p, STEP_ETC);
+    const char *dirs[] = {"/home", LSBX_HOME,  "/tmp",     "/run",      LSBX_INNER_RUN, "/proc",
+                          "/dev",  "/dev/pts", "/dev/shm", "/.oldroot", "/root",        NULL};
     for (int i = 0; dirs[i]; i++)
         if (mkdir(under(p, dirs[i]), 0755) != 0)
             child_fail(p, STEP_ROOT);
     chmod(under(p, "/tmp"), 01777);
+    chmod(under(p, "/root"), 0700);
+    /* host root's inodes are nobody's inside: give the sandbox's root its own */
+    if (chown(under(p, "/root"), p->uid_base, p->uid_base) != 0 ||
+        chown(under(p, "/run"), p->uid_base, p->uid_base) != 0)
+        child_fail(p, STEP_ROOT);
+    /* writable, so never a device node or a set-uid program */
     for (int i = 0; i < 3; i++)
-        if (mount(fdpath[i], under(p, inner[i]), NULL, MS_BIND | MS_REC, NULL) != 0)
+        if (mount(fdpath[i], under(p, inner[i]), NULL, MS_BIND | MS_REC, NULL) != 0 ||
+            mount(NULL, under(p, inner[i]), NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV,
+                  NULL) != 0)
             child_fail(p, STEP_BIND_HOME + i);
-    if (access(p->program_dir, X_OK) != 0 ||
-        bind_ro(p, p->program_dir, under(p, PROGRAM_DIR), true) != 0)
+    if (access(p->program, X_OK) != 0 || mkdir(under(p, PROGRAM_DIR), 0755) != 0 ||
+        bind_ro(p, p->program, under(p, p->exec_path), false) != 0)
         child_fail(p, STEP_EXEC); /* a missing program fails here, before exec */
     for (int i = 0; dev_nodes[i]; i++) {
         char src[32];
@@ -245,7 +290,8 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     if (mount("devpts", under(p, "/dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC,
               "newinstance,ptmxmode=0666,mode=0620") != 0 ||
         symlink("pts/ptmx", under(p, "/dev/ptmx")) != 0 ||
-        mount("tmpfs", under(p, "/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0 ||
+        mount("tmpfs", under(p, "/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") !=
+            0 ||
         symlink("/proc/self/fd", under(p, "/dev/fd")) != 0 ||
         symlink("/proc/self/fd/0", under(p, "/dev/stdin")) != 0 ||
         symlink("/proc/self/fd/1", under(p, "/dev/stdout")) != 0 ||
@@ -254,6 +300,103 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     if (syscall(SYS_pivot_root, p->root, under(p, "/.oldroot")) != 0 || chdir("/") != 0 ||
         umount2("/.oldroot", MNT_DETACH) != 0 || rmdir("/.oldroot") != 0)
         child_fail(p, STEP_PIVOT);
+}
+
+/* /proc is the sandbox's own, but some of its files are the kernel's (DESIGN
+ * §10a, as runc does): read-only where they configure the host, hidden where
+ * they leak its memory, keys or timers. Entries this kernel lacks are skipped. */
+static int mask_proc(void)
+{
+    static const char *const ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus",
+                                     NULL};
+    static const char *const masked[] = {"/proc/kcore",
+                                         "/proc/keys",
+                                         "/proc/kallsyms",
+                                         "/proc/timer_list",
+                                         "/proc/sched_debug",
+                                         "/proc/latency_stats",
+                                         NULL};
+    static const char *const masked_dirs[] = {"/proc/acpi", "/proc/scsi", NULL};
+    const unsigned long ro_flags =
+        MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    struct stat st;
+
+    for (int i = 0; ro[i]; i++) {
+        if (lstat(ro[i], &st) != 0)
+            continue;
+        if (mount(ro[i], ro[i], NULL, MS_BIND | MS_REC, NULL) != 0 ||
+            mount(NULL, ro[i], NULL, ro_flags, NULL) != 0)
+            return -1;
+    }
+    for (int i = 0; masked[i]; i++)
+        if (lstat(masked[i], &st) == 0 && mount("/dev/null", masked[i], NULL, MS_BIND, NULL) != 0)
+            return -1;
+    for (int i = 0; masked_dirs[i]; i++)
+        if (lstat(masked_dirs[i], &st) == 0 && S_ISDIR(st.st_mode) &&
+            mount("tmpfs", masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k") != 0)
+            return -1;
+    return 0;
+}
+
+/* Docker's default capabilities minus NET_RAW and MKNOD: never SYS_ADMIN,
+ * NET_ADMIN, DAC_READ_SEARCH, SYS_MODULE or SYS_PTRACE. */
+static const int kept_caps[] = {CAP_CHOWN,      CAP_DAC_OVERRIDE, CAP_FSETID,
+                                CAP_FOWNER,     CAP_SETGID,       CAP_SETUID,
+                                CAP_SETFCAP,    CAP_SETPCAP,      CAP_NET_BIND_SERVICE,
+                                CAP_SYS_CHROOT, CAP_KILL,         CAP_AUDIT_WRITE};
+
+static int drop_caps(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    uint64_t keep = 0;
+
+    for (size_t i = 0; i < sizeof(kept_caps) / sizeof(kept_caps[0]); i++)
+        keep |= 1ULL << kept_caps[i];
+    for (int cap = 0; cap < 64; cap++) {
+        if (keep & (1ULL << cap))
+            continue;
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+            if (errno == EINVAL)
+                break; /* past the kernel's last capability */
+            return -1;
+        }
+    }
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+        return -1;
+    memset(d, 0, sizeof(d));
+    d[0].effective = d[0].permitted = (uint32_t)keep;
+    d[1].effective = d[1].permitted = (uint32_t)(keep >> 32);
+    return (int)syscall(SYS_capset, &h, d);
+}
+
+/* The last steps before exec: a user namespace in which the sandbox's root
+ * is host uid_base (the parent writes the maps while we wait), new mount and
+ * cgroup namespaces owned by it (so every inherited mount is locked by the
+ * kernel: read-only stays read-only, nothing can be unmounted to reveal what
+ * lies below), the kept capabilities, no_new_privs and the seccomp filter.
+ * Raw system calls for the ids: glibc's setxid would signal the agent's
+ * threads, which do not exist in this copy of it. */
+static void child_confine(struct child_plan *p)
+{
+    char c = 'u';
+
+    if (unshare(CLONE_NEWUSER) != 0)
+        child_fail(p, STEP_USERNS);
+    if (write(p->syncfd, &c, 1) != 1 || read(p->syncfd, &c, 1) != 1 || c != 'm')
+        child_fail(p, STEP_USERNS);
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, NULL) != 0 ||
+        syscall(SYS_setresuid, 0, 0, 0) != 0)
+        child_fail(p, STEP_IDS);
+    if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) != 0)
+        child_fail(p, STEP_LOCK);
+    if (drop_caps() != 0)
+        child_fail(p, STEP_CAPS);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        child_fail(p, STEP_NNP);
+    if (lsec_install(p->seccomp) != 0)
+        child_fail(p, STEP_SECCOMP);
 }
 
 /* pid 1 of the namespace. Never returns. */
@@ -285,7 +428,8 @@ static void child_init(const struct child_plan *plan)
     build_root(p, (const char(*)[32])fdpath);
     for (i = 0; i < 3; i++)
         close(src[i]);
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0 ||
+        mask_proc() != 0)
         child_fail(p, STEP_PROC);
     if (loopback_up() != 0)
         child_fail(p, STEP_LOOPBACK);
@@ -293,6 +437,7 @@ static void child_init(const struct child_plan *plan)
         child_fail(p, STEP_HOSTNAME);
     if (read(p->syncfd, &c, 1) != 1)
         child_fail(p, STEP_SYNC);
+    child_confine(p);
     close(p->syncfd);
 
     /* The program becomes pid 1 itself (envd reaps every child, orphans
@@ -369,14 +514,17 @@ static int mkdir_p1(const char *path, mode_t mode)
 static int start_slirp(const char *dir, const char *slirp, pid_t target, int ready_w, pid_t *out)
 {
     posix_spawn_file_actions_t fa;
-    char pid_s[16], ready_s[32], log[LSBX_DIR_MAX + 16];
+    char ns_s[48], ready_s[32], log[LSBX_DIR_MAX + 16];
     const char *bin = slirp ? slirp : "slirp4netns";
+    /* By path, not by pid: given a pid, slirp4netns would first join the
+     * sandbox's user namespace and then lack the rights on its network
+     * namespace, which belongs to the host's. */
     char *argv[] = {(char *)bin,   "--configure", "--disable-host-loopback",
-                    "--mtu=65520", ready_s,       pid_s,
-                    "tap0",        NULL};
+                    "--mtu=65520", ready_s,       "--netns-type=path",
+                    ns_s,          "tap0",        NULL};
     int rc;
 
-    snprintf(pid_s, sizeof(pid_s), "%d", (int)target);
+    snprintf(ns_s, sizeof(ns_s), "/proc/%d/ns/net", (int)target);
     snprintf(ready_s, sizeof(ready_s), "--ready-fd=3");
     if (posix_spawn_file_actions_init(&fa) != 0)
         return AB_ENOMEM;
@@ -406,15 +554,25 @@ static int rm_entry(const char *path, const struct stat *st, int type, struct FT
 
 static int remove_tree(const char *dir)
 {
+    char data[LSBX_DIR_MAX + 8];
     struct stat st;
 
     if (lstat(dir, &st) != 0)
         return errno == ENOENT ? 0 : AB_EIO;
+    /* the writable space is a mount of its own: gone with it, and the walk
+     * below never crosses into a mount */
+    snprintf(data, sizeof(data), "%s/data", dir);
+    if (umount2(data, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL && errno != ENOENT)
+        return AB_EIO;
     return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0 ? 0 : AB_EIO;
 }
 
 int lsbx_remove_dir(const struct lsbx *s)
 {
+    int rc = lcg_remove(&s->cg);
+
+    if (rc != 0)
+        return rc;
     return remove_tree(s->dir);
 }
 
@@ -476,6 +634,105 @@ int lsbx_attach_internet(struct lsbx *s, const char *slirp, char *err, size_t er
     return rc;
 }
 
+/* Sandbox ids 0-65535 are host ids base.. (written by us, host root, while
+ * the child waits in its fresh user namespace). */
+static int write_id_maps(pid_t pid, uint32_t base)
+{
+    static const char *const files[] = {"uid_map", "gid_map"};
+    char path[64], line[64];
+
+    for (int i = 0; i < 2; i++) {
+        int fd, n;
+        ssize_t w;
+        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[i]);
+        n = snprintf(line, sizeof(line), "0 %u %u\n", base, LSBX_UID_COUNT);
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        w = write(fd, line, (size_t)n);
+        close(fd);
+        if (w != n)
+            return -1;
+    }
+    return 0;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    size_t n = strlen(text);
+    ssize_t w;
+
+    if (fd < 0)
+        return -1;
+    w = write(fd, text, n);
+    close(fd);
+    return w == (ssize_t)n ? 0 : -1;
+}
+
+/* The sandbox's writable space (home and /tmp) is one size-limited tmpfs at
+ * <dir>/data, mounted here in the agent's namespace so that the host sees
+ * the files at <dir>/home and <dir>/tmp (symlinks into it): a full disk is
+ * ENOSPC inside and nothing outside. Its pages are charged to the memory
+ * cgroup of whoever writes them, the sandbox. */
+static int make_data(const char *dir, const char *data, const char *opts)
+{
+    char link[LSBX_DIR_MAX + 8];
+
+    if (mkdir(data, 0755) != 0 || mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+        return -1;
+    snprintf(link, sizeof(link), "%s/home", dir);
+    if (symlink("data/home", link) != 0)
+        return -1;
+    snprintf(link, sizeof(link), "%s/tmp", dir);
+    return symlink("data/tmp", link);
+}
+
+/* The sandbox's own accounts, as on E2B: root and user (uid 1000). */
+static int write_accounts(const struct child_plan *p)
+{
+    static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
+                                 "user:x:1000:1000:user:" LSBX_HOME ":/bin/bash\n"
+                                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+    static const char group[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
+
+    return write_file(p->passwd, passwd) == 0 && write_file(p->group, group) == 0 ? 0 : -1;
+}
+
+/* Host ownership of the writable directories: uid_base is the sandbox's
+ * root, uid_base+1000 its user (home). */
+static int own_dirs(const struct child_plan *p)
+{
+    uid_t r = p->uid_base, u = p->uid_base + LSBX_USER_UID;
+
+    return chown(p->home, u, u) == 0 && chown(p->tmp, r, r) == 0 && chown(p->run, r, r) == 0 ? 0
+                                                                                             : -1;
+}
+
+/* The child has unshared its user namespace: map it and let it go on. */
+static int map_child(struct lsbx *s, int syncfd, uint32_t base, char *err, size_t errlen)
+{
+    char c = 0;
+
+    if (wait_readable(syncfd, ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0) {
+        snprintf(err, errlen, "sandbox setup did not reach its user namespace within %d ms",
+                 LSBX_SETUP_TIMEOUT_MS);
+        return AB_ETIMEOUT;
+    }
+    if (read(syncfd, &c, 1) != 1 || c != 'u')
+        return AB_ECLOSED; /* it failed: errfd says where */
+    if (write_id_maps(s->pid, base) != 0) {
+        snprintf(err, errlen,
+                 "cannot write the user namespace maps of the sandbox (host ids %u-%u): %s", base,
+                 base + LSBX_UID_COUNT - 1, strerror(errno));
+        return AB_EIO;
+    }
+    c = 'm';
+    if (send(syncfd, &c, 1, MSG_NOSIGNAL) != 1)
+        return AB_ECLOSED;
+    return 0;
+}
+
 int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t errlen)
 {
     static const char *default_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
@@ -484,13 +741,26 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     struct child_plan plan;
     int errp[2] = {-1, -1}, syncp[2] = {-1, -1}, readyp[2] = {-1, -1};
     int msg[2] = {0, 0}, i, rc = AB_EIO;
+    char data_opts[96];
+    uint64_t disk;
     const char *const *envp = o->envp ? o->envp : default_env;
-    bool made_dir = false;
+    bool made_dir = false, made_cg = false;
     ssize_t n;
     char c = 1;
 
     memset(s, 0, sizeof(*s));
     memset(&plan, 0, sizeof(plan));
+    {
+        uint8_t raw[32];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+            snprintf(err, errlen, "cannot make the sandbox's envd token: getrandom: %s",
+                     strerror(errno));
+            return AB_EIO;
+        }
+        for (size_t k = 0; k < sizeof(raw); k++)
+            snprintf(s->token + 2 * k, 3, "%02x", raw[k]);
+        explicit_bzero(raw, sizeof(raw));
+    }
     if (!o->id || !id_is_valid(o->id)) {
         snprintf(err, errlen, "sandbox id must be 1-%d characters of [a-z0-9-]", LSBX_ID_MAX);
         return AB_EINVAL;
@@ -523,22 +793,46 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         }
         plan.envp[i] = envp[i];
     }
+    plan.uid_base = o->uid_base ? o->uid_base : LSBX_UID_BASE_DEFAULT;
+    if (plan.uid_base < LSBX_UID_COUNT || plan.uid_base > UINT32_MAX - LSBX_UID_COUNT) {
+        snprintf(err, errlen,
+                 "uid_base %u is out of range: sandbox ids 0-65535 need host ids from at least "
+                 "65536 up to 4294901759 (default %u)",
+                 plan.uid_base, LSBX_UID_BASE_DEFAULT);
+        return AB_EINVAL;
+    }
+    if ((rc = lsec_program(&plan.seccomp, err, errlen)) != 0)
+        return rc;
+    rc = AB_EIO;
+    snprintf(plan.root_opts, sizeof(plan.root_opts), "mode=0755,size=16m,uid=%u,gid=%u",
+             plan.uid_base, plan.uid_base);
     ab_strlcpy(plan.hostname, o->hostname ? o->hostname : o->id, sizeof(plan.hostname));
-    snprintf(plan.home, sizeof(plan.home), "%s/home", o->dir);
-    snprintf(plan.tmp, sizeof(plan.tmp), "%s/tmp", o->dir);
+    snprintf(plan.data, sizeof(plan.data), "%s/data", o->dir);
+    snprintf(plan.home, sizeof(plan.home), "%s/data/home", o->dir);
+    snprintf(plan.tmp, sizeof(plan.tmp), "%s/data/tmp", o->dir);
+    disk = o->disk_bytes ? o->disk_bytes : LSBX_DISK_DEFAULT;
+    /* The tmpfs is charged to the sandbox's memory cgroup: past the memory
+     * limit a full disk would be an OOM kill (of envd last, but of envd once
+     * the files hold everything), not ENOSPC. So at most half the memory. */
+    if (o->mem_bytes > 0 && disk > (uint64_t)o->mem_bytes / 2)
+        disk = (uint64_t)o->mem_bytes / 2;
+    snprintf(data_opts, sizeof(data_opts), "size=%llu,nr_inodes=%u,mode=0755",
+             (unsigned long long)disk, LSBX_INODES_MAX);
     snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
     snprintf(plan.log, sizeof(plan.log), "%s/envd.log", o->dir);
     snprintf(plan.root, sizeof(plan.root), "%s/root", o->dir);
+    snprintf(plan.passwd, sizeof(plan.passwd), "%s/passwd", o->dir);
+    snprintf(plan.group, sizeof(plan.group), "%s/group", o->dir);
     {
         const char *slash = strrchr(o->argv[0], '/');
         size_t dl = slash == o->argv[0] ? 1 : (size_t)(slash - o->argv[0]);
-        if (dl >= sizeof(plan.program_dir) || strlen(slash + 1) == 0) {
+        if (strlen(o->argv[0]) >= sizeof(plan.program) || dl >= sizeof(plan.program) ||
+            strlen(slash + 1) == 0) {
             snprintf(err, errlen, "sandbox program path %s is too long or names no file",
                      o->argv[0]);
             return AB_EINVAL;
         }
-        memcpy(plan.program_dir, o->argv[0], dl);
-        plan.program_dir[dl] = '\0';
+        ab_strlcpy(plan.program, o->argv[0], sizeof(plan.program));
         snprintf(plan.exec_path, sizeof(plan.exec_path), "%s/%s", PROGRAM_DIR, slash + 1);
     }
 
@@ -547,9 +841,10 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         return errno == EEXIST ? AB_EEXIST : AB_EIO;
     }
     made_dir = true;
-    if (mkdir_p1(plan.home, 0755) != 0 || mkdir_p1(plan.tmp, 01777) != 0 ||
-        mkdir_p1(plan.root, 0755) != 0 || chmod(plan.tmp, 01777) != 0 ||
-        mkdir_p1(plan.run, 0755) != 0) {
+    if (make_data(o->dir, plan.data, data_opts) != 0 || mkdir_p1(plan.home, 0755) != 0 ||
+        mkdir_p1(plan.tmp, 01777) != 0 || mkdir_p1(plan.root, 0755) != 0 ||
+        chmod(plan.tmp, 01777) != 0 || mkdir_p1(plan.run, 0755) != 0 || own_dirs(&plan) != 0 ||
+        write_accounts(&plan) != 0) {
         snprintf(err, errlen, "cannot create the sandbox's directories under %s: %s", o->dir,
                  strerror(errno));
         goto fail;
@@ -560,6 +855,15 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         (o->internet && pipe2(readyp, O_CLOEXEC) != 0)) {
         snprintf(err, errlen, "cannot create pipes: %s", strerror(errno));
         goto fail;
+    }
+    {
+        struct lcg_limits lim = {.mem_bytes = o->mem_bytes,
+                                 .cpu_milli = o->cpu_milli,
+                                 .pids_max = o->pids_max > 0 ? o->pids_max : LSBX_PIDS_DEFAULT};
+        if ((rc = lcg_create(o->id, &lim, &s->cg, err, errlen)) != 0)
+            goto fail;
+        made_cg = true;
+        rc = AB_EIO;
     }
     plan.errfd = errp[1];
     plan.syncfd = syncp[0];
@@ -576,6 +880,22 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         child_init(&plan);
     }
     s->is_child = true;
+    if ((rc = lcg_enter(&s->cg, s->pid, err, errlen)) != 0)
+        goto fail; /* before the init may run anything: every process is counted */
+    /* envd (pid 1 once exec'd) is the OOM killer's last choice in its
+     * cgroup: a hog, or a writer filling the tmpfs, goes first. envd gives
+     * its commands the ordinary score back. */
+    {
+        char adj[64];
+        int fd;
+        snprintf(adj, sizeof(adj), "/proc/%d/oom_score_adj", (int)s->pid);
+        fd = open(adj, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            (void)!write(fd, "-998", 4);
+            close(fd);
+        }
+    }
+    rc = AB_EIO;
     s->internet = o->internet;
     s->created_ms = ab_wall_ms();
     close(errp[1]);
@@ -586,9 +906,14 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
 
     if (o->internet && attach(s, o->slirp, readyp, err, errlen) != 0)
         goto fail;
-    if (send(syncp[1], &c, 1, MSG_NOSIGNAL) != 1) {
-        snprintf(err, errlen, "sandbox init exited during setup");
-        goto fail;
+    /* A child that failed before reading the byte makes send() fail: its
+     * report on errfd below names the step. */
+    if (send(syncp[1], &c, 1, MSG_NOSIGNAL) == 1) {
+        rc = map_child(s, syncp[1], plan.uid_base, err, errlen);
+        if (rc == AB_ECLOSED)
+            rc = AB_EIO; /* the report on errfd below names the failed step */
+        else if (rc != 0)
+            goto fail;
     }
     if (wait_readable(errp[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0) {
         snprintf(err, errlen, "sandbox setup did not finish within %d ms", LSBX_SETUP_TIMEOUT_MS);
@@ -620,6 +945,10 @@ fail:
         while (!lsbx_is_gone(s) && ab_now_ms() < deadline)
             poll(NULL, 0, 5);
     }
+    if (made_cg) {
+        lcg_kill_all(&s->cg);
+        lcg_remove(&s->cg);
+    }
     if (made_dir)
         remove_tree(o->dir);
     s->pid = 0;
@@ -636,23 +965,113 @@ out:
     return rc;
 }
 
+/* In a child: a user namespace mapping base. 0 when the kernel allows it. */
+static int try_userns(uint32_t base)
+{
+    int go[2] = {-1, -1}, up[2] = {-1, -1};
+    char c = 0;
+    pid_t pid;
+    int st = 0, rc = -1;
+
+    if (pipe2(go, O_CLOEXEC) != 0 || pipe2(up, O_CLOEXEC) != 0)
+        goto out;
+    pid = raw_fork(0);
+    if (pid < 0)
+        goto out;
+    if (pid == 0) {
+        if (unshare(CLONE_NEWUSER) != 0)
+            _exit(1);
+        if (write(up[1], &c, 1) != 1)
+            _exit(2);
+        _exit(read(go[0], &c, 1) == 1 && c == 'm' ? 0 : 3); /* until mapped */
+    }
+    close(up[1]);
+    up[1] = -1;
+    if (wait_readable(up[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) == 0 && read(up[0], &c, 1) == 1)
+        rc = write_id_maps(pid, base);
+    c = rc == 0 ? 'm' : 'x';
+    (void)!write(go[1], &c, 1);
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        rc = -1;
+out:
+    for (int i = 0; i < 2; i++) {
+        if (go[i] >= 0)
+            close(go[i]);
+        if (up[i] >= 0)
+            close(up[i]);
+    }
+    return rc;
+}
+
+int lsbx_check_host(uint32_t uid_base, char *err, size_t errlen)
+{
+    const struct sock_fprog *prog;
+    char why[400], buf[64];
+    struct lcg cg;
+    struct lcg_limits lim = {.pids_max = 1};
+    int fd;
+    ssize_t n;
+
+    uid_base = uid_base ? uid_base : LSBX_UID_BASE_DEFAULT;
+    fd = open("/proc/sys/user/max_user_namespaces", O_RDONLY | O_CLOEXEC);
+    n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0 || (buf[n] = '\0', atol(buf) <= 0) || try_userns(uid_base) != 0) {
+        snprintf(err, errlen,
+                 "cannot isolate sandboxes: user namespaces are not available (%s); enable "
+                 "them (sysctl user.max_user_namespaces=10000, a kernel with CONFIG_USER_NS) and "
+                 "run the agent as root",
+                 n <= 0 ? "no /proc/sys/user/max_user_namespaces"
+                        : "creating or mapping one failed");
+        return AB_EDENIED;
+    }
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 || lsec_program(&prog, why, sizeof(why)) != 0) {
+        snprintf(err, errlen,
+                 "cannot isolate sandboxes: no seccomp filter (%s); use a kernel with "
+                 "CONFIG_SECCOMP_FILTER and install libseccomp2",
+                 errno == EINVAL ? "the kernel lacks seccomp" : why);
+        return AB_EDENIED;
+    }
+    snprintf(buf, sizeof(buf), "probe-%d", (int)getpid());
+    if (lcg_create(buf, &lim, &cg, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "cannot isolate sandboxes: %s", why);
+        return AB_EDENIED;
+    }
+    lcg_remove(&cg);
+    return 0;
+}
+
 int lsbx_state_write(const struct lsbx *s)
 {
     char path[LSBX_DIR_MAX + 32], tmp[LSBX_DIR_MAX + 32];
     json_t *j;
     int rc;
 
-    j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:b, s:I}", "id", s->id, "pid", (json_int_t)s->pid,
-                  "start_time", (json_int_t)s->start_time, "slirp_pid", (json_int_t)s->slirp_pid,
-                  "slirp_start", (json_int_t)s->slirp_start, "internet", s->internet, "created_ms",
-                  (json_int_t)s->created_ms);
+    j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b, s:I}", "id", s->id, "token", s->token, "pid",
+                  (json_int_t)s->pid, "start_time", (json_int_t)s->start_time, "slirp_pid",
+                  (json_int_t)s->slirp_pid, "slirp_start", (json_int_t)s->slirp_start, "internet",
+                  s->internet, "created_ms", (json_int_t)s->created_ms);
     if (!j)
         return AB_ENOMEM;
     if (s->info)
         json_object_set(j, "info", s->info);
     snprintf(path, sizeof(path), "%s/state.json", s->dir);
     snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", s->dir);
-    rc = json_dump_file(j, tmp, JSON_COMPACT) == 0 && rename(tmp, path) == 0 ? 0 : AB_EIO;
+    /* it holds the envd token: the agent's user only */
+    {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        rc = AB_EIO;
+        if (!f && fd >= 0)
+            close(fd);
+        if (f) {
+            bool ok = fchmod(fd, 0600) == 0 && json_dumpf(j, f, JSON_COMPACT) == 0;
+            ok = fclose(f) == 0 && ok;
+            rc = ok && rename(tmp, path) == 0 ? 0 : AB_EIO;
+        }
+    }
     json_decref(j);
     return rc;
 }
@@ -662,7 +1081,7 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     char path[LSBX_DIR_MAX + 32];
     json_error_t jerr;
     json_t *j, *info = NULL;
-    const char *id = NULL;
+    const char *id = NULL, *token = NULL;
     json_int_t pid = 0, st = 0, spid = 0, sst = 0, created = 0;
     int internet = 0;
 
@@ -674,14 +1093,16 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     j = json_load_file(path, 0, &jerr);
     if (!j)
         return access(path, F_OK) == 0 ? AB_EINVAL : AB_ENOENT;
-    if (json_unpack(j, "{s:s, s:I, s:I, s?I, s?I, s?b, s?I, s?o}", "id", &id, "pid", &pid,
-                    "start_time", &st, "slirp_pid", &spid, "slirp_start", &sst, "internet",
-                    &internet, "created_ms", &created, "info", &info) != 0 ||
+    if (json_unpack(j, "{s:s, s?s, s:I, s:I, s?I, s?I, s?b, s?I, s?o}", "id", &id, "token", &token,
+                    "pid", &pid, "start_time", &st, "slirp_pid", &spid, "slirp_start", &sst,
+                    "internet", &internet, "created_ms", &created, "info", &info) != 0 ||
         !id_is_valid(id) || pid <= 0 || pid > INT32_MAX || spid < 0 || spid > INT32_MAX) {
         json_decref(j);
         return AB_EINVAL;
     }
     ab_strlcpy(s->id, id, sizeof(s->id));
+    if (token)
+        ab_strlcpy(s->token, token, sizeof(s->token));
     s->pid = (pid_t)pid;
     s->start_time = (uint64_t)st;
     s->slirp_pid = (pid_t)spid;
@@ -690,6 +1111,11 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     s->created_ms = created;
     s->info = info ? json_incref(info) : NULL;
     json_decref(j);
+    {
+        char why[256];
+        if (lcg_locate(s->id, &s->cg, why, sizeof(why)) != 0)
+            memset(&s->cg, 0, sizeof(s->cg));
+    }
     return 0;
 }
 
@@ -700,11 +1126,34 @@ bool lsbx_is_alive(const struct lsbx *s)
     return st != 0 && st == s->start_time;
 }
 
+int lsbx_lock_socket(const struct lsbx *s)
+{
+    char run[LSBX_DIR_MAX + 8];
+    struct stat st;
+    int fd;
+    int rc = 0;
+
+    snprintf(run, sizeof(run), "%s/run", s->dir);
+    fd = open(run, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return AB_EIO;
+    if (fchown(fd, 0, 0) != 0 || fchmod(fd, 0755) != 0)
+        rc = AB_EIO;
+    else if (fstatat(fd, "envd.sock", &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode))
+        rc = AB_EDENIED; /* something else than envd's socket: never connect to it */
+    close(fd);
+    return rc;
+}
+
 bool lsbx_socket_answers(const struct lsbx *s)
 {
     struct sockaddr_un sa;
+    struct stat st;
     int fd;
     bool ok;
+
+    if (lstat(s->socket, &st) != 0 || !S_ISSOCK(st.st_mode))
+        return false;
 
     memset(&sa, 0, sizeof(sa));
     sa.sun_family = AF_UNIX;
@@ -725,6 +1174,8 @@ void lsbx_kill(struct lsbx *s)
         kill(s->pid, SIGKILL);
     if (s->slirp_pid > 0 && (s->is_child || lsbx_proc_start_time(s->slirp_pid) == s->slirp_start))
         kill(s->slirp_pid, SIGKILL);
+    /* anything of the sandbox that escaped the pid namespace's end */
+    lcg_kill_all(&s->cg);
 }
 
 static bool proc_gone(pid_t *pid, uint64_t start, bool child)
@@ -751,7 +1202,7 @@ bool lsbx_is_gone(struct lsbx *s)
     bool a = proc_gone(&s->pid, s->start_time, s->is_child);
     bool b = proc_gone(&s->slirp_pid, s->slirp_start, s->is_child);
 
-    return a && b;
+    return a && b && lcg_is_empty(&s->cg);
 }
 
 void lsbx_release(struct lsbx *s)

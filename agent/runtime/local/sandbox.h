@@ -1,23 +1,36 @@
-/* One local sandbox: a process tree in its own pid, mount, uts, ipc and
- * network namespaces (DESIGN §10).
+/* One local sandbox, isolated as DESIGN §10a requires: a process tree in
+ * its own user, pid, mount, uts, ipc, net and cgroup namespaces.
  *
- * Layout of a sandbox directory <statedir>/sandboxes/<id>/:
- *   home/        bind-mounted on /home/user inside
- *   tmp/         bind-mounted on /tmp inside (mode 1777)
- *   run/         bind-mounted on /run/agentbox inside; envd listens on
- *                run/envd.sock (inside: /run/agentbox/envd.sock). A fixed
- *                inner path keeps the socket reachable even when the state
- *                directory itself lives under /tmp or /home/user.
+ * Layout of a sandbox directory <statedir>/sandboxes/<id>/ (mode 0700):
+ *   data/        the writable space: a tmpfs of disk_bytes mounted here, in
+ *                the agent's namespace (a full disk is ENOSPC inside only)
+ *   home -> data/home  bind-mounted on /home/user (host owner uid_base+1000)
+ *   tmp -> data/tmp    bind-mounted on /tmp (mode 1777, owner uid_base)
+ *   run/         bind-mounted on /run/agentbox; envd listens on
+ *                run/envd.sock. Given back to host root once envd listens
+ *                (lsbx_lock_socket), so the sandbox cannot swap the socket.
+ *   passwd, group  the sandbox's own accounts (root, user 1000), bound on
+ *                /etc/passwd and /etc/group
  *   envd.log     stdout and stderr of the program (slirp.log: of slirp4netns)
- *   state.json   what a restarted agent needs to re-adopt or reap it
+ *   state.json   what a restarted agent needs to re-adopt or reap it, and
+ *                envd's access token (mode 0600)
  *
- * Process tree: pid 1 of the namespace is a small init (a copy of the agent
- * made by clone()) that sets up mounts, loopback and hostname, then starts
- * the program (envd) as pid 2, reaps every zombie and exits when the program
- * exits. So envd need not reap children. SIGKILL to pid 1 ends the whole
- * namespace. With internet access a slirp4netns process (outside the
- * namespaces) gives the namespace outbound networking, never the host's
- * loopback.
+ * Inside: / is a tmpfs with read-only binds of the host's system
+ * directories, the program file alone at /.agentbox/<name>, a fresh /proc
+ * (kernel files masked or read-only), a minimal /dev; every writable mount
+ * nodev,nosuid. Sandbox ids 0-65535 are host ids uid_base.. (no host root);
+ * the mounts are locked by a mount namespace owned by that user namespace;
+ * the capabilities are Docker's default minus NET_RAW and MKNOD;
+ * no_new_privs; the seccomp allow-list of seccomp.c. One cgroup per sandbox
+ * (cgroup.h) holds every process of it.
+ *
+ * Process tree: pid 1 of the namespace is the program (envd), which reaps
+ * every child. Before exec it is a copy of the agent made by clone() that
+ * sets up mounts, loopback and hostname as host root, then enters the user
+ * namespace (the parent writes the maps) and confines itself. SIGKILL to
+ * pid 1 ends the whole namespace. With internet access a slirp4netns
+ * process (outside the namespaces) gives the namespace outbound networking,
+ * never the host's loopback.
  *
  * Functions here block for at most a few seconds (spawn waits for setup) and
  * may run on any thread; one thread at a time per struct lsbx. */
@@ -30,6 +43,8 @@
 #include <sys/types.h>
 #include <jansson.h>
 
+#include "agent/runtime/local/cgroup.h"
+
 #define LSBX_INNER_RUN "/run/agentbox"
 #define LSBX_INNER_SOCKET LSBX_INNER_RUN "/envd.sock"
 #define LSBX_HOME "/home/user"
@@ -38,6 +53,14 @@
 #define LSBX_ARGV_MAX 32
 #define LSBX_ENV_MAX 64
 #define LSBX_SETUP_TIMEOUT_MS 5000
+/* Sandbox uids and gids 0-65535 are host ids uid_base..uid_base+65535. */
+#define LSBX_UID_BASE_DEFAULT 100000U
+#define LSBX_UID_COUNT 65536U
+#define LSBX_USER_UID 1000U            /* `user`, home LSBX_HOME */
+#define LSBX_DISK_DEFAULT (1ULL << 30) /* writable space (home + /tmp) */
+#define LSBX_INODES_MAX 262144U
+#define LSBX_PIDS_DEFAULT 1024
+#define LSBX_TOKEN_MAX 512
 
 struct lsbx_options {
     const char *id;          /* [a-z0-9-], at most LSBX_ID_MAX */
@@ -47,6 +70,12 @@ struct lsbx_options {
     const char *const *envp; /* NULL → empty environment plus PATH and HOME */
     bool internet;           /* attach slirp4netns */
     const char *slirp;       /* NULL → "slirp4netns" from PATH */
+    uint32_t uid_base;       /* 0 → LSBX_UID_BASE_DEFAULT; at least 65536 */
+    uint64_t disk_bytes;     /* home + /tmp; 0 → LSBX_DISK_DEFAULT (a pool's ephemeral-storage);
+                                at most mem_bytes / 2 (the space is memory) */
+    int64_t mem_bytes;       /* cgroup memory limit; 0 → none beyond the host's */
+    int64_t cpu_milli;       /* cgroup CPU quota in thousandths of a CPU; 0 → none */
+    int64_t pids_max;        /* cgroup pids limit; 0 → LSBX_PIDS_DEFAULT */
 };
 
 struct lsbx {
@@ -60,7 +89,11 @@ struct lsbx {
     bool is_child; /* ours to waitpid (false after re-adoption) */
     bool internet;
     int64_t created_ms; /* wall clock */
-    json_t *info;       /* caller's data persisted in state.json; owned, may be NULL */
+    struct lcg cg;      /* its cgroups (memory, pids, cpu); located again on re-adoption */
+    /* envd's access token: 64 random hex digits made at spawn, or the one a
+     * claim brought; kept in state.json (mode 0600) */
+    char token[LSBX_TOKEN_MAX + 1];
+    json_t *info; /* caller's data persisted in state.json; owned, may be NULL */
 };
 
 /* Creates the directory and starts the sandbox. On success *s describes it
@@ -80,15 +113,32 @@ int lsbx_state_read(const char *dir, struct lsbx *s);
 
 /* True when s->pid still runs the process that was started (same start time). */
 bool lsbx_is_alive(const struct lsbx *s);
-/* True when a connect() to envd's socket succeeds (non-blocking). */
+/* True when a connect() to envd's socket succeeds (non-blocking) and the
+ * socket is a socket, not a link somewhere else. */
 bool lsbx_socket_answers(const struct lsbx *s);
 
-/* Sends SIGKILL to pid 1 (which ends the namespace) and to slirp4netns,
- * after checking their start times. Does not wait. */
+/* Once envd listens (and before any code of a tenant runs): gives the
+ * socket's directory back to the host's root, so the sandbox can no longer
+ * replace the socket with a link to another one. Refuses (AB_EDENIED) when
+ * the socket is not a socket. */
+int lsbx_lock_socket(const struct lsbx *s);
+
+/* Whether this host can isolate sandboxes as DESIGN §10a requires: user
+ * namespaces (with the uid_base range mappable), seccomp filters, cgroup
+ * memory and pids controllers the agent may create groups in. 0, or
+ * AB_EDENIED with err naming what is missing and how to fix it. The local
+ * runtime never starts without (no weaker fallback). */
+int lsbx_check_host(uint32_t uid_base, char *err, size_t errlen);
+
+/* Sends SIGKILL to pid 1 (which ends the namespace), to every process in
+ * the sandbox's cgroups and to slirp4netns, after checking their start
+ * times. Does not wait. */
 void lsbx_kill(struct lsbx *s);
-/* Non-blocking: true once both processes are gone (reaps our own children). */
+/* Non-blocking: true once both processes are gone (reaps our own children)
+ * and the sandbox's cgroups hold no process. */
 bool lsbx_is_gone(struct lsbx *s);
-/* Removes the directory tree (never following symlinks). */
+/* Removes the cgroups and the directory tree (never following symlinks).
+ * AB_EBUSY while a process is still in the cgroups. */
 int lsbx_remove_dir(const struct lsbx *s);
 /* kill + wait up to timeout_ms for is_gone + remove_dir; frees info.
  * Returns AB_ETIMEOUT if a process survived (the directory is kept then). */

@@ -35,14 +35,14 @@ struct usage_probe {
 };
 _Static_assert(sizeof(struct usage_probe) <= RT_PROBE_DATA_MAX, "usage probe fits rt_probe");
 
-/* The sandbox's cgroup directory, "" when it has none. The sandbox record
- * (sandbox.h) does not carry one yet; once it does, copy it here and the
- * cgroup source is used. */
+/* The sandbox's cgroup v2 directory, "" when it has none (v1 hosts: the
+ * /proc pass is used). */
 static void cgroup_of(const struct lsb *s, char *out, size_t len)
 {
-    (void)s;
     if (len)
         out[0] = '\0';
+    if (s->x.cg.v2 && s->x.cg.n > 0)
+        ab_strlcpy(out, s->x.cg.dirs[0], len);
 }
 
 int lrt_usage_probe_of(const char *dir, pid_t pid, uint64_t start_time, const char *cgroup,

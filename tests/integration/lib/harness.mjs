@@ -4,7 +4,7 @@
 // Everything started here is registered for cleanup: call the returned
 // stop/kill from t.after, and as a last resort a process 'exit' handler
 // SIGKILLs whatever is still running and removes temp dirs.
-import { spawn, execFile } from 'node:child_process';
+import { spawn, spawnSync, execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -35,11 +35,30 @@ process.on('exit', () => {
         }
     }
     if (!process.env.AGENTBOX_KEEP_TMP) {
-        for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
+        for (const d of tmpDirs) {
+            unmountUnder(d);
+            fs.rmSync(d, { recursive: true, force: true });
+        }
     }
 });
 for (const sig of ['SIGINT', 'SIGTERM']) {
     process.once(sig, () => process.exit(130));
+}
+
+// Lazily unmounts whatever is mounted below dir (sandboxes' writable spaces
+// are tmpfs mounts in the host's namespace), so the tree can be removed.
+export function unmountUnder(dir) {
+    let lines = [];
+    try {
+        lines = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n');
+    } catch {
+        return;
+    }
+    const prefix = path.resolve(dir) + '/';
+    for (const l of lines) {
+        const mp = l.split(' ')[4];
+        if (mp && mp.startsWith(prefix)) spawnSync('umount', ['-l', mp], { stdio: 'ignore' });
+    }
 }
 
 // A temp dir removed at exit (kept when AGENTBOX_KEEP_TMP is set).

@@ -6,6 +6,7 @@
 // (they outlive a stopped agent by design, so a test must kill them).
 import fs from 'node:fs';
 import path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import {
     startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, run, hubBin,
     hubSecret, buildDir, tempDir, waitFor,
@@ -53,11 +54,11 @@ export function reapSandboxes(stateDir) {
     const root = path.join(stateDir, 'sandboxes');
     if (!fs.existsSync(root)) return;
     for (const d of fs.readdirSync(root)) {
-        let st;
+        let st = {};
         try {
             st = JSON.parse(fs.readFileSync(path.join(root, d, 'state.json'), 'utf8'));
         } catch {
-            continue;
+            /* mid-spawn: no state yet, but maybe its writable space */
         }
         for (const pid of [st.pid, st.slirp_pid]) {
             if (!pid) continue;
@@ -65,6 +66,34 @@ export function reapSandboxes(stateDir) {
                 process.kill(pid, 'SIGKILL');
             } catch {
                 /* gone */
+            }
+        }
+        // a sandbox's writable space is a tmpfs mounted on <dir>/data in the
+        // host's namespace: unmount it so the directory can be removed
+        const data = path.join(root, d, 'data');
+        if (fs.existsSync(data)) spawnSync('umount', ['-l', data], { stdio: 'ignore' });
+        removeCgroups(d);
+    }
+}
+
+// The agent puts sandbox <sid> in <its own cgroup>/agentbox/<sid> of the
+// memory, pids and cpu hierarchies (cgroup v1) or of the unified one; the
+// agent is our child, so its cgroup is ours. Removes them once empty (the
+// SIGKILLs above take a moment), for at most 2 s.
+function removeCgroups(sid) {
+    const dirs = [];
+    for (const l of fs.readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n')) {
+        const [, ctrls, p] = l.split(':');
+        const names = ctrls === '' ? [''] : ctrls.split(',').filter((c) => ['memory', 'pids', 'cpu'].includes(c));
+        for (const c of names) dirs.push(path.join('/sys/fs/cgroup', c, p, 'agentbox', sid));
+    }
+    const deadline = Date.now() + 2000;
+    for (const dir of dirs) {
+        while (fs.existsSync(dir)) {
+            try {
+                fs.rmdirSync(dir);
+            } catch {
+                if (Date.now() > deadline) break;
             }
         }
     }

@@ -1,0 +1,1365 @@
+// An in-test Kubernetes API server (no npm dependencies), faithful enough to
+// kubernetes-api.md §14 that both our C client and the real kubectl can talk
+// to it: one global resourceVersion counter, namespaced and cluster-scoped
+// resources, get/list/create/update/patch/delete, watch streams with
+// bookmarks and a bounded history (410 once compacted), 409 on stale
+// versions, Status errors, status/scale subresources, finalizers, generation,
+// discovery and an OpenAPI v3 index for kubectl.
+//
+// What it does not model: namespaces as objects, server-side apply (415),
+// pruning below spec's first level,
+// CRD schemas beyond required/enum/minimum/defaults of the three agentbox
+// CRDs, garbage collection. The simulated kubelet (option `kubelet`) runs no
+// real processes yet: Pods become Running/Ready on 127.0.0.1.
+//
+//   const api = await startKubeApi({ token: 'sekret', historyLimit: 100 });
+//   api.url; api.kubeconfig(dir); api.compact(); api.inject({...}); await api.close();
+import { randomUUID, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+
+const MAX_BODY = 3 * 1024 * 1024;
+const CR_GROUP = 'agents.navix.sh';
+
+// kind, plural, scope, status/scale subresources, schema checks (CRs only).
+const RESOURCES = [
+    { group: '', version: 'v1', kind: 'Pod', name: 'pods', namespaced: true, status: true, short: ['po'] },
+    { group: '', version: 'v1', kind: 'Event', name: 'events', namespaced: true, short: ['ev'] },
+    { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', name: 'leases', namespaced: true },
+    {
+        group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition',
+        name: 'customresourcedefinitions', namespaced: false, status: true, short: ['crd', 'crds'],
+    },
+    {
+        group: CR_GROUP, version: 'v1alpha1', kind: 'SandboxTemplate', name: 'sandboxtemplates',
+        namespaced: false, status: true, cr: true, short: ['sbt'],
+    },
+    {
+        group: CR_GROUP, version: 'v1alpha1', kind: 'SandboxEnv', name: 'sandboxenvs',
+        namespaced: true, status: true, cr: true, short: ['sbe'],
+    },
+    {
+        group: CR_GROUP, version: 'v1alpha1', kind: 'SandboxPool', name: 'sandboxpools',
+        namespaced: true, status: true, scale: true, cr: true, short: ['sbp'],
+    },
+];
+for (const r of RESOURCES) {
+    r.apiVersion = r.group ? `${r.group}/${r.version}` : r.version;
+    r.prefix = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
+    r.qualified = r.group ? `${r.name}.${r.group}` : r.name; // for messages
+    r.kindQualified = r.group ? `${r.kind}.${r.group}` : r.kind;
+}
+
+const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+
+// --- small helpers -------------------------------------------------------------------
+
+const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
+const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const nowTime = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+
+function deepEqual(a, b) {
+    return JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
+}
+function sortKeys(v) {
+    if (Array.isArray(v)) return v.map(sortKeys);
+    if (!isObj(v)) return v;
+    const o = {};
+    for (const k of Object.keys(v).sort()) o[k] = sortKeys(v[k]);
+    return o;
+}
+
+class ApiError extends Error {
+    constructor(code, reason, message, details) {
+        super(message);
+        this.code = code;
+        this.reason = reason;
+        this.details = details;
+    }
+}
+
+function statusBody(code, reason, message, details) {
+    const s = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+    if (details) s.details = details;
+    return s;
+}
+
+const detailsOf = (r, name) => {
+    const d = { name, kind: r.name };
+    if (r.group) d.group = r.group;
+    return d;
+};
+const notFound = (r, name) =>
+    new ApiError(404, 'NotFound', `${r.qualified} "${name}" not found`, detailsOf(r, name));
+const conflict = (r, name, cause = 'the object has been modified; please apply your changes to the latest version and try again') =>
+    new ApiError(409, 'Conflict', `Operation cannot be fulfilled on ${r.qualified} "${name}": ${cause}`, detailsOf(r, name));
+function invalid(r, name, causes) {
+    const text = causes.map((c) => `${c.field}: ${c.message}`).join(', ');
+    const d = { name, kind: r.kind, causes };
+    if (r.group) d.group = r.group;
+    return new ApiError(422, 'Invalid', `${r.kindQualified} "${name}" is invalid: ${text}`, d);
+}
+const badRequest = (msg) => new ApiError(400, 'BadRequest', msg);
+
+// --- selectors -------------------------------------------------------------------------
+
+// Label selector string → predicate over a labels map (§8.1). Throws 400.
+export function parseLabelSelector(s) {
+    if (!s) return () => true;
+    const reqs = [];
+    // split on commas outside parentheses
+    const parts = [];
+    let depth = 0;
+    let cur = '';
+    for (const ch of s) {
+        if (ch === '(') depth++;
+        if (ch === ')') depth--;
+        if (ch === ',' && depth === 0) {
+            parts.push(cur);
+            cur = '';
+        } else cur += ch;
+    }
+    parts.push(cur);
+    for (let p of parts) {
+        p = p.trim();
+        let m;
+        if ((m = p.match(/^([^\s!=<>()]+)\s+(in|notin)\s+\(([^)]*)\)$/))) {
+            const vals = m[3].split(',').map((v) => v.trim());
+            const [k, op] = [m[1], m[2]];
+            reqs.push(op === 'in' ? (l) => k in l && vals.includes(l[k]) : (l) => !(k in l) || !vals.includes(l[k]));
+        } else if ((m = p.match(/^([^\s!=<>()]+)\s*(==|=|!=)\s*([^\s!=<>(),]*)$/))) {
+            const [k, op, v] = [m[1], m[2], m[3]];
+            reqs.push(op === '!=' ? (l) => l[k] !== v : (l) => l[k] === v);
+        } else if ((m = p.match(/^!([^\s!=<>()]+)$/))) {
+            const k = m[1];
+            reqs.push((l) => !(k in l));
+        } else if ((m = p.match(/^([^\s!=<>()]+)$/))) {
+            const k = m[1];
+            reqs.push((l) => k in l);
+        } else if ((m = p.match(/^([^\s!=<>()]+)\s*(<|>)\s*(-?\d+)$/))) {
+            const [k, op, n] = [m[1], m[2], Number(m[3])];
+            reqs.push((l) => k in l && /^-?\d+$/.test(l[k]) && (op === '<' ? Number(l[k]) < n : Number(l[k]) > n));
+        } else {
+            throw badRequest(`unable to parse requirement: ${JSON.stringify(p)}`);
+        }
+    }
+    return (labels) => reqs.every((f) => f(labels || {}));
+}
+
+const POD_FIELDS = {
+    'spec.nodeName': (o) => o.spec?.nodeName ?? '',
+    'spec.restartPolicy': (o) => o.spec?.restartPolicy ?? '',
+    'spec.schedulerName': (o) => o.spec?.schedulerName ?? '',
+    'spec.serviceAccountName': (o) => o.spec?.serviceAccountName ?? '',
+    'spec.hostNetwork': (o) => String(!!o.spec?.hostNetwork),
+    'status.phase': (o) => o.status?.phase ?? '',
+    'status.podIP': (o) => o.status?.podIP ?? '',
+    'status.nominatedNodeName': (o) => o.status?.nominatedNodeName ?? '',
+};
+const EVENT_FIELDS = Object.fromEntries(
+    ['kind', 'namespace', 'name', 'uid', 'apiVersion', 'resourceVersion', 'fieldPath']
+        .map((f) => [`involvedObject.${f}`, (o) => o.involvedObject?.[f] ?? ''])
+        .concat([
+            ['reason', (o) => o.reason ?? ''],
+            ['reportingComponent', (o) => o.reportingComponent ?? ''],
+            ['source', (o) => o.source?.component ?? ''],
+            ['type', (o) => o.type ?? ''],
+        ]),
+);
+
+// Field selector (§8.2): =, ==, != on the fields the resource supports; 400 otherwise.
+export function parseFieldSelector(r, s) {
+    if (!s) return () => true;
+    const fields = {
+        'metadata.name': (o) => o.metadata?.name ?? '',
+        ...(r.namespaced ? { 'metadata.namespace': (o) => o.metadata?.namespace ?? '' } : {}),
+        ...(r.name === 'pods' ? POD_FIELDS : {}),
+        ...(r.name === 'events' ? EVENT_FIELDS : {}),
+    };
+    const reqs = s.split(',').map((p) => {
+        const m = p.trim().match(/^([^!=]+?)\s*(==|=|!=)\s*(.*)$/);
+        if (!m) throw badRequest(`invalid selector: '${s}'; can't understand '${p}'`);
+        const get = fields[m[1]];
+        if (!get) throw badRequest(`field label not supported: ${m[1]}`);
+        return m[2] === '!=' ? (o) => get(o) !== m[3] : (o) => get(o) === m[3];
+    });
+    return (o) => reqs.every((f) => f(o));
+}
+
+// --- patches ---------------------------------------------------------------------------
+
+// RFC 7386: objects merge, null deletes, everything else (arrays too) replaces.
+export function mergePatch(target, patch) {
+    if (!isObj(patch)) return clone(patch);
+    const out = isObj(target) ? clone(target) : {};
+    for (const [k, v] of Object.entries(patch)) {
+        if (v === null) delete out[k];
+        else out[k] = mergePatch(out[k], v);
+    }
+    return out;
+}
+
+// Strategic merge for built-ins, as far as Pods need it: lists of named
+// things merge by key, finalizers merge as a set, `$patch: delete` removes a
+// list element, the `$setElementOrder`/`$retainKeys` directives are ignored.
+const SMP_KEYS = {
+    containers: 'name', initContainers: 'name', ephemeralContainers: 'name', volumes: 'name',
+    env: 'name', volumeMounts: 'mountPath', ports: 'containerPort', imagePullSecrets: 'name',
+    conditions: 'type', tolerations: null, finalizers: '$set',
+};
+export function strategicMerge(target, patch) {
+    if (!isObj(patch)) return clone(patch);
+    const out = isObj(target) ? clone(target) : {};
+    for (const [k, v] of Object.entries(patch)) {
+        if (k.startsWith('$setElementOrder/') || k === '$retainKeys' || k.startsWith('$deleteFromPrimitiveList/')) continue;
+        if (v === null) {
+            delete out[k];
+            continue;
+        }
+        const key = SMP_KEYS[k];
+        if (key && Array.isArray(v) && Array.isArray(out[k] ?? [])) {
+            const list = clone(out[k] ?? []);
+            if (key === '$set') {
+                for (const e of v) if (!list.includes(e)) list.push(e);
+            } else {
+                for (const e of v) {
+                    const i = list.findIndex((x) => isObj(x) && isObj(e) && x[key] === e[key]);
+                    if (isObj(e) && e.$patch === 'delete') {
+                        if (i >= 0) list.splice(i, 1);
+                    } else if (i >= 0) list[i] = strategicMerge(list[i], e);
+                    else list.push(clone(e));
+                }
+            }
+            out[k] = list;
+        } else {
+            out[k] = strategicMerge(out[k], v);
+        }
+    }
+    return out;
+}
+
+function pointer(p) {
+    if (p === '') return [];
+    if (!p.startsWith('/')) throw new Error(`JSON pointer must start with /: ${p}`);
+    return p.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+// RFC 6902; any failure (including `test`) throws a plain Error → 422.
+export function jsonPatch(doc, ops) {
+    if (!Array.isArray(ops)) throw new Error('json patch must be a list of operations');
+    if (ops.length > 10000) throw new Error('the allowed maximum operations in a JSON patch is 10000');
+    let root = clone(doc);
+    const parentOf = (segs) => {
+        let cur = root;
+        for (const s of segs.slice(0, -1)) {
+            if (cur === null || typeof cur !== 'object' || !(s in cur)) throw new Error(`doc is missing path: ${'/' + segs.join('/')}`);
+            cur = cur[s];
+        }
+        return cur;
+    };
+    const get = (segs) => {
+        let cur = root;
+        for (const s of segs) {
+            if (cur === null || typeof cur !== 'object' || !(s in cur)) throw new Error(`doc is missing path: /${segs.join('/')}`);
+            cur = cur[s];
+        }
+        return cur;
+    };
+    const add = (segs, value) => {
+        if (!segs.length) return void (root = value);
+        const par = parentOf(segs);
+        const last = segs[segs.length - 1];
+        if (Array.isArray(par)) {
+            const i = last === '-' ? par.length : Number(last);
+            if (!Number.isInteger(i) || i < 0 || i > par.length) throw new Error(`index out of range: ${last}`);
+            par.splice(i, 0, value);
+        } else if (isObj(par)) par[last] = value;
+        else throw new Error(`doc is missing path: /${segs.join('/')}`);
+    };
+    const remove = (segs) => {
+        const par = parentOf(segs);
+        const last = segs[segs.length - 1];
+        if (Array.isArray(par)) {
+            const i = Number(last);
+            if (!(i >= 0 && i < par.length)) throw new Error(`index out of range: ${last}`);
+            par.splice(i, 1);
+        } else {
+            if (!isObj(par) || !(last in par)) throw new Error(`doc is missing path: /${segs.join('/')}`);
+            delete par[last];
+        }
+    };
+    for (const op of ops) {
+        const segs = pointer(op.path ?? '');
+        switch (op.op) {
+            case 'add': add(segs, clone(op.value)); break;
+            case 'remove': remove(segs); break;
+            case 'replace': get(segs); remove(segs); add(segs, clone(op.value)); break;
+            case 'move': { const v = get(pointer(op.from)); remove(pointer(op.from)); add(segs, v); break; }
+            case 'copy': add(segs, clone(get(pointer(op.from)))); break;
+            case 'test':
+                if (!deepEqual(get(segs), op.value)) throw new Error(`testing value ${op.path} failed`);
+                break;
+            default: throw new Error(`Unexpected kind: ${op.op}`);
+        }
+    }
+    return root;
+}
+
+// --- defaults and validation -------------------------------------------------------------
+
+const NAME_RE = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+function podDefaults(o) {
+    const s = (o.spec ??= {});
+    s.restartPolicy ??= 'Always';
+    s.terminationGracePeriodSeconds ??= 30;
+    s.dnsPolicy ??= 'ClusterFirst';
+    s.schedulerName ??= 'default-scheduler';
+    s.enableServiceLinks ??= true;
+    for (const c of [...(s.containers ?? []), ...(s.initContainers ?? [])]) {
+        c.terminationMessagePath ??= '/dev/termination-log';
+        c.terminationMessagePolicy ??= 'File';
+        const tagged = /:[^/:]+$/.test(c.image ?? '') || (c.image ?? '').includes('@');
+        c.imagePullPolicy ??= !tagged || /:latest$/.test(c.image ?? '') ? 'Always' : 'IfNotPresent';
+    }
+}
+
+function crDefaults(r, o) {
+    const s = o.spec;
+    if (!isObj(s)) return;
+    if (r.kind === 'SandboxPool') s.podCreationImagePolicy ??= 'IdleImage';
+    if (r.kind === 'SandboxEnv') {
+        s.mode ??= 'WarmPool';
+        for (const g of s.autoscaling?.groups ?? []) {
+            g.enabled ??= false;
+            g.minReplicas ??= 0;
+            const up = (g.scaleUpPolicy ??= {});
+            up.mode ??= 'Default';
+            up.cooldownSeconds ??= 30;
+            up.idleThresholdSeconds ??= 30;
+            up.idleZeroQuietWindowSeconds ??= 300;
+            up.saturationCooldownSeconds ??= 60;
+            const down = (g.scaleDownPolicy ??= {});
+            down.idleTimeoutSeconds ??= 300;
+            down.stabilizationSeconds ??= 60;
+            down.protectionWindowSeconds ??= 10;
+        }
+        for (const c of s.clusters ?? []) for (const m of c.members ?? []) if (m.config) m.config.scalingGroup ??= 'default';
+    }
+}
+
+// The CRD schema rules a misbehaving agent would trip over.
+function crValidate(r, o) {
+    const causes = [];
+    const bad = (field, message, reason = 'FieldValueInvalid') => causes.push({ reason, message, field });
+    const s = o.spec;
+    if (!isObj(s)) bad('spec', 'Required value', 'FieldValueRequired');
+    else if (r.kind === 'SandboxPool') {
+        if (s.replicas === undefined) bad('spec.replicas', 'Required value', 'FieldValueRequired');
+        else if (!Number.isInteger(s.replicas)) bad('spec.replicas', `Invalid value: "${typeof s.replicas}": spec.replicas in body must be of type integer: "${typeof s.replicas}"`, 'FieldValueTypeInvalid');
+        else if (s.replicas < 0) bad('spec.replicas', `Invalid value: ${s.replicas}: spec.replicas in body should be greater than or equal to 0`);
+        if (s.podCreationImagePolicy !== undefined && !['PoolDefaultImage', 'IdleImage'].includes(s.podCreationImagePolicy))
+            bad('spec.podCreationImagePolicy', `Unsupported value: "${s.podCreationImagePolicy}": supported values: "PoolDefaultImage", "IdleImage"`, 'FieldValueNotSupported');
+    } else if (r.kind === 'SandboxEnv') {
+        if (!isObj(s.templateRef)) bad('spec.templateRef', 'Required value', 'FieldValueRequired');
+        else if (typeof s.templateRef.name !== 'string') bad('spec.templateRef.name', 'Required value', 'FieldValueRequired');
+        if (!['WarmPool', 'OnDemandJob'].includes(s.mode))
+            bad('spec.mode', `Unsupported value: "${s.mode}": supported values: "WarmPool", "OnDemandJob"`, 'FieldValueNotSupported');
+        for (const [i, g] of (s.autoscaling?.groups ?? []).entries()) {
+            if (g.scaleUpPolicy?.mode === 'Aggressive' && g.maxReplicas === undefined)
+                bad(`spec.autoscaling.groups[${i}]`, 'Invalid value: "object": Aggressive mode needs maxReplicas on the group');
+        }
+    }
+    return causes;
+}
+
+// Fields of a Pod spec that may change after creation (§9.1).
+function podSpecMutable(oldSpec, newSpec) {
+    const strip = (s) => {
+        const c = clone(s ?? {});
+        for (const k of ['containers', 'initContainers']) for (const x of c[k] ?? []) delete x.image;
+        delete c.activeDeadlineSeconds;
+        delete c.tolerations;
+        delete c.terminationGracePeriodSeconds;
+        return c;
+    };
+    return deepEqual(strip(oldSpec), strip(newSpec));
+}
+
+// Pruning (trap 32): fields the CRD schemas do not declare are dropped, at
+// the root and directly under spec (deeper levels are not modelled; the
+// embedded `template` is schemaless anyway).
+const CR_SPEC_FIELDS = {
+    SandboxTemplate: ['template', 'idleImage', 'runtimes', 'version', 'description', 'visibility'],
+    SandboxPool: ['replicas', 'templateName', 'defaultStartupTimeout', 'defaultIdleTimeout', 'podCreationImagePolicy',
+        'maxUnavailable', 'networkPolicy', 'template', 'idleImage', 'runtimes'],
+    SandboxEnv: ['templateRef', 'mode', 'defaults', 'clusters', 'autoscaling', 'overrides'],
+};
+
+// Returns the paths it dropped; fieldValidation=Strict makes them a 400.
+function prune(r, obj, mode) {
+    if (!r.cr) return [];
+    const dropped = [];
+    for (const k of Object.keys(obj)) if (!['apiVersion', 'kind', 'metadata', 'spec', 'status'].includes(k)) dropped.push(k);
+    if (isObj(obj.spec)) for (const k of Object.keys(obj.spec)) if (!CR_SPEC_FIELDS[r.kind].includes(k)) dropped.push(`spec.${k}`);
+    if (dropped.length && mode === 'Strict')
+        throw badRequest(`strict decoding error: ${dropped.map((d) => `unknown field "${d}"`).join(', ')}`);
+    for (const d of dropped) {
+        const parts = d.split('.');
+        if (parts.length === 1) delete obj[d];
+        else delete obj.spec[parts[1]];
+    }
+    return mode === 'Ignore' ? [] : dropped;
+}
+
+// --- the server ---------------------------------------------------------------------------
+
+// Starts the server on 127.0.0.1. Options:
+//   token            bearer token required (null = no auth); api.setToken() rotates it
+//   historyLimit     watch events kept for resumption (older → 410)
+//   bookmarkMs       BOOKMARK interval for watches that allow them (0 = never)
+//   watch410         'event' (ERROR event in a 200 stream) or 'http' (HTTP 410)
+//   watchTimeoutSec  default server-side end of a watch
+//   podGraceMs       how long a deleted scheduled Pod lingers without a kubelet
+//   kubelet          true or {node, podIP, pullDelayMs, readyDelayMs, stopDelayMs,
+//                    failImages (RegExp or list), normalise}: the simulated node;
+//                    api.options.kubelet may be changed while running
+export async function startKubeApi(opts = {}) {
+    const o = {
+        token: null, historyLimit: 1000, bookmarkMs: 1000, watch410: 'event', watchTimeoutSec: 1800,
+        podGraceMs: 0, port: 0, ...opts,
+    };
+    let token = o.token;
+    let rv = 0; // the one counter shared by every kind
+    let compactedRv = 0; // history holds every event with rv > compactedRv
+    const store = new Map(); // `${resource}/${ns}/${name}` → object
+    const history = []; // {rv, type, r, obj, prev}
+    const watchers = new Set();
+    const snapshots = new Map(); // continue tokens
+    const injections = [];
+    const requests = [];
+    const sockets = new Set();
+    const timers = new Set();
+    let closed = false;
+
+    const keyOf = (r, ns, name) => `${r.name}/${r.namespaced ? ns : ''}/${name}`;
+
+    function emit(type, r, obj, prev) {
+        const ev = { rv, type, r, obj: clone(obj), prev: clone(prev) };
+        history.push(ev);
+        while (history.length > o.historyLimit) compactedRv = history.shift().rv;
+        for (const w of watchers) if (w.r === r) w.deliver(ev);
+        if (o.kubelet && r.name === 'pods' && type !== 'DELETED') kubeletKick(obj);
+    }
+
+    function persist(r, obj, prev) {
+        rv += 1;
+        obj.metadata.resourceVersion = String(rv);
+        store.set(keyOf(r, obj.metadata.namespace, obj.metadata.name), obj);
+        emit(prev ? 'MODIFIED' : 'ADDED', r, obj, prev);
+        return obj;
+    }
+
+    function remove(r, obj) {
+        rv += 1;
+        const last = clone(obj);
+        last.metadata.resourceVersion = String(rv);
+        store.delete(keyOf(r, obj.metadata.namespace, obj.metadata.name));
+        emit('DELETED', r, last, obj);
+        return last;
+    }
+
+    function lookup(r, ns, name) {
+        const cur = store.get(keyOf(r, ns, name));
+        if (!cur) throw notFound(r, name);
+        return cur;
+    }
+
+    function withKind(r, obj) {
+        return { apiVersion: r.apiVersion, kind: r.kind, ...obj };
+    }
+
+    function validateMeta(r, obj) {
+        const name = obj.metadata.name;
+        const causes = [];
+        if (!name) causes.push({ reason: 'FieldValueRequired', message: 'Required value: name or generateName is required', field: 'metadata.name' });
+        else if (name.length > 253 || !NAME_RE.test(name))
+            causes.push({
+                reason: 'FieldValueInvalid', field: 'metadata.name',
+                message: `Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
+            });
+        for (const [k, v] of Object.entries(obj.metadata.labels ?? {})) {
+            if (typeof v !== 'string' || v.length > 63 || !/^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/.test(v))
+                causes.push({ reason: 'FieldValueInvalid', field: `metadata.labels`, message: `Invalid value: "${v}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character` });
+            const kn = k.includes('/') ? k.split('/').pop() : k;
+            if (!kn || kn.length > 63 || !/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(kn))
+                causes.push({ reason: 'FieldValueInvalid', field: 'metadata.labels', message: `Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'` });
+        }
+        const annSize = Object.entries(obj.metadata.annotations ?? {}).reduce((n, [k, v]) => n + k.length + String(v).length, 0);
+        if (annSize > 256 * 1024)
+            causes.push({ reason: 'FieldValueTooLong', field: 'metadata.annotations', message: `Too long: must have at most 262144 bytes` });
+        const owners = obj.metadata.ownerReferences ?? [];
+        if (owners.filter((x) => x.controller).length > 1)
+            causes.push({ reason: 'FieldValueInvalid', field: 'metadata.ownerReferences', message: 'Invalid value: []: Only one reference can have Controller set to true' });
+        if (r.cr) causes.push(...crValidate(r, obj));
+        if (causes.length) throw invalid(r, name || obj.metadata.generateName || '', causes);
+    }
+
+    // create (POST collection)
+    function create(r, ns, body, dryRun, fv = {}) {
+        if (!isObj(body) || !isObj(body.metadata ?? {})) throw badRequest('the body must be a JSON object');
+        if (body.kind && body.kind !== r.kind) throw badRequest(`the API version in the data (${body.apiVersion}) does not match the expected API version (${r.apiVersion}) or kind ${body.kind} is not ${r.kind}`);
+        const obj = withKind(r, clone(body));
+        obj.apiVersion = r.apiVersion;
+        obj.kind = r.kind;
+        const md = (obj.metadata ??= {});
+        if (r.namespaced) {
+            if (md.namespace && md.namespace !== ns)
+                throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
+            md.namespace = ns;
+        } else delete md.namespace;
+        if (!md.name && md.generateName) md.name = md.generateName.slice(0, 58) + randomBytes(5).toString('hex').replace(/[^a-z0-9]/g, 'x').slice(0, 5);
+        if (md.resourceVersion) throw invalid(r, md.name ?? '', [{ reason: 'FieldValueInvalid', field: 'metadata.resourceVersion', message: 'Invalid value: must be empty on create' }]);
+        for (const k of ['uid', 'creationTimestamp', 'deletionTimestamp', 'deletionGracePeriodSeconds', 'generation', 'selfLink', 'managedFields']) delete md[k];
+        if (r.status) {
+            delete obj.status;
+            if (r.name === 'pods') obj.status = { phase: 'Pending', qosClass: 'BestEffort' };
+        }
+        if (r.name === 'pods') podDefaults(obj);
+        if (r.cr) fv.warnings = prune(r, obj, fv.mode);
+        if (r.cr) crDefaults(r, obj);
+        validateMeta(r, obj);
+        if (store.has(keyOf(r, ns, md.name)))
+            throw new ApiError(409, 'AlreadyExists', `${r.qualified} "${md.name}" already exists`, detailsOf(r, md.name));
+        md.uid = randomUUID();
+        md.creationTimestamp = nowTime();
+        md.generation = 1;
+        if (dryRun) return obj;
+        return persist(r, obj, null);
+    }
+
+    // update of an existing object: the one place preconditions, immutability,
+    // generation, finalizers-during-deletion and no-op suppression live.
+    // `sub` is '' (main endpoint) or 'status'.
+    function update(r, cur, next, sub, { requireRv, dryRun, fv = {} } = {}) {
+        const name = cur.metadata.name;
+        if (!isObj(next) || !isObj(next.metadata ?? {})) throw badRequest('the body must be a JSON object');
+        next = clone(next);
+        next.apiVersion = r.apiVersion;
+        next.kind = r.kind;
+        const md = (next.metadata ??= {});
+        if (md.name && md.name !== name) throw badRequest(`the name of the object (${md.name}) does not match the name on the URL (${name})`);
+        if (r.namespaced && md.namespace && md.namespace !== cur.metadata.namespace)
+            throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
+        if (md.resourceVersion !== undefined && md.resourceVersion !== '' && md.resourceVersion !== cur.metadata.resourceVersion)
+            throw conflict(r, name);
+        if (requireRv && !md.resourceVersion)
+            throw invalid(r, name, [{ reason: 'FieldValueInvalid', field: 'metadata.resourceVersion', message: 'Invalid value: 0x0: must be specified for an update' }]);
+        if (sub === 'status') {
+            // only status moves (pods also keep label/annotation changes)
+            const merged = clone(cur);
+            merged.status = next.status;
+            if (r.name === 'pods') {
+                merged.metadata.labels = md.labels;
+                merged.metadata.annotations = md.annotations;
+            }
+            next = merged;
+        } else {
+            for (const k of ['uid', 'creationTimestamp', 'deletionTimestamp', 'deletionGracePeriodSeconds', 'generation'])
+                if (cur.metadata[k] !== undefined) md[k] = cur.metadata[k];
+                else delete md[k];
+            md.name = name;
+            if (r.namespaced) md.namespace = cur.metadata.namespace;
+            if (r.status) {
+                if (cur.status !== undefined) next.status = clone(cur.status);
+                else delete next.status;
+            }
+            if (r.name === 'pods') {
+                podDefaults(next);
+                if (!podSpecMutable(cur.spec, next.spec))
+                    throw invalid(r, name, [{
+                        reason: 'FieldValueForbidden', field: 'spec',
+                        message: 'Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)',
+                    }]);
+            }
+            if (r.cr) fv.warnings = prune(r, next, fv.mode);
+            if (r.cr) crDefaults(r, next);
+            validateMeta(r, next);
+            if (cur.metadata.deletionTimestamp) {
+                const had = new Set(cur.metadata.finalizers ?? []);
+                const added = (md.finalizers ?? []).filter((f) => !had.has(f));
+                if (added.length)
+                    throw invalid(r, name, [{ reason: 'FieldValueForbidden', field: 'metadata.finalizers', message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{${added.map((f) => JSON.stringify(f)).join(', ')}}` }]);
+            }
+            const body = (x) => { const c = clone(x); delete c.metadata; delete c.status; delete c.apiVersion; delete c.kind; return c; };
+            if (!deepEqual(body(cur), body(next))) md.generation = (cur.metadata.generation ?? 1) + 1;
+        }
+        next.metadata.resourceVersion = cur.metadata.resourceVersion;
+        if (deepEqual(next, cur)) return cur; // no-op: no bump, no event
+        if (dryRun) return next;
+        if (next.metadata.deletionTimestamp && !(next.metadata.finalizers ?? []).length && !podLingers(r, next)) return remove(r, next);
+        return persist(r, next, cur);
+    }
+
+    // A scheduled Pod stays Terminating until its (simulated) kubelet is done.
+    const podLingers = (r, obj) => r.name === 'pods' && !!obj.spec?.nodeName && obj.metadata.deletionGracePeriodSeconds > 0 && !obj.__gone;
+
+    function del(r, cur, opts) {
+        const name = cur.metadata.name;
+        const pre = opts.preconditions ?? {};
+        if (pre.uid && pre.uid !== cur.metadata.uid)
+            throw conflict(r, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${cur.metadata.uid}`);
+        if (pre.resourceVersion && pre.resourceVersion !== cur.metadata.resourceVersion)
+            throw conflict(r, name, `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${cur.metadata.resourceVersion}`);
+        let grace = opts.gracePeriodSeconds;
+        if (r.name === 'pods') {
+            if (!cur.spec?.nodeName || ['Succeeded', 'Failed'].includes(cur.status?.phase)) grace = 0;
+            grace ??= cur.spec?.terminationGracePeriodSeconds ?? 30;
+        }
+        const finalizers = cur.metadata.finalizers ?? [];
+        if (!finalizers.length && !(r.name === 'pods' && grace > 0)) {
+            if (opts.dryRun) return cur;
+            return { gone: true, obj: remove(r, cur) };
+        }
+        if (cur.metadata.deletionTimestamp && (r.name !== 'pods' || grace >= cur.metadata.deletionGracePeriodSeconds)) return { obj: cur };
+        const next = clone(cur);
+        next.metadata.deletionTimestamp ??= nowTime();
+        next.metadata.deletionGracePeriodSeconds = r.name === 'pods' ? grace : 0;
+        next.metadata.generation = (cur.metadata.generation ?? 1) + 1;
+        if (opts.dryRun) return { obj: next };
+        persist(r, next, cur);
+        if (r.name === 'pods' && grace > 0 && !o.kubelet) {
+            const t = setTimeout(() => {
+                timers.delete(t);
+                const now = store.get(keyOf(r, next.metadata.namespace, name));
+                if (now && now.metadata.uid === next.metadata.uid) podTerminated(r, now);
+            }, o.podGraceMs);
+            timers.add(t);
+        }
+        return { obj: store.get(keyOf(r, next.metadata.namespace, name)) };
+    }
+
+    // The kubelet has stopped the Pod: it goes once no finalizer holds it.
+    function podTerminated(r, pod) {
+        if ((pod.metadata.finalizers ?? []).length) {
+            const next = clone(pod);
+            next.metadata.deletionGracePeriodSeconds = 0;
+            if (!deepEqual(next, pod)) persist(r, next, pod);
+            return;
+        }
+        remove(r, pod);
+    }
+
+
+    // --- the simulated kubelet (§14 "Simulated node behaviour") -----------------------
+    //
+    // Per Pod, one step at a time: schedule (spec.nodeName, PodScheduled), start
+    // every container (after the pull delay, or ErrImagePull → ImagePullBackOff
+    // for images matching failImages), restart a container whose spec image
+    // changed (Killing event, restartCount + 1, lastState.terminated, a new
+    // containerID, Ready False then True, podIP kept), stop a deleted Pod.
+    // Every status change is a /status write: it bumps the RV and is watched.
+    const podRes = RESOURCES.find((x) => x.name === 'pods');
+    const busy = new Map(); // uid → {again}
+    const kubeletOpts = () => ({ node: 'node-1', podIP: '127.0.0.1', pullDelayMs: 0, readyDelayMs: 0, stopDelayMs: 0, failImages: null, ...(o.kubelet === true ? {} : o.kubelet) });
+    const sleep = (ms) => new Promise((res) => {
+        const t = setTimeout(() => { timers.delete(t); res(); }, ms);
+        timers.add(t);
+    });
+    const hash = (s) => {
+        let h = 0x811c9dc5;
+        for (const ch of s) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
+        return h.toString(16).padStart(8, '0');
+    };
+    const imageID = (img) => `docker-pullable://${img.replace(/[:@].*$/, '')}@sha256:${hash(img).repeat(8)}`;
+    const containerID = () => `containerd://${randomBytes(32).toString('hex')}`;
+
+    function kubeletKick(obj) {
+        const uid = obj.metadata.uid;
+        const b = busy.get(uid);
+        if (b) return void (b.again = true);
+        const entry = { again: false };
+        busy.set(uid, entry);
+        setImmediate(async () => {
+            try {
+                do {
+                    entry.again = false;
+                    await kubeletStep(obj.metadata.namespace, obj.metadata.name, uid);
+                } while (entry.again && !closed);
+            } finally {
+                busy.delete(uid);
+            }
+        });
+    }
+
+    function podNow(ns, name, uid) {
+        const p = store.get(keyOf(podRes, ns, name));
+        return p && p.metadata.uid === uid ? p : null;
+    }
+
+    // A status write from the kubelet; fn edits a copy of the current status.
+    function writeStatus(ns, name, uid, fn) {
+        const cur = podNow(ns, name, uid);
+        if (!cur) return null;
+        const next = clone(cur);
+        next.status ??= {};
+        fn(next.status, next);
+        return update(podRes, cur, next, 'status');
+    }
+
+    function setCond(st, type, status, reason) {
+        st.conditions ??= [];
+        const c = st.conditions.find((x) => x.type === type);
+        if (c && c.status === status) return;
+        const entry = { type, status, lastProbeTime: null, lastTransitionTime: nowTime(), ...(reason ? { reason } : {}) };
+        if (c) Object.assign(c, entry);
+        else st.conditions.push(entry);
+    }
+
+    function kubeletEvent(pod, type, reason, message, container) {
+        const ns = pod.metadata.namespace;
+        const kl = kubeletOpts();
+        const t = nowTime();
+        create(RESOURCES.find((x) => x.name === 'events'), ns, {
+            metadata: { name: `${pod.metadata.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
+            involvedObject: { kind: 'Pod', namespace: ns, name: pod.metadata.name, uid: pod.metadata.uid, apiVersion: 'v1', ...(container ? { fieldPath: `spec.containers{${container}}` } : {}) },
+            reason, message, type, count: 1, firstTimestamp: t, lastTimestamp: t,
+            source: { component: 'kubelet', host: kl.node }, reportingComponent: 'kubelet', reportingInstance: kl.node,
+        });
+    }
+
+    const pullFails = (img) => {
+        const f = kubeletOpts().failImages;
+        return !!f && (f instanceof RegExp ? f.test(img) : f.includes(img));
+    };
+
+    function recomputeReady(st) {
+        const all = (st.containerStatuses ?? []).length > 0 && st.containerStatuses.every((c) => c.ready);
+        setCond(st, 'ContainersReady', all ? 'True' : 'False', all ? undefined : 'ContainersNotReady');
+        setCond(st, 'Ready', all ? 'True' : 'False', all ? undefined : 'ContainersNotReady');
+    }
+
+    async function kubeletStep(ns, name, uid) {
+        const kl = kubeletOpts();
+        let pod = podNow(ns, name, uid);
+        if (!pod || closed) return;
+        if (!pod.spec?.nodeName) {
+            if (pod.metadata.deletionTimestamp) return;
+            // the scheduler's binding: nodeName is not writable through update
+            const next = clone(pod);
+            next.spec.nodeName = kl.node;
+            next.status ??= {};
+            setCond(next.status, 'PodScheduled', 'True');
+            persist(podRes, next, pod);
+            kubeletEvent(next, 'Normal', 'Scheduled', `Successfully assigned ${ns}/${name} to ${kl.node}`);
+            return void kubeletKick(next);
+        }
+        if (pod.metadata.deletionTimestamp) {
+            if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed' || pod.metadata.deletionGracePeriodSeconds === 0) {
+                if (!(pod.metadata.finalizers ?? []).length) remove(podRes, pod);
+                return;
+            }
+            for (const c of pod.spec.containers) kubeletEvent(pod, 'Normal', 'Killing', `Stopping container ${c.name}`, c.name);
+            await sleep(kl.stopDelayMs);
+            pod = podNow(ns, name, uid);
+            if (!pod) return;
+            writeStatus(ns, name, uid, (st) => {
+                for (const c of st.containerStatuses ?? []) {
+                    c.state = { terminated: { exitCode: 0, reason: 'Completed', startedAt: c.state?.running?.startedAt, finishedAt: nowTime(), containerID: c.containerID } };
+                    c.ready = false;
+                    c.started = false;
+                }
+                st.phase = 'Succeeded'; // stopped cleanly within its grace period
+                recomputeReady(st);
+            });
+            pod = podNow(ns, name, uid);
+            if (pod) podTerminated(podRes, pod);
+            return;
+        }
+        const st = pod.status ?? {};
+        if (!st.containerStatuses) {
+            // first start: sandbox ready, pull, run
+            writeStatus(ns, name, uid, (s) => {
+                s.phase = 'Pending';
+                s.hostIP = '127.0.0.1';
+                s.hostIPs = [{ ip: '127.0.0.1' }];
+                s.podIP = kl.podIP;
+                s.podIPs = [{ ip: kl.podIP }];
+                s.startTime = nowTime();
+                setCond(s, 'PodReadyToStartContainers', 'True');
+                setCond(s, 'Initialized', 'True');
+                s.containerStatuses = pod.spec.containers.map((c) => ({
+                    name: c.name, image: c.image, imageID: '', ready: false, started: false, restartCount: 0,
+                    state: { waiting: { reason: 'ContainerCreating' } }, lastState: {},
+                }));
+                recomputeReady(s);
+            });
+            kubeletKick(pod);
+            return;
+        }
+        // containers whose spec image differs from what runs (or is waiting to run)
+        for (const c of pod.spec.containers) {
+            const cs = st.containerStatuses.find((x) => x.name === c.name);
+            if (!cs) continue;
+            const wants = cs.image !== c.image || cs.state?.waiting?.reason === 'ContainerCreating';
+            const backoff = cs.state?.waiting && /ErrImagePull|ImagePullBackOff/.test(cs.state.waiting.reason) && cs.image === c.image;
+            if (!wants || backoff) continue;
+            const wasRunning = !!cs.state?.running;
+            if (wasRunning) {
+                kubeletEvent(pod, 'Normal', 'Killing', `Container ${c.name} definition changed, will be restarted`, c.name);
+                writeStatus(ns, name, uid, (s) => {
+                    const x = s.containerStatuses.find((y) => y.name === c.name);
+                    x.lastState = { terminated: { exitCode: 137, reason: 'Error', startedAt: x.state.running.startedAt, finishedAt: nowTime(), containerID: x.containerID } };
+                    x.state = { waiting: { reason: 'ContainerCreating' } };
+                    x.image = c.image;
+                    x.ready = false;
+                    x.started = false;
+                    x.restartCount += 1;
+                    recomputeReady(s);
+                });
+            }
+            kubeletEvent(pod, 'Normal', 'Pulling', `Pulling image "${c.image}"`, c.name);
+            await sleep(kubeletOpts().pullDelayMs);
+            pod = podNow(ns, name, uid);
+            if (!pod || pod.metadata.deletionTimestamp) return void (pod && kubeletKick(pod));
+            const specNow = pod.spec.containers.find((y) => y.name === c.name);
+            if (specNow.image !== c.image) return void kubeletKick(pod); // changed again meanwhile
+            if (pullFails(c.image)) {
+                const msg = `Failed to pull image "${c.image}": rpc error: code = NotFound desc = failed to pull and unpack image "${c.image}": not found`;
+                kubeletEvent(pod, 'Warning', 'Failed', msg, c.name);
+                writeStatus(ns, name, uid, (s) => {
+                    const x = s.containerStatuses.find((y) => y.name === c.name);
+                    x.image = c.image;
+                    x.state = { waiting: { reason: 'ErrImagePull', message: msg } };
+                    x.ready = false;
+                    recomputeReady(s);
+                });
+                await sleep(Math.max(10, kubeletOpts().pullDelayMs));
+                writeStatus(ns, name, uid, (s) => {
+                    const x = s.containerStatuses.find((y) => y.name === c.name);
+                    if (x.state?.waiting?.reason === 'ErrImagePull' && x.image === c.image)
+                        x.state = { waiting: { reason: 'ImagePullBackOff', message: `Back-off pulling image "${c.image}"` } };
+                });
+                continue;
+            }
+            kubeletEvent(pod, 'Normal', 'Pulled', `Successfully pulled image "${c.image}"`, c.name);
+            const id = containerID();
+            writeStatus(ns, name, uid, (s) => {
+                const x = s.containerStatuses.find((y) => y.name === c.name);
+                x.image = kubeletOpts().normalise && !c.image.includes('/') ? `docker.io/library/${c.image}` : c.image;
+                x.imageID = imageID(c.image);
+                x.containerID = id;
+                x.state = { running: { startedAt: nowTime() } };
+                x.started = true;
+                x.ready = kubeletOpts().readyDelayMs <= 0;
+                s.phase = 'Running';
+                recomputeReady(s);
+            });
+            kubeletEvent(pod, 'Normal', 'Started', `Started container ${c.name}`, c.name);
+            if (kubeletOpts().readyDelayMs > 0) {
+                await sleep(kubeletOpts().readyDelayMs);
+                writeStatus(ns, name, uid, (s) => {
+                    const x = s.containerStatuses.find((y) => y.name === c.name);
+                    if (x.containerID === id) x.ready = true;
+                    recomputeReady(s);
+                });
+            }
+        }
+    }
+
+    function list(r, ns) {
+        const out = [];
+        for (const [k, v] of store) {
+            if (!k.startsWith(`${r.name}/`)) continue;
+            if (r.namespaced && ns && v.metadata.namespace !== ns) continue;
+            out.push(v);
+        }
+        out.sort((a, b) => `${a.metadata.namespace ?? ''}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace ?? ''}/${b.metadata.name}`));
+        return out;
+    }
+
+    // --- watch -----------------------------------------------------------------------------
+
+    function startWatch(req, res, r, ns, q, match) {
+        const from = q.get('resourceVersion');
+        const bookmarks = q.get('allowWatchBookmarks') === 'true' || q.get('allowWatchBookmarks') === '1';
+        const timeoutSec = Number(q.get('timeoutSeconds') || o.watchTimeoutSec);
+        const inNs = (obj) => !r.namespaced || !ns || obj.metadata.namespace === ns;
+        if (from && from !== '0' && Number(from) < compactedRv && o.watch410 === 'http') {
+            throw new ApiError(410, 'Expired', `too old resource version: ${from} (${compactedRv + 1})`);
+        }
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache' });
+        res.flushHeaders();
+        const w = { r, res, closed: false };
+        const writeEvent = (type, object) => {
+            if (w.closed) return;
+            const line = JSON.stringify({ type, object }) + '\n';
+            if (o.splitEvents && line.length > 2) {
+                const half = Math.floor(line.length / 2);
+                res.write(line.slice(0, half));
+                res.write(line.slice(half));
+            } else res.write(line);
+        };
+        w.end = () => {
+            if (w.closed) return;
+            w.closed = true;
+            watchers.delete(w);
+            clearInterval(w.bm);
+            clearTimeout(w.to);
+            res.end();
+        };
+        w.deliver = (ev) => {
+            if (!inNs(ev.obj)) return;
+            const now = ev.type !== 'DELETED' && match(ev.obj);
+            const before = ev.prev ? match(ev.prev) : false;
+            if (ev.type === 'DELETED') {
+                if (before) writeEvent('DELETED', ev.obj);
+            } else if (now && !before) writeEvent('ADDED', ev.obj);
+            else if (now && before) writeEvent(ev.type === 'ADDED' ? 'ADDED' : 'MODIFIED', ev.obj);
+            else if (!now && before) {
+                const gone = clone(ev.prev);
+                gone.metadata.resourceVersion = String(ev.rv);
+                writeEvent('DELETED', gone);
+            }
+        };
+        if (!from || from === '0') {
+            for (const obj of list(r, ns)) if (match(obj)) writeEvent('ADDED', obj);
+        } else if (Number(from) < compactedRv) {
+            writeEvent('ERROR', statusBody(410, 'Expired', `too old resource version: ${from} (${compactedRv + 1})`));
+            res.end();
+            return;
+        } else {
+            for (const ev of history) if (ev.r === r && ev.rv > Number(from)) w.deliver(ev);
+        }
+        watchers.add(w);
+        if (bookmarks && o.bookmarkMs > 0)
+            w.bm = setInterval(() => writeEvent('BOOKMARK', { kind: r.kind, apiVersion: r.apiVersion, metadata: { resourceVersion: String(rv) } }), o.bookmarkMs);
+        w.to = setTimeout(w.end, timeoutSec * 1000);
+        // (not req 'close': that fires once the request body is read)
+        res.on('close', w.end);
+    }
+
+    // --- discovery -------------------------------------------------------------------------
+
+    function resourceList(groupVersion) {
+        const resources = [];
+        for (const r of RESOURCES.filter((x) => x.apiVersion === groupVersion)) {
+            resources.push({
+                name: r.name, singularName: r.kind.toLowerCase(), namespaced: r.namespaced, kind: r.kind,
+                verbs: VERBS, ...(r.short ? { shortNames: r.short } : {}), ...(r.cr ? { categories: ['all'] } : {}),
+            });
+            if (r.status) resources.push({ name: `${r.name}/status`, singularName: '', namespaced: r.namespaced, kind: r.kind, verbs: ['get', 'patch', 'update'] });
+            if (r.scale)
+                resources.push({ name: `${r.name}/scale`, singularName: '', namespaced: r.namespaced, group: 'autoscaling', version: 'v1', kind: 'Scale', verbs: ['get', 'patch', 'update'] });
+        }
+        return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion, resources };
+    }
+
+    function groupList() {
+        const groups = [...new Set(RESOURCES.filter((r) => r.group).map((r) => r.group))].map((g) => {
+            const v = RESOURCES.find((r) => r.group === g).version;
+            const gv = { groupVersion: `${g}/${v}`, version: v };
+            return { name: g, versions: [gv], preferredVersion: gv };
+        });
+        return { kind: 'APIGroupList', apiVersion: 'v1', groups };
+    }
+
+    // OpenAPI v3, only what kubectl's query-parameter verifier reads: a PATCH
+    // per kind carrying the GVK extension and the fieldValidation parameter,
+    // so kubectl leaves validation to the server instead of fetching /openapi/v2.
+    function openapiDoc(gv) {
+        const paths = {};
+        for (const r of RESOURCES.filter((x) => x.apiVersion === gv)) {
+            const gvk = { group: r.group, version: r.version, kind: r.kind }; // an object on operations
+            const item = r.namespaced ? `${r.prefix}/namespaces/{namespace}/${r.name}/{name}` : `${r.prefix}/${r.name}/{name}`;
+            const op = (verb) => ({
+                'x-kubernetes-action': verb, 'x-kubernetes-group-version-kind': gvk,
+                parameters: [{ name: 'fieldValidation', in: 'query', schema: { type: 'string', uniqueItems: true } }],
+                requestBody: { content: { 'application/merge-patch+json': { schema: { type: 'object' } }, 'application/json-patch+json': { schema: { type: 'object' } } } },
+                responses: { 200: { description: 'OK' } },
+            });
+            paths[item] = { patch: op('patch'), put: op('put') };
+        }
+        return { openapi: '3.0.0', info: { title: 'Kubernetes', version: 'v1.32.0' }, paths, components: { schemas: {} } };
+    }
+
+    function openapiIndex() {
+        const paths = {};
+        for (const gv of new Set(RESOURCES.map((r) => r.apiVersion))) {
+            const p = gv.includes('/') ? `apis/${gv}` : `api/${gv}`;
+            paths[p] = { serverRelativeURL: `/openapi/v3/${p}?hash=0000` };
+        }
+        return { paths };
+    }
+
+    // --- routing ---------------------------------------------------------------------------
+
+    // → {r, ns, name, sub} or null
+    function route(p) {
+        const segs = p.split('/').filter(Boolean);
+        let rest;
+        let prefixGv;
+        if (segs[0] === 'api' && segs.length >= 2) {
+            prefixGv = segs[1];
+            rest = segs.slice(2);
+        } else if (segs[0] === 'apis' && segs.length >= 3) {
+            prefixGv = `${segs[1]}/${segs[2]}`;
+            rest = segs.slice(3);
+        } else return null;
+        let ns = null;
+        if (rest[0] === 'namespaces' && rest.length >= 3) {
+            ns = rest[1];
+            rest = rest.slice(2);
+        }
+        const r = RESOURCES.find((x) => x.apiVersion === prefixGv && x.name === rest[0]);
+        if (!r || rest.length > 3) return null;
+        if (!r.namespaced && ns !== null) return null;
+        const name = rest[1] ?? null;
+        const sub = rest[2] ?? '';
+        if (r.namespaced && name && ns === null) return null; // items need a namespace
+        if (sub && !((sub === 'status' && r.status) || (sub === 'scale' && r.scale))) return null;
+        return { r, ns, name, sub };
+    }
+
+    function scaleOf(obj) {
+        return {
+            kind: 'Scale', apiVersion: 'autoscaling/v1',
+            metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion, creationTimestamp: obj.metadata.creationTimestamp },
+            spec: { replicas: obj.spec?.replicas ?? 0 },
+            status: { replicas: obj.status?.runningReplicas ?? 0, selector: obj.status?.selector ?? '' },
+        };
+    }
+
+    function applyPatch(r, cur, ctype, patch) {
+        const t = (ctype || '').split(';')[0].trim();
+        if (t === 'application/json-patch+json') {
+            try {
+                return jsonPatch(cur, patch);
+            } catch (e) {
+                throw new ApiError(422, 'Invalid', e.message);
+            }
+        }
+        if (t === 'application/merge-patch+json') return mergePatch(cur, patch);
+        if (t === 'application/strategic-merge-patch+json' && !r.cr) return strategicMerge(cur, patch);
+        throw new ApiError(415, 'UnsupportedMediaType',
+            'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json' + (r.cr ? ', application/apply-patch+yaml' : ', application/strategic-merge-patch+json'));
+    }
+
+    async function handle(req, res, url, body) {
+        const p = url.pathname;
+        const q = url.searchParams;
+        const fv = { mode: q.get('fieldValidation') ?? 'Warn', warnings: [] };
+        const send = (code, obj, headers = {}) => {
+            if (fv.warnings.length) res.setHeader('Warning', fv.warnings.map((w) => `299 - "unknown field \\"${w}\\""`));
+            res.writeHead(code, { 'Content-Type': 'application/json', ...headers });
+            res.end(JSON.stringify(obj));
+            return code;
+        };
+        if (req.method === 'GET') {
+            if (p === '/version') return send(200, { major: '1', minor: '32', gitVersion: 'v1.32.0-agentbox-test', platform: 'linux/amd64' });
+            if (p === '/api') return send(200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: `127.0.0.1:${api.port}` }] });
+            if (p === '/apis') return send(200, groupList());
+            if (p === '/api/v1') return send(200, resourceList('v1'));
+            const m = p.match(/^\/apis\/([^/]+)\/([^/]+)$/);
+            if (m && RESOURCES.some((r) => r.apiVersion === `${m[1]}/${m[2]}`)) return send(200, resourceList(`${m[1]}/${m[2]}`));
+            if (p.match(/^\/apis\/[^/]+$/)) {
+                const g = groupList().groups.find((x) => x.name === p.split('/')[2]);
+                if (g) return send(200, { kind: 'APIGroup', apiVersion: 'v1', ...g });
+            }
+            if (p === '/openapi/v3') return send(200, openapiIndex());
+            if (p === '/openapi/v2') {
+                // Older kubectl (Debian's 1.20) validates with v2 and asks for
+                // protobuf: zero bytes are an empty, valid Document, so no kind
+                // has a client-side schema and validation is left to us.
+                if ((req.headers.accept ?? '').includes('protobuf')) {
+                    res.writeHead(200, { 'Content-Type': 'application/com.github.proto-openapi.spec.v2.v1.0+protobuf' });
+                    res.end();
+                    return 200;
+                }
+                return send(200, { swagger: '2.0', info: { title: 'Kubernetes', version: 'v1.32.0' }, paths: {} });
+            }
+            const oa = p.match(/^\/openapi\/v3\/(?:api|apis)\/(.+)$/);
+            if (oa && RESOURCES.some((r) => r.apiVersion === oa[1])) return send(200, openapiDoc(oa[1]));
+            if (p === '/healthz' || p === '/readyz' || p === '/livez') {
+                res.writeHead(200, { 'Content-Type': 'text/plain' });
+                res.end('ok');
+                return 200;
+            }
+        }
+        const rt = route(p);
+        if (!rt) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
+        const { r, ns, name, sub } = rt;
+        const dryRun = q.get('dryRun') === 'All';
+        let parsed;
+        if (body.length) {
+            try {
+                parsed = JSON.parse(body.toString('utf8'));
+            } catch (e) {
+                throw badRequest(`error decoding the request body: ${e.message}`);
+            }
+        }
+        if (!name) {
+            if (req.method === 'GET') {
+                const labels = parseLabelSelector(q.get('labelSelector'));
+                const fields = parseFieldSelector(r, q.get('fieldSelector'));
+                const match = (obj) => labels(obj.metadata.labels) && fields(obj);
+                if (q.get('watch') === '1' || q.get('watch') === 'true') {
+                    startWatch(req, res, r, ns, q, match);
+                    return 200;
+                }
+                return send(200, listResponse(r, ns, q, match));
+            }
+            if (req.method === 'POST') {
+                if (r.namespaced && !ns) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+                return send(201, create(r, ns, parsed, dryRun, fv));
+            }
+            throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+        }
+        const cur = lookup(r, ns, name);
+        if (sub === 'scale') {
+            if (req.method === 'GET') return send(200, scaleOf(cur));
+            let want;
+            if (req.method === 'PUT') want = parsed;
+            else if (req.method === 'PATCH') want = applyPatch({ ...r, cr: true }, scaleOf(cur), req.headers['content-type'], parsed);
+            else throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+            if (want?.metadata?.resourceVersion && want.metadata.resourceVersion !== cur.metadata.resourceVersion) throw conflict(r, name);
+            const next = clone(cur);
+            next.spec.replicas = want?.spec?.replicas;
+            return send(200, scaleOf(update(r, cur, next, '', { dryRun })));
+        }
+        switch (req.method) {
+            case 'GET':
+                return send(200, cur);
+            case 'PUT':
+                return send(200, update(r, cur, parsed, sub, { requireRv: r.cr, dryRun, fv }));
+            case 'PATCH': {
+                const patched = applyPatch(r, cur, req.headers['content-type'], parsed);
+                return send(200, update(r, cur, patched, sub, { dryRun, fv }));
+            }
+            case 'DELETE': {
+                if (sub) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+                const opts = { ...(isObj(parsed) ? parsed : {}), dryRun };
+                if (q.has('gracePeriodSeconds')) opts.gracePeriodSeconds = Number(q.get('gracePeriodSeconds'));
+                const out = del(r, cur, opts);
+                if (out.gone && r.name !== 'pods')
+                    return send(200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { ...detailsOf(r, name), uid: cur.metadata.uid } });
+                return send(200, out.obj);
+            }
+            default:
+                throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+        }
+    }
+
+    function listResponse(r, ns, q, match) {
+        const want = q.get('resourceVersion');
+        const matchMode = q.get('resourceVersionMatch');
+        if (matchMode && !want) throw badRequest('resourceVersionMatch is forbidden unless resourceVersion is provided');
+        if (matchMode === 'Exact' && want === '0') throw badRequest('resourceVersionMatch "exact" is forbidden for resourceVersion "0"');
+        if (want && want !== '0' && Number(want) > rv)
+            throw Object.assign(new ApiError(504, 'Timeout', `Too large resource version: ${want}, current: ${rv}`, { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 }));
+        // Only the current state is kept, so Exact works for the current version only.
+        const exact = matchMode === 'Exact' || (want && want !== '0' && !matchMode && q.get('limit'));
+        if (exact && Number(want) !== rv) throw new ApiError(410, 'Expired', `too old resource version: ${want} (${rv})`);
+        let items;
+        let listRv;
+        let offset = 0;
+        for (const [id, snap] of snapshots) if (snap.expires < Date.now()) snapshots.delete(id);
+        const cont = q.get('continue');
+        if (cont) {
+            let tok;
+            try {
+                tok = JSON.parse(Buffer.from(cont, 'base64url').toString());
+            } catch {
+                throw badRequest('continue key is not valid');
+            }
+            const snap = snapshots.get(tok.id);
+            if (!snap || snap.expires < Date.now())
+                throw new ApiError(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.');
+            ({ items, rv: listRv } = snap);
+            offset = tok.offset;
+        } else {
+            items = list(r, ns).filter(match).map(clone);
+            listRv = rv;
+        }
+        const limit = Number(q.get('limit') || 0);
+        const meta = { resourceVersion: String(listRv) };
+        let page = items.slice(offset);
+        if (limit > 0 && page.length > limit) {
+            page = page.slice(0, limit);
+            let id = cont ? JSON.parse(Buffer.from(cont, 'base64url').toString()).id : null;
+            if (!id) {
+                id = randomUUID();
+                snapshots.set(id, { items, rv: listRv, expires: Date.now() + (o.continueTtlMs ?? 300000) });
+            }
+            meta.continue = Buffer.from(JSON.stringify({ id, offset: offset + limit })).toString('base64url');
+        }
+        // built-in list items come without kind/apiVersion, as real servers send them (§3.2)
+        if (!r.cr) page = page.map((x) => { const c = { ...x }; delete c.kind; delete c.apiVersion; return c; });
+        return { kind: `${r.kind}List`, apiVersion: r.apiVersion, metadata: meta, items: page };
+    }
+
+    const server = http.createServer((req, res) => {
+        const url = new URL(req.url, 'http://x');
+        const chunks = [];
+        let size = 0;
+        let tooBig = false;
+        req.on('data', (c) => {
+            size += c.length;
+            if (size > MAX_BODY) tooBig = true;
+            else chunks.push(c);
+        });
+        req.on('end', async () => {
+            const entry = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), body: null, code: 0, contentType: req.headers['content-type'] ?? '' };
+            requests.push(entry);
+            const body = Buffer.concat(chunks);
+            try {
+                entry.body = body.length ? JSON.parse(body.toString()) : null;
+            } catch {
+                entry.body = body.toString();
+            }
+            const fail = (e) => {
+                const code = e.code ?? 500;
+                entry.code = code;
+                if (res.headersSent) return void res.end();
+                const headers = { 'Content-Type': 'application/json' };
+                if (e.details?.retryAfterSeconds) headers['Retry-After'] = String(e.details.retryAfterSeconds);
+                res.writeHead(code, headers);
+                res.end(JSON.stringify(statusBody(code, e.reason ?? 'InternalError', e.message, e.details)));
+            };
+            try {
+                // like system:public-info-viewer: version and health need no token
+                // (kubectl's dispatcher asks /version before it sends credentials)
+                const open = ['/healthz', '/readyz', '/livez', '/version'].includes(url.pathname);
+                if (token !== null && !open) {
+                    if (req.headers.authorization !== `Bearer ${token}`) throw new ApiError(401, 'Unauthorized', 'Unauthorized');
+                }
+                if (tooBig) throw new ApiError(413, 'RequestEntityTooLarge', `the request body is too large: limit is ${MAX_BODY} bytes`);
+                const inj = injections.find((i) => i.times !== 0 && (!i.method || i.method === req.method) && (!i.path || i.path.test(url.pathname + url.search)));
+                if (inj) {
+                    if (inj.times > 0) inj.times -= 1;
+                    if (inj.delayMs) await new Promise((r) => setTimeout(r, inj.delayMs));
+                    if (inj.reset) {
+                        entry.code = -1;
+                        return void req.socket.destroy();
+                    }
+                    if (inj.status) {
+                        entry.code = inj.status;
+                        const headers = inj.retryAfter !== undefined ? { 'Retry-After': String(inj.retryAfter) } : {};
+                        if (inj.plain) {
+                            res.writeHead(inj.status, { 'Content-Type': 'text/plain', ...headers });
+                            return void res.end(inj.plain);
+                        }
+                        res.writeHead(inj.status, { 'Content-Type': 'application/json', ...headers });
+                        return void res.end(JSON.stringify(statusBody(inj.status, inj.reason ?? 'InternalError', inj.message ?? `injected ${inj.status}`)));
+                    }
+                }
+                entry.code = await handle(req, res, url, body);
+            } catch (e) {
+                if (!(e instanceof ApiError)) e.code = 500;
+                fail(e);
+            }
+        });
+    });
+    server.keepAliveTimeout = 60000;
+    server.on('connection', (s) => {
+        sockets.add(s);
+        s.on('close', () => sockets.delete(s));
+    });
+    await new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(o.port, '127.0.0.1', resolve);
+    });
+
+    const api = {
+        port: server.address().port,
+        get url() {
+            return `http://127.0.0.1:${api.port}`;
+        },
+        requests,
+        get resourceVersion() {
+            return String(rv);
+        },
+        setToken(t) {
+            token = t;
+        },
+        // Forget all watch history: a watch from any earlier version gets 410.
+        compact() {
+            history.length = 0;
+            compactedRv = rv;
+        },
+        // Fault injection: {method, path: RegExp over path+query, status, reason,
+        // message, plain (text body), retryAfter, delayMs, reset, times (-1 = forever)}.
+        inject(spec) {
+            injections.push({ times: 1, ...spec });
+        },
+        clearInjections() {
+            injections.length = 0;
+        },
+        // End every open watch stream (as a proxy or server restart would).
+        dropWatches() {
+            for (const w of [...watchers]) {
+                w.res.socket?.destroy();
+                w.end();
+            }
+        },
+        options: o,
+        // Direct access for tests (no HTTP): the stored object or undefined.
+        peek(resource, ns, name) {
+            const r = RESOURCES.find((x) => x.name === resource);
+            return clone(store.get(keyOf(r, ns, name)));
+        },
+        // A kubeconfig for the real kubectl (and for our C client) in dir.
+        kubeconfig(dir, { namespace = 'default' } = {}) {
+            const file = path.join(dir, 'kubeconfig');
+            const user = token !== null ? `    token: ${token}\n` : '    {}\n';
+            fs.writeFileSync(file, `apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- name: test
+  cluster:
+    server: ${api.url}
+    insecure-skip-tls-verify: true
+users:
+- name: test
+  user:
+${token !== null ? `    token: ${token}\n` : '    {}\n'}contexts:
+- name: test
+  context:
+    cluster: test
+    user: test
+    namespace: ${namespace}
+`);
+            void user;
+            return file;
+        },
+        // The process restarts (storage and watch history kept, as etcd
+        // keeps them): every connection drops, nothing listens for downMs.
+        async restart({ downMs = 0 } = {}) {
+            for (const w of [...watchers]) {
+                w.res.socket?.destroy();
+                w.end();
+            }
+            await new Promise((resolve) => {
+                server.close(() => resolve());
+                for (const s of sockets) s.destroy();
+            });
+            if (downMs) await new Promise((r) => setTimeout(r, downMs));
+            await new Promise((resolve, reject) => {
+                server.once('error', reject);
+                server.listen(api.port, '127.0.0.1', resolve);
+            });
+        },
+        async close() {
+            closed = true;
+            for (const w of [...watchers]) w.end();
+            for (const t of timers) clearTimeout(t);
+            await new Promise((resolve) => {
+                server.close(() => resolve());
+                for (const s of sockets) s.destroy();
+            });
+        },
+    };
+    return api;
+}
