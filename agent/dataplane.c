@@ -340,7 +340,7 @@ static void relay_remote(struct http_exchange *ex, struct dataplane *dp, const c
         return;
     }
     /* the original target: the remote data plane extracts the sandbox again */
-    hub_link_proxy(dp->d.hub, ex, cluster, RELAY_SVC_DATA, r->target);
+    hub_link_proxy(dp->d.hub, ex, cluster, RELAY_SVC_DATA, r->target, NULL);
     count_request(dp, "relayed", t0_us);
 }
 

@@ -44,7 +44,8 @@ static void relay_authed(struct http_exchange *ex, const struct agent_principal 
     const char *slash = strchr(p, '/');
     slash = slash ? strchr(slash + 1, '/') : NULL;
     const char *rest = slash ? slash : "/";
-    hub_link_proxy(n->d.hub, ex, cluster, service, rest);
+    /* the caller's assertion, never its key: the hub re-signs it for the target */
+    hub_link_proxy(n->d.hub, ex, cluster, service, rest, who->assertion);
 }
 
 static void h_relay(struct http_exchange *ex, void *arg)
