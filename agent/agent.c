@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <limits.h>
@@ -60,12 +61,16 @@ const struct cfg_option agent_serve_options[] = {
      NULL},
     {"log_service_url", CFG_STRING, NULL, false, AOPT(log_service_url),
      "E2B logs of ended sandboxes: the central log service; unset: those answer 501", NULL},
-    {"e2b_listen", CFG_STRING, ":8090", false, AOPT(e2b_listen),
+    {"e2b_listen", CFG_STRING, "127.0.0.1:8090", false, AOPT(e2b_listen),
      "E2B-compatible API listen address (HOST:PORT, :PORT or unix:PATH)", NULL},
-    {"data_listen", CFG_STRING, ":8091", false, AOPT(data_listen), "data plane listen address",
-     NULL},
-    {"native_listen", CFG_STRING, ":8080", false, AOPT(native_listen),
+    {"data_listen", CFG_STRING, "127.0.0.1:8091", false, AOPT(data_listen),
+     "data plane listen address", NULL},
+    {"native_listen", CFG_STRING, "127.0.0.1:8080", false, AOPT(native_listen),
      "native (console/abx) API listen address", NULL},
+    {"metrics_listen", CFG_STRING, "127.0.0.1:8092", false, AOPT(metrics_listen),
+     "/metrics (and /healthz) listener, apart from the APIs: the page is not authenticated; "
+     "loopback by default, :PORT exposes it on every interface",
+     NULL},
     {"log_level", CFG_STRING, "info", false, AOPT(log_level), "debug, info, warn or error", NULL},
     {"log_json", CFG_BOOL, "false", false, AOPT(log_json), "log JSON lines instead of key=value",
      NULL},
@@ -79,8 +84,42 @@ const struct cfg_option agent_serve_options[] = {
      NULL},
     {"reconnect_reset", CFG_DURATION, "60s", false, AOPT(reconnect_reset_ms),
      "a tunnel up this long starts the backoff again from reconnect_min", NULL},
+    {"enable_diag", CFG_BOOL, "false", false, AOPT(enable_diag),
+     "serve the admin-only tunnel diagnostics /v1/diag/echo and /v1/diag/bytes on the native API",
+     NULL},
+    {"insecure_tunnel", CFG_BOOL, "false", false, AOPT(insecure_tunnel),
+     "allow a ws:// hub_url to a non-loopback host (the join token and keys cross in clear)", NULL},
 };
 const size_t agent_serve_noptions = AB_ARRAY_LEN(agent_serve_options);
+
+bool agent_url_is_loopback(const char *hostport)
+{
+    char host[256];
+    size_t n = 0;
+
+    if (hostport[0] == '[') { /* [::1]:7701 */
+        const char *end = strchr(hostport, ']');
+        if (!end || (size_t)(end - hostport - 1) >= sizeof(host))
+            return false;
+        n = (size_t)(end - hostport - 1);
+        memcpy(host, hostport + 1, n);
+    } else {
+        while (hostport[n] && hostport[n] != ':' && hostport[n] != '/' && n + 1 < sizeof(host)) {
+            host[n] = hostport[n];
+            n++;
+        }
+        if (hostport[n] && hostport[n] != ':' && hostport[n] != '/')
+            return false; /* longer than any host name */
+    }
+    host[n] = '\0';
+    if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
+        return true;
+    /* 127.0.0.0/8, written as four decimal octets */
+    unsigned a, b, c, d;
+    char tail;
+    return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
+           c < 256 && d < 256;
+}
 
 int agent_config_check(const struct agent_config *cfg, char *err, size_t errlen)
 {
@@ -100,6 +139,14 @@ int agent_config_check(const struct agent_config *cfg, char *err, size_t errlen)
     if (cfg->hub_url) {
         if (strncmp(cfg->hub_url, "ws://", 5) != 0 && strncmp(cfg->hub_url, "wss://", 6) != 0) {
             snprintf(err, errlen, "hub_url '%s' must start with wss:// (or ws:// on loopback)",
+                     cfg->hub_url);
+            return AB_EINVAL;
+        }
+        if (strncmp(cfg->hub_url, "ws://", 5) == 0 && !cfg->insecure_tunnel &&
+            !agent_url_is_loopback(cfg->hub_url + 5)) {
+            snprintf(err, errlen,
+                     "hub_url '%s' is ws:// to a host that is not loopback: the join token would "
+                     "cross the network in clear; use wss:// or pass --insecure-tunnel",
                      cfg->hub_url);
             return AB_EINVAL;
         }
@@ -137,12 +184,19 @@ static void h_healthz(struct http_exchange *ex, void *arg)
     http_respond_json(ex, 200, body);
 }
 
-static void h_ping(struct http_exchange *ex, void *arg)
+static void ping_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
+    (void)p; /* any valid key: a reachability check, but not for strangers */
     struct agent *a = arg;
     json_t *body = json_pack("{s:b,s:s,s:s}", "pong", 1, "cluster", a->cfg->cluster_id, "version",
                              AGENTBOX_VERSION);
     http_respond_json(ex, 200, body);
+}
+
+static void h_ping(struct http_exchange *ex, void *arg)
+{
+    struct agent *a = arg;
+    agent_auth_request(a->auth, ex, ping_authed, a);
 }
 
 /* Pool gauges, refreshed when /metrics is rendered; series of pools that
@@ -218,7 +272,10 @@ static void dp_healthz(struct http_exchange *ex, void *arg)
 
 static void dp_metrics(struct http_exchange *ex, void *arg)
 {
-    agent_respond_metrics(ex, arg);
+    struct agent *a = arg;
+    /* the data plane's own /metrics (a request naming no sandbox) moved away */
+    http_respond_error(ex, 404, "/metrics is served on metrics_listen (%s) only",
+                       a->cfg->metrics_listen);
 }
 
 void agent_respond_metrics(struct http_exchange *ex, struct agent *a)
@@ -359,6 +416,7 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     a->l[AGENT_E2B].name = "e2b";
     a->l[AGENT_DATA].name = "data";
     a->l[AGENT_NATIVE].name = "native";
+    a->l[AGENT_METRICS].name = "metrics";
     a->loop = loop_new(NULL);
     if (!a->loop) {
         snprintf(err, errlen, "cannot create the event loop");
@@ -395,12 +453,16 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         return rc;
     const struct http_route common[] = {
         {"GET", "/healthz", h_healthz, a, 0},
-        {"GET", "/metrics", h_metrics, a, 0},
     };
     for (int i = 0; i < AGENT_NLISTENERS; i++)
         if ((rc = agent_add_routes(a, (enum agent_listener)i, common, AB_ARRAY_LEN(common), err,
                                    errlen)) != 0)
             return rc;
+    const struct http_route metrics[] = {
+        {"GET", "/metrics", h_metrics, a, 0},
+    };
+    if ((rc = agent_add_routes(a, AGENT_METRICS, metrics, AB_ARRAY_LEN(metrics), err, errlen)) != 0)
+        return rc;
     const struct http_route ping[] = {
         {"GET", "/v1/ping", h_ping, a, 0},
     };
@@ -412,8 +474,12 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     if ((rc = fed_new(&fd, &a->fed, err, errlen)) != 0)
         return rc;
 
-    const struct native_deps nd = {
-        .rt = a->rt, .auth = a->auth, .hub = a->hub, .fed = a->fed, .cluster = cfg->cluster_id};
+    const struct native_deps nd = {.rt = a->rt,
+                                   .auth = a->auth,
+                                   .hub = a->hub,
+                                   .fed = a->fed,
+                                   .cluster = cfg->cluster_id,
+                                   .enable_diag = cfg->enable_diag};
     /* native_new has no code to give: it fails when its route table is full
      * (or, which err then says, out of memory). */
     if (!(a->native = native_new(&nd, err, errlen)))
@@ -453,7 +519,7 @@ static void agent_on_hub_event(json_t *event, void *arg)
 int agent_start(struct agent *a, char *err, size_t errlen)
 {
     const char *listen[AGENT_NLISTENERS] = {a->cfg->e2b_listen, a->cfg->data_listen,
-                                            a->cfg->native_listen};
+                                            a->cfg->native_listen, a->cfg->metrics_listen};
     for (int i = 0; i < AGENT_NLISTENERS; i++) {
         struct agent_listener_state *ls = &a->l[i];
         ls->router = http_router_new(ls->routes, ls->nroutes);
@@ -536,6 +602,8 @@ void agent_fini(struct agent *a)
 
 const char agent_serve_description[] =
     "Runs one cluster's agent: the E2B-compatible API, the data plane and the\n"
-    "native API, each with /healthz and /metrics. With --hub-url it keeps one\n"
+    "native API, each with /healthz (every other route needs an API key or, on the\n"
+    "data plane, envd's token), and Prometheus /metrics on --metrics-listen only.\n"
+    "Every listener binds loopback unless told otherwise. With --hub-url it keeps one\n"
     "tunnel to the hub. Missing or invalid settings stop it at start with a\n"
     "message naming what to set.";

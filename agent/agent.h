@@ -44,6 +44,7 @@ struct agent_config {
     char *e2b_listen;
     char *data_listen;
     char *native_listen;
+    char *metrics_listen;
     char *log_level;
     bool log_json;
     int64_t tunnel_ping_interval_ms;
@@ -51,15 +52,23 @@ struct agent_config {
     int64_t reconnect_min_ms;
     int64_t reconnect_max_ms;
     int64_t reconnect_reset_ms;
+    bool enable_diag;     /* /v1/diag/... on the native API (admin only either way) */
+    bool insecure_tunnel; /* ws:// to a non-loopback hub */
 };
+
+/* Whether the host of "host[:port][/...]" is loopback (127.0.0.0/8, ::1,
+ * localhost). Decides whether a ws:// hub_url is refused. */
+bool agent_url_is_loopback(const char *hostport);
 
 extern const struct cfg_option agent_serve_options[];
 extern const size_t agent_serve_noptions;
 
-enum agent_listener { AGENT_E2B = 0, AGENT_DATA, AGENT_NATIVE, AGENT_NLISTENERS };
+/* AGENT_METRICS serves only /metrics and /healthz (metrics_listen, loopback
+ * by default): the page is unauthenticated and names sandboxes. */
+enum agent_listener { AGENT_E2B = 0, AGENT_DATA, AGENT_NATIVE, AGENT_METRICS, AGENT_NLISTENERS };
 
 struct agent_listener_state {
-    const char *name; /* "e2b", "data", "native" */
+    const char *name; /* "e2b", "data", "native", "metrics" */
     struct http_route routes[AGENT_MAX_ROUTES];
     size_t nroutes;
     struct http_router *router;

@@ -81,6 +81,13 @@ struct proxy {
     bool body_paused; /* we paused the request body (upstream is slow) */
     bool resp_paused; /* we paused the upstream (client is slow) */
     bool req_done;
+    /* Whether this exchange keeps the sandbox from idling out (DESIGN §11):
+     * only traffic envd authenticated counts — a request to envd's port,
+     * not its unauthenticated /health, that envd did not answer 401/403.
+     * Anonymous traffic, and traffic to the sandbox's other ports (which
+     * nothing authenticates), never counts. */
+    bool may_count;
+    bool counts;
 };
 
 static bool is_hop_by_hop(const char *name)
@@ -94,9 +101,19 @@ static bool is_hop_by_hop(const char *name)
     return false;
 }
 
+bool dp_counts_as_activity(int port, const char *path)
+{
+    size_t n = strcspn(path, "?");
+    if (port != DP_ENVD_PORT)
+        return false;
+    return !(n == strlen("/health") && strncmp(path, "/health", n) == 0);
+}
+
 static void touch(struct proxy *p, bool force)
 {
     int64_t now = ab_now_ms();
+    if (!p->counts)
+        return;
     if ((force || now - p->touched_ms >= DP_TOUCH_EVERY_MS) && p->dp->d.rt) {
         p->touched_ms = now;
         rt_touch(p->dp->d.rt, p->id);
@@ -134,6 +151,9 @@ static void up_head(struct http_client *c, int status, const struct http_header 
     }
     if (status == 204 || status == 304 || status < 200)
         len = 0;
+    /* envd checked the token (or signature) by the time it answers */
+    p->counts = p->may_count && status != 401 && status != 403;
+    touch(p, true);
     http_begin(p->ex, status, out, k, len);
 }
 
@@ -275,6 +295,7 @@ static void proxy_local(struct http_exchange *ex, struct dataplane *dp, const st
     p->t0_us = t0_us;
     ab_strlcpy(p->id, t->id, sizeof(p->id));
     p->port = t->port;
+    p->may_count = dp_counts_as_activity(t->port, t->path);
     for (int i = 0; i < r->nheaders && n < HTTP_MAX_HEADERS - 1; i++)
         if (!is_hop_by_hop(r->headers[i].name))
             h[n++] = r->headers[i];
@@ -291,7 +312,6 @@ static void proxy_local(struct http_exchange *ex, struct dataplane *dp, const st
         proxy_done(p, "unhealthy");
         return;
     }
-    touch(p, true);
     http_set_body_handler(ex, &body_handler, p);
 }
 
@@ -320,7 +340,7 @@ static void relay_remote(struct http_exchange *ex, struct dataplane *dp, const c
         return;
     }
     /* the original target: the remote data plane extracts the sandbox again */
-    hub_link_proxy(dp->d.hub, ex, cluster, RELAY_SVC_DATA, r->target);
+    hub_link_proxy(dp->d.hub, ex, cluster, RELAY_SVC_DATA, r->target, NULL);
     count_request(dp, "relayed", t0_us);
 }
 

@@ -16,6 +16,7 @@
 
 #include "agent/dataplane_target.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,5 +57,10 @@ struct dataplane *dataplane_new(const struct dataplane_deps *deps, char *err, si
 const struct http_route *dataplane_routes(const struct dataplane *dp, size_t *n);
 /* After the listeners stopped (no exchange can reach it). NULL is fine. */
 void dataplane_free(struct dataplane *dp);
+
+/* Whether a request to port/path of a sandbox may count as its activity
+ * (rt_touch) once envd accepted it: envd's port, and not its /health (which
+ * envd answers without a token). Pure. */
+bool dp_counts_as_activity(int port, const char *path);
 
 #endif

@@ -257,11 +257,14 @@ void hub_link_forward(struct hub_link *hl, struct http_exchange *ex, const char 
 /* --- streamed proxy -------------------------------------------------------------------- */
 
 void hub_link_proxy(struct hub_link *hl, struct http_exchange *ex, const char *cluster,
-                    const char *service, const char *target)
+                    const char *service, const char *target, const char *assertion)
 {
-    struct tun_header extra[HUB_LINK_RELAY_HEADERS];
+    struct tun_header extra[1 + HUB_LINK_RELAY_HEADERS];
     char msg[256];
-    int n = hub_link_relay_headers(hl, cluster, service, extra, 0);
+    int n = 0;
+    if (assertion && assertion[0])
+        extra[n++] = (struct tun_header){ASRT_HEADER, assertion};
+    n = hub_link_relay_headers(hl, cluster, service, extra, n);
     struct tun_session *s = hub_link_session(hl);
 
     if (s)

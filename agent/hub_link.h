@@ -92,8 +92,11 @@ void hub_link_forward(struct hub_link *hl, struct http_exchange *ex, const char 
                       const char *service, const char *target, const char *body, size_t len,
                       const char *what, const char *assertion);
 /* Proxies the exchange to cluster's service as a stream (bodies both ways,
- * with backpressure; a HTTP_ROUTE_STREAM route). Always answers ex. */
+ * with backpressure; a HTTP_ROUTE_STREAM route). assertion: the caller's
+ * principal assertion (made for this cluster; the hub re-signs it for the
+ * target), sent in place of any the request carries; NULL for traffic that
+ * carries its own credential (the data plane's envd tokens). Always answers ex. */
 void hub_link_proxy(struct hub_link *hl, struct http_exchange *ex, const char *cluster,
-                    const char *service, const char *target);
+                    const char *service, const char *target, const char *assertion);
 
 #endif

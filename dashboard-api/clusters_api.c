@@ -1,12 +1,16 @@
 /* Every /api/clusters handler except .../federation (federation_api.c):
  *
+ * Every route needs a valid API key (Authorization: Bearer or AGENTBOX-API-KEY;
+ * the native relay also X-API-Key).
  *   GET  /api/clusters             {"clusters":[{"id","name","region","online","lastSeen",
- *                                  "agentVersion","disabled"}]} sorted by id; lastSeen
+ *                                  "agentVersion","disabled","namespaces"}]} sorted by id
+ *                                  (namespaces: null = every one); lastSeen
  *                                  RFC 3339 or null; agentVersion null before a session
  *   GET  /api/clusters/{id}        one cluster's object, 404 naming the id
  *                                  (both 503 until the registry's first refresh)
  *   ANY  /api/clusters/{id}/v1/... that cluster's native API, relayed over its tunnel
- *   POST /api/admin/clusters {id, name?, region?} → 201 {id, name, region, token}:
+ *   POST /api/admin/clusters {id, name?, region?, namespaces?: [names] | null}
+ *        → 201 {id, name, region, namespaces, token}:
  *        an admin key registers a cluster and gets its join token once (the hub
  *        keeps only the SHA-256). The same as `agentbox-hub cluster add`,
  *        through the API; audited.
@@ -37,6 +41,7 @@ struct add_req {
     struct http_exchange *ex;
     char id[AB_CLUSTER_ID_BUF];
     char name[128], region[64];
+    char namespaces[CLUSTERS_NS_BUF]; /* normalised "a,b"; "" = every namespace */
     char actor[96];
     char token[80], hash[65];
     int result; /* 0, AB_EEXIST, AB_EIO */
@@ -46,13 +51,14 @@ struct add_req {
 static int add_job(PGconn *c, void *arg)
 {
     struct add_req *q = arg;
-    const char *vals[4] = {q->id, q->name, q->region, q->hash};
+    const char *vals[5] = {q->id, q->name, q->region, q->hash, q->namespaces};
     PGresult *r = PQexec(c, "BEGIN");
     PQclear(r);
     r = PQexecParams(c,
-                     "INSERT INTO clusters (id, name, region, token_hash) VALUES ($1, $2, $3, $4) "
+                     "INSERT INTO clusters (id, name, region, token_hash, namespaces) "
+                     "VALUES ($1, $2, $3, $4, NULLIF(string_to_array($5, ','), '{}')) "
                      "ON CONFLICT (id) DO NOTHING RETURNING id",
-                     4, NULL, vals, NULL, NULL, 0);
+                     5, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         snprintf(q->err, sizeof(q->err), "%s", PQerrorMessage(c));
         q->result = AB_EIO;
@@ -61,7 +67,8 @@ static int add_job(PGconn *c, void *arg)
     }
     PQclear(r);
     if (q->result == 0) {
-        json_t *details = json_pack("{s:s,s:s}", "name", q->name, "region", q->region);
+        json_t *details = json_pack("{s:s,s:s,s:s}", "name", q->name, "region", q->region,
+                                    "namespaces", q->namespaces[0] ? q->namespaces : "*");
         struct audit_entry e = {.actor = q->actor,
                                 .action = "cluster.add",
                                 .target = q->id,
@@ -88,9 +95,18 @@ static void add_done(void *arg, int status)
                                q->id, q->id);
     } else {
         clusters_refresh_now(q->h->clusters);
-        http_respond_json(q->ex, 201,
-                          json_pack("{s:s,s:s,s:s,s:s}", "id", q->id, "name", q->name, "region",
-                                    q->region, "token", q->token));
+        json_t *o = json_pack("{s:s,s:s,s:s,s:s}", "id", q->id, "name", q->name, "region",
+                              q->region, "token", q->token);
+        json_t *ns = q->namespaces[0] ? json_array() : json_null();
+        for (const char *p = q->namespaces; p[0] && ns;) {
+            const char *end = strchr(p, ',');
+            json_array_append_new(ns, end ? json_stringn(p, (size_t)(end - p)) : json_string(p));
+            if (!end)
+                break;
+            p = end + 1;
+        }
+        json_object_set_new(o, "namespaces", ns ? ns : json_null());
+        http_respond_json(q->ex, 201, o);
     }
     OPENSSL_cleanse(q->token, sizeof(q->token));
     free(q);
@@ -120,6 +136,38 @@ static void add_authed(struct http_exchange *ex, const struct keys_principal *p,
         json_decref(body);
         return;
     }
+    /* namespaces: an array of names, absent or null = every namespace */
+    char list[CLUSTERS_NS_BUF] = "", ns[CLUSTERS_NS_BUF];
+    json_t *nsv = json_object_get(body, "namespaces"), *it;
+    size_t k;
+    if (nsv && !json_is_null(nsv)) {
+        bool ok = json_is_array(nsv) && json_array_size(nsv) > 0;
+        size_t used = 0;
+        json_array_foreach(nsv, k, it)
+        {
+            const char *s = json_string_value(it);
+            int w = s ? snprintf(list + used, sizeof(list) - used, "%s%s", used ? "," : "", s) : -1;
+            if (w < 0 || (size_t)w >= sizeof(list) - used || strchr(s, ',')) {
+                ok = false;
+                break;
+            }
+            used += (size_t)w;
+        }
+        if (!ok) {
+            auth_respond_api_error(ex, 400, "INVALID_ARGUMENT",
+                                   "field 'namespaces' must be a non-empty array of namespace "
+                                   "names (or null for every namespace)");
+            json_decref(body);
+            return;
+        }
+    }
+    if (clusters_parse_ns_list(list, ns, sizeof(ns), err, sizeof(err)) != 0 ||
+        (list[0] && !ns[0])) {
+        auth_respond_api_error(ex, 400, "INVALID_ARGUMENT", "field 'namespaces': %s",
+                               list[0] && !ns[0] ? "'*' is not a namespace name; send null" : err);
+        json_decref(body);
+        return;
+    }
     struct add_req *q = calloc(1, sizeof(*q));
     if (!q) {
         json_decref(body);
@@ -131,6 +179,7 @@ static void add_authed(struct http_exchange *ex, const struct keys_principal *p,
     ab_strlcpy(q->id, id, sizeof(q->id));
     ab_strlcpy(q->name, name ? name : id, sizeof(q->name));
     ab_strlcpy(q->region, region ? region : "", sizeof(q->region));
+    ab_strlcpy(q->namespaces, ns, sizeof(q->namespaces));
     snprintf(q->actor, sizeof(q->actor), "key:%s", p->key_id);
     json_decref(body);
     if (crypto_token("abxc_", q->token, sizeof(q->token)) != 0) {
@@ -174,6 +223,16 @@ static json_t *info_json(const struct cluster_info *ci)
     json_object_set_new(o, "agentVersion",
                         ci->agent_version[0] != '\0' ? json_string(ci->agent_version)
                                                      : json_null());
+    /* null: every namespace; else the names assigned at registration */
+    json_t *ns = ci->namespaces[0] ? json_array() : json_null();
+    for (const char *p = ci->namespaces; p[0] && ns;) {
+        const char *end = strchr(p, ',');
+        json_array_append_new(ns, end ? json_stringn(p, (size_t)(end - p)) : json_string(p));
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    json_object_set_new(o, "namespaces", ns ? ns : json_null());
     return o;
 }
 
@@ -187,8 +246,9 @@ static bool answer_not_loaded(struct clusters *c, struct http_exchange *ex)
     return true;
 }
 
-static void api_list(struct http_exchange *ex, void *arg)
+static void api_list_authed(struct http_exchange *ex, const struct keys_principal *p, void *arg)
 {
+    (void)p; /* any valid key: the registry is no tenant's secret, but no stranger's business */
     struct hub *h = arg;
     struct clusters *c = h->clusters;
     json_t *body, *arr;
@@ -216,8 +276,15 @@ oom:
     http_respond_error(ex, 503, "out of memory listing clusters");
 }
 
-static void api_get(struct http_exchange *ex, void *arg)
+static void api_list(struct http_exchange *ex, void *arg)
 {
+    struct hub *h = arg;
+    auth_request(h->auth, ex, AUTH_SURFACE_API, api_list_authed, h);
+}
+
+static void api_get_authed(struct http_exchange *ex, const struct keys_principal *who, void *arg)
+{
+    (void)who;
     struct hub *h = arg;
     struct clusters *c = h->clusters;
     const char *id = http_param(ex, "id");
@@ -246,10 +313,20 @@ static void api_get(struct http_exchange *ex, void *arg)
     http_respond_json(ex, 200, o);
 }
 
+static void api_get(struct http_exchange *ex, void *arg)
+{
+    struct hub *h = arg;
+    auth_request(h->auth, ex, AUTH_SURFACE_API, api_get_authed, h);
+}
+
 /* --- ANY /api/clusters/{id}/v1/...: the cluster's native API over its tunnel --------- */
 
-static void h_cluster_native(struct http_exchange *ex, void *arg)
+/* Authenticated here first (no anonymous traffic reaches a tunnel), then
+ * again by the agent, which decides what the principal may see there. */
+static void cluster_native_authed(struct http_exchange *ex, const struct keys_principal *p,
+                                  void *arg)
 {
+    (void)p;
     struct hub *h = arg;
     const char *id = http_param(ex, "id");
     const char *target = http_req(ex)->target;
@@ -263,6 +340,13 @@ static void h_cluster_native(struct http_exchange *ex, void *arg)
     }
     tun_http_proxy(ex, h->tunnel ? tunnel_server_session(h->tunnel, id) : NULL, "native", rest,
                    NULL, 0, msg);
+}
+
+static void h_cluster_native(struct http_exchange *ex, void *arg)
+{
+    struct hub *h = arg;
+    /* the E2B surface reads X-API-Key too, as the agent's native API does */
+    auth_request(h->auth, ex, AUTH_SURFACE_E2B, cluster_native_authed, h);
 }
 
 int clusters_api_add_routes(struct hub *h, char *err, size_t errlen)

@@ -34,6 +34,7 @@ struct cluster_cli_config {
     int64_t connect_timeout_ms;
     char *name;
     char *region;
+    char *namespaces;
     bool json;
 };
 
@@ -49,6 +50,11 @@ static const struct cfg_option add_options[] = {
      NULL},
     {"name", CFG_STRING, "", false, COPT(name), "display name (at most 127 bytes)", NULL},
     {"region", CFG_STRING, "", false, COPT(region), "region label (at most 63 bytes)", NULL},
+    {"namespaces", CFG_STRING, "*", false, COPT(namespaces),
+     "namespaces the cluster may serve, comma-separated (a,b); '*' every namespace. Its capacity "
+     "reports, events and sandbox rows for any other are dropped, and no tenant of another is "
+     "placed on it",
+     NULL},
 };
 static const struct cfg_option list_options[] = {
     {"database_url", CFG_STRING, NULL, false, COPT(database_url), DB_URL_HELP, "DATABASE_URL"},
@@ -75,7 +81,7 @@ struct cli_command {
 
 static const struct cli_command commands[] = {
     {"add", CMD_ADD, add_options, AB_ARRAY_LEN(add_options),
-     "agentbox-hub cluster add ID [--name NAME] [--region REGION]",
+     "agentbox-hub cluster add ID [--name NAME] [--region REGION] [--namespaces A,B]",
      "Registers cluster ID (a DNS label of at most 24 characters: lowercase letters,\n"
      "digits and '-', starting and ending with a letter or digit) and prints its\n"
      "join token once: the last line of stdout is the token alone. Only its SHA-256\n"
@@ -106,7 +112,8 @@ static void usage(FILE *f)
                "The member clusters (DESIGN §5, §9), in PostgreSQL.\n"
                "\n"
                "Commands:\n"
-               "  add ID [--name N] [--region R]  register a cluster; prints its join token once\n"
+               "  add ID [--name N] [--region R] [--namespaces A,B]\n"
+               "                                  register a cluster; prints its join token once\n"
                "  list [--json]                   clusters with their session state\n"
                "  rotate-token ID                 new join token (printed once); the old one dies\n"
                "  disable ID                      refuse the cluster's tunnel\n"
@@ -212,7 +219,8 @@ static int cmd_add(PGconn *c, const struct cluster_cli_config *cfg, const char *
                    size_t errlen)
 {
     char token[CLI_TOKEN_MAX] = "", hash[65];
-    const char *vals[4] = {id, cfg->name, cfg->region, hash};
+    /* cmd_check normalised namespaces: "" is every namespace (NULL in the table) */
+    const char *vals[5] = {id, cfg->name, cfg->region, hash, cfg->namespaces};
     json_t *details = NULL;
     PGresult *r = NULL;
     int rc;
@@ -224,9 +232,10 @@ static int cmd_add(PGconn *c, const struct cluster_cli_config *cfg, const char *
     if (rc != 0)
         goto out;
     rc = exec_params(c, "store the cluster",
-                     "INSERT INTO clusters (id, name, region, token_hash) VALUES ($1, $2, $3, $4) "
+                     "INSERT INTO clusters (id, name, region, token_hash, namespaces) "
+                     "VALUES ($1, $2, $3, $4, NULLIF(string_to_array($5, ','), '{}')) "
                      "ON CONFLICT (id) DO NOTHING RETURNING id",
-                     4, vals, &r, err, errlen);
+                     5, vals, &r, err, errlen);
     if (rc != 0)
         goto rollback;
     if (PQntuples(r) == 0) {
@@ -237,7 +246,8 @@ static int cmd_add(PGconn *c, const struct cluster_cli_config *cfg, const char *
         rc = AB_EEXIST;
         goto rollback;
     }
-    details = json_pack("{s:s, s:s}", "name", cfg->name, "region", cfg->region);
+    details = json_pack("{s:s, s:s, s:s}", "name", cfg->name, "region", cfg->region, "namespaces",
+                        cfg->namespaces[0] ? cfg->namespaces : "*");
     rc = audit(c, "cluster.add", id, details, err, errlen);
     if (rc != 0)
         goto rollback;
@@ -359,12 +369,40 @@ static const char LIST_SQL[] =
     "SELECT c.id, c.name, c.region, c.disabled, "
     "COALESCE(s.disconnected_at IS NULL AND s.last_seen > now() - interval '30 seconds', false), "
     "to_char(s.last_seen AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), s.epoch, "
-    "s.agent_version "
+    "s.agent_version, array_to_string(c.namespaces, ',') "
     "FROM clusters c LEFT JOIN LATERAL (SELECT epoch, last_seen, disconnected_at, agent_version "
     "FROM cluster_sessions WHERE cluster_id = c.id ORDER BY epoch DESC LIMIT 1) s ON true "
     "ORDER BY c.id";
 
-enum { L_ID, L_NAME, L_REGION, L_DISABLED, L_ONLINE, L_SEEN, L_EPOCH, L_VERSION, L_NCOLS };
+enum {
+    L_ID,
+    L_NAME,
+    L_REGION,
+    L_DISABLED,
+    L_ONLINE,
+    L_SEEN,
+    L_EPOCH,
+    L_VERSION,
+    L_NAMESPACES,
+    L_NCOLS
+};
+
+/* null (every namespace) or the array of names. */
+static json_t *namespaces_json(const char *list)
+{
+    json_t *a;
+    if (!list || !list[0])
+        return json_null();
+    a = json_array();
+    for (const char *p = list; a;) {
+        const char *end = strchr(p, ',');
+        json_array_append_new(a, end ? json_stringn(p, (size_t)(end - p)) : json_string(p));
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return a ? a : json_null();
+}
 
 static json_t *nullable(PGresult *r, int row, int col)
 {
@@ -397,6 +435,10 @@ static int print_json(PGresult *r, char *err, size_t errlen)
                                 ? json_null()
                                 : json_integer(strtoll(PQgetvalue(r, i, L_EPOCH), NULL, 10)));
         json_object_set_new(o, "agentVersion", nullable(r, i, L_VERSION));
+        json_object_set_new(o, "namespaces",
+                            namespaces_json(PQgetisnull(r, i, L_NAMESPACES)
+                                                ? NULL
+                                                : PQgetvalue(r, i, L_NAMESPACES)));
     }
     json_object_set_new(body, "clusters", arr);
     arr = NULL;
@@ -424,13 +466,16 @@ static const char *cell(PGresult *r, int row, int col)
     if (col == L_ONLINE)
         return PQgetvalue(r, row, col)[0] == 't' ? "yes" : "no";
     v = PQgetvalue(r, row, col);
+    if (col == L_NAMESPACES)
+        return PQgetisnull(r, row, col) || v[0] == '\0' ? "*" : v;
     return PQgetisnull(r, row, col) || v[0] == '\0' ? "-" : v;
 }
 
 static void print_table(PGresult *r)
 {
-    static const char *const head[L_NCOLS] = {"ID",     "NAME",      "REGION", "STATUS",
-                                              "ONLINE", "LAST SEEN", "EPOCH",  "AGENT VERSION"};
+    static const char *const head[L_NCOLS] = {"ID",     "NAME",          "REGION",
+                                              "STATUS", "ONLINE",        "LAST SEEN",
+                                              "EPOCH",  "AGENT VERSION", "NAMESPACES"};
     int width[L_NCOLS];
 
     if (PQntuples(r) == 0) {
@@ -570,6 +615,20 @@ int hub_cluster_main(int argc, char **argv)
     rc = check_args(cmd, &cfg, &res);
     if (rc != 0)
         goto out;
+    if (cmd->cmd == CMD_ADD) {
+        char ns[CLUSTERS_NS_BUF];
+        if (clusters_parse_ns_list(cfg.namespaces, ns, sizeof(ns), err, sizeof(err)) != 0) {
+            fprintf(stderr, "agentbox-hub cluster add: --namespaces: %s\n", err);
+            rc = 2;
+            goto out;
+        }
+        free(cfg.namespaces);
+        if (!(cfg.namespaces = strdup(ns))) {
+            fprintf(stderr, "agentbox-hub cluster: out of memory\n");
+            rc = 1;
+            goto out;
+        }
+    }
     rc = connect_db(&cfg, &conn, err, sizeof(err));
     if (rc == 0) {
         const char *id = res.npositional > 0 ? res.positional[0] : "";

@@ -106,7 +106,7 @@ static const char REFRESH_SQL[] =
     "SELECT c.id, c.name, c.region, c.token_hash, c.disabled, COALESCE(s.epoch, 0), "
     "COALESCE((extract(epoch FROM s.last_seen) * 1000)::bigint, 0), "
     "COALESCE(s.disconnected_at IS NULL AND s.last_seen > now() - make_interval(secs => $1), "
-    "false), COALESCE(s.agent_version, '') "
+    "false), COALESCE(s.agent_version, ''), COALESCE(array_to_string(c.namespaces, ','), '') "
     "FROM clusters c LEFT JOIN LATERAL (SELECT epoch, last_seen, disconnected_at, agent_version "
     "FROM cluster_sessions WHERE cluster_id = c.id ORDER BY epoch DESC LIMIT 1) s ON true "
     "ORDER BY c.id LIMIT $2";
@@ -155,6 +155,7 @@ static int refresh_run(PGconn *conn, void *arg)
         row->db_last_seen_ms = strtoll(PQgetvalue(r, i, 6), NULL, 10);
         row->db_online = PQgetvalue(r, i, 7)[0] == 't';
         ab_strlcpy(row->agent_version, PQgetvalue(r, i, 8), sizeof(row->agent_version));
+        ab_strlcpy(row->namespaces, PQgetvalue(r, i, 9), sizeof(row->namespaces));
     }
     j->n = (size_t)n;
 out:
@@ -591,6 +592,87 @@ int clusters_get(struct clusters *c, const char *cluster_id, struct cluster_info
     if (e == NULL)
         return AB_ENOENT;
     clusters_table_info(e, out);
+    return 0;
+}
+
+bool clusters_list_has_ns(const char *list, const char *ns)
+{
+    size_t n;
+
+    if (!ns || !ns[0])
+        return false; /* a record without a namespace belongs to nobody */
+    if (!list || !list[0])
+        return true;
+    n = strlen(ns);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && memcmp(p, ns, n) == 0)
+            return true;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return false;
+}
+
+bool clusters_serves_ns(struct clusters *c, const char *cluster_id, const char *ns)
+{
+    struct clusters_entry *e = clusters_table_find(&c->table, cluster_id);
+    return e != NULL && clusters_list_has_ns(e->row.namespaces, ns);
+}
+
+static bool ns_name_ok(const char *s, size_t len)
+{
+    if (len == 0 || len > 63 || s[0] == '-' || s[len - 1] == '-')
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+int clusters_parse_ns_list(const char *in, char *out, size_t outlen, char *err, size_t errlen)
+{
+    size_t used = 0, count = 0;
+
+    if (outlen == 0)
+        return AB_EINVAL;
+    out[0] = '\0';
+    if (!in || !in[0] || strcmp(in, "*") == 0)
+        return 0;
+    for (const char *p = in;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && *p == ' ')
+            p++, len--;
+        while (len && p[len - 1] == ' ')
+            len--;
+        if (!ns_name_ok(p, len)) {
+            snprintf(err, errlen,
+                     "namespace '%.*s' is invalid: a namespace is a DNS label of at most 63 "
+                     "characters (lowercase letters, digits and '-'); separate several with ','",
+                     (int)(len > 64 ? 64 : len), p);
+            return AB_EINVAL;
+        }
+        char name[64];
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (!clusters_list_has_ns(out[0] ? out : ",", name)) { /* "," matches nothing */
+            if (++count > CLUSTERS_NS_COUNT_MAX || used + len + 2 > outlen) {
+                snprintf(err, errlen, "namespaces: at most %d names and %zu bytes",
+                         CLUSTERS_NS_COUNT_MAX, outlen - 1);
+                return AB_EINVAL;
+            }
+            if (used)
+                out[used++] = ',';
+            memcpy(out + used, name, len + 1);
+            used += len;
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
     return 0;
 }
 

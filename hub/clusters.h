@@ -21,6 +21,8 @@ struct clusters;
 #define CLUSTERS_TOUCH_FLUSH_MS 10000 /* batched last_seen writes */
 #define CLUSTERS_ONLINE_WINDOW_S 30   /* a session row is online while last_seen is this recent */
 #define CLUSTERS_MAX 10000            /* clusters held in memory; more is a refresh error */
+#define CLUSTERS_NS_BUF 1024          /* a cluster's namespace list "a,b" (migration 0004) */
+#define CLUSTERS_NS_COUNT_MAX 64      /* names in it */
 
 struct cluster_info {
     char id[AB_CLUSTER_ID_BUF];
@@ -31,6 +33,7 @@ struct cluster_info {
     int64_t epoch;        /* live (or latest) session epoch; 0 when none */
     int64_t last_seen_ms; /* wall clock, ms since 1970; 0 when never seen */
     char agent_version[64];
+    char namespaces[CLUSTERS_NS_BUF]; /* assigned at registration: "a,b"; "" = every one */
 };
 
 /* What the registry may use; neither owned. */
@@ -56,6 +59,19 @@ void clusters_free(struct clusters *c);
  * successful refresh every id is unknown (why says the registry is not loaded). */
 int clusters_check_token(struct clusters *c, const char *cluster_id, const char *token, char *why,
                          size_t whylen);
+/* The trust boundary between a cluster and the tenants (DESIGN §11): whether
+ * a cluster whose assigned list is `list` ("a,b"; "" or NULL: every
+ * namespace) may serve namespace ns. Pure. */
+bool clusters_list_has_ns(const char *list, const char *ns);
+/* The same for a registered cluster by id; false for an unknown one (so a
+ * session that outlived its row serves nobody). */
+bool clusters_serves_ns(struct clusters *c, const char *cluster_id, const char *ns);
+/* Checks and normalises a --namespaces value "a, b,a" → "a,b" into out:
+ * names are DNS labels of at most 63 characters, at most
+ * CLUSTERS_NS_COUNT_MAX of them; "" or "*" means every namespace (out "").
+ * AB_EINVAL with err naming the bad name. */
+int clusters_parse_ns_list(const char *in, char *out, size_t outlen, char *err, size_t errlen);
+
 /* Starts a refresh now (or right after the one in flight). */
 void clusters_refresh_now(struct clusters *c);
 /* True once a refresh succeeded. */

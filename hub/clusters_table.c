@@ -166,6 +166,7 @@ void clusters_table_info(const struct clusters_entry *e, struct cluster_info *ou
     ab_strlcpy(out->name, e->row.name, sizeof(out->name));
     ab_strlcpy(out->region, e->row.region, sizeof(out->region));
     ab_strlcpy(out->agent_version, e->row.agent_version, sizeof(out->agent_version));
+    ab_strlcpy(out->namespaces, e->row.namespaces, sizeof(out->namespaces));
     out->disabled = e->row.disabled;
     out->online = e->live_epoch != 0 || e->row.db_online;
     out->epoch = e->live_epoch != 0 ? e->live_epoch : e->row.db_epoch;

@@ -27,6 +27,7 @@ struct clusters_row {
     int64_t db_last_seen_ms;
     bool db_online; /* not disconnected and last_seen within the online window */
     char agent_version[64];
+    char namespaces[CLUSTERS_NS_BUF]; /* "a,b"; "" = every namespace */
 };
 
 /* A row plus what only this hub knows. */

@@ -51,6 +51,7 @@ struct db_pool {
     int64_t statement_timeout_ms;
     int64_t retry_ms;
     size_t queue_max;
+    bool refuse_superuser;
 
     struct db_worker *workers;
     int nworkers;
@@ -261,6 +262,12 @@ static bool conn_is_alive(PGconn *c)
     return PQstatus(c) == CONNECTION_OK;
 }
 
+bool db_is_superuser(PGconn *c)
+{
+    const char *v = c ? PQparameterStatus(c, "is_superuser") : NULL;
+    return v && strcmp(v, "on") == 0;
+}
+
 int db_connect(const struct db_connect_options *o, PGconn **out, char *err, size_t errlen)
 {
     const char *keys[10], *vals[10];
@@ -324,6 +331,16 @@ static int worker_connect(struct db_worker *w)
     if (rc != 0) {
         set_down(p, msg);
         return rc;
+    }
+    if (p->refuse_superuser && db_is_superuser(w->conn)) {
+        snprintf(msg, sizeof(msg),
+                 "PostgreSQL role '%s' is a superuser: serve refuses it; connect as a login role "
+                 "that owns nothing (see scripts/quickstart.sh) or pass --allow-superuser",
+                 PQuser(w->conn));
+        PQfinish(w->conn);
+        w->conn = NULL;
+        set_down(p, msg);
+        return AB_EDENIED;
     }
     set_up(p);
     return 0;
@@ -447,6 +464,7 @@ struct db_pool *db_pool_new(struct loop *l, const struct db_pool_options *o, cha
     p->connect_timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 2000;
     p->statement_timeout_ms = o->statement_timeout_ms > 0 ? o->statement_timeout_ms : 5000;
     p->retry_ms = o->retry_ms > 0 ? o->retry_ms : 1000;
+    p->refuse_superuser = o->refuse_superuser;
     p->database_url = strdup(o->database_url != NULL ? o->database_url : "");
     p->application_name =
         strdup(o->application_name != NULL ? o->application_name : "agentbox-hub");

@@ -31,7 +31,14 @@ struct db_pool_options {
     int64_t statement_timeout_ms; /* 0 → 5000 */
     int64_t retry_ms;             /* fail fast this long after a failed connect; 0 → 1000 */
     const char *application_name; /* NULL → "agentbox-hub" */
+    /* Refuse a connection whose role is a superuser (the server reports
+     * is_superuser at connect): the pool stays down with a message saying so. */
+    bool refuse_superuser;
 };
+
+/* Whether c's role is a PostgreSQL superuser (is_superuser, reported by the
+ * server at connect). */
+bool db_is_superuser(PGconn *c);
 
 /* Runs on a worker thread with a connection that was alive just before.
  * Returns 0 or a negative ab_err, passed to done as status. The job must

@@ -12,7 +12,9 @@
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/metrics.h"
+#include "hub/clusters.h"
 #include "hub/db.h"
+#include "hub/fed_registry.h"
 
 /* --- the hub's federation -------------------------------------------------------------- */
 
@@ -25,6 +27,8 @@ struct federation {
     bool persisting;
     bool stopping;
     struct metric_family *m_reports;
+    struct metric_family *m_dropped;
+    struct clusters *clusters;
 };
 
 struct fed_registry *federation_registry(struct federation *f)
@@ -37,12 +41,48 @@ int64_t federation_now_ms(void)
     return ab_now_ms();
 }
 
+/* Keeps the records of namespaces the cluster was assigned; counts the rest.
+ * Routing reads only the registry, so a dropped record can never draw a
+ * tenant of that namespace to the cluster. */
+static size_t keep_assigned(struct federation *f, const char *cluster, struct route_record *v,
+                            size_t n)
+{
+    size_t kept = 0;
+    if (!f->clusters)
+        return n;
+    for (size_t i = 0; i < n; i++) {
+        if (clusters_serves_ns(f->clusters, cluster, v[i].ns)) {
+            if (kept != i)
+                v[kept] = v[i];
+            kept++;
+        }
+    }
+    if (kept < n) {
+        const char *lv[] = {cluster};
+        metrics_add(f->m_dropped, lv, (double)(n - kept));
+        char num[24];
+        snprintf(num, sizeof(num), "%zu", n - kept);
+        LOG_WARN("capacity records dropped: namespace not assigned to the cluster", "cluster",
+                 cluster, "records", num);
+    }
+    return kept;
+}
+
 void federation_on_report(void *arg, const char *cluster, json_t *msg)
 {
     struct federation *f = arg;
     char err[256];
     const char *outcome = "applied";
-    if (fed_registry_report(f->g, cluster, msg, federation_now_ms(), err, sizeof(err)) != 0) {
+    struct route_record *v = NULL;
+    size_t n = 0;
+    bool full = true;
+    int rc = fed_report_parse(msg, cluster, federation_now_ms(), &v, &n, &full, err, sizeof(err));
+    if (rc == 0) {
+        n = keep_assigned(f, cluster, v, n);
+        rc = fed_registry_apply(f->g, cluster, v, n, full, err, sizeof(err));
+    }
+    free(v);
+    if (rc != 0) {
         outcome = "refused";
         LOG_WARN("capacity report refused", "cluster", cluster, "reason", err);
     } else {
@@ -188,6 +228,13 @@ struct federation *federation_new(const struct federation_deps *d, char *err, si
     f->m_reports = metrics_register(metrics_default(), "agentbox_federation_reports_total",
                                     "Capacity reports received, by outcome (applied, refused).",
                                     METRIC_COUNTER, ol, NULL, 0);
+    static const char *const cl[] = {"cluster", NULL};
+    f->m_dropped = metrics_register(
+        metrics_default(), "agentbox_federation_records_dropped_total",
+        "Capacity records dropped because their namespace is not assigned to the reporting "
+        "cluster (agentbox-hub cluster add --namespaces).",
+        METRIC_COUNTER, cl, NULL, 0);
+    f->clusters = d->clusters;
     f->loop = d->loop;
     f->db = d->db;
     loop_timer_start(f->loop, &f->sweep, FED_SWEEP_MS, sweep_tick, f);

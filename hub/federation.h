@@ -19,9 +19,15 @@ struct db_pool;
 struct federation;
 
 /* What the hub's federation may use. */
+struct clusters;
+
 struct federation_deps {
     struct loop *loop;  /* not owned: the sweep timer */
     struct db_pool *db; /* not owned: federation_capacity snapshots; NULL: none */
+    /* not owned: each cluster's assigned namespaces; a REPORT record for any
+     * other is dropped and counted (agentbox_federation_records_dropped_total).
+     * NULL: every record is kept (unit tests). */
+    struct clusters *clusters;
 };
 
 /* Creates the registry and starts the sweep (stale records out, snapshot

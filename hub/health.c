@@ -3,10 +3,12 @@
  * database worker. */
 #include "hub/hub.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agentbox/common.h"
+#include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/metrics.h"
 #include "hub/db.h"
@@ -133,8 +135,30 @@ int hub_health_add_routes(struct hub *h, char *err, size_t errlen)
     const struct http_route routes[] = {
         {"GET", "/healthz", healthz, h, 0},
         {"GET", "/readyz", readyz, h, 0},
-        {"GET", "/metrics", metrics, h, 0},
     };
 
     return hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
+}
+
+int hub_metrics_start(struct hub *h, char *err, size_t errlen)
+{
+    const struct http_route routes[] = {
+        {"GET", "/metrics", metrics, h, 0},
+        {"GET", "/healthz", healthz, h, 0},
+    };
+    struct http_server_options so = {0};
+
+    h->metrics_router = http_router_new(routes, AB_ARRAY_LEN(routes));
+    if (h->metrics_router == NULL) {
+        snprintf(err, errlen, "cannot create the metrics router");
+        return AB_ENOMEM;
+    }
+    so.listen = h->cfg->metrics_listen;
+    so.router = h->metrics_router;
+    so.name = "metrics";
+    int rc = http_server_start(h->loop, &so, &h->metrics, err, errlen);
+    if (rc != 0)
+        return rc;
+    LOG_INFO("metrics listening", "listen", h->cfg->metrics_listen);
+    return 0;
 }

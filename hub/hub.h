@@ -43,6 +43,8 @@ struct hub_serve_config {
     int64_t tunnel_sync_interval_ms;
     char *hub_secret; /* keys and vault encryption (auth.h); required */
     char *hub_secret_file;
+    bool allow_superuser; /* let serve use a PostgreSQL superuser role */
+    char *metrics_listen; /* /metrics on its own listener (default loopback) */
 };
 
 extern const struct cfg_option hub_serve_options[];
@@ -56,6 +58,8 @@ struct hub {
     size_t nroutes;
     struct http_router *router;
     struct http_server *api; /* :7700 */
+    struct http_router *metrics_router;
+    struct http_server *metrics; /* 127.0.0.1:7702: /metrics, /healthz only */
     /* The `hub` service behind the tunnel (/internal/v1/...): never on a socket. */
     struct http_route internal_routes[HUB_MAX_ROUTES];
     size_t ninternal;
@@ -96,8 +100,12 @@ void hub_fini(struct hub *h);
 /* The `hub` service's own routes: GET /internal/v1/ping (internal.c). */
 int hub_internal_add_routes(struct hub *h, char *err, size_t errlen);
 
-/* GET /healthz, /readyz, /metrics (health.c). */
+/* GET /healthz, /readyz (health.c). */
 int hub_health_add_routes(struct hub *h, char *err, size_t errlen);
+/* The metrics listener (health.c): GET /metrics and /healthz on
+ * cfg->metrics_listen, apart from the API, because the page names sandboxes
+ * and clusters and carries no authentication (loopback by default). */
+int hub_metrics_start(struct hub *h, char *err, size_t errlen);
 
 /* `agentbox-hub serve ARGS` (argv[0] is the first argument after "serve"). */
 int hub_serve_main(int argc, char **argv, hub_signals_fn signals);

@@ -5,12 +5,15 @@
 #include "hub/sandbox_events.h"
 
 #include "hub/auth.h"
+#include "hub/clusters.h"
 #include "hub/db.h"
 #include "hub/hub.h"
 
 #include "agentbox/common.h"
 #include "agentbox/json.h"
 #include "agentbox/log.h"
+#include "agentbox/metrics.h"
+#include "agentbox/sbxid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +30,12 @@ struct batch {
 static const char UPSERT[] =
     "INSERT INTO sandboxes (id, cluster_id, namespace, env, pool, team, user_name, metadata, "
     "state, claimed_at, started_at, ended_at, end_reason) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8::jsonb, '{}'::jsonb), $9::text, "
+    "SELECT $1, $2, $3, $4, $5, $6, $7, COALESCE($8::jsonb, '{}'::jsonb), $9::text, "
     "to_timestamp($10::bigint / 1000.0), "
     "CASE WHEN $9::text = 'running' THEN to_timestamp($10::bigint / 1000.0) END, "
-    "CASE WHEN $9::text = 'ended' THEN to_timestamp($10::bigint / 1000.0) END, $11::text) "
+    "CASE WHEN $9::text = 'ended' THEN to_timestamp($10::bigint / 1000.0) END, $11::text "
+    /* an event without a namespace (an end noticed later) only updates a row */
+    "WHERE $3::text <> '' OR EXISTS (SELECT 1 FROM sandboxes e WHERE e.id = $1::text) "
     "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, "
     "env = CASE WHEN EXCLUDED.env <> '' THEN EXCLUDED.env ELSE sandboxes.env END, "
     "pool = CASE WHEN EXCLUDED.pool <> '' THEN EXCLUDED.pool ELSE sandboxes.pool END, "
@@ -118,10 +123,47 @@ static void done(void *arg, int status)
     free(b);
 }
 
-/* arg: the database pool, all the handler needs (not struct hub). */
+/* Whether cluster may speak for ev: a sandbox of its own id prefix, in a
+ * namespace assigned to it (DESIGN §11). The rest never becomes a row. */
+static const char *event_refusal(struct hub *h, const char *cluster, json_t *ev)
+{
+    char owner[AB_CLUSTER_ID_BUF];
+    const char *id = str(ev, "id");
+    if (sbxid_cluster_of(id, owner) != 0 || strcmp(owner, cluster) != 0)
+        return "foreign_id";
+    /* no namespace: an update of a row this cluster made (the upsert inserts nothing) */
+    if (str(ev, "namespace")[0] && !clusters_serves_ns(h->clusters, cluster, str(ev, "namespace")))
+        return "namespace";
+    return NULL;
+}
+
+/* Drops (and counts) the events cluster may not speak for, in place. */
+static void keep_own(struct hub *h, const char *cluster, json_t *evs)
+{
+    static const char *const labels[] = {"cluster", "reason", NULL};
+    struct metric_family *m = metrics_register(
+        metrics_default(), "agentbox_sandbox_events_dropped_total",
+        "Sandbox lifecycle events dropped: another cluster's id prefix (foreign_id) or a "
+        "namespace not assigned to the sending cluster (namespace).",
+        METRIC_COUNTER, labels, NULL, 0);
+    for (size_t i = json_array_size(evs); i-- > 0;) {
+        const char *why = event_refusal(h, cluster, json_array_get(evs, i));
+        if (why) {
+            const char *lv[] = {cluster, why};
+            metrics_add(m, lv, 1);
+            LOG_WARN("sandbox event dropped", "cluster", cluster, "reason", why, "id",
+                     str(json_array_get(evs, i), "id"));
+            json_array_remove(evs, i);
+        }
+    }
+}
+
+/* arg: the hub, for its database pool and its cluster registry (the
+ * namespaces each cluster may speak for). */
 static void h_events(struct http_exchange *ex, void *arg)
 {
-    struct db_pool *db = arg;
+    struct hub *h = arg;
+    struct db_pool *db = h->db;
     const struct http_request *r = http_req(ex);
     const char *cluster = r->transport_data;
     char err[256];
@@ -152,6 +194,7 @@ static void h_events(struct http_exchange *ex, void *arg)
     }
     b->ex = ex;
     ab_strlcpy(b->cluster, cluster, sizeof(b->cluster));
+    keep_own(h, cluster, evs);
     b->events = json_incref(evs);
     json_decref(body);
     int rc = db_submit(db, job, done, b);
@@ -165,7 +208,7 @@ static void h_events(struct http_exchange *ex, void *arg)
 int hub_sandboxes_add_routes(struct hub *h, char *err, size_t errlen)
 {
     const struct http_route internal[] = {
-        {"POST", "/internal/v1/sandbox-events", h_events, h->db, 0},
+        {"POST", "/internal/v1/sandbox-events", h_events, h, 0},
     };
     int rc = hub_add_internal_routes(h, internal, AB_ARRAY_LEN(internal), err, errlen);
     if (rc == 0)

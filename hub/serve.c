@@ -26,8 +26,8 @@
 #define OPT(field) offsetof(struct hub_serve_config, field)
 
 const struct cfg_option hub_serve_options[] = {
-    {"listen", CFG_STRING, ":7700", false, OPT(listen),
-     "HTTP API address: host:port, :port or unix:/path", NULL},
+    {"listen", CFG_STRING, "127.0.0.1:7700", false, OPT(listen),
+     "HTTP API address: host:port, :port (every interface) or unix:/path", NULL},
     {"database_url", CFG_STRING, NULL, false, OPT(database_url),
      "PostgreSQL URL (postgres://user:pass@host/db); unset: libpq's PG* variables", "DATABASE_URL"},
     {"db_workers", CFG_INT, "4", false, OPT(db_workers),
@@ -44,8 +44,8 @@ const struct cfg_option hub_serve_options[] = {
      "/readyz answers 503 when PostgreSQL has not answered within this", NULL},
     {"log_level", CFG_STRING, "info", false, OPT(log_level), "debug, info, warn or error", NULL},
     {"log_json", CFG_BOOL, "false", false, OPT(log_json), "log JSON lines instead of text", NULL},
-    {"tunnel_listen", CFG_STRING, ":7701", false, OPT(tunnel_listen),
-     "tunnel (WebSocket /v1/tunnel) address: host:port or :port", NULL},
+    {"tunnel_listen", CFG_STRING, "127.0.0.1:7701", false, OPT(tunnel_listen),
+     "tunnel (WebSocket /v1/tunnel) address: host:port or :port (every interface; use TLS)", NULL},
     {"tls_cert", CFG_STRING, NULL, false, OPT(tls_cert),
      "PEM certificate for the tunnel listener (with tls_key: agents dial wss://)", NULL},
     {"tls_key", CFG_STRING, NULL, false, OPT(tls_key), "PEM private key for tls_cert", NULL},
@@ -59,12 +59,21 @@ const struct cfg_option hub_serve_options[] = {
      NULL},
     {"hub_secret_file", CFG_STRING, NULL, false, OPT(hub_secret_file),
      "file whose first line is the hub secret (instead of hub_secret)", NULL},
+    {"metrics_listen", CFG_STRING, "127.0.0.1:7702", false, OPT(metrics_listen),
+     "/metrics (and /healthz) listener, apart from the API: the page is not authenticated; "
+     "loopback by default, :PORT exposes it on every interface",
+     NULL},
+    {"allow_superuser", CFG_BOOL, "false", false, OPT(allow_superuser),
+     "run although the PostgreSQL role is a superuser (refused by default: serve needs only "
+     "a login role with DML rights)",
+     NULL},
 };
 const size_t hub_serve_noptions = AB_ARRAY_LEN(hub_serve_options);
 
 static const char SERVE_USAGE[] = "agentbox-hub serve [flags]";
 static const char SERVE_DESCRIPTION[] =
-    "Runs the hub: the HTTP API on --listen (/healthz, /readyz, /metrics).\n"
+    "Runs the hub: the HTTP API on --listen (/healthz, /readyz; every other route\n"
+    "needs an API key), Prometheus /metrics on --metrics-listen.\n"
     "PostgreSQL is reached through --database-url, DATABASE_URL or libpq's PG*\n"
     "variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE); the hub starts\n"
     "while it is down and /readyz answers 503 until it is back.\n"
@@ -101,6 +110,32 @@ static int check_config(const struct hub_serve_config *c, char *err, size_t errl
         return AB_EINVAL;
     }
     return 0;
+}
+
+/* Least privilege (DESIGN §11): serve stops at start when PostgreSQL is up
+ * and its role is a superuser. PostgreSQL down is no refusal (the hub starts
+ * without it); the pool checks every later connection the same way. */
+static int refuse_superuser_now(const struct hub_serve_config *cfg, char *err, size_t errlen)
+{
+    struct db_connect_options o = {.database_url = cfg->database_url,
+                                   .connect_timeout_ms = cfg->db_connect_timeout_ms,
+                                   .application_name = "agentbox-hub"};
+    PGconn *c = NULL;
+    char why[256];
+    int rc = 0;
+
+    if (cfg->allow_superuser || db_connect(&o, &c, why, sizeof(why)) != 0)
+        return 0;
+    if (db_is_superuser(c)) {
+        snprintf(err, errlen,
+                 "PostgreSQL role '%s' is a superuser: serve refuses to run as one; connect as a "
+                 "login role that is not a superuser and owns nothing (scripts/quickstart.sh "
+                 "creates one), or pass --allow-superuser (AGENTBOX_ALLOW_SUPERUSER)",
+                 PQuser(c));
+        rc = AB_EDENIED;
+    }
+    PQfinish(c);
+    return rc;
 }
 
 /* The identity context: the hub secret (hub_secret, else the first line of
@@ -169,6 +204,7 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     dbo.statement_timeout_ms = cfg->db_statement_timeout_ms;
     dbo.retry_ms = cfg->db_retry_ms;
     dbo.application_name = "agentbox-hub";
+    dbo.refuse_superuser = !cfg->allow_superuser;
     h->db = db_pool_new(h->loop, &dbo, err, errlen);
     if (h->db == NULL) /* no code to give: out of memory or a worker that did not start */
         return AB_EIO;
@@ -179,7 +215,10 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     rc = create_auth(h, err, errlen);
     if (rc != 0)
         return rc;
-    struct federation_deps fd = {.loop = h->loop, .db = h->db};
+    rc = refuse_superuser_now(cfg, err, errlen); /* after the configuration's own checks */
+    if (rc != 0)
+        return rc;
+    struct federation_deps fd = {.loop = h->loop, .db = h->db, .clusters = h->clusters};
     h->fed = federation_new(&fd, err, errlen);
     if (h->fed == NULL)
         return AB_ENOMEM;
@@ -237,6 +276,13 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     rc = http_server_start(h->loop, &so, &h->api, err, errlen);
     if (rc != 0)
         return rc;
+    rc = hub_metrics_start(h, err, errlen);
+    if (rc != 0) {
+        char why[256];
+        ab_strlcpy(why, err, sizeof(why));
+        snprintf(err, errlen, "metrics_listen: %s", why);
+        return rc;
+    }
     h->internal_router = http_router_new(h->internal_routes, h->ninternal);
     if (h->internal_router == NULL) {
         snprintf(err, errlen, "cannot create the internal router");
@@ -288,6 +334,11 @@ void hub_fini(struct hub *h)
     h->tunnel = NULL;
     http_server_stop(h->api);
     h->api = NULL;
+    http_server_stop(h->metrics);
+    h->metrics = NULL;
+    if (h->metrics_router != NULL)
+        http_router_free(h->metrics_router);
+    h->metrics_router = NULL;
     e2b_front_free(h->front);
     h->front = NULL;
     federation_free(h->fed);

@@ -17,6 +17,10 @@ BUILD=${AGENTBOX_QS_BUILD:-$ROOT/build-release}
 
 HUB_PORT=${HUB_PORT:-7700}
 HUB_TUNNEL_PORT=${HUB_TUNNEL_PORT:-7701}
+# /metrics of each process, on its own loopback listener
+HUB_METRICS_PORT=${HUB_METRICS_PORT:-7702}
+ALPHA_METRICS_PORT=${ALPHA_METRICS_PORT:-8092}
+BETA_METRICS_PORT=${BETA_METRICS_PORT:-8192}
 ALPHA_PORTS=(${ALPHA_E2B_PORT:-8090} ${ALPHA_DATA_PORT:-8091} ${ALPHA_NATIVE_PORT:-8080})
 BETA_PORTS=(${BETA_E2B_PORT:-8190} ${BETA_DATA_PORT:-8191} ${BETA_NATIVE_PORT:-8180})
 
@@ -131,7 +135,56 @@ cmake --build "$BUILD" -j"$(nproc)" >/dev/null
 mkdir -p "$RUN/logs" "$RUN/pids"
 bash scripts/pg.sh init "$RUN/pg"
 bash scripts/pg.sh start "$RUN/pg"
-DATABASE_URL=$(cat "$RUN/pg/url")
+ADMIN_URL=$(cat "$RUN/pg/url") # the cluster's superuser: only to make the two roles below
+# Least privilege (issue 13): migrations run as agentbox_owner, which owns the
+# schema's objects; serve runs as agentbox_serve, a login role that is not a
+# superuser, owns nothing and may only read and write rows. Passwords are
+# made once and kept with the database.
+for r in owner serve; do
+  if [ ! -s "$RUN/pg/$r-password" ]; then
+    (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/pg/$r-password")
+  fi
+done
+OWNER_PW=$(cat "$RUN/pg/owner-password")
+SERVE_PW=$(cat "$RUN/pg/serve-password")
+PG_BINDIR=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+psql_admin() { "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d "$ADMIN_URL" "$@"; }
+psql_admin >/dev/null <<SQL
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'agentbox_owner') THEN
+    CREATE ROLE agentbox_owner LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'agentbox_serve') THEN
+    CREATE ROLE agentbox_serve LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
+  END IF;
+END \$\$;
+ALTER ROLE agentbox_owner PASSWORD '$OWNER_PW';
+ALTER ROLE agentbox_serve PASSWORD '$SERVE_PW';
+GRANT USAGE, CREATE ON SCHEMA public TO agentbox_owner;
+GRANT USAGE ON SCHEMA public TO agentbox_serve;
+-- a database made by an earlier quick start: its objects go to the owner
+DO \$\$ DECLARE o record; BEGIN
+  FOR o IN SELECT format('ALTER TABLE public.%I OWNER TO agentbox_owner', tablename) AS q
+           FROM pg_tables WHERE schemaname = 'public' AND tableowner <> 'agentbox_owner' LOOP
+    EXECUTE o.q;
+  END LOOP;
+  FOR o IN SELECT format('ALTER SEQUENCE public.%I OWNER TO agentbox_owner', sequencename) AS q
+           FROM pg_sequences WHERE schemaname = 'public' AND sequenceowner <> 'agentbox_owner' LOOP
+    EXECUTE o.q;
+  END LOOP;
+END \$\$;
+ALTER DEFAULT PRIVILEGES FOR ROLE agentbox_owner IN SCHEMA public
+  GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO agentbox_serve;
+ALTER DEFAULT PRIVILEGES FOR ROLE agentbox_owner IN SCHEMA public
+  GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO agentbox_serve;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO agentbox_serve;
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO agentbox_serve;
+SQL
+PG_PORT=$(cat "$RUN/pg/port")
+OWNER_URL=postgres://agentbox_owner:$OWNER_PW@127.0.0.1:$PG_PORT/agentbox
+SERVE_URL=postgres://agentbox_serve:$SERVE_PW@127.0.0.1:$PG_PORT/agentbox
+# migrate and the CLIs as the owner; serve as agentbox_serve (below)
+DATABASE_URL=$OWNER_URL
 export DATABASE_URL
 # The hub secret encrypts the vault and stored API keys: made once, kept.
 if [ ! -s "$RUN/pg/hub-secret" ]; then
@@ -169,10 +222,12 @@ API_KEY=$(cat "$RUN/pg/quickstart-api-key")
 ALPHA_TOKEN=$(join_token alpha)
 BETA_TOKEN=$(join_token beta)
 
+DATABASE_URL=$SERVE_URL # serve refuses a superuser; this role owns nothing
 start hub "$BUILD/agentbox-hub" serve --listen "127.0.0.1:$HUB_PORT" \
-  --tunnel-listen "127.0.0.1:$HUB_TUNNEL_PORT"
+  --tunnel-listen "127.0.0.1:$HUB_TUNNEL_PORT" --metrics-listen "127.0.0.1:$HUB_METRICS_PORT"
+DATABASE_URL=$OWNER_URL
 
-start_agent() { # id, token, e2b, data, native
+start_agent() { # id, token, e2b, data, native, metrics
   local id=$1 token=$2
   shift 2
   mkdir -p "$RUN/$id/state"
@@ -182,15 +237,16 @@ start_agent() { # id, token, e2b, data, native
     --hub-url "ws://127.0.0.1:$HUB_TUNNEL_PORT" \
     --state-dir "$RUN/$id/state" --manifests-dir "$ROOT/scripts/quickstart-manifests" \
     --envd-path "$BUILD/agentbox-envd" \
-    --e2b-listen "127.0.0.1:$1" --data-listen "127.0.0.1:$2" --native-listen "127.0.0.1:$3"
+    --e2b-listen "127.0.0.1:$1" --data-listen "127.0.0.1:$2" --native-listen "127.0.0.1:$3" \
+    --metrics-listen "127.0.0.1:$4"
   unset AGENTBOX_JOIN_TOKEN
 }
-start_agent alpha "$ALPHA_TOKEN" "${ALPHA_PORTS[@]}"
-start_agent beta "$BETA_TOKEN" "${BETA_PORTS[@]}"
+start_agent alpha "$ALPHA_TOKEN" "${ALPHA_PORTS[@]}" "$ALPHA_METRICS_PORT"
+start_agent beta "$BETA_TOKEN" "${BETA_PORTS[@]}" "$BETA_METRICS_PORT"
 
-wait_healthy() { # name, url
+wait_healthy() { # name, url [curl args: a key]
   local deadline=$((SECONDS + 60))
-  until curl -fsS -o /dev/null "$2"; do
+  until curl -fsS -o /dev/null "${@:3}" "$2"; do
     if ! kill -0 "$(cat "$RUN/pids/$1.pid")" 2>/dev/null; then
       echo "quickstart: $1 exited; last lines of .run/logs/$1.log:" >&2
       tail -n 20 "$RUN/logs/$1.log" >&2
@@ -207,8 +263,9 @@ wait_healthy hub "http://127.0.0.1:$HUB_PORT/readyz"
 wait_healthy alpha "http://127.0.0.1:${ALPHA_PORTS[0]}/healthz"
 wait_healthy beta "http://127.0.0.1:${BETA_PORTS[0]}/healthz"
 # both tunnels up: the hub reaches each agent's native API through it
-wait_healthy alpha "http://127.0.0.1:$HUB_PORT/api/clusters/alpha/v1/ping"
-wait_healthy beta "http://127.0.0.1:$HUB_PORT/api/clusters/beta/v1/ping"
+# (every route but /healthz and /readyz needs a key)
+wait_healthy alpha "http://127.0.0.1:$HUB_PORT/api/clusters/alpha/v1/ping" -H "X-API-Key: $API_KEY"
+wait_healthy beta "http://127.0.0.1:$HUB_PORT/api/clusters/beta/v1/ping" -H "X-API-Key: $API_KEY"
 
 cat > "$RUN/quickstart.env" <<ENV
 export AGENTBOX_HUB_URL=http://127.0.0.1:$HUB_PORT
@@ -236,10 +293,10 @@ Logs are in .run/logs/. Try:
   source .run/quickstart.env
   curl \$AGENTBOX_HUB_URL/readyz
   curl \$ALPHA_E2B_API_URL/healthz
-  curl \$AGENTBOX_HUB_URL/api/clusters
-  curl \$AGENTBOX_HUB_URL/api/clusters/beta/v1/ping
+  curl -H "Authorization: Bearer \$AGENTBOX_API_KEY" \$AGENTBOX_HUB_URL/api/clusters
+  curl -H "X-API-Key: \$AGENTBOX_API_KEY" \$AGENTBOX_HUB_URL/api/clusters/beta/v1/ping
   curl -H "Authorization: Bearer \$AGENTBOX_API_KEY" \$AGENTBOX_HUB_URL/api/v1/auth/whoami
-  curl \$BETA_E2B_API_URL/metrics
+  curl http://127.0.0.1:$BETA_METRICS_PORT/metrics   # loopback only
   curl -H "X-API-Key: \$E2B_API_KEY" \$HUB_E2B_API_URL/v2/sandboxes   # every cluster, merged
 
 The unmodified e2b SDK (installed in tests/; run from there, env file sourced):

@@ -1,12 +1,14 @@
 /* The native API (console / abx, DESIGN §1) on the agent's :8080: one
  * module, `struct native`, whose route table the agent installs. Files:
  *   relay.c      /v1/relay/{cluster}/{service}/..., /v1/diag/echo, /v1/diag/bytes
+ *                (admin only; a relay never hops twice; diag only with enable_diag)
  *   whoami.c     GET /v1/auth/whoami
  *   sandboxes.c  /v1/sandboxes, /v1/envs (sandboxes.h)
  * Owner: struct agent. Loop thread only. */
 #ifndef AGENTBOX_AGENT_NATIVE_H
 #define AGENTBOX_AGENT_NATIVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "agentbox/http.h"
@@ -23,6 +25,7 @@ struct native_deps {
     struct hub_link *hub;
     struct fed *fed;
     const char *cluster; /* this cluster's id */
+    bool enable_diag;    /* serve /v1/diag/...; off: those routes do not exist (404) */
 };
 
 #define NATIVE_ROUTES_MAX 16

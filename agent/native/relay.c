@@ -4,10 +4,17 @@
  *   ANY  /v1/relay/{cluster}/{service}/{*rest}  → relay stream to that cluster's
  *        service (e2b, data or native) with target /{rest}?{query}
  *   POST /v1/diag/echo        streams the request body back (with backpressure)
- *   GET  /v1/diag/bytes?n=N   streams N bytes (0 ≤ N ≤ 16 GiB) of a fixed pattern
+ *   GET  /v1/diag/bytes?n=N   streams N bytes (0 ≤ N ≤ 1 GiB) of a fixed pattern
+ *
+ * All three are admin-only: a relay reaches any cluster's services and the
+ * diagnostics cost bandwidth, neither is a tenant's business. The diagnostics
+ * exist only with enable_diag. A relay that itself arrived over the tunnel
+ * (the hub's /api/clusters/{id}/v1/relay/..., or another relay) is refused,
+ * so a request crosses the hub at most once per direction.
  */
 #include "agent/native/native.h"
 
+#include "agent/auth.h"
 #include "agent/hub_link.h"
 #include "agentbox/common.h"
 
@@ -15,9 +22,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void h_relay(struct http_exchange *ex, void *arg)
+/* Whether a request reached this agent through the hub's tunnel. */
+static bool came_over_tunnel(const struct http_request *r)
+{
+    return r->peer && strncmp(r->peer, "tunnel:", 7) == 0;
+}
+
+static void relay_authed(struct http_exchange *ex, const struct agent_principal *who, void *arg)
 {
     struct native *n = arg;
+    if (!who->admin) {
+        http_respond_error(ex, 403, "relay routes are for admin keys only: key '%s' is a tenant's",
+                           who->key_id);
+        return;
+    }
     const char *cluster = http_param(ex, "cluster");
     const char *service = http_param(ex, "service");
     const struct http_request *r = http_req(ex);
@@ -26,7 +44,32 @@ static void h_relay(struct http_exchange *ex, void *arg)
     const char *slash = strchr(p, '/');
     slash = slash ? strchr(slash + 1, '/') : NULL;
     const char *rest = slash ? slash : "/";
-    hub_link_proxy(n->d.hub, ex, cluster, service, rest);
+    /* the caller's assertion, never its key: the hub re-signs it for the target */
+    hub_link_proxy(n->d.hub, ex, cluster, service, rest, who->assertion);
+}
+
+static void h_relay(struct http_exchange *ex, void *arg)
+{
+    struct native *n = arg;
+    if (came_over_tunnel(http_req(ex))) {
+        /* checked before the key: no hop through the hub to this route, whoever asks */
+        http_respond_error(ex, 403,
+                           "a relay never hops twice: this request already came through the "
+                           "hub; call cluster '%s' directly",
+                           n->d.cluster);
+        return;
+    }
+    agent_auth_request(n->d.auth, ex, relay_authed, n);
+}
+
+/* The diagnostics' gate: admin keys only. */
+static bool diag_allowed(struct http_exchange *ex, const struct agent_principal *p)
+{
+    if (p->admin)
+        return true;
+    http_respond_error(ex, 403, "diagnostic routes are for admin keys only: key '%s' is a tenant's",
+                       p->key_id);
+    return false;
 }
 
 struct echo {
@@ -72,8 +115,11 @@ static void echo_abort(struct http_exchange *ex, void *arg)
 
 static const struct http_body_handler echo_handler = {echo_data, echo_end, echo_abort, echo_drain};
 
-static void h_echo(struct http_exchange *ex, void *arg)
+static void echo_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
+    (void)arg;
+    if (!diag_allowed(ex, p))
+        return;
     struct echo *e = calloc(1, sizeof(*e));
     if (!e) {
         http_respond_error(ex, 503, "out of memory");
@@ -82,7 +128,13 @@ static void h_echo(struct http_exchange *ex, void *arg)
     http_set_body_handler(ex, &echo_handler, e);
 }
 
-#define BYTES_MAX (16LL << 30)
+static void h_echo(struct http_exchange *ex, void *arg)
+{
+    struct native *n = arg;
+    agent_auth_request(n->d.auth, ex, echo_authed, n);
+}
+
+#define BYTES_MAX (1LL << 30) /* 1 GiB: enough to measure a tunnel, not to flood it */
 #define BYTES_PIECE (32 * 1024)
 
 struct bytes {
@@ -122,9 +174,12 @@ static void bytes_abort(struct http_exchange *ex, void *arg)
 
 static const struct http_body_handler bytes_handler = {NULL, bytes_end, bytes_abort, bytes_drain};
 
-static void h_bytes(struct http_exchange *ex, void *arg)
+static void bytes_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
+    (void)arg;
     char nbuf[32];
+    if (!diag_allowed(ex, p))
+        return;
     char *end;
     if (http_query_get(http_req(ex), "n", nbuf, sizeof(nbuf)) != 0) {
         http_respond_error(ex, 400, "query parameter n (bytes to send) is required");
@@ -132,7 +187,7 @@ static void h_bytes(struct http_exchange *ex, void *arg)
     }
     long long n = strtoll(nbuf, &end, 10);
     if (*end || n < 0 || n > BYTES_MAX) {
-        http_respond_error(ex, 400, "n must be an integer from 0 to %lld", BYTES_MAX);
+        http_respond_error(ex, 400, "n must be an integer from 0 to %lld (1 GiB)", BYTES_MAX);
         return;
     }
     struct bytes *b = calloc(1, sizeof(*b));
@@ -148,6 +203,12 @@ static void h_bytes(struct http_exchange *ex, void *arg)
     bytes_pump(ex, b); /* b is freed when the last byte is queued, or on abort */
 }
 
+static void h_bytes(struct http_exchange *ex, void *arg)
+{
+    struct native *n = arg;
+    agent_auth_request(n->d.auth, ex, bytes_authed, n);
+}
+
 int native_relay_add_routes(struct native *n, char *err, size_t errlen)
 {
     const struct http_route routes[] = {
@@ -155,7 +216,8 @@ int native_relay_add_routes(struct native *n, char *err, size_t errlen)
         {"POST", "/v1/diag/echo", h_echo, n, HTTP_ROUTE_STREAM},
         {"GET", "/v1/diag/bytes", h_bytes, n, HTTP_ROUTE_STREAM},
     };
-    return native_add(n, routes, AB_ARRAY_LEN(routes), err, errlen);
+    /* without enable_diag the diagnostics are not routes at all */
+    return native_add(n, routes, n->d.enable_diag ? AB_ARRAY_LEN(routes) : 1, err, errlen);
 }
 
 int native_add(struct native *n, const struct http_route *routes, size_t count, char *err,

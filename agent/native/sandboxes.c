@@ -95,9 +95,21 @@ static const char *caller_ns(const struct agent_principal *p, const char *asked)
     return p->namespace[0] ? p->namespace : "default";
 }
 
+bool native_may_touch(const struct agent_principal *p, const char *ns, const char *team,
+                      const char *owner)
+{
+    if (p->admin)
+        return true;
+    /* an empty team or user on either side matches nothing: no wildcard by omission */
+    if (!p->team[0] || !p->user[0] || !team || !owner)
+        return false;
+    return strcmp(ns, caller_ns(p, NULL)) == 0 && strcmp(team, p->team) == 0 &&
+           strcmp(owner, p->user) == 0;
+}
+
 static bool may_see(const struct agent_principal *p, const struct rt_sandbox *s)
 {
-    return p->admin || strcmp(s->ns, caller_ns(p, NULL)) == 0;
+    return native_may_touch(p, s->ns, s->team, s->owner);
 }
 
 /* ---- POST /v1/sandboxes --------------------------------------------------------------------- */

@@ -14,4 +14,14 @@
 
 #include "agent/native/native.h"
 
+#include <stdbool.h>
+
+struct agent_principal;
+
+/* The native API's one ownership check (DESIGN §11): an admin touches every
+ * sandbox; a tenant only those claimed by its own (team, user) in its own
+ * namespace. Anything else is answered 404, as if it did not exist. */
+bool native_may_touch(const struct agent_principal *p, const char *ns, const char *team,
+                      const char *owner);
+
 #endif

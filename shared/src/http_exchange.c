@@ -36,6 +36,10 @@ struct http_exchange {
 
     struct buf body; /* buffered request body; its limit is the 413 limit */
     bool streaming, body_done, body_too_large;
+    /* A streaming handler that sets its body handler late (after an async
+     * key check) must not lose what came before: bytes are held in body, the
+     * transport paused, and both replayed by http_set_body_handler. */
+    bool held, end_delivered;
     const struct http_body_handler *bh;
     void *bh_arg;
 
@@ -414,8 +418,21 @@ int http_exchange_body(struct http_exchange *ex, const void *data, size_t len)
     if (ex->finished || ex->body_too_large || len == 0)
         return ex->body_too_large ? AB_ELIMIT : 0;
     if (ex->streaming) {
-        if (ex->bh && ex->bh->on_data)
-            ex->bh->on_data(ex, data, len, ex->bh_arg);
+        if (ex->bh) {
+            if (ex->bh->on_data)
+                ex->bh->on_data(ex, data, len, ex->bh_arg);
+            return 0;
+        }
+        if (!ex->held && !ex->released) {
+            ex->held = true;
+            ex->ops->pause_body(ex->t, true);
+        }
+        /* what the transport had already read past the pause; its limit is the 413 limit */
+        if (buf_append(&ex->body, data, len) != 0) {
+            ex->body_too_large = true;
+            http_respond_error(ex, 413, "%s", buf_err(&ex->body));
+            return AB_ELIMIT;
+        }
         return 0;
     }
     if (!ex->route)
@@ -449,8 +466,11 @@ void http_exchange_body_end(struct http_exchange *ex)
     if (ex->finished)
         return;
     if (ex->streaming) {
-        if (ex->bh && ex->bh->on_end)
-            ex->bh->on_end(ex, ex->bh_arg);
+        if (ex->bh) {
+            ex->end_delivered = true;
+            if (ex->bh->on_end)
+                ex->bh->on_end(ex, ex->bh_arg);
+        }
         return;
     }
     if (ex->started && !ex->body_too_large)
@@ -580,6 +600,23 @@ void http_set_body_handler(struct http_exchange *ex, const struct http_body_hand
 {
     ex->bh = h;
     ex->bh_arg = arg;
+    if (!ex->streaming || !h)
+        return;
+    /* resume (the transport delivers on a later turn), then replay what arrived
+     * before the handler existed, so a pause the handler asks for sticks */
+    if (ex->held) {
+        ex->held = false;
+        if (!ex->released && !ex->finished)
+            ex->ops->pause_body(ex->t, false);
+    }
+    if (ex->body.len && !ex->finished && h->on_data)
+        h->on_data(ex, ex->body.data, ex->body.len, arg);
+    buf_reset(&ex->body);
+    if (ex->body_done && !ex->end_delivered && !ex->finished) {
+        ex->end_delivered = true;
+        if (h->on_end)
+            h->on_end(ex, arg);
+    }
 }
 
 void http_pause_body(struct http_exchange *ex, bool paused)

@@ -13,7 +13,7 @@
 import http from 'node:http';
 import { spawn } from 'node:child_process';
 import {
-    startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, buildDir,
+    startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, buildDir, adminKey,
 } from '../integration/lib/harness.mjs';
 import { quantile, median, mean, fmt, printTable, machineNote, cpuOf } from './util.mjs';
 
@@ -25,6 +25,10 @@ const RTT_BLOCK = 250; // paths alternate in blocks, so drift on a shared box hi
 
 // --- the stack ------------------------------------------------------------------------
 
+// Relays and diagnostics are admin-only (issue 13): every request carries the
+// harness's admin key (the plain TCP baseline ignores it).
+let KEY_HEADERS = {};
+
 async function startStack() {
     const pg = await startPostgres();
     const m = await runMigrate(pg.url);
@@ -35,9 +39,10 @@ async function startStack() {
     const agents = {};
     for (const id of ['alpha', 'beta']) {
         const token = await addCluster(pg.url, id);
-        agents[id] = await startAgent(id, { hubUrl: hub.tunnelUrl, token, args: ['--log-level', 'warn'] });
+        agents[id] = await startAgent(id, { hubUrl: hub.tunnelUrl, token, args: ['--log-level', 'warn', '--enable-diag'] });
         await waitClusterOnline(hub.base, id, true, 15000);
     }
+    KEY_HEADERS = { 'X-API-Key': await adminKey(hub.base) };
     const stop = async () => {
         for (const a of Object.values(agents)) await a.proc.stop();
         await hub.proc.stop();
@@ -91,7 +96,7 @@ function readAll(url, expect) {
     return new Promise((resolve, reject) => {
         const t0 = process.hrtime.bigint();
         let got = 0;
-        const req = http.get(url, { agent: false }, (res) => {
+        const req = http.get(url, { agent: false, headers: KEY_HEADERS }, (res) => {
             if (res.statusCode !== 200) {
                 reject(new Error(`GET ${url}: HTTP ${res.statusCode}`));
                 res.resume();
@@ -148,7 +153,7 @@ async function benchThroughput(st, net) {
 function getKeepAlive(agent, url) {
     return new Promise((resolve, reject) => {
         const t0 = process.hrtime.bigint();
-        const req = http.get(url, { agent }, (res) => {
+        const req = http.get(url, { agent, headers: KEY_HEADERS }, (res) => {
             let body = '';
             res.setEncoding('utf8');
             res.on('data', (c) => (body += c));

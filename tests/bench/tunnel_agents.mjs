@@ -19,6 +19,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import {
     startPostgres, runMigrate, startHub, httpGet, waitFor, tempDir, run, PG_BIN, buildDir,
+    adminHeaders,
 } from '../integration/lib/harness.mjs';
 import { sampleProcess, procMem, withChildren, mib, fmt, printTable, machineNote, quantile } from './util.mjs';
 
@@ -133,7 +134,7 @@ function probeHub(hub) {
 }
 
 async function hubOnline(hub) {
-    const r = await httpGet(`${hub.base}/metrics`, { timeoutMs: 10000 });
+    const r = await httpGet(`${hub.metrics}/metrics`, { timeoutMs: 10000 });
     const line = r.body.split('\n').find((l) => l.startsWith('agentbox_tunnel_sessions_online'));
     return line ? Number(line.split(' ').pop()) : NaN;
 }
@@ -155,7 +156,8 @@ async function main() {
         const t0 = Date.now();
         const agentsFile = await registerClusters(pg, dir, N);
         const last = `sim-${String(N - 1).padStart(5, '0')}`;
-        await waitFor(async () => (await httpGet(`${hub.base}/api/clusters/${last}`)).status === 200, {
+        const headers = await adminHeaders(hub.base); // the registry needs a key (issue 13)
+        await waitFor(async () => (await httpGet(`${hub.base}/api/clusters/${last}`, { headers })).status === 200, {
             timeoutMs: 30000, what: `the hub to load ${N} clusters`,
         });
         console.log(`registered ${N} clusters in ${((Date.now() - t0) / 1000).toFixed(1)} s`);

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import {
     startPostgres, startHub, runMigrate, httpJson, waitFor, run, hubBin, hubSecret,
     addCluster, startAgent, createKey,
+    adminHeaders,
 } from './lib/harness.mjs';
 
 const cleanups = [];
@@ -27,7 +28,7 @@ test('agent-side keys: validate, cache, revoke in under a second, grace when the
     const token = await addCluster(pg.url, 'keyed');
     const agent = await startAgent('keyed', { hubUrl: hub.tunnelUrl, token });
     cleanups.push(() => agent.proc.stop());
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/keyed/v1/ping`)).status === 200, {
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/keyed/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 200, {
         what: 'agent connected',
     });
 
@@ -97,10 +98,20 @@ test('an admin key registers a cluster through the hub API and gets its token on
     assert.match(ok.json.token, /^abxc_[0-9a-f]{64}$/);
     const again = await post(admin.token, { id: 'west' });
     assert.equal(again.status, 409);
+    assert.equal(ok.json.namespaces, null, 'default: every namespace');
+    // namespaces assigned through the API, as with cluster add --namespaces
+    const scoped = await post(admin.token, { id: 'scoped', namespaces: ['team-a', 'team-b'] });
+    assert.equal(scoped.status, 201, JSON.stringify(scoped.json));
+    assert.deepEqual(scoped.json.namespaces, ['team-a', 'team-b']);
+    for (const namespaces of [['Bad_NS'], [], 'team-a', ['a,b'], ['*']]) {
+        const r = await post(admin.token, { id: 'nope', namespaces });
+        assert.equal(r.status, 400, `${JSON.stringify(namespaces)}: ${JSON.stringify(r.json)}`);
+        assert.match(r.json.error, /namespaces/);
+    }
     // the token works: an agent joins with it
     const agent = await startAgent('west', { hubUrl: hub.tunnelUrl, token: ok.json.token });
     cleanups.push(() => agent.proc.stop());
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/west/v1/ping`)).status === 200, {
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/west/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 200, {
         what: 'west connected with the API-issued token',
     });
     // only the hash is stored

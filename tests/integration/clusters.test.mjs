@@ -8,6 +8,7 @@ import path from 'node:path';
 import {
     startPostgres, runMigrate, hubBin, psqlAt, run, startHub, httpJson, waitFor, freePort, PG_BIN,
     buildDir, spawnProc, tempDir,
+    adminHeaders,
 } from './lib/harness.mjs';
 
 let pg;
@@ -113,10 +114,10 @@ test('list shows a new cluster offline, as a table and as JSON', async () => {
     const table = await cli(['list']);
     assert.equal(table.code, 0, table.stderr);
     const lines = table.stdout.trimEnd().split('\n');
-    assert.match(lines[0], /^ID\s+NAME\s+REGION\s+STATUS\s+ONLINE\s+LAST SEEN\s+EPOCH\s+AGENT VERSION$/);
+    assert.match(lines[0], /^ID\s+NAME\s+REGION\s+STATUS\s+ONLINE\s+LAST SEEN\s+EPOCH\s+AGENT VERSION\s+NAMESPACES$/);
     const row = lines.find((l) => l.startsWith('listed '));
     assert.ok(row, `no row for 'listed':\n${table.stdout}`);
-    assert.match(row, /^listed\s+Listed\s+us-east\s+enabled\s+no\s+-\s+-\s+-$/);
+    assert.match(row, /^listed\s+Listed\s+us-east\s+enabled\s+no\s+-\s+-\s+-\s+\*$/);
     // Aligned: every column starts at the same offset on every line.
     const col = lines[0].indexOf('ONLINE');
     for (const l of lines.slice(1)) assert.match(l.slice(col), /^(yes|no) /, `misaligned line: ${l}`);
@@ -126,8 +127,17 @@ test('list shows a new cluster offline, as a table and as JSON', async () => {
     const c = (await listJson()).find((x) => x.id === 'listed');
     assert.deepEqual(c, {
         id: 'listed', name: 'Listed', region: 'us-east', disabled: false, online: false,
-        lastSeen: null, epoch: null, agentVersion: null,
+        lastSeen: null, epoch: null, agentVersion: null, namespaces: null,
     });
+
+    // namespaces assigned at registration, normalised; bad names refused naming them
+    await addCluster('scoped', ['--namespaces', 'team-a, team-b,team-a']);
+    assert.deepEqual((await listJson()).find((x) => x.id === 'scoped').namespaces, ['team-a', 'team-b']);
+    const scopedRow = (await cli(['list'])).stdout.split('\n').find((l) => l.startsWith('scoped '));
+    assert.match(scopedRow, /\steam-a,team-b$/);
+    const bad = await cli(['add', 'badns', '--namespaces', 'Team_A']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /namespace 'Team_A' is invalid/);
 });
 
 test('list shows a session row as online only while it is recent and connected', async () => {
@@ -228,7 +238,7 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     t.after(() => hub.proc.stop());
 
     const list = await waitFor(async () => {
-        const r = await httpJson(`${hub.base}/api/clusters`);
+        const r = await httpJson(`${hub.base}/api/clusters`, { headers: await adminHeaders(hub.base) });
         return r.status === 200 ? r.json.clusters : null;
     }, { timeoutMs: 5000, what: 'GET /api/clusters to answer 200' });
     const ids = list.map((c) => c.id);
@@ -238,7 +248,7 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     for (const c of list) assert.equal(c.online, false, `${c.id} is online`);
     assert.deepEqual(list.find((c) => c.id === 'zeta'), {
         id: 'zeta', name: 'Zeta', region: 'ap-south', online: false, disabled: false,
-        lastSeen: null, agentVersion: null,
+        lastSeen: null, agentVersion: null, namespaces: null,
     });
     // A past session shows its time and agent version, offline.
     const beta = list.find((c) => c.id === 'beta');
@@ -246,14 +256,14 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     assert.match(beta.lastSeen, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     assert.equal(beta.agentVersion, '1.2.3');
 
-    const one = await httpJson(`${hub.base}/api/clusters/zeta`);
+    const one = await httpJson(`${hub.base}/api/clusters/zeta`, { headers: await adminHeaders(hub.base) });
     assert.equal(one.status, 200);
     assert.equal(one.json.id, 'zeta');
     assert.equal(one.json.online, false);
-    const missing = await httpJson(`${hub.base}/api/clusters/nowhere`);
+    const missing = await httpJson(`${hub.base}/api/clusters/nowhere`, { headers: await adminHeaders(hub.base) });
     assert.equal(missing.status, 404);
     assert.match(missing.json.message, /'nowhere'/);
-    const weird = await httpJson(`${hub.base}/api/clusters/%FFx%27`);
+    const weird = await httpJson(`${hub.base}/api/clusters/%FFx%27`, { headers: await adminHeaders(hub.base) });
     assert.equal(weird.status, 404);
     assert.match(weird.json.message, /no cluster '\?x\?'/);
 
@@ -261,21 +271,21 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     const t0 = Date.now();
     await addCluster('gamma', ['--region', 'eu-north']);
     const gamma = await waitFor(async () => {
-        const r = await httpJson(`${hub.base}/api/clusters/gamma`);
+        const r = await httpJson(`${hub.base}/api/clusters/gamma`, { headers: await adminHeaders(hub.base) });
         return r.status === 200 ? r.json : null;
     }, { timeoutMs: 3000, intervalMs: 100, what: 'cluster gamma in GET /api/clusters/gamma' });
     assert.equal(gamma.region, 'eu-north');
     assert.ok(Date.now() - t0 < 3500);
-    const after = (await httpJson(`${hub.base}/api/clusters`)).json.clusters.map((c) => c.id);
+    const after = (await httpJson(`${hub.base}/api/clusters`, { headers: await adminHeaders(hub.base) })).json.clusters.map((c) => c.id);
     assert.deepEqual(after, [...after].sort(), `not sorted after gamma: ${after}`);
 
     // Disabling shows too.
     assert.equal((await cli(['disable', 'zeta'])).code, 0);
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/zeta`)).json.disabled === true,
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/zeta`, { headers: await adminHeaders(hub.base) })).json.disabled === true,
         { timeoutMs: 3000, intervalMs: 100, what: 'zeta disabled in the API' });
 
     // The registry is loaded: the API answers from it (503 "not loaded" otherwise).
-    const loaded = await httpJson(`${hub.base}/api/clusters`);
+    const loaded = await httpJson(`${hub.base}/api/clusters`, { headers: await adminHeaders(hub.base) });
     assert.equal(loaded.status, 200, JSON.stringify(loaded.json));
     assert.ok(loaded.json.clusters.some((c) => c.id === 'gamma'));
 
@@ -284,13 +294,15 @@ test('GET /api/clusters lists the clusters by id and picks up new ones within 3 
     assert.equal(exit.code, 0, `hub exited with ${exit.code}/${exit.signal}:\n${hub.proc.logs()}`);
 });
 
-test('GET /api/clusters answers 503 while the registry cannot load', async (t) => {
+test('GET /api/clusters answers 503 while the database cannot be reached (401 without a key)', async (t) => {
     const port = await freePort();
     const hub = await startHub(`postgres://x:y@127.0.0.1:${port}/none`, { args: await hubArgs() });
     t.after(() => hub.proc.stop());
-    const r = await httpJson(`${hub.base}/api/clusters`);
-    assert.equal(r.status, 503);
-    assert.match(r.json.message, /cluster registry not loaded/);
+    // the key cannot be checked, so neither can the registry be shown: 503, not 401
+    const key = `agbx_${'0'.repeat(64)}`;
+    const r = await httpJson(`${hub.base}/api/clusters`, { headers: { Authorization: `Bearer ${key}` } });
+    assert.equal(r.status, 503, JSON.stringify(r.json));
+    assert.equal((await httpJson(`${hub.base}/api/clusters`)).status, 401);
 });
 
 // The registry's session side, driven by a real agent over the tunnel: the
@@ -306,17 +318,18 @@ test('a tunnel session is online, seen, and closed when its token rotates', asyn
     const tunnelPort = await freePort();
     const hub = await startHub(url, { args: ['--tunnel-listen', `127.0.0.1:${tunnelPort}`] });
     t.after(() => hub.proc.stop());
-    const ports = [await freePort(), await freePort(), await freePort()];
+    const ports = [await freePort(), await freePort(), await freePort(), await freePort()];
     const agent = spawnProc('agent', agentBin, [
         'serve', '--cluster-id', 'live', '--hub-url', `ws://127.0.0.1:${tunnelPort}`,
         '--join-token', token, '--state-dir', tempDir(),
         '--e2b-listen', `127.0.0.1:${ports[0]}`, '--data-listen', `127.0.0.1:${ports[1]}`,
-        '--native-listen', `127.0.0.1:${ports[2]}`, '--tunnel-ping-interval', '1s',
+        '--native-listen', `127.0.0.1:${ports[2]}`, '--metrics-listen', `127.0.0.1:${ports[3]}`,
+        '--tunnel-ping-interval', '1s',
     ]);
     t.after(() => agent.stop());
 
     const info = await waitFor(async () => {
-        const r = await httpJson(`${hub.base}/api/clusters/live`);
+        const r = await httpJson(`${hub.base}/api/clusters/live`, { headers: await adminHeaders(hub.base) });
         return r.status === 200 && r.json.online ? r.json : null;
     }, { timeoutMs: 10000, what: `cluster live online in the API; agent log:\n${agent.logs()}` });
     assert.match(info.lastSeen, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
@@ -335,7 +348,7 @@ test('a tunnel session is online, seen, and closed when its token rotates', asyn
 
     const rot = await cli(['rotate-token', 'live']);
     assert.equal(rot.code, 0, rot.stderr);
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/live`)).json.online === false,
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/live`, { headers: await adminHeaders(hub.base) })).json.online === false,
         { timeoutMs: 5000, intervalMs: 100, what: 'live offline after rotate-token' });
     await waitFor(async () => (await psqlAt(url,
         "SELECT count(*) FROM cluster_sessions WHERE cluster_id = 'live' AND connected")) === '0',

@@ -77,7 +77,9 @@ test('a bad or missing target is a 400 naming the problem', async () => {
         "host 'envd.sbx.test' must be <port>-<sandbox id>.sbx.test");
     // the agent's own endpoints stay reachable when no sandbox is named
     assert.equal((await request(d, '/healthz')).status, 200);
-    assert.match((await request(d, '/metrics')).body, /agentbox_dataplane_requests_total\{outcome="bad_request"\} [1-9]/);
+    assert.match((await request(alpha.metrics, '/metrics')).body, /agentbox_dataplane_requests_total\{outcome="bad_request"\} [1-9]/);
+    // and the data plane itself no longer serves the unauthenticated page
+    assert.equal((await request(d, '/metrics')).status, 404);
 });
 
 test('the three target forms reach the same sandbox envd', async () => {
@@ -142,7 +144,7 @@ test('a request body streams to envd and the answer streams back', async () => {
     const got = Buffer.from(await down.arrayBuffer());
     assert.equal(got.length, data.length);
     assert.ok(got.equals(data), 'downloaded bytes differ');
-    const m = await (await fetch(`${alpha.data}/metrics`)).text();
+    const m = await (await fetch(`${alpha.metrics}/metrics`)).text();
     const bytes = /agentbox_dataplane_bytes_total\{direction="to_sandbox"\} ([0-9.e+]+)/.exec(m);
     assert.ok(bytes && Number(bytes[1]) >= data.length, 'bytes to sandboxes are counted');
 });

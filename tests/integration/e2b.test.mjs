@@ -429,7 +429,7 @@ const CATALOGUE = [
 ];
 
 async function agentMetrics() {
-    return (await fetch(`${alpha.e2b}/metrics`)).text();
+    return (await fetch(`${alpha.metrics}/metrics`)).text();
 }
 
 function counter(text, op, cat) {

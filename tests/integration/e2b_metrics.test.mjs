@@ -59,7 +59,7 @@ before(async () => {
         agentArgs: ['--prometheus-url', `http://127.0.0.1:${promPort}`],
     });
     alpha = stack.agents.alpha;
-    prom = await startPrometheus(new URL(alpha.e2b).host, promPort);
+    prom = await startPrometheus(new URL(alpha.metrics).host, promPort);
     await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2, 'alpha warm', 30000);
     process.env.E2B_API_URL = alpha.e2b;
     process.env.E2B_SANDBOX_URL = alpha.data;

@@ -105,7 +105,7 @@ test('a tenant sees its own namespace only; an admin sees all', async () => {
 });
 
 test('the hub exports gauges and snapshots to PostgreSQL', async () => {
-    const metrics = await (await fetch(`${stack.hub.base}/metrics`)).text();
+    const metrics = await (await fetch(`${stack.hub.metrics}/metrics`)).text();
     assert.match(metrics, /agentbox_federation_env_idle\{cluster="gamma",namespace="default",env="demo",member="demo-1c0gi",group="[^"]*"\} 2/);
     const rows = await waitFor(async () => {
         const out = await psqlAt(stack.pg.url,
@@ -133,9 +133,9 @@ test('an exhausted cluster is routed to the cluster with the most idle', async (
     assert.equal(none.json.step, 5, none.text);
     assert.equal(none.json.action, 'queue');
     assert.equal(none.json.cluster, 'alpha');
-    const m = await (await fetch(`${stack.agents.alpha.native}/metrics`)).text();
+    const m = await (await fetch(`${stack.agents.alpha.metrics}/metrics`)).text();
     assert.match(m, /agentbox_route_decisions_total\{step="2"\} [1-9]/);
-    const hm = await (await fetch(`${stack.hub.base}/metrics`)).text();
+    const hm = await (await fetch(`${stack.hub.metrics}/metrics`)).text();
     assert.match(hm, /agentbox_route_decisions_total\{step="2"\} [1-9]/);
 });
 

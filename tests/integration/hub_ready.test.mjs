@@ -110,7 +110,7 @@ test('a database that accepts but never answers: /readyz 503 by its deadline, cl
 test('/metrics is Prometheus text with the database gauges', async () => {
     const { hub } = await setup();
     await httpGet(`${hub.base}/readyz`);
-    const r = await httpGet(`${hub.base}/metrics`);
+    const r = await httpGet(`${hub.metrics}/metrics`);
     assert.equal(r.status, 200);
     assert.match(r.headers['content-type'], /^text\/plain; version=0\.0\.4/);
     const lines = r.body.split('\n').filter((l) => l.length > 0);

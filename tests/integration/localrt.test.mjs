@@ -160,8 +160,12 @@ test('the idle timeout ends a sandbox without traffic; data-plane traffic keeps 
     let stop = false;
     const keepBusy = (async () => {
         while (!stop) {
-            const r = await fetch(`${alpha.data}/health`, {
-                headers: { 'E2b-Sandbox-Id': busy.sandboxId, 'E2b-Sandbox-Port': '49983' },
+            // only traffic envd authenticates counts as activity (issue 13)
+            const r = await fetch(`${alpha.data}/files?path=/home/user/.keep`, {
+                headers: {
+                    'E2b-Sandbox-Id': busy.sandboxId, 'E2b-Sandbox-Port': '49983',
+                    'X-Access-Token': busy.envdAccessToken,
+                },
             });
             await r.arrayBuffer();
             await new Promise((res) => setTimeout(res, 250));

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { repoRoot, freePort, tempDir, run } from './lib/harness.mjs';
+import { repoRoot, freePort, tempDir, run, psqlAt } from './lib/harness.mjs';
 
 const runDir = tempDir('agentbox-qs-run-');
 fs.chmodSync(runDir, 0o755); // PostgreSQL runs as its own user under it
@@ -36,7 +36,8 @@ function parseEnvFile(file) {
 test('quickstart --detach, the SDK through alpha and the hub, then stop leaves nothing', { timeout: 900000 }, async () => {
     const ports = {};
     for (const k of ['HUB_PORT', 'HUB_TUNNEL_PORT', 'ALPHA_E2B_PORT', 'ALPHA_DATA_PORT', 'ALPHA_NATIVE_PORT',
-        'BETA_E2B_PORT', 'BETA_DATA_PORT', 'BETA_NATIVE_PORT']) ports[k] = String(await freePort());
+        'BETA_E2B_PORT', 'BETA_DATA_PORT', 'BETA_NATIVE_PORT', 'HUB_METRICS_PORT', 'ALPHA_METRICS_PORT',
+        'BETA_METRICS_PORT']) ports[k] = String(await freePort());
     env = { ...process.env, ...ports, AGENTBOX_QS_RUN: runDir, AGENTBOX_QS_BUILD: buildDir };
     const t0 = Date.now();
     const up = await quickstart(['--detach'], 840000);
@@ -47,6 +48,17 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
         'HUB_E2B_API_URL', 'HUB_DATA_URL', 'E2B_API_URL', 'E2B_SANDBOX_URL', 'AGENTBOX_API_KEY', 'E2B_API_KEY']) {
         assert.ok(vars[k], `${k} missing from quickstart.env`);
     }
+
+    // least privilege: the hub's connections use a role that is not a superuser and owns nothing
+    const adminUrl = fs.readFileSync(path.join(runDir, 'pg', 'url'), 'utf8').trim();
+    const roles = await psqlAt(adminUrl, `SELECT DISTINCT a.usename || ':' || r.rolsuper || ':' ||
+        (SELECT count(*) FROM pg_class c WHERE c.relowner = r.oid)
+        FROM pg_stat_activity a JOIN pg_roles r ON r.rolname = a.usename
+        WHERE a.application_name = 'agentbox-hub'`);
+    assert.equal(roles, 'agentbox_serve:false:0', 'the hub connects as agentbox_serve only');
+    // the listeners are on loopback, and the registry needs a key
+    const anon = await fetch(`${vars.AGENTBOX_HUB_URL}/api/clusters`);
+    assert.equal(anon.status, 401);
 
     // the SDK, unchanged, in a child process with the env file's settings
     const script = `

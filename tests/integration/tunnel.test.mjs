@@ -11,6 +11,7 @@ import path from 'node:path';
 import {
     startPostgres, startHub, runMigrate, httpGet, httpJson, waitFor, run, hubBin, tempDir,
     addCluster, startAgent, waitClusterOnline, metricValue,
+    adminHeaders,
 } from './lib/harness.mjs';
 
 const cleanups = [];
@@ -73,7 +74,7 @@ test('an agent connects, the hub lists it online, and the hub reaches its native
     const { agent } = await agentFor('alpha');
     const c = await waitClusterOnline(hub.base, 'alpha');
     assert.equal(c.online, true);
-    const r = await httpJson(`${hub.base}/api/clusters/alpha/v1/ping`);
+    const r = await httpJson(`${hub.base}/api/clusters/alpha/v1/ping`, { headers: await adminHeaders(hub.base) });
     assert.equal(r.status, 200, JSON.stringify(r.json));
     assert.deepEqual({ pong: r.json.pong, cluster: r.json.cluster }, { pong: true, cluster: 'alpha' });
     // the CLI sees it too
@@ -92,7 +93,7 @@ test('an agent connects, the hub lists it online, and the hub reaches its native
     assert.equal(await metricValue(agent.e2b, 'agentbox_tunnel_reconnects_total'), reconnects, agent.proc.logs());
     assert.equal(await metricValue(agent.e2b, 'agentbox_tunnel_connected'), 1);
     assert.equal(await metricValue(hub.base, 'agentbox_tunnel_sessions_total'), sessions);
-    assert.equal((await httpJson(`${hub.base}/api/clusters/alpha/v1/ping`)).status, 200);
+    assert.equal((await httpJson(`${hub.base}/api/clusters/alpha/v1/ping`, { headers: await adminHeaders(hub.base) })).status, 200);
 });
 
 test('a wrong token is refused with 401; the agent says why and keeps backing off', async () => {
@@ -109,7 +110,7 @@ test('a wrong token is refused with 401; the agent says why and keeps backing of
     assert.match(agent.proc.logs(), /HTTP 401/);
     assert.match(agent.proc.logs(), /join-token/);
     const listed = await waitFor(async () => {
-        const r = await httpJson(`${hub.base}/api/clusters`);
+        const r = await httpJson(`${hub.base}/api/clusters`, { headers: await adminHeaders(hub.base) });
         return r.json.clusters.find((c) => c.id === 'wrongtok');
     }, { what: 'wrongtok listed by the hub' });
     assert.equal(listed.online, false);
@@ -164,7 +165,7 @@ test('kill -9 of the hub: the agent is back once the hub returns', async () => {
     const again = await startHub(pg.url, { port: hub.port, tunnelPort: hub.tunnelPort });
     cleanups.push(() => again.proc.stop());
     // backoff cap is 1 s in tests: back well within a few seconds
-    await waitFor(async () => (await httpJson(`${again.base}/api/clusters/phoenix/v1/ping`)).status === 200, {
+    await waitFor(async () => (await httpJson(`${again.base}/api/clusters/phoenix/v1/ping`, { headers: await adminHeaders(again.base) })).status === 200, {
         timeoutMs: 5000, what: 'phoenix reachable through the restarted hub',
     });
     await waitClusterOnline(again.base, 'phoenix', true, 1000);
@@ -184,12 +185,13 @@ test('two agents with one id: the first is closed as superseded', async () => {
 test('200 concurrent relayed streams alpha → hub → beta each deliver their exact bytes', async () => {
     const { hub } = await stack();
     await waitClusterOnline(hub.base, 'alpha');
-    await agentFor('beta');
+    await agentFor('beta', { args: ['--enable-diag'] });
     await waitClusterOnline(hub.base, 'beta');
     const alpha = await findAgentNative('alpha');
+    const key = await adminHeaders(hub.base);
     const bodies = Array.from({ length: 200 }, (_, i) => crypto.randomBytes(1024 + i * 97));
     const results = await Promise.all(bodies.map((b) => request(`${alpha}/v1/relay/beta/native/v1/diag/echo`, {
-        method: 'POST', body: b, headers: { 'Content-Type': 'application/octet-stream' }, timeoutMs: 30000,
+        method: 'POST', body: b, headers: { 'Content-Type': 'application/octet-stream', 'X-API-Key': key['X-API-Key'] }, timeoutMs: 30000,
     })));
     results.forEach((r, i) => {
         assert.equal(r.status, 200, r.body.toString());
@@ -200,11 +202,11 @@ test('200 concurrent relayed streams alpha → hub → beta each deliver their e
 test('a relay to a cluster without a session fails fast with 503 naming it', async () => {
     const { hub } = await stack();
     const alpha = await findAgentNative('alpha');
-    const r = await request(`${alpha}/v1/relay/nowhere/native/v1/ping`);
+    const r = await request(`${alpha}/v1/relay/nowhere/native/v1/ping`, { headers: await adminHeaders(hub.base) });
     assert.equal(r.status, 503);
     assert.match(JSON.parse(r.body).message, /cluster 'nowhere' is not connected/);
     assert.ok(r.ms < 100, `took ${r.ms} ms`);
-    const h = await request(`${hub.base}/api/clusters/nowhere/v1/ping`);
+    const h = await request(`${hub.base}/api/clusters/nowhere/v1/ping`, { headers: await adminHeaders(hub.base) });
     assert.equal(h.status, 503);
     assert.match(JSON.parse(h.body).message, /nowhere/);
     assert.ok(h.ms < 100, `hub took ${h.ms} ms`);
@@ -214,10 +216,11 @@ test('one stalled stream does not hold back the others', async () => {
     const { hub } = await stack();
     await waitClusterOnline(hub.base, 'beta');
     const alpha = await findAgentNative('alpha');
+    const key = (await adminHeaders(hub.base))['X-API-Key'];
     const pings = async () => {
         const times = [];
         for (let i = 0; i < 20; i++) {
-            const r = await request(`${alpha}/v1/relay/beta/native/v1/ping`);
+            const r = await request(`${alpha}/v1/relay/beta/native/v1/ping`, { headers: { 'X-API-Key': key } });
             assert.equal(r.status, 200);
             times.push(r.ms);
         }
@@ -228,7 +231,7 @@ test('one stalled stream does not hold back the others', async () => {
     // a reader that never reads
     const sock = net.connect(Number(u.port), u.hostname);
     await new Promise((r) => sock.once('connect', r));
-    sock.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    sock.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${key}\r\n\r\n`);
     sock.pause();
     cleanups.push(() => sock.destroy());
     await new Promise((r) => setTimeout(r, 300)); // let the stalled stream fill its windows
@@ -238,7 +241,7 @@ test('one stalled stream does not hold back the others', async () => {
     assert.ok(p50 - baseline < 5, `stalled stream added ${(p50 - baseline).toFixed(2)} ms`);
     // the hub holds at most about one window for the stalled stream
     const m = await waitFor(async () => {
-        const r = await httpGet(`${hub.base}/metrics`);
+        const r = await httpGet(`${hub.metrics}/metrics`);
         const line = r.body.split('\n').find((l) => l.startsWith('agentbox_tunnel_buffered_bytes{cluster="alpha"}'));
         return line ? Number(line.split(' ').pop()) : null;
     }, { timeoutMs: 8000, what: 'buffered-bytes metric for alpha' });

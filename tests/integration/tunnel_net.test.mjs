@@ -8,6 +8,7 @@ import path from 'node:path';
 import {
     startPostgres, startHub, runMigrate, httpJson, waitFor, run, tempDir, freePort,
     addCluster, startAgent, waitClusterOnline, spawnProc, agentBin, metricValue,
+    adminHeaders,
 } from './lib/harness.mjs';
 
 const cleanups = [];
@@ -56,7 +57,7 @@ test('TLS: the agent verifies the hub against a CA generated here', async () => 
         hubUrl: `wss://localhost:${hub.tunnelPort}`, token, args: ['--hub-ca', f('ca.pem')],
     });
     cleanups.push(() => good.proc.stop());
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/tlsok/v1/ping`)).status === 200, {
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/tlsok/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 200, {
         timeoutMs: 10000, what: 'tlsok reachable over wss',
     });
 
@@ -72,7 +73,7 @@ test('TLS: the agent verifies the hub against a CA generated here', async () => 
         timeoutMs: 10000, what: 'the agent with the wrong CA to keep failing (agentbox_tunnel_reconnects_total)',
     });
     assert.equal(await metricValue(bad.e2b, 'agentbox_tunnel_connected'), 0);
-    const r = await httpJson(`${hub.base}/api/clusters/tlsbad/v1/ping`);
+    const r = await httpJson(`${hub.base}/api/clusters/tlsbad/v1/ping`, { headers: await adminHeaders(hub.base) });
     assert.equal(r.status, 503);
 });
 
@@ -98,26 +99,27 @@ test('partition: the hub sees the cluster go offline, and the agent comes back b
     cleanups.push(() => hub.proc.stop());
     const token = await addCluster(pg.url, 'island');
     const state = tempDir('agentbox-island-');
-    const ports = [await freePort(), await freePort(), await freePort()];
+    const ports = [await freePort(), await freePort(), await freePort(), await freePort()];
     // nsenter joins only the network namespace: `ip netns exec` would also
     // remount /sys, hiding the cgroup controllers the local runtime requires.
     const agent = spawnProc('agent-island', 'nsenter', [`--net=/run/netns/${ns}`, agentBin(), 'serve',
-        '--cluster-id', 'island', '--state-dir', state, '--hub-url', `ws://${hubIp}:${tport}`,
+        // ws:// to a veth address on this machine: not loopback, so it needs the opt-out
+        '--cluster-id', 'island', '--state-dir', state, '--hub-url', `ws://${hubIp}:${tport}`, '--insecure-tunnel',
         '--e2b-listen', `127.0.0.1:${ports[0]}`, '--data-listen', `127.0.0.1:${ports[1]}`,
-        '--native-listen', `127.0.0.1:${ports[2]}`, '--tunnel-ping-interval', '1s', '--tunnel-timeout', '3s',
+        '--native-listen', `127.0.0.1:${ports[2]}`, '--metrics-listen', `127.0.0.1:${ports[3]}`, '--tunnel-ping-interval', '1s', '--tunnel-timeout', '3s',
         '--reconnect-min', '100ms', '--reconnect-max', '1s'], { ...process.env, AGENTBOX_JOIN_TOKEN: token });
     cleanups.push(() => agent.stop());
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/island/v1/ping`)).status === 200, {
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/island/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 200, {
         timeoutMs: 15000, what: `island reachable through the tunnel\n${agent.logs()}`,
     });
 
     await sh('ip', ['link', 'set', vh, 'down']);
     // the hub notices the silence (3 s timeout) and the cluster goes offline
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/island/v1/ping`)).status === 503, {
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/island/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 503, {
         timeoutMs: 15000, what: 'island unreachable after the link went down',
     });
     const t0 = Date.now();
-    const r = await httpJson(`${hub.base}/api/clusters/island/v1/ping`);
+    const r = await httpJson(`${hub.base}/api/clusters/island/v1/ping`, { headers: await adminHeaders(hub.base) });
     assert.equal(r.status, 503);
     assert.match(r.json.message, /island/);
     assert.ok(Date.now() - t0 < 100, 'a request to an offline cluster fails fast');
@@ -126,7 +128,7 @@ test('partition: the hub sees the cluster go offline, and the agent comes back b
     });
 
     await sh('ip', ['link', 'set', vh, 'up']);
-    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/island/v1/ping`)).status === 200, {
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/island/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 200, {
         timeoutMs: 15000, what: 'island back after the link returned',
     });
     await waitClusterOnline(hub.base, 'island', true, 5000);

@@ -271,6 +271,45 @@ static void test_format_time(void **state)
     assert_string_equal(out, "");
 }
 
+/* The namespace boundary: a table of allowed and refused cases. */
+static void test_namespace_list(void **state)
+{
+    static const struct {
+        const char *list, *ns;
+        bool ok;
+    } cases[] = {
+        {"", "default", true}, {NULL, "team-a", true},    {"a,b", "a", true},
+        {"a,b", "b", true},    {"a,b", "c", false},       {"a,b", "", false},
+        {"", "", false},       {"a,b", NULL, false},      {"ab", "a", false},
+        {"a", "ab", false},    {"team-a", "team", false}, {"x,team-a", "team-a", true},
+        {"a,b", "a,b", false},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (clusters_list_has_ns(cases[i].list, cases[i].ns) != cases[i].ok)
+            fail_msg("case %zu: list '%s' ns '%s' should be %s", i,
+                     cases[i].list ? cases[i].list : "(null)", cases[i].ns ? cases[i].ns : "(null)",
+                     cases[i].ok ? "allowed" : "refused");
+    }
+}
+
+static void test_namespace_parse(void **state)
+{
+    char out[CLUSTERS_NS_BUF], err[256];
+    (void)state;
+    assert_int_equal(clusters_parse_ns_list("*", out, sizeof(out), err, sizeof(err)), 0);
+    assert_string_equal(out, "");
+    assert_int_equal(clusters_parse_ns_list("", out, sizeof(out), err, sizeof(err)), 0);
+    assert_string_equal(out, "");
+    assert_int_equal(clusters_parse_ns_list("a, b,a", out, sizeof(out), err, sizeof(err)), 0);
+    assert_string_equal(out, "a,b");
+    assert_int_equal(clusters_parse_ns_list("a,,b", out, sizeof(out), err, sizeof(err)), AB_EINVAL);
+    assert_int_equal(clusters_parse_ns_list("Team", out, sizeof(out), err, sizeof(err)), AB_EINVAL);
+    assert_non_null(strstr(err, "'Team'"));
+    assert_int_equal(clusters_parse_ns_list("-a", out, sizeof(out), err, sizeof(err)), AB_EINVAL);
+    assert_int_equal(clusters_parse_ns_list("a,*", out, sizeof(out), err, sizeof(err)), AB_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +319,8 @@ int main(void)
         cmocka_unit_test(test_replace_revokes),
         cmocka_unit_test(test_sessions_in_memory),
         cmocka_unit_test(test_format_time),
+        cmocka_unit_test(test_namespace_list),
+        cmocka_unit_test(test_namespace_parse),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

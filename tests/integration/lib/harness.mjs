@@ -345,8 +345,9 @@ export async function httpJson(url, opts) {
 // 'x_total{outcome="ok"}'). Resolves the number, or null when the series is
 // absent. Prefer this to matching log text when a metric states the fact.
 export async function metricValue(base, series) {
-    const r = await httpGet(`${base}/metrics`);
-    if (r.status !== 200) throw new Error(`GET ${base}/metrics: status ${r.status}`);
+    const m = metricsOf(base);
+    const r = await httpGet(`${m}/metrics`);
+    if (r.status !== 200) throw new Error(`GET ${m}/metrics: status ${r.status}`);
     for (const line of r.body.split('\n')) {
         if (line.startsWith('#')) continue;
         const sp = line.lastIndexOf(' ');
@@ -370,13 +371,53 @@ export function runMigrate(databaseUrl, args = [], { dir = migrationsDir(), env 
 // AGENTBOX_HUB_SECRET unless env overrides it; CLIs of a test use it too.
 export const hubSecret = randomBytes(32).toString('hex');
 
-export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPort, tunnelPort: fixedTunnel } = {}) {
+// `serve` refuses a PostgreSQL superuser (issue 13), so the hub runs as
+// SERVE_ROLE: a login role that is not a superuser and owns nothing, with
+// DML rights on the schema the migrations (run as the owner, the cluster's
+// superuser here) create, now and later. Resolves databaseUrl with that
+// role, or databaseUrl itself when the database cannot be reached (nothing
+// to refuse then: a test of a database that is down or hung).
+export const SERVE_ROLE = 'agentbox_serve';
+const serveRolePassword = randomBytes(16).toString('hex');
+export async function serveUrl(databaseUrl) {
+    let u;
+    try {
+        u = new URL(databaseUrl);
+    } catch {
+        return databaseUrl;
+    }
+    const probe = new URL(u);
+    probe.searchParams.set('connect_timeout', '2');
+    try {
+        await psqlAt(probe.toString(), `DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${SERVE_ROLE}') THEN
+    CREATE ROLE ${SERVE_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '${serveRolePassword}';
+  END IF;
+END $$;
+GRANT USAGE ON SCHEMA public TO ${SERVE_ROLE};
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${SERVE_ROLE};
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO ${SERVE_ROLE};
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${SERVE_ROLE};
+ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO ${SERVE_ROLE};`);
+    } catch {
+        return databaseUrl;
+    }
+    u.username = SERVE_ROLE;
+    u.password = serveRolePassword;
+    return u.toString();
+}
+
+// superuser: run serve with the URL's own (superuser) role and
+// --allow-superuser, for the tests of that refusal.
+export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPort, tunnelPort: fixedTunnel, superuser = false } = {}) {
     const port = fixedPort || (await freePort());
     const tunnelPort = fixedTunnel || (await freePort());
+    const dbUrl = superuser ? databaseUrl : await serveUrl(databaseUrl);
+    const metricsPort = await freePort();
     const proc = spawnProc('hub', hubBin(), ['serve', '--listen', `127.0.0.1:${port}`,
-        '--tunnel-listen', `127.0.0.1:${tunnelPort}`, ...args], {
+        '--tunnel-listen', `127.0.0.1:${tunnelPort}`, '--metrics-listen', `127.0.0.1:${metricsPort}`, ...(superuser ? ['--allow-superuser'] : []), ...args], {
         ...process.env,
-        DATABASE_URL: databaseUrl,
+        DATABASE_URL: dbUrl,
         AGENTBOX_HUB_SECRET: hubSecret,
         ...env,
     });
@@ -386,7 +427,38 @@ export async function startHub(databaseUrl, { args = [], env = {}, port: fixedPo
         const r = await httpGet(`${base}/healthz`, { timeoutMs: 1000 });
         return r.status === 200;
     }, { timeoutMs: 15000, what: `hub /healthz on port ${port}` });
-    return { proc, port, base, tunnelPort, tunnelUrl: `ws://127.0.0.1:${tunnelPort}` };
+    hubDatabases.set(base, databaseUrl);
+    const metrics = `http://127.0.0.1:${metricsPort}`;
+    metricsBases.set(base, metrics);
+    return { proc, port, base, metrics, tunnelPort, tunnelUrl: `ws://127.0.0.1:${tunnelPort}` };
+}
+
+// /metrics lives on each process's own loopback listener (issue 13): the
+// metrics base of a process, given any of its API bases (the hub's base, an
+// agent's e2b, data or native base); the base itself when unknown.
+const metricsBases = new Map();
+export function metricsOf(base) {
+    return metricsBases.get(base) || base;
+}
+
+// Every hub route but /healthz and /readyz needs a key (issue 13): the
+// harness keeps one admin key per hub base, made on first use through the
+// CLI (team "harness", user "admin"), for its own polling and for tests.
+const hubDatabases = new Map();
+const adminKeys = new Map();
+export async function adminKey(hubBase) {
+    if (!adminKeys.has(hubBase)) {
+        const db = hubDatabases.get(hubBase);
+        if (!db) throw new Error(`no hub started at ${hubBase} by this harness`);
+        adminKeys.set(hubBase, createKey(db, 'harness', 'admin', ['--admin']).then((k) => k.token));
+    }
+    return adminKeys.get(hubBase);
+}
+// Headers carrying the hub's harness admin key, for the console (Bearer) and
+// the E2B / native surfaces (X-API-Key).
+export async function adminHeaders(hubBase) {
+    const k = await adminKey(hubBase);
+    return { Authorization: `Bearer ${k}`, 'X-API-Key': k };
 }
 
 // --- agents and clusters ---------------------------------------------------------------
@@ -406,18 +478,20 @@ export async function addCluster(databaseUrl, id, args = []) {
 // {proc, id, e2b, data, native (base URLs), stateDir} once /healthz answers.
 // Tunnel timings default to test-friendly values (fast reconnects).
 export async function startAgent(id, { hubUrl, token, args = [], env = {}, stateDir } = {}) {
-    const [e2b, data, native] = [await freePort(), await freePort(), await freePort()];
+    const [e2b, data, native, metricsPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
     const dir = stateDir || tempDir(`agentbox-${id}-state-`);
     const a = ['serve', '--cluster-id', id, '--state-dir', dir,
         '--e2b-listen', `127.0.0.1:${e2b}`, '--data-listen', `127.0.0.1:${data}`,
-        '--native-listen', `127.0.0.1:${native}`,
+        '--native-listen', `127.0.0.1:${native}`, '--metrics-listen', `127.0.0.1:${metricsPort}`,
         '--reconnect-min', '100ms', '--reconnect-max', '1s'];
     if (hubUrl) a.push('--hub-url', hubUrl, '--join-token', token);
     const proc = spawnProc(`agent-${id}`, agentBin(), [...a, ...args], { ...process.env, ...env });
     const agent = {
         proc, id, stateDir: dir,
         e2b: `http://127.0.0.1:${e2b}`, data: `http://127.0.0.1:${data}`, native: `http://127.0.0.1:${native}`,
+        metrics: `http://127.0.0.1:${metricsPort}`,
     };
+    for (const b of [agent.e2b, agent.data, agent.native]) metricsBases.set(b, agent.metrics);
     await waitFor(async () => {
         if (!proc.running()) throw new Error(`agent ${id} exited (${proc.exitCode}):\n${proc.logs()}`);
         return (await httpGet(`${agent.e2b}/healthz`, { timeoutMs: 1000 })).status === 200;
@@ -427,8 +501,9 @@ export async function startAgent(id, { hubUrl, token, args = [], env = {}, state
 
 // Waits until the hub's GET /api/clusters shows id online (or offline).
 export async function waitClusterOnline(hubBase, id, online = true, timeoutMs = 10000) {
+    const headers = await adminHeaders(hubBase);
     return waitFor(async () => {
-        const r = await httpJson(`${hubBase}/api/clusters`, { timeoutMs: 1000 });
+        const r = await httpJson(`${hubBase}/api/clusters`, { timeoutMs: 1000, headers });
         const c = r.json && r.json.clusters && r.json.clusters.find((x) => x.id === id);
         return c && c.online === online ? c : null;
     }, { timeoutMs, what: `cluster ${id} ${online ? 'online' : 'offline'} on the hub` });

@@ -189,7 +189,7 @@ export async function native(agent, key, method, p, body) {
 
 // The agent's pool gauges: {idle, running, starting, stopping, pending} of pool.
 export async function poolStatus(agent, pool, ns = 'default') {
-    const t = await (await fetch(`${agent.native}/metrics`)).text();
+    const t = await (await fetch(`${agent.metrics}/metrics`)).text();
     const out = {};
     for (const k of ['idle', 'running', 'starting', 'stopping', 'pending']) {
         const re = new RegExp(`^agentbox_pool_${k}\\{namespace="${ns}",pool="${pool}"\\} (\\d+)`, 'm');
