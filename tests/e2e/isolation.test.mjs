@@ -493,6 +493,45 @@ int main(void) {
     assert.ok(await agentHealthy());
 });
 
+// Every process of the sandbox, seen from the host: in its cgroups (any
+// hierarchy) or in its pid namespace (nsPid: readlink of /proc/<init>/ns/pid).
+function sandboxProcesses(sid, nsPid) {
+    const left = [];
+    for (const e of fs.readdirSync('/proc')) {
+        if (!/^\d+$/.test(e)) continue;
+        try {
+            const inCg = fs.readFileSync(`/proc/${e}/cgroup`, 'utf8').includes(`/agentbox/${sid}\n`);
+            const inNs = fs.readlinkSync(`/proc/${e}/ns/pid`) === nsPid;
+            if (inCg || inNs) left.push(`${e} (${fs.readFileSync(`/proc/${e}/comm`, 'utf8').trim()})`);
+        } catch {
+            // exited while we looked: gone
+        }
+    }
+    return left;
+}
+
+test('kill: answers only once every process of the sandbox (a busy tree) is gone', async () => {
+    const s = await create();
+    await ok(s, 'touch ~/kill-marker', { user: 'user' });
+    const dir = hostSandboxDir('kill-marker');
+    const sid = path.basename(dir);
+    const cg = cgroupsOf(dir);
+    const nsPid = fs.readlinkSync(`/proc/${cg.pid}/ns/pid`);
+    // 32 spinning shells, each with a child of its own, in the background
+    await s.commands.run("for i in $(seq 32); do sh -c 'sleep 600 & while :; do :; done' & done; wait", { user: 'user', background: true });
+    await waitFor(() => fs.readFileSync(path.join(cg.pids, 'cgroup.procs'), 'utf8').trim().split('\n').length > 60, { timeoutMs: 20000, what: 'the busy tree running' });
+    assert.equal(await s.kill(), true, 'the kill found the sandbox');
+    // right after the answer, no waiting: nothing of the sandbox is left
+    for (const c of ['memory', 'pids', 'cpu']) {
+        const procs = path.join(cg[c], 'cgroup.procs');
+        const text = fs.existsSync(procs) ? fs.readFileSync(procs, 'utf8').trim() : '';
+        assert.equal(text, '', `${c} cgroup of ${sid} is empty when the kill answers`);
+    }
+    assert.deepEqual(sandboxProcesses(sid, nsPid), [], `no process of ${sid} left when the kill answers`);
+    assert.throws(() => process.kill(cg.pid, 0), 'the sandbox init is gone (and reaped)');
+    assert.ok(await agentHealthy());
+});
+
 // ---- 5. platform secrets ------------------------------------------------------------------
 
 test('envd tokens: random per sandbox, held in a 0600 state file, another tenant\'s token is refused', async () => {

@@ -225,6 +225,21 @@ static int op_release(struct rt *base, const char *id)
     return 0;
 }
 
+static int op_release_wait(struct rt *base, const char *id, int64_t timeout_ms, rt_release_cb cb,
+                           void *arg)
+{
+    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+
+    if (!s)
+        return AB_ENOENT;
+    LOG_INFO("sandbox released", "id", id, "pool", s->pool->name);
+    s->rel_cb = cb;
+    s->rel_arg = arg;
+    s->rel_deadline_ms = ab_now_ms() + (timeout_ms > 0 ? timeout_ms : RT_RELEASE_WAIT_MS);
+    lrt_destroy(s); /* a running sandbox goes to PH_STOPPING now: gone_poll tells cb */
+    return 0;
+}
+
 static int op_set_timeout(struct rt *base, const char *id, int64_t timeout_s)
 {
     struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
@@ -401,6 +416,7 @@ static const struct rt_ops lrt_ops = {
     .claim = op_claim,
     .claim_cancel = op_claim_cancel,
     .release = op_release,
+    .release_wait = op_release_wait,
     .set_timeout = op_set_timeout,
     .touch = op_touch,
     .get = op_get,

@@ -105,6 +105,11 @@ struct lsb {
     char team[RT_NAME_MAX + 1];
     char owner[RT_NAME_MAX + 1];
     int64_t claimed_ms, end_ms, last_active_ms; /* wall clock */
+    /* rt_release_wait: told once every process is gone (gone_poll), or at
+     * rel_deadline_ms (monotonic) with AB_ETIMEOUT */
+    rt_release_cb rel_cb;
+    void *rel_arg;
+    int64_t rel_deadline_ms;
 };
 
 struct lrt {
@@ -143,6 +148,8 @@ void lrt_sbx_unlink_free(struct lsb *s);
 void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata);
 void lrt_persist(struct lsb *s);
 void lrt_destroy(struct lsb *s);
+/* Runs and clears s's release callback, if any. */
+void lrt_release_done(struct lsb *s, int err, const char *msg);
 void lrt_reconcile(struct lrt *rt, struct lpool *p);
 int lrt_load_manifests(struct lrt *rt, bool force);
 /* The reload_ms timer: manifest reload and health check. */

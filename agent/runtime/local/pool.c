@@ -114,9 +114,20 @@ void lrt_sbx_unlink_free(struct lsb *s)
     }
     if (s->timer_on)
         loop_timer_cancel(&s->timer);
+    lrt_release_done(s, AB_ECLOSED, "the local runtime is shutting down");
     json_decref(s->metadata);
     lsbx_release(&s->x);
     free(s);
+}
+
+void lrt_release_done(struct lsb *s, int err, const char *msg)
+{
+    rt_release_cb cb = s->rel_cb;
+
+    if (!cb)
+        return;
+    s->rel_cb = NULL;
+    cb(s->rel_arg, err, msg);
 }
 
 static void pool_maybe_free(struct lrt *rt, struct lpool *p)
@@ -219,10 +230,22 @@ static void gone_poll(struct loop_timer *t)
 
     s->timer_on = false;
     if (!lsbx_is_gone(&s->x)) {
+        /* a fork racing the first SIGKILLs (pids read, then a child born)
+         * lands in the cgroup too: signal what is there again */
+        int left = lcg_kill_all(&s->x.cg);
+        if (s->rel_cb && ab_now_ms() >= s->rel_deadline_ms) {
+            char msg[RT_ERR_MAX];
+            snprintf(msg, sizeof(msg),
+                     "sandbox %s: %d process(es) still in its cgroup after the kill deadline",
+                     s->id[0] ? s->id : s->sid, left);
+            LOG_WARN("sandbox processes survive the kill", "error", msg);
+            lrt_release_done(s, AB_ETIMEOUT, msg);
+        }
         s->timer_on = true;
         loop_timer_start(s->rt->loop, &s->timer, GONE_POLL_MS, gone_poll, s);
         return;
     }
+    lrt_release_done(s, 0, NULL);
     s->phase = PH_REMOVING;
     if (loop_submit(s->rt->loop, remove_work, remove_done, s) != 0) {
         s->rc = lsbx_remove_dir(&s->x); /* queue full: do it here rather than leak */
