@@ -174,6 +174,9 @@ int lrt_usage_probe(struct rt *base, const char *id, struct rt_probe *out);
  * not fit. */
 int lrt_usage_probe_of(const char *dir, pid_t pid, uint64_t start_time, const char *cgroup,
                        int64_t cpu_milli, int64_t mem_bytes, struct rt_probe *out);
+/* Adds a sandbox's cgroup v1 memory and cpuacct groups to a probe made by
+ * lrt_usage_probe_of (with cgroup ""): the read then uses them. AB_ELIMIT. */
+int lrt_usage_probe_v1(struct rt_probe *out, const char *memory, const char *cpuacct);
 void lrt_usage_read(const struct rt_probe *p, size_t n, struct rt_usage *out);
 int lrt_log_probe(struct rt *base, const char *id, struct rt_probe *out);
 int lrt_log_read(const struct rt_probe *p, const struct rt_log_query *q, struct rt_log *out);
@@ -182,5 +185,11 @@ int lrt_log_read(const struct rt_probe *p, const struct rt_log_query *q, struct 
  * when the cgroup sets one. 0, or AB_EIO when cpu.stat or memory.current
  * cannot be read. */
 int lrt_usage_cgroup(const char *dir, struct rt_usage *u);
+/* The same from cgroup v1 groups: cpuacct.usage (ns) in cpuacct;
+ * memory.usage_in_bytes, memory.stat (total_rss, total_cache,
+ * total_inactive_file, or the same without total_) and memory.limit_in_bytes
+ * in memory. 0, or AB_EIO when cpuacct.usage or memory.usage_in_bytes cannot
+ * be read. */
+int lrt_usage_cgroup_v1(const char *memory, const char *cpuacct, struct rt_usage *u);
 
 #endif
