@@ -532,6 +532,34 @@ test('kill: answers only once every process of the sandbox (a busy tree) is gone
     assert.ok(await agentHealthy());
 });
 
+// One series of the agent's /metrics for a sandbox (cAdvisor names), or undefined.
+async function sandboxSeries(name, id) {
+    const r = await fetch(`${alpha.e2b}/metrics`);
+    const text = await r.text();
+    for (const l of text.split('\n')) {
+        if (l.startsWith(`${name}{`) && l.includes(`"${id}"`)) return Number(l.slice(l.lastIndexOf(' ') + 1));
+    }
+    return undefined;
+}
+
+test('usage comes from the sandbox\'s cgroup (v1 too): page cache and CPU time as the cgroup counts them', async () => {
+    const s = await create();
+    // 48 MiB on the tmpfs /tmp: page cache charged to the sandbox's memory cgroup
+    await ok(s, 'head -c 50331648 /dev/zero > /tmp/cache.bin && touch ~/usage-marker', { user: 'user' });
+    const cg = cgroupsOf(hostSandboxDir('usage-marker'));
+    const cache = await waitFor(async () => {
+        const v = await sandboxSeries('container_memory_cache', s.sandboxId);
+        return v >= 48 * 1024 * 1024 ? v : null;
+    }, { timeoutMs: 40000, intervalMs: 500, what: 'container_memory_cache of the sandbox at least 48 MiB (from its cgroup, not /proc)' });
+    if (fs.existsSync(path.join(cg.memory, 'memory.usage_in_bytes'))) {
+        const limit = Number(fs.readFileSync(path.join(cg.memory, 'memory.limit_in_bytes'), 'utf8'));
+        assert.ok(cache <= limit, `cache ${cache} within the cgroup's limit ${limit}`);
+    }
+    const cpu = await sandboxSeries('container_cpu_usage_seconds_total', s.sandboxId);
+    assert.ok(cpu > 0, `CPU time of the sandbox: ${cpu}`);
+    await s.kill();
+});
+
 // ---- 5. platform secrets ------------------------------------------------------------------
 
 test('envd tokens: random per sandbox, held in a 0600 state file, another tenant\'s token is refused', async () => {
