@@ -12,6 +12,17 @@ import { startStack, manifestsDir, envManifest, waitPool } from '../integration/
 import { waitFor } from '../integration/lib/harness.mjs';
 
 const UID_BASE = 100000; // the agent's default --uid-base
+const UID_SLICE = 65536; // each sandbox its own slice of host ids above it
+
+// A sandbox's host uid base (from inside: its uid_map), checked to be a slice.
+async function hostBase(s) {
+    const map = (await ok(s, 'cat /proc/self/uid_map')).trim().split(/\s+/).map(Number);
+    assert.equal(map.length, 3, `one uid_map line: ${map}`);
+    assert.equal(map[0], 0);
+    assert.equal(map[2], UID_SLICE);
+    assert.ok(map[1] >= UID_BASE && (map[1] - UID_BASE) % UID_SLICE === 0, `a slice of host ids above ${UID_BASE}: ${map[1]}`);
+    return map[1];
+}
 
 // A small pool for the resource attacks: 256 MiB of memory, 64 MiB of
 // writable space, 128 processes, half a CPU.
@@ -112,16 +123,38 @@ function statusField(status, field) {
 
 // ---- 1. user namespace, privileges, seccomp ------------------------------------------
 
+test('host uids: every sandbox its own slice, so files of two sandboxes never share an owner', async () => {
+    const a = await create();
+    const b = await create();
+    await ok(a, 'touch ~/slice-a', { user: 'user' });
+    await ok(b, 'touch ~/slice-b', { user: 'user' });
+    await ok(a, 'touch /home/user/slice-a-root', { user: 'root' });
+    await ok(b, 'touch /home/user/slice-b-root', { user: 'root' });
+    const da = hostSandboxDir('slice-a'), db = hostSandboxDir('slice-b');
+    const ua = fs.statSync(path.join(da, 'home', 'slice-a')).uid, ub = fs.statSync(path.join(db, 'home', 'slice-b')).uid;
+    const ra = fs.statSync(path.join(da, 'home', 'slice-a-root')).uid, rb = fs.statSync(path.join(db, 'home', 'slice-b-root')).uid;
+    assert.notEqual(ua, ub, `user of A (${ua}) and of B (${ub}) are different host uids`);
+    assert.notEqual(ra, rb, `root of A (${ra}) and of B (${rb}) are different host uids`);
+    const [baseA, baseB] = [await hostBase(a), await hostBase(b)];
+    assert.equal(ua, baseA + 1000);
+    assert.equal(ub, baseB + 1000);
+    assert.ok(Math.abs(baseA - baseB) >= UID_SLICE, 'the slices do not overlap');
+    // the slice is recorded for a restarted agent
+    const st = JSON.parse(fs.readFileSync(path.join(da, 'state.json'), 'utf8'));
+    assert.equal(st.uid_base, baseA);
+    await a.kill();
+    await b.kill();
+});
+
 test('sandbox root is not host root: uid map, files it creates are owned by the mapped ids', async () => {
-    const map = (await ok(sbx, 'cat /proc/self/uid_map')).trim().split(/\s+/).map(Number);
-    assert.deepEqual(map, [0, UID_BASE, 65536]);
+    const base = await hostBase(sbx);
     const gmap = (await ok(sbx, 'cat /proc/self/gid_map')).trim().split(/\s+/).map(Number);
-    assert.deepEqual(gmap, [0, UID_BASE, 65536]);
+    assert.deepEqual(gmap, [0, base, UID_SLICE]);
     await ok(sbx, 'touch /home/user/made-by-root');
     const dir = hostSandboxDir('made-by-root');
     const st = fs.statSync(path.join(dir, 'home', 'made-by-root'));
-    assert.equal(st.uid, UID_BASE, 'a file root makes is host uid_base');
-    assert.equal(st.gid, UID_BASE);
+    assert.equal(st.uid, base, 'a file root makes is the host base of its slice');
+    assert.equal(st.gid, base);
     // the user namespace is not the host's
     const inner = (await ok(sbx, 'readlink /proc/self/ns/user')).trim();
     assert.notEqual(inner, fs.readlinkSync('/proc/self/ns/user'));
@@ -315,8 +348,9 @@ test('users: `user` (1000, /home/user) by default, `root` on request, both in th
     await refused(s, 'cat /root/rootnote.txt', { user: 'user' });
     await run('echo x > ~/by-user');
     const dir = hostSandboxDir('by-user');
-    assert.equal(fs.statSync(path.join(dir, 'home', 'by-user')).uid, UID_BASE + 1000);
-    assert.equal(fs.statSync(path.join(dir, 'home', 'notes.txt')).uid, UID_BASE + 1000);
+    const base = await hostBase(s);
+    assert.equal(fs.statSync(path.join(dir, 'home', 'by-user')).uid, base + 1000);
+    assert.equal(fs.statSync(path.join(dir, 'home', 'notes.txt')).uid, base + 1000);
     // git config --global writes the user's ~/.gitconfig
     await run('git config --global user.name tester && git config --global user.name');
     assert.match(await run('cat ~/.gitconfig'), /name = tester/);

@@ -457,7 +457,10 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
     ab_strlcpy(rt->manifests, o->manifests_dir, sizeof(rt->manifests));
     ab_strlcpy(rt->envd, o->envd_path, sizeof(rt->envd));
-    rt->uid_base = o->uid_base;
+    rt->uid_base = o->uid_base ? o->uid_base : LSBX_UID_BASE_DEFAULT;
+    /* slices of 65536 ids from uid_base up to 2^32 (lsbx_spawn refuses a bad base) */
+    rt->uid_slots = (int)AB_MIN(((uint64_t)UINT32_MAX + 1 - rt->uid_base) / LSBX_UID_COUNT,
+                                (uint64_t)UID_SLOTS);
     if (o->slirp && !(rt->slirp = strdup(o->slirp)))
         goto nomem;
     if (ab_strlcpy(rt->state_dir, o->state_dir, sizeof(rt->state_dir)) >= sizeof(rt->state_dir) ||

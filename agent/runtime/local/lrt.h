@@ -24,6 +24,9 @@ struct mf_set;
 #define REFILL_DEFER_MAX_MS 500 /* ... and never later than this after the first one */
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
+/* Host uid slices: sandbox k (slot k) maps its ids 0-65535 to
+ * uid_base + k * LSBX_UID_COUNT, so two sandboxes never share a host uid. */
+#define UID_SLOTS 4096
 
 enum lrt_phase {
     PH_SPAWNING = 1,
@@ -105,6 +108,7 @@ struct lsb {
     char team[RT_NAME_MAX + 1];
     char owner[RT_NAME_MAX + 1];
     int64_t claimed_ms, end_ms, last_active_ms; /* wall clock */
+    int uid_slot;                               /* its host uid slice + 1; 0: none held */
     /* rt_release_wait: told once every process is gone (gone_poll), or at
      * rel_deadline_ms (monotonic) with AB_ETIMEOUT */
     rt_release_cb rel_cb;
@@ -122,7 +126,9 @@ struct lrt {
     char envd[512];
     const char *argv[LSBX_ARGV_MAX + 1];
     char *slirp;
-    uint32_t uid_base; /* host id of sandbox uid 0; 0 → LSBX_UID_BASE_DEFAULT */
+    uint32_t uid_base; /* host id of slot 0's uid 0 (LSBX_UID_BASE_DEFAULT when not set) */
+    int uid_slots;     /* slices that fit below 2^32 (at most UID_SLOTS) */
+    unsigned char uid_used[UID_SLOTS / 8];
     int reload_ms, max_sandboxes, waiters_max;
     struct mf_set *set;
     uint64_t sig;
@@ -151,6 +157,11 @@ void lrt_destroy(struct lsb *s);
 /* Runs and clears s's release callback, if any. */
 void lrt_release_done(struct lsb *s, int err, const char *msg);
 void lrt_reconcile(struct lrt *rt, struct lpool *p);
+/* Takes a free host uid slice for s (s->uid_slot); AB_ELIMIT when none is left. */
+int lrt_uid_take(struct lsb *s);
+/* Marks the slice of an adopted sandbox (x.uid_base) as s's. AB_EINVAL when
+ * it is not a slice of this runtime or another sandbox holds it. */
+int lrt_uid_adopt(struct lsb *s, uint32_t uid_base);
 int lrt_load_manifests(struct lrt *rt, bool force);
 /* The reload_ms timer: manifest reload and health check. */
 void lrt_tick(struct loop_timer *t);
