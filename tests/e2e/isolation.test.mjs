@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, waitPool, native } from '../integration/lib/sandboxes.mjs';
 import { waitFor } from '../integration/lib/harness.mjs';
 
 const UID_BASE = 100000; // the agent's default --uid-base
@@ -544,25 +544,41 @@ function sandboxProcesses(sid, nsPid) {
     return left;
 }
 
-test('kill: answers only once every process of the sandbox (a busy tree) is gone', async () => {
+// Starts a busy process tree in a new sandbox; resolves what the host needs
+// to find every process of it afterwards.
+async function busySandbox(marker) {
     const s = await create();
-    await ok(s, 'touch ~/kill-marker', { user: 'user' });
-    const dir = hostSandboxDir('kill-marker');
-    const sid = path.basename(dir);
+    await ok(s, `touch ~/${marker}`, { user: 'user' });
+    const dir = hostSandboxDir(marker);
     const cg = cgroupsOf(dir);
     const nsPid = fs.readlinkSync(`/proc/${cg.pid}/ns/pid`);
     // 32 spinning shells, each with a child of its own, in the background
     await s.commands.run("for i in $(seq 32); do sh -c 'sleep 600 & while :; do :; done' & done; wait", { user: 'user', background: true });
     await waitFor(() => fs.readFileSync(path.join(cg.pids, 'cgroup.procs'), 'utf8').trim().split('\n').length > 60, { timeoutMs: 20000, what: 'the busy tree running' });
-    assert.equal(await s.kill(), true, 'the kill found the sandbox');
-    // right after the answer, no waiting: nothing of the sandbox is left
+    return { s, sid: path.basename(dir), cg, nsPid };
+}
+
+// Right after a kill's answer, no waiting: nothing of the sandbox is left.
+function assertAllGone({ sid, cg, nsPid }, how) {
     for (const c of ['memory', 'pids', 'cpu']) {
         const procs = path.join(cg[c], 'cgroup.procs');
         const text = fs.existsSync(procs) ? fs.readFileSync(procs, 'utf8').trim() : '';
-        assert.equal(text, '', `${c} cgroup of ${sid} is empty when the kill answers`);
+        assert.equal(text, '', `${how}: ${c} cgroup of ${sid} is empty when the kill answers`);
     }
-    assert.deepEqual(sandboxProcesses(sid, nsPid), [], `no process of ${sid} left when the kill answers`);
-    assert.throws(() => process.kill(cg.pid, 0), 'the sandbox init is gone (and reaped)');
+    assert.deepEqual(sandboxProcesses(sid, nsPid), [], `${how}: no process of ${sid} left when the kill answers`);
+    assert.throws(() => process.kill(cg.pid, 0), `${how}: the sandbox init is gone (and reaped)`);
+}
+
+test('kill: answers only once every process of the sandbox (a busy tree) is gone', async () => {
+    const a = await busySandbox('kill-marker');
+    assert.equal(await a.s.kill(), true, 'the kill found the sandbox');
+    assertAllGone(a, 'E2B DELETE /sandboxes/{id}');
+    // the native API's DELETE too
+    const b = await busySandbox('kill-marker-native');
+    const del = await native(alpha, stack.key, 'DELETE', `/v1/sandboxes/${b.s.sandboxId}`);
+    assert.equal(del.status, 202, del.text);
+    assert.equal(del.json.status, 'Terminated');
+    assertAllGone(b, 'native DELETE /v1/sandboxes/{id}');
     assert.ok(await agentHealthy());
 });
 
