@@ -541,7 +541,7 @@ int e2b_exporter_new(const struct e2b_exporter_deps *d, struct e2b_exporter **ou
                               "Resident memory of a local sandbox's processes (cAdvisor name)",
                               METRIC_GAUGE, labels, NULL, 0);
     x->cache = metrics_register(d->registry, "container_memory_cache",
-                                "Page cache of a local sandbox (not separable here: 0)",
+                                "Page cache charged to a local sandbox's cgroup (cAdvisor name)",
                                 METRIC_GAUGE, labels, NULL, 0);
     x->fs = metrics_register(d->registry, "container_fs_usage_bytes",
                              "Disk used by a local sandbox's directory (cAdvisor name)",

@@ -254,18 +254,47 @@ static void get_op(struct e2b *e, struct http_exchange *ex, const struct agent_p
     json_decref(s.metadata);
 }
 
+/* A kill in flight: answered once the sandbox's processes are gone. */
+struct kill_ctx {
+    struct e2b *e;
+    struct http_exchange *ex;
+    struct rt_sandbox s; /* metadata owned */
+};
+
+static void kill_done(void *arg, int err, const char *msg)
+{
+    struct kill_ctx *k = arg;
+
+    if (err != AB_ECLOSED)
+        e2b_event(k->e, "released", &k->s, "killed"); /* released, even if processes linger */
+    if (err == 0)
+        http_respond(k->ex, 204, NULL, NULL, 0, NULL, 0);
+    else
+        http_respond_error(k->ex, err == AB_ECLOSED ? 503 : 500, "%s",
+                           msg ? msg : ab_strerror(err));
+    json_decref(k->s.metadata);
+    free(k);
+}
+
 static void kill_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
-    struct rt_sandbox s;
-    if (!e2b_lookup(e, ex, p, &s))
+    struct kill_ctx *k = calloc(1, sizeof(*k));
+
+    if (!k) {
+        http_respond_error(ex, 500, "out of memory");
         return;
-    if (rt_release(e2b_rt(e), s.id) != 0) {
-        http_respond_error(ex, 404, "sandbox \"%s\" not found", s.id);
-    } else {
-        e2b_event(e, "released", &s, "killed");
-        http_respond(ex, 204, NULL, NULL, 0, NULL, 0);
     }
-    json_decref(s.metadata);
+    if (!e2b_lookup(e, ex, p, &k->s)) {
+        free(k);
+        return;
+    }
+    k->e = e;
+    k->ex = ex;
+    if (rt_release_wait(e2b_rt(e), k->s.id, RT_RELEASE_WAIT_MS, kill_done, k) != 0) {
+        http_respond_error(ex, 404, "sandbox \"%s\" not found", k->s.id);
+        json_decref(k->s.metadata);
+        free(k);
+    }
 }
 
 /* timeout: validated before anything else, forwarding included (reference §2.2). */

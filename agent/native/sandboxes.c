@@ -361,21 +361,48 @@ static void h_get(struct http_exchange *ex, void *arg)
     agent_auth_request(n->d.auth, ex, get_authed, n);
 }
 
+/* A DELETE in flight: answered once the sandbox's processes are gone. */
+struct delete_ctx {
+    struct http_exchange *ex;
+    char id[RT_ID_MAX + 1];
+    char ns[RT_NAME_MAX + 1];
+    char pool[RT_NAME_MAX + 1];
+};
+
+static void delete_done(void *arg, int err, const char *msg)
+{
+    struct delete_ctx *d = arg;
+
+    if (err == 0)
+        http_respond_json(d->ex, 202,
+                          json_pack("{s:s,s:s,s:s,s:s,s:s}", "sandboxId", d->id, "namespace", d->ns,
+                                    "poolName", d->pool, "podName", "", "status", "Terminated"));
+    else
+        respond_error(d->ex, status_of_err(err), "%s", msg ? msg : ab_strerror(err));
+    free(d);
+}
+
 static void delete_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
     struct native *n = arg;
     struct rt_sandbox s;
+    struct delete_ctx *d;
 
     if (!lookup(ex, n, p, &s))
         return;
     json_decref(s.metadata);
-    if (rt_release(n->d.rt, s.id) != 0) {
-        respond_error(ex, 404, "sandbox '%s' not found on cluster '%s'", s.id, n->d.cluster);
+    if (!(d = calloc(1, sizeof(*d)))) {
+        respond_error(ex, 500, "out of memory");
         return;
     }
-    http_respond_json(ex, 202,
-                      json_pack("{s:s,s:s,s:s,s:s,s:s}", "sandboxId", s.id, "namespace", s.ns,
-                                "poolName", s.pool, "podName", "", "status", "Terminated"));
+    d->ex = ex;
+    ab_strlcpy(d->id, s.id, sizeof(d->id));
+    ab_strlcpy(d->ns, s.ns, sizeof(d->ns));
+    ab_strlcpy(d->pool, s.pool, sizeof(d->pool));
+    if (rt_release_wait(n->d.rt, s.id, RT_RELEASE_WAIT_MS, delete_done, d) != 0) {
+        respond_error(ex, 404, "sandbox '%s' not found on cluster '%s'", s.id, n->d.cluster);
+        free(d);
+    }
 }
 
 static void h_delete(struct http_exchange *ex, void *arg)

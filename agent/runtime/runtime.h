@@ -126,6 +126,12 @@ typedef void (*rt_claim_cb)(void *arg, int err, const char *msg, const struct rt
 typedef void (*rt_pool_fn)(void *arg, const struct rt_pool *p);
 typedef void (*rt_env_fn)(void *arg, const struct rt_env *e);
 typedef void (*rt_sandbox_fn)(void *arg, const struct rt_sandbox *s); /* s->metadata borrowed */
+/* A release's end: err 0 once every process of the sandbox is gone,
+ * AB_ETIMEOUT (msg names the sandbox) when some survived the deadline,
+ * AB_ECLOSED when the runtime shut down first. */
+typedef void (*rt_release_cb)(void *arg, int err, const char *msg);
+
+#define RT_RELEASE_WAIT_MS 10000 /* what the kill handlers give a release */
 
 /* --- Usage and logs --------------------------------------------------------------
  *
@@ -142,7 +148,7 @@ typedef void (*rt_sandbox_fn)(void *arg, const struct rt_sandbox *s); /* s->meta
  *      is static, not the instance.
  * A probe is plain data: copy it, keep it, nothing to free. */
 
-#define RT_PROBE_DATA_MAX 512
+#define RT_PROBE_DATA_MAX 1024
 #define RT_LOG_LINES_MAX 1000     /* entries per read */
 #define RT_LOG_TAIL_MAX (1 << 20) /* bytes of the log's end a read looks at */
 #define RT_LOG_SEARCH_MAX 511
@@ -204,6 +210,9 @@ struct rt_ops {
                  void *arg, uint64_t *ticket, char *err, size_t errlen);
     void (*claim_cancel)(struct rt *rt, uint64_t ticket);
     int (*release)(struct rt *rt, const char *id);
+    /* Optional: release, and cb once the processes are gone (see rt_release_wait). */
+    int (*release_wait)(struct rt *rt, const char *id, int64_t timeout_ms, rt_release_cb cb,
+                        void *arg);
     int (*set_timeout)(struct rt *rt, const char *id, int64_t timeout_s);
     void (*touch)(struct rt *rt, const char *id);
     int (*get)(struct rt *rt, const char *id, struct rt_sandbox *out);
@@ -260,6 +269,23 @@ static inline void rt_claim_cancel(struct rt *rt, uint64_t ticket)
 static inline int rt_release(struct rt *rt, const char *id)
 {
     return rt->ops->release(rt, id);
+}
+/* rt_release, then cb on the loop thread exactly once when every process
+ * of the sandbox is gone or timeout_ms passed (kill handlers answer only
+ * then: "killing returns when they are gone"). A non-zero return (AB_ENOENT)
+ * means nothing was released and cb never runs. A runtime that cannot tell
+ * (no release_wait) releases and runs cb before this returns. */
+static inline int rt_release_wait(struct rt *rt, const char *id, int64_t timeout_ms,
+                                  rt_release_cb cb, void *arg)
+{
+    int rc;
+
+    if (rt->ops->release_wait)
+        return rt->ops->release_wait(rt, id, timeout_ms, cb, arg);
+    rc = rt->ops->release(rt, id);
+    if (rc == 0)
+        cb(arg, 0, NULL);
+    return rc;
 }
 /* The sandbox now ends timeout_s seconds from now (E2B semantics). */
 static inline int rt_set_timeout(struct rt *rt, const char *id, int64_t timeout_s)

@@ -8,10 +8,21 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, waitPool, native } from '../integration/lib/sandboxes.mjs';
 import { waitFor } from '../integration/lib/harness.mjs';
 
 const UID_BASE = 100000; // the agent's default --uid-base
+const UID_SLICE = 65536; // each sandbox its own slice of host ids above it
+
+// A sandbox's host uid base (from inside: its uid_map), checked to be a slice.
+async function hostBase(s) {
+    const map = (await ok(s, 'cat /proc/self/uid_map')).trim().split(/\s+/).map(Number);
+    assert.equal(map.length, 3, `one uid_map line: ${map}`);
+    assert.equal(map[0], 0);
+    assert.equal(map[2], UID_SLICE);
+    assert.ok(map[1] >= UID_BASE && (map[1] - UID_BASE) % UID_SLICE === 0, `a slice of host ids above ${UID_BASE}: ${map[1]}`);
+    return map[1];
+}
 
 // A small pool for the resource attacks: 256 MiB of memory, 64 MiB of
 // writable space, 128 processes, half a CPU.
@@ -112,16 +123,38 @@ function statusField(status, field) {
 
 // ---- 1. user namespace, privileges, seccomp ------------------------------------------
 
+test('host uids: every sandbox its own slice, so files of two sandboxes never share an owner', async () => {
+    const a = await create();
+    const b = await create();
+    await ok(a, 'touch ~/slice-a', { user: 'user' });
+    await ok(b, 'touch ~/slice-b', { user: 'user' });
+    await ok(a, 'touch /home/user/slice-a-root', { user: 'root' });
+    await ok(b, 'touch /home/user/slice-b-root', { user: 'root' });
+    const da = hostSandboxDir('slice-a'), db = hostSandboxDir('slice-b');
+    const ua = fs.statSync(path.join(da, 'home', 'slice-a')).uid, ub = fs.statSync(path.join(db, 'home', 'slice-b')).uid;
+    const ra = fs.statSync(path.join(da, 'home', 'slice-a-root')).uid, rb = fs.statSync(path.join(db, 'home', 'slice-b-root')).uid;
+    assert.notEqual(ua, ub, `user of A (${ua}) and of B (${ub}) are different host uids`);
+    assert.notEqual(ra, rb, `root of A (${ra}) and of B (${rb}) are different host uids`);
+    const [baseA, baseB] = [await hostBase(a), await hostBase(b)];
+    assert.equal(ua, baseA + 1000);
+    assert.equal(ub, baseB + 1000);
+    assert.ok(Math.abs(baseA - baseB) >= UID_SLICE, 'the slices do not overlap');
+    // the slice is recorded for a restarted agent
+    const st = JSON.parse(fs.readFileSync(path.join(da, 'state.json'), 'utf8'));
+    assert.equal(st.uid_base, baseA);
+    await a.kill();
+    await b.kill();
+});
+
 test('sandbox root is not host root: uid map, files it creates are owned by the mapped ids', async () => {
-    const map = (await ok(sbx, 'cat /proc/self/uid_map')).trim().split(/\s+/).map(Number);
-    assert.deepEqual(map, [0, UID_BASE, 65536]);
+    const base = await hostBase(sbx);
     const gmap = (await ok(sbx, 'cat /proc/self/gid_map')).trim().split(/\s+/).map(Number);
-    assert.deepEqual(gmap, [0, UID_BASE, 65536]);
+    assert.deepEqual(gmap, [0, base, UID_SLICE]);
     await ok(sbx, 'touch /home/user/made-by-root');
     const dir = hostSandboxDir('made-by-root');
     const st = fs.statSync(path.join(dir, 'home', 'made-by-root'));
-    assert.equal(st.uid, UID_BASE, 'a file root makes is host uid_base');
-    assert.equal(st.gid, UID_BASE);
+    assert.equal(st.uid, base, 'a file root makes is the host base of its slice');
+    assert.equal(st.gid, base);
     // the user namespace is not the host's
     const inner = (await ok(sbx, 'readlink /proc/self/ns/user')).trim();
     assert.notEqual(inner, fs.readlinkSync('/proc/self/ns/user'));
@@ -315,8 +348,9 @@ test('users: `user` (1000, /home/user) by default, `root` on request, both in th
     await refused(s, 'cat /root/rootnote.txt', { user: 'user' });
     await run('echo x > ~/by-user');
     const dir = hostSandboxDir('by-user');
-    assert.equal(fs.statSync(path.join(dir, 'home', 'by-user')).uid, UID_BASE + 1000);
-    assert.equal(fs.statSync(path.join(dir, 'home', 'notes.txt')).uid, UID_BASE + 1000);
+    const base = await hostBase(s);
+    assert.equal(fs.statSync(path.join(dir, 'home', 'by-user')).uid, base + 1000);
+    assert.equal(fs.statSync(path.join(dir, 'home', 'notes.txt')).uid, base + 1000);
     // git config --global writes the user's ~/.gitconfig
     await run('git config --global user.name tester && git config --global user.name');
     assert.match(await run('cat ~/.gitconfig'), /name = tester/);
@@ -491,6 +525,89 @@ int main(void) {
     await ok(s, 'touch ~/bomb-marker', { user: 'user' }).catch(() => {});
     await s.kill();
     assert.ok(await agentHealthy());
+});
+
+// Every process of the sandbox, seen from the host: in its cgroups (any
+// hierarchy) or in its pid namespace (nsPid: readlink of /proc/<init>/ns/pid).
+function sandboxProcesses(sid, nsPid) {
+    const left = [];
+    for (const e of fs.readdirSync('/proc')) {
+        if (!/^\d+$/.test(e)) continue;
+        try {
+            const inCg = fs.readFileSync(`/proc/${e}/cgroup`, 'utf8').includes(`/agentbox/${sid}\n`);
+            const inNs = fs.readlinkSync(`/proc/${e}/ns/pid`) === nsPid;
+            if (inCg || inNs) left.push(`${e} (${fs.readFileSync(`/proc/${e}/comm`, 'utf8').trim()})`);
+        } catch {
+            // exited while we looked: gone
+        }
+    }
+    return left;
+}
+
+// Starts a busy process tree in a new sandbox; resolves what the host needs
+// to find every process of it afterwards.
+async function busySandbox(marker) {
+    const s = await create();
+    await ok(s, `touch ~/${marker}`, { user: 'user' });
+    const dir = hostSandboxDir(marker);
+    const cg = cgroupsOf(dir);
+    const nsPid = fs.readlinkSync(`/proc/${cg.pid}/ns/pid`);
+    // 32 spinning shells, each with a child of its own, in the background
+    await s.commands.run("for i in $(seq 32); do sh -c 'sleep 600 & while :; do :; done' & done; wait", { user: 'user', background: true });
+    await waitFor(() => fs.readFileSync(path.join(cg.pids, 'cgroup.procs'), 'utf8').trim().split('\n').length > 60, { timeoutMs: 20000, what: 'the busy tree running' });
+    return { s, sid: path.basename(dir), cg, nsPid };
+}
+
+// Right after a kill's answer, no waiting: nothing of the sandbox is left.
+function assertAllGone({ sid, cg, nsPid }, how) {
+    for (const c of ['memory', 'pids', 'cpu']) {
+        const procs = path.join(cg[c], 'cgroup.procs');
+        const text = fs.existsSync(procs) ? fs.readFileSync(procs, 'utf8').trim() : '';
+        assert.equal(text, '', `${how}: ${c} cgroup of ${sid} is empty when the kill answers`);
+    }
+    assert.deepEqual(sandboxProcesses(sid, nsPid), [], `${how}: no process of ${sid} left when the kill answers`);
+    assert.throws(() => process.kill(cg.pid, 0), `${how}: the sandbox init is gone (and reaped)`);
+}
+
+test('kill: answers only once every process of the sandbox (a busy tree) is gone', async () => {
+    const a = await busySandbox('kill-marker');
+    assert.equal(await a.s.kill(), true, 'the kill found the sandbox');
+    assertAllGone(a, 'E2B DELETE /sandboxes/{id}');
+    // the native API's DELETE too
+    const b = await busySandbox('kill-marker-native');
+    const del = await native(alpha, stack.key, 'DELETE', `/v1/sandboxes/${b.s.sandboxId}`);
+    assert.equal(del.status, 202, del.text);
+    assert.equal(del.json.status, 'Terminated');
+    assertAllGone(b, 'native DELETE /v1/sandboxes/{id}');
+    assert.ok(await agentHealthy());
+});
+
+// One series of the agent's /metrics for a sandbox (cAdvisor names), or undefined.
+async function sandboxSeries(name, id) {
+    const r = await fetch(`${alpha.e2b}/metrics`);
+    const text = await r.text();
+    for (const l of text.split('\n')) {
+        if (l.startsWith(`${name}{`) && l.includes(`"${id}"`)) return Number(l.slice(l.lastIndexOf(' ') + 1));
+    }
+    return undefined;
+}
+
+test('usage comes from the sandbox\'s cgroup (v1 too): page cache and CPU time as the cgroup counts them', async () => {
+    const s = await create();
+    // 48 MiB on the tmpfs /tmp: page cache charged to the sandbox's memory cgroup
+    await ok(s, 'head -c 50331648 /dev/zero > /tmp/cache.bin && touch ~/usage-marker', { user: 'user' });
+    const cg = cgroupsOf(hostSandboxDir('usage-marker'));
+    const cache = await waitFor(async () => {
+        const v = await sandboxSeries('container_memory_cache', s.sandboxId);
+        return v >= 48 * 1024 * 1024 ? v : null;
+    }, { timeoutMs: 40000, intervalMs: 500, what: 'container_memory_cache of the sandbox at least 48 MiB (from its cgroup, not /proc)' });
+    if (fs.existsSync(path.join(cg.memory, 'memory.usage_in_bytes'))) {
+        const limit = Number(fs.readFileSync(path.join(cg.memory, 'memory.limit_in_bytes'), 'utf8'));
+        assert.ok(cache <= limit, `cache ${cache} within the cgroup's limit ${limit}`);
+    }
+    const cpu = await sandboxSeries('container_cpu_usage_seconds_total', s.sandboxId);
+    assert.ok(cpu > 0, `CPU time of the sandbox: ${cpu}`);
+    await s.kill();
 });
 
 // ---- 5. platform secrets ------------------------------------------------------------------

@@ -1,7 +1,7 @@
-/* The local runtime's usage sources (usage.c): a cgroup v2 directory laid
- * out in a temporary directory, and the /proc pass with this test process
- * standing in for a sandbox's init (its pid namespace is the host's, so the
- * sums are over every process: only lower bounds can be asserted). */
+/* The local runtime's usage sources (usage.c): a cgroup v2 directory and
+ * cgroup v1 memory and cpuacct groups laid out in temporary directories, and the /proc pass with
+ * this test process standing in for a sandbox's init (its pid namespace is the host's, so the sums
+ * are over every process: only lower bounds can be asserted). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,11 +139,105 @@ static void usage_read_sources(void **state)
     rmdir(cg);
 }
 
+/* What a v1 host's groups hold (this machine: /sys/fs/cgroup/{memory,cpuacct}). */
+static void cgroup_v1_fields(void **state)
+{
+    char mem[] = "/tmp/lrt-v1m-XXXXXX", acct[] = "/tmp/lrt-v1a-XXXXXX";
+    struct rt_usage u;
+    (void)state;
+
+    assert_non_null(mkdtemp(mem));
+    assert_non_null(mkdtemp(acct));
+    put(acct, "cpuacct.usage", "3250000000\n");
+    put(mem, "memory.usage_in_bytes", "8388608\n");
+    put(mem, "memory.stat",
+        "cache 1\nrss 2\nrss_huge 4096\ninactive_file 3\n"
+        "total_cache 2097152\ntotal_rss 4194304\ntotal_rss_huge 8192\n"
+        "total_inactive_file 1048576\ntotal_active_file 1048576\n");
+    put(mem, "memory.limit_in_bytes", "268435456\n");
+    memset(&u, 0, sizeof(u));
+    assert_int_equal(lrt_usage_cgroup_v1(mem, acct, &u), 0);
+    assert_true(u.cpu_seconds == 3.25);                  /* nanoseconds */
+    assert_true(u.mem_working_set == 8388608 - 1048576); /* usage - total_inactive_file */
+    assert_true(u.mem_rss == 4194304);                   /* total_rss, not rss nor rss_huge */
+    assert_true(u.mem_cache == 2097152);
+    assert_int_equal(u.mem_limit, 268435456);
+
+    /* a group without children's totals; v1's "no limit" keeps the caller's */
+    put(mem, "memory.stat", "cache 100\nrss 200\nrss_huge 0\ninactive_file 50\n");
+    put(mem, "memory.limit_in_bytes", "9223372036854771712\n");
+    memset(&u, 0, sizeof(u));
+    u.mem_limit = 1 << 20;
+    assert_int_equal(lrt_usage_cgroup_v1(mem, acct, &u), 0);
+    assert_true(u.mem_rss == 200 && u.mem_cache == 100);
+    assert_true(u.mem_working_set == 8388608 - 50);
+    assert_int_equal(u.mem_limit, 1 << 20);
+
+    /* without cpuacct.usage or memory.usage_in_bytes: no source (/proc then) */
+    drop(acct, "cpuacct.usage");
+    assert_int_equal(lrt_usage_cgroup_v1(mem, acct, &u), AB_EIO);
+    put(acct, "cpuacct.usage", "1\n");
+    drop(mem, "memory.usage_in_bytes");
+    assert_int_equal(lrt_usage_cgroup_v1(mem, acct, &u), AB_EIO);
+
+    drop(acct, "cpuacct.usage");
+    drop(mem, "memory.stat");
+    drop(mem, "memory.limit_in_bytes");
+    rmdir(mem);
+    rmdir(acct);
+}
+
+/* A probe with v1 groups reads them, not /proc; one without reads /proc. */
+static void usage_read_v1(void **state)
+{
+    char dir[] = "/tmp/lrt-us1-XXXXXX", mem[] = "/tmp/lrt-v1m-XXXXXX",
+         acct[] = "/tmp/lrt-v1a-XXXXXX";
+    struct rt_probe p[2];
+    struct rt_usage u[2];
+    pid_t self = getpid();
+    uint64_t start = lsbx_proc_start_time(self);
+    (void)state;
+
+    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(mem));
+    assert_non_null(mkdtemp(acct));
+    put(acct, "cpuacct.usage", "9000000000000\n"); /* 9000 s: more than this test has used */
+    put(mem, "memory.usage_in_bytes", "12345\n");
+    memset(p, 0, sizeof(p));
+    assert_int_equal(lrt_usage_probe_of(dir, self, start, "", 0, 0, &p[0]), 0);
+    assert_int_equal(lrt_usage_probe_v1(&p[0], mem, acct), 0);
+    assert_int_equal(lrt_usage_probe_of(dir, self, start, "", 0, 0, &p[1]), 0);
+    lrt_usage_read(p, 2, u);
+    assert_int_equal(u[0].err, 0);
+    assert_true(u[0].cpu_seconds == 9000.0);
+    assert_true(u[0].mem_working_set == 12345);
+    assert_int_equal(u[1].err, 0);
+    assert_true(u[1].cpu_seconds < 9000.0 && u[1].mem_rss > 0); /* /proc */
+
+    /* unreadable v1 groups fall back to /proc rather than reading zeros */
+    drop(mem, "memory.usage_in_bytes");
+    lrt_usage_read(p, 1, u);
+    assert_int_equal(u[0].err, 0);
+    assert_true(u[0].cpu_seconds < 9000.0 && u[0].mem_rss > 0);
+
+    char longdir[400];
+    memset(longdir, 'a', sizeof(longdir) - 1);
+    longdir[sizeof(longdir) - 1] = '\0';
+    assert_int_equal(lrt_usage_probe_v1(&p[0], longdir, acct), AB_ELIMIT);
+
+    drop(acct, "cpuacct.usage");
+    rmdir(dir);
+    rmdir(mem);
+    rmdir(acct);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cgroup_fields),
         cmocka_unit_test(usage_read_sources),
+        cmocka_unit_test(cgroup_v1_fields),
+        cmocka_unit_test(usage_read_v1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

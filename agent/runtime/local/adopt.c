@@ -61,6 +61,15 @@ static void adopt_or_reap(struct lrt *rt, const char *dir, const char *name)
         return;
     }
     s->rt = rt;
+    /* a record without uid_base predates per-sandbox slices: slot 0 */
+    if (lrt_uid_adopt(s, x.uid_base ? x.uid_base : rt->uid_base) != 0) {
+        LOG_INFO("reaping a sandbox whose host uid slice is not free", "dir", dir);
+        free(s);
+        if (lsbx_destroy(&x, 2000) != 0)
+            LOG_WARN("a sandbox of an earlier agent survived SIGKILL", "dir", dir);
+        lsbx_release(&x);
+        return;
+    }
     s->pool = p;
     s->x = x;
     ab_strlcpy(s->sid, x.id, sizeof(s->sid));

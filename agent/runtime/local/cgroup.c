@@ -16,7 +16,9 @@
 #define CG_PERIOD_US 100000
 #define AGENT_LEAF "agentbox-agent" /* v2: where the agent moves itself (make_parent) */
 
-static const char *const v1_controllers[LCG_DIRS] = {"memory", "pids", "cpu"};
+/* The first three are required; cpuacct only gives usage (usage.c). */
+static const char *const v1_controllers[LCG_DIRS] = {"memory", "pids", "cpu", "cpuacct"};
+#define V1_REQUIRED 3
 
 static int read_small(const char *path, char *buf, size_t size)
 {
@@ -103,6 +105,24 @@ static bool v2_usable(char *base, size_t len)
     return strstr(ctl, "memory") && strstr(ctl, "pids");
 }
 
+/* Two controllers mounted as one hierarchy (cpu,cpuacct: the same root). */
+static bool same_hierarchy(const char *a, const char *b)
+{
+    struct stat sa, sb;
+
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* dirs[i] is the directory of an earlier controller (a joint mount). */
+static bool is_dup(const struct lcg *cg, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (strcmp(cg->dirs[i], cg->dirs[j]) == 0)
+            return true;
+    return false;
+}
+
 int lcg_locate(const char *id, struct lcg *cg, char *err, size_t errlen)
 {
     char base[LCG_PATH_MAX], own[LCG_PATH_MAX];
@@ -119,17 +139,22 @@ int lcg_locate(const char *id, struct lcg *cg, char *err, size_t errlen)
         char mnt[64];
         snprintf(mnt, sizeof(mnt), CG_ROOT "/%s", v1_controllers[i]);
         if (!exists(mnt, "cgroup.procs") || own_path(v1_controllers[i], own, sizeof(own)) != 0) {
+            if (i >= V1_REQUIRED)
+                break; /* no cpuacct: usage falls back to /proc */
             snprintf(err, errlen,
                      "no cgroup '%s' controller (neither v2 at " CG_ROOT " nor v1 at %s): mount "
                      "it (mount -t cgroup -o %s cgroup %s) or delegate cgroup v2 to the agent",
                      v1_controllers[i], mnt, v1_controllers[i], mnt);
             return AB_ENOENT;
         }
-        if ((size_t)snprintf(cg->dirs[i], LCG_PATH_MAX, "%s%s/agentbox/%s", mnt, own, id) >=
-            LCG_PATH_MAX)
+        if (i == LCG_V1_CPUACCT && same_hierarchy(CG_ROOT "/cpu", mnt)) {
+            ab_strlcpy(cg->dirs[i], cg->dirs[2], LCG_PATH_MAX); /* cpu,cpuacct: one group */
+        } else if ((size_t)snprintf(cg->dirs[i], LCG_PATH_MAX, "%s%s/agentbox/%s", mnt, own, id) >=
+                   LCG_PATH_MAX) {
             goto too_long;
+        }
+        cg->n = i + 1;
     }
-    cg->n = LCG_DIRS;
     return 0;
 too_long:
     snprintf(err, errlen, "the cgroup path of sandbox %s is longer than %d bytes", id,
@@ -250,6 +275,8 @@ int lcg_create(const char *id, const struct lcg_limits *l, struct lcg *cg, char 
     lcg_kill_all(cg);
     lcg_remove(cg);
     for (int i = 0; i < cg->n; i++) {
+        if (is_dup(cg, i))
+            continue;
         if (make_parent(cg, cg->dirs[i]) != 0 || mkdir(cg->dirs[i], 0755) != 0) {
             snprintf(err, errlen, "cannot create cgroup %s: %s%s", cg->dirs[i], strerror(errno),
                      cg->v2 && errno == EBUSY
@@ -344,7 +371,7 @@ int lcg_remove(const struct lcg *cg)
     int rc = 0;
 
     for (int i = 0; i < cg->n; i++)
-        if (rmdir(cg->dirs[i]) != 0 && errno != ENOENT)
+        if (!is_dup(cg, i) && rmdir(cg->dirs[i]) != 0 && errno != ENOENT)
             rc = errno == EBUSY ? AB_EBUSY : AB_EIO;
     return rc;
 }

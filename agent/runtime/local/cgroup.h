@@ -1,9 +1,9 @@
 /* One cgroup per local sandbox (DESIGN §10a): the pool's memory limit (an
  * OOM kill stays inside), CPU quota and a pids limit. cgroup v2 where the
  * host gives the agent a unified hierarchy with those controllers, v1
- * controllers (memory, pids, cpu under /sys/fs/cgroup/<controller>)
- * otherwise. A sandbox's cgroups are <agent's own cgroup>/agentbox/<id> in
- * each hierarchy, so a sandbox stays inside whatever limits the agent has.
+ * controllers (memory, pids, cpu under /sys/fs/cgroup/<controller>, and
+ * cpuacct when mounted: the sandbox's CPU time) otherwise. A sandbox's cgroups are <agent's own
+ * cgroup>/agentbox/<id> in each hierarchy, so a sandbox stays inside whatever limits the agent has.
  * Blocking file I/O; any thread. */
 #ifndef AGENTBOX_RUNTIME_LOCAL_CGROUP_H
 #define AGENTBOX_RUNTIME_LOCAL_CGROUP_H
@@ -14,7 +14,9 @@
 #include <sys/types.h>
 
 #define LCG_PATH_MAX 256
-#define LCG_DIRS 3 /* v1: memory, pids, cpu; v2: one */
+#define LCG_DIRS 4 /* v1: memory, pids, cpu, cpuacct (optional); v2: one */
+#define LCG_V1_MEMORY 0
+#define LCG_V1_CPUACCT 3
 
 struct lcg_limits {
     int64_t mem_bytes; /* 0 → no limit of its own */
@@ -24,8 +26,10 @@ struct lcg_limits {
 
 struct lcg {
     bool v2;
-    int n;                             /* directories in use */
-    char dirs[LCG_DIRS][LCG_PATH_MAX]; /* v1: memory, pids, cpu; v2: dirs[0] */
+    int n; /* directories in use: v2 1; v1 3, or 4 with cpuacct */
+    /* v1: memory, pids, cpu, cpuacct (the cpu directory itself when the
+     * host mounts cpu,cpuacct together); v2: dirs[0] */
+    char dirs[LCG_DIRS][LCG_PATH_MAX];
 };
 
 /* The paths of sandbox id's cgroups, without creating anything.

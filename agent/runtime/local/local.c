@@ -225,6 +225,21 @@ static int op_release(struct rt *base, const char *id)
     return 0;
 }
 
+static int op_release_wait(struct rt *base, const char *id, int64_t timeout_ms, rt_release_cb cb,
+                           void *arg)
+{
+    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+
+    if (!s)
+        return AB_ENOENT;
+    LOG_INFO("sandbox released", "id", id, "pool", s->pool->name);
+    s->rel_cb = cb;
+    s->rel_arg = arg;
+    s->rel_deadline_ms = ab_now_ms() + (timeout_ms > 0 ? timeout_ms : RT_RELEASE_WAIT_MS);
+    lrt_destroy(s); /* a running sandbox goes to PH_STOPPING now: gone_poll tells cb */
+    return 0;
+}
+
 static int op_set_timeout(struct rt *base, const char *id, int64_t timeout_s)
 {
     struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
@@ -401,6 +416,7 @@ static const struct rt_ops lrt_ops = {
     .claim = op_claim,
     .claim_cancel = op_claim_cancel,
     .release = op_release,
+    .release_wait = op_release_wait,
     .set_timeout = op_set_timeout,
     .touch = op_touch,
     .get = op_get,
@@ -441,7 +457,10 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
     ab_strlcpy(rt->manifests, o->manifests_dir, sizeof(rt->manifests));
     ab_strlcpy(rt->envd, o->envd_path, sizeof(rt->envd));
-    rt->uid_base = o->uid_base;
+    rt->uid_base = o->uid_base ? o->uid_base : LSBX_UID_BASE_DEFAULT;
+    /* slices of 65536 ids from uid_base up to 2^32 (lsbx_spawn refuses a bad base) */
+    rt->uid_slots = (int)AB_MIN(((uint64_t)UINT32_MAX + 1 - rt->uid_base) / LSBX_UID_COUNT,
+                                (uint64_t)UID_SLOTS);
     if (o->slirp && !(rt->slirp = strdup(o->slirp)))
         goto nomem;
     if (ab_strlcpy(rt->state_dir, o->state_dir, sizeof(rt->state_dir)) >= sizeof(rt->state_dir) ||

@@ -21,7 +21,8 @@ struct lrt_options {
     const char *envd_path; /* absolute; run as `envd --listen unix:/run/agentbox/envd.sock` */
     const char *const *envd_args; /* extra arguments, NULL-terminated, or NULL */
     const char *slirp;            /* NULL → slirp4netns from PATH */
-    uint32_t uid_base; /* sandbox uids 0-65535 → host uid_base..; 0 → 100000 (--uid-base) */
+    uint32_t uid_base; /* sandbox k's uids 0-65535 → host uid_base + k * 65536..; each sandbox its
+                          own slice (reclaimed when it is gone); 0 → 100000 (--uid-base) */
     int reload_ms;     /* manifest change check and health check; 0 → 2000 */
     int max_sandboxes; /* all pools together; 0 → 256 */
     int waiters_max;   /* waiting claims per pool; 0 → 1024 */

@@ -24,6 +24,9 @@ struct mf_set;
 #define REFILL_DEFER_MAX_MS 500 /* ... and never later than this after the first one */
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
+/* Host uid slices: sandbox k (slot k) maps its ids 0-65535 to
+ * uid_base + k * LSBX_UID_COUNT, so two sandboxes never share a host uid. */
+#define UID_SLOTS 4096
 
 enum lrt_phase {
     PH_SPAWNING = 1,
@@ -105,6 +108,12 @@ struct lsb {
     char team[RT_NAME_MAX + 1];
     char owner[RT_NAME_MAX + 1];
     int64_t claimed_ms, end_ms, last_active_ms; /* wall clock */
+    int uid_slot;                               /* its host uid slice + 1; 0: none held */
+    /* rt_release_wait: told once every process is gone (gone_poll), or at
+     * rel_deadline_ms (monotonic) with AB_ETIMEOUT */
+    rt_release_cb rel_cb;
+    void *rel_arg;
+    int64_t rel_deadline_ms;
 };
 
 struct lrt {
@@ -117,7 +126,9 @@ struct lrt {
     char envd[512];
     const char *argv[LSBX_ARGV_MAX + 1];
     char *slirp;
-    uint32_t uid_base; /* host id of sandbox uid 0; 0 → LSBX_UID_BASE_DEFAULT */
+    uint32_t uid_base; /* host id of slot 0's uid 0 (LSBX_UID_BASE_DEFAULT when not set) */
+    int uid_slots;     /* slices that fit below 2^32 (at most UID_SLOTS) */
+    unsigned char uid_used[UID_SLOTS / 8];
     int reload_ms, max_sandboxes, waiters_max;
     struct mf_set *set;
     uint64_t sig;
@@ -143,7 +154,14 @@ void lrt_sbx_unlink_free(struct lsb *s);
 void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata);
 void lrt_persist(struct lsb *s);
 void lrt_destroy(struct lsb *s);
+/* Runs and clears s's release callback, if any. */
+void lrt_release_done(struct lsb *s, int err, const char *msg);
 void lrt_reconcile(struct lrt *rt, struct lpool *p);
+/* Takes a free host uid slice for s (s->uid_slot); AB_ELIMIT when none is left. */
+int lrt_uid_take(struct lsb *s);
+/* Marks the slice of an adopted sandbox (x.uid_base) as s's. AB_EINVAL when
+ * it is not a slice of this runtime or another sandbox holds it. */
+int lrt_uid_adopt(struct lsb *s, uint32_t uid_base);
 int lrt_load_manifests(struct lrt *rt, bool force);
 /* The reload_ms timer: manifest reload and health check. */
 void lrt_tick(struct loop_timer *t);
@@ -167,6 +185,9 @@ int lrt_usage_probe(struct rt *base, const char *id, struct rt_probe *out);
  * not fit. */
 int lrt_usage_probe_of(const char *dir, pid_t pid, uint64_t start_time, const char *cgroup,
                        int64_t cpu_milli, int64_t mem_bytes, struct rt_probe *out);
+/* Adds a sandbox's cgroup v1 memory and cpuacct groups to a probe made by
+ * lrt_usage_probe_of (with cgroup ""): the read then uses them. AB_ELIMIT. */
+int lrt_usage_probe_v1(struct rt_probe *out, const char *memory, const char *cpuacct);
 void lrt_usage_read(const struct rt_probe *p, size_t n, struct rt_usage *out);
 int lrt_log_probe(struct rt *base, const char *id, struct rt_probe *out);
 int lrt_log_read(const struct rt_probe *p, const struct rt_log_query *q, struct rt_log *out);
@@ -175,5 +196,11 @@ int lrt_log_read(const struct rt_probe *p, const struct rt_log_query *q, struct 
  * when the cgroup sets one. 0, or AB_EIO when cpu.stat or memory.current
  * cannot be read. */
 int lrt_usage_cgroup(const char *dir, struct rt_usage *u);
+/* The same from cgroup v1 groups: cpuacct.usage (ns) in cpuacct;
+ * memory.usage_in_bytes, memory.stat (total_rss, total_cache,
+ * total_inactive_file, or the same without total_) and memory.limit_in_bytes
+ * in memory. 0, or AB_EIO when cpuacct.usage or memory.usage_in_bytes cannot
+ * be read. */
+int lrt_usage_cgroup_v1(const char *memory, const char *cpuacct, struct rt_usage *u);
 
 #endif

@@ -102,6 +102,49 @@ void lrt_waiter_unlink(struct lpool *p, struct lrt_waiter *w)
     }
 }
 
+static uint32_t slot_base(const struct lrt *rt, int slot)
+{
+    return rt->uid_base + (uint32_t)slot * LSBX_UID_COUNT;
+}
+
+int lrt_uid_take(struct lsb *s)
+{
+    struct lrt *rt = s->rt;
+
+    for (int k = 0; k < rt->uid_slots; k++) {
+        if (!(rt->uid_used[k / 8] & (1u << (k % 8)))) {
+            rt->uid_used[k / 8] |= (unsigned char)(1u << (k % 8));
+            s->uid_slot = k + 1;
+            return 0;
+        }
+    }
+    return AB_ELIMIT;
+}
+
+int lrt_uid_adopt(struct lsb *s, uint32_t uid_base)
+{
+    struct lrt *rt = s->rt;
+    uint32_t off;
+    int k;
+
+    if (uid_base < rt->uid_base || (off = uid_base - rt->uid_base) % LSBX_UID_COUNT != 0 ||
+        (k = (int)(off / LSBX_UID_COUNT)) >= rt->uid_slots ||
+        (rt->uid_used[k / 8] & (1u << (k % 8))))
+        return AB_EINVAL;
+    rt->uid_used[k / 8] |= (unsigned char)(1u << (k % 8));
+    s->uid_slot = k + 1;
+    return 0;
+}
+
+static void uid_give_back(struct lsb *s)
+{
+    int k = s->uid_slot - 1;
+
+    if (k >= 0)
+        s->rt->uid_used[k / 8] &= (unsigned char)~(1u << (k % 8));
+    s->uid_slot = 0;
+}
+
 void lrt_sbx_unlink_free(struct lsb *s)
 {
     struct lsb **pp;
@@ -114,9 +157,21 @@ void lrt_sbx_unlink_free(struct lsb *s)
     }
     if (s->timer_on)
         loop_timer_cancel(&s->timer);
+    lrt_release_done(s, AB_ECLOSED, "the local runtime is shutting down");
+    uid_give_back(s); /* its processes are gone (or it never started) */
     json_decref(s->metadata);
     lsbx_release(&s->x);
     free(s);
+}
+
+void lrt_release_done(struct lsb *s, int err, const char *msg)
+{
+    rt_release_cb cb = s->rel_cb;
+
+    if (!cb)
+        return;
+    s->rel_cb = NULL;
+    cb(s->rel_arg, err, msg);
 }
 
 static void pool_maybe_free(struct lrt *rt, struct lpool *p)
@@ -219,10 +274,22 @@ static void gone_poll(struct loop_timer *t)
 
     s->timer_on = false;
     if (!lsbx_is_gone(&s->x)) {
+        /* a fork racing the first SIGKILLs (pids read, then a child born)
+         * lands in the cgroup too: signal what is there again */
+        int left = lcg_kill_all(&s->x.cg);
+        if (s->rel_cb && ab_now_ms() >= s->rel_deadline_ms) {
+            char msg[RT_ERR_MAX];
+            snprintf(msg, sizeof(msg),
+                     "sandbox %s: %d process(es) still in its cgroup after the kill deadline",
+                     s->id[0] ? s->id : s->sid, left);
+            LOG_WARN("sandbox processes survive the kill", "error", msg);
+            lrt_release_done(s, AB_ETIMEOUT, msg);
+        }
         s->timer_on = true;
         loop_timer_start(s->rt->loop, &s->timer, GONE_POLL_MS, gone_poll, s);
         return;
     }
+    lrt_release_done(s, 0, NULL);
     s->phase = PH_REMOVING;
     if (loop_submit(s->rt->loop, remove_work, remove_done, s) != 0) {
         s->rc = lsbx_remove_dir(&s->x); /* queue full: do it here rather than leak */
@@ -300,7 +367,7 @@ static void spawn_work(void *arg)
     o.dir = dir;
     o.argv = s->rt->argv;
     o.slirp = s->rt->slirp;
-    o.uid_base = s->rt->uid_base;
+    o.uid_base = slot_base(s->rt, s->uid_slot - 1);
     o.disk_bytes = (uint64_t)s->pool->disk_bytes;
     o.mem_bytes = s->pool->mem_bytes;
     o.cpu_milli = s->pool->cpu_milli;
@@ -361,6 +428,11 @@ static int spawn_one(struct lrt *rt, struct lpool *p)
     }
     s->rt = rt;
     s->pool = p;
+    if (lrt_uid_take(s) != 0) {
+        LOG_WARN("no host uid slice left for a sandbox", "pool", p->name);
+        free(s);
+        return AB_ELIMIT;
+    }
     s->phase = PH_SPAWNING;
     i = snprintf(s->sid, sizeof(s->sid), "s");
     for (size_t k = 0; k < sizeof(r); k++)

@@ -898,6 +898,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     rc = AB_EIO;
     s->internet = o->internet;
     s->created_ms = ab_wall_ms();
+    s->uid_base = plan.uid_base;
     close(errp[1]);
     errp[1] = -1;
     close(syncp[0]);
@@ -1049,10 +1050,11 @@ int lsbx_state_write(const struct lsbx *s)
     json_t *j;
     int rc;
 
-    j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b, s:I}", "id", s->id, "token", s->token, "pid",
-                  (json_int_t)s->pid, "start_time", (json_int_t)s->start_time, "slirp_pid",
+    j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b, s:I, s:I}", "id", s->id, "token", s->token,
+                  "pid", (json_int_t)s->pid, "start_time", (json_int_t)s->start_time, "slirp_pid",
                   (json_int_t)s->slirp_pid, "slirp_start", (json_int_t)s->slirp_start, "internet",
-                  s->internet, "created_ms", (json_int_t)s->created_ms);
+                  s->internet, "created_ms", (json_int_t)s->created_ms, "uid_base",
+                  (json_int_t)s->uid_base);
     if (!j)
         return AB_ENOMEM;
     if (s->info)
@@ -1082,7 +1084,7 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     json_error_t jerr;
     json_t *j, *info = NULL;
     const char *id = NULL, *token = NULL;
-    json_int_t pid = 0, st = 0, spid = 0, sst = 0, created = 0;
+    json_int_t pid = 0, st = 0, spid = 0, sst = 0, created = 0, ubase = 0;
     int internet = 0;
 
     memset(s, 0, sizeof(*s));
@@ -1093,10 +1095,12 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     j = json_load_file(path, 0, &jerr);
     if (!j)
         return access(path, F_OK) == 0 ? AB_EINVAL : AB_ENOENT;
-    if (json_unpack(j, "{s:s, s?s, s:I, s:I, s?I, s?I, s?b, s?I, s?o}", "id", &id, "token", &token,
-                    "pid", &pid, "start_time", &st, "slirp_pid", &spid, "slirp_start", &sst,
-                    "internet", &internet, "created_ms", &created, "info", &info) != 0 ||
-        !id_is_valid(id) || pid <= 0 || pid > INT32_MAX || spid < 0 || spid > INT32_MAX) {
+    if (json_unpack(j, "{s:s, s?s, s:I, s:I, s?I, s?I, s?b, s?I, s?o, s?I}", "id", &id, "token",
+                    &token, "pid", &pid, "start_time", &st, "slirp_pid", &spid, "slirp_start", &sst,
+                    "internet", &internet, "created_ms", &created, "info", &info, "uid_base",
+                    &ubase) != 0 ||
+        !id_is_valid(id) || pid <= 0 || pid > INT32_MAX || spid < 0 || spid > INT32_MAX ||
+        ubase < 0 || ubase > UINT32_MAX) {
         json_decref(j);
         return AB_EINVAL;
     }
@@ -1109,6 +1113,7 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     s->slirp_start = (uint64_t)sst;
     s->internet = internet;
     s->created_ms = created;
+    s->uid_base = (uint32_t)ubase; /* 0: a record from before per-sandbox slices */
     s->info = info ? json_incref(info) : NULL;
     json_decref(j);
     {

@@ -70,7 +70,8 @@ struct lsbx_options {
     const char *const *envp; /* NULL → empty environment plus PATH and HOME */
     bool internet;           /* attach slirp4netns */
     const char *slirp;       /* NULL → "slirp4netns" from PATH */
-    uint32_t uid_base;       /* 0 → LSBX_UID_BASE_DEFAULT; at least 65536 */
+    uint32_t uid_base;       /* 0 → LSBX_UID_BASE_DEFAULT; at least 65536; the runtime gives
+                                each sandbox a slice of its own (no host uid shared) */
     uint64_t disk_bytes;     /* home + /tmp; 0 → LSBX_DISK_DEFAULT (a pool's ephemeral-storage);
                                 at most mem_bytes / 2 (the space is memory) */
     int64_t mem_bytes;       /* cgroup memory limit; 0 → none beyond the host's */
@@ -89,6 +90,7 @@ struct lsbx {
     bool is_child; /* ours to waitpid (false after re-adoption) */
     bool internet;
     int64_t created_ms; /* wall clock */
+    uint32_t uid_base;  /* host id of its uid 0 (its own slice of LSBX_UID_COUNT ids) */
     struct lcg cg;      /* its cgroups (memory, pids, cpu); located again on re-adoption */
     /* envd's access token: 64 random hex digits made at spawn, or the one a
      * claim brought; kept in state.json (mode 0600) */

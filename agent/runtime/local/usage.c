@@ -1,7 +1,8 @@
 /* Per-sandbox usage for the local runtime (runtime.h, "Usage and logs").
  *
- * Two sources for CPU and memory: the sandbox's cgroup (v2) when its record
- * names one, else a pass over /proc summing the processes that share the
+ * Three sources for CPU and memory: the sandbox's cgroup v2 directory, or
+ * its v1 memory and cpuacct groups, when it has them; else (or when they
+ * cannot be read) a pass over /proc summing the processes that share the
  * namespace init's pid namespace (utime + stime, rss). Disk is the size of
  * the sandbox directory, network the counters of its network namespace
  * (/proc/<init>/net/dev, loopback left out). A sandbox whose init is no
@@ -30,13 +31,15 @@ struct usage_probe {
     char dir[LSBX_DIR_MAX];
     pid_t pid;
     uint64_t start_time;
-    char cgroup[CGROUP_PATH_MAX]; /* "" → /proc */
-    int64_t cpu_milli, mem_bytes; /* the pool's sizing, 0 when unknown */
+    char cgroup[CGROUP_PATH_MAX];     /* v2; "" → v1 below, or /proc */
+    char v1_memory[CGROUP_PATH_MAX];  /* v1 memory group; "" → none */
+    char v1_cpuacct[CGROUP_PATH_MAX]; /* v1 cpuacct group; "" → none */
+    int64_t cpu_milli, mem_bytes;     /* the pool's sizing, 0 when unknown */
 };
 _Static_assert(sizeof(struct usage_probe) <= RT_PROBE_DATA_MAX, "usage probe fits rt_probe");
 
-/* The sandbox's cgroup v2 directory, "" when it has none (v1 hosts: the
- * /proc pass is used). */
+/* The sandbox's cgroup v2 directory, "" when it has none (v1 hosts:
+ * lrt_usage_probe_v1 adds the v1 groups). */
 static void cgroup_of(const struct lsb *s, char *out, size_t len)
 {
     if (len)
@@ -62,6 +65,18 @@ int lrt_usage_probe_of(const char *dir, pid_t pid, uint64_t start_time, const ch
     return 0;
 }
 
+int lrt_usage_probe_v1(struct rt_probe *out, const char *memory, const char *cpuacct)
+{
+    struct usage_probe d;
+
+    memcpy(&d, out->data, sizeof(d));
+    if (ab_strlcpy(d.v1_memory, memory, sizeof(d.v1_memory)) >= sizeof(d.v1_memory) ||
+        ab_strlcpy(d.v1_cpuacct, cpuacct, sizeof(d.v1_cpuacct)) >= sizeof(d.v1_cpuacct))
+        return AB_ELIMIT;
+    memcpy(out->data, &d, sizeof(d));
+    return 0;
+}
+
 int lrt_usage_probe(struct rt *base, const char *id, struct rt_probe *out)
 {
     struct lrt *rt = (struct lrt *)base;
@@ -74,6 +89,8 @@ int lrt_usage_probe(struct rt *base, const char *id, struct rt_probe *out)
     cgroup_of(s, cgroup, sizeof(cgroup));
     rc = lrt_usage_probe_of(s->x.dir, s->x.pid, s->x.start_time, cgroup, s->pool->cpu_milli,
                             s->pool->mem_bytes, out);
+    if (rc == 0 && !s->x.cg.v2 && s->x.cg.n > LCG_V1_CPUACCT)
+        rc = lrt_usage_probe_v1(out, s->x.cg.dirs[LCG_V1_MEMORY], s->x.cg.dirs[LCG_V1_CPUACCT]);
     if (rc != 0)
         return rc;
     out->ops = base->ops;
@@ -145,6 +162,46 @@ int lrt_usage_cgroup(const char *dir, struct rt_usage *u)
     snprintf(path, sizeof(path), "%s/memory.max", dir);
     if (read_small(path, buf, sizeof(buf)) == 0 && sscanf(buf, "%" SCNu64, &v) == 1)
         u->mem_limit = (int64_t)v; /* "max" does not scan: no limit */
+    return 0;
+}
+
+/* v1 "no limit" is a huge page-rounded number (LONG_MAX rounded down). */
+#define V1_UNLIMITED (1ULL << 62)
+
+/* The first of keys present in text (memory.stat: "total_x" counts the
+ * group's children too, "x" the group alone; prefer the former). */
+static bool keyed2(const char *text, const char *k1, const char *k2, uint64_t *out)
+{
+    return keyed(text, k1, out) || keyed(text, k2, out);
+}
+
+int lrt_usage_cgroup_v1(const char *memory, const char *cpuacct, struct rt_usage *u)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[8192];
+    uint64_t ns = 0, usage = 0, v = 0, inactive = 0;
+
+    snprintf(path, sizeof(path), "%s/cpuacct.usage", cpuacct);
+    if (read_small(path, buf, sizeof(buf)) != 0 || sscanf(buf, "%" SCNu64, &ns) != 1)
+        return AB_EIO;
+    snprintf(path, sizeof(path), "%s/memory.usage_in_bytes", memory);
+    if (read_small(path, buf, sizeof(buf)) != 0 || sscanf(buf, "%" SCNu64, &usage) != 1)
+        return AB_EIO;
+    u->cpu_seconds = (double)ns / 1e9;
+    u->mem_working_set = (double)usage;
+    snprintf(path, sizeof(path), "%s/memory.stat", memory);
+    if (read_small(path, buf, sizeof(buf)) == 0) {
+        if (keyed2(buf, "total_rss", "rss", &v))
+            u->mem_rss = (double)v;
+        if (keyed2(buf, "total_cache", "cache", &v))
+            u->mem_cache = (double)v;
+        /* cAdvisor's working set, as for v2 */
+        if (keyed2(buf, "total_inactive_file", "inactive_file", &inactive))
+            u->mem_working_set = inactive < usage ? (double)(usage - inactive) : 0;
+    }
+    snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", memory);
+    if (read_small(path, buf, sizeof(buf)) == 0 && sscanf(buf, "%" SCNu64, &v) == 1 &&
+        v < V1_UNLIMITED)
+        u->mem_limit = (int64_t)v;
     return 0;
 }
 
@@ -275,6 +332,9 @@ void lrt_usage_read(const struct rt_probe *p, size_t n, struct rt_usage *out)
         du(d[i].dir, &u->disk_used, &budget);
         net_dev(d[i].pid, u);
         if (d[i].cgroup[0] && lrt_usage_cgroup(d[i].cgroup, u) == 0)
+            continue;
+        if (!d[i].cgroup[0] && d[i].v1_memory[0] && d[i].v1_cpuacct[0] &&
+            lrt_usage_cgroup_v1(d[i].v1_memory, d[i].v1_cpuacct, u) == 0)
             continue;
         pending[i] = true;
         any = true;

@@ -77,14 +77,14 @@ export function reapSandboxes(stateDir) {
 }
 
 // The agent puts sandbox <sid> in <its own cgroup>/agentbox/<sid> of the
-// memory, pids and cpu hierarchies (cgroup v1) or of the unified one; the
+// memory, pids, cpu and cpuacct hierarchies (cgroup v1) or of the unified one; the
 // agent is our child, so its cgroup is ours. Removes them once empty (the
 // SIGKILLs above take a moment), for at most 2 s.
 function removeCgroups(sid) {
     const dirs = [];
     for (const l of fs.readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n')) {
         const [, ctrls, p] = l.split(':');
-        const names = ctrls === '' ? [''] : ctrls.split(',').filter((c) => ['memory', 'pids', 'cpu'].includes(c));
+        const names = ctrls === '' ? [''] : ctrls.split(',').filter((c) => ['memory', 'pids', 'cpu', 'cpuacct'].includes(c));
         for (const c of names) dirs.push(path.join('/sys/fs/cgroup', c, p, 'agentbox', sid));
     }
     const deadline = Date.now() + 2000;
