@@ -34,8 +34,9 @@ static const char UPSERT[] =
     "to_timestamp($10::bigint / 1000.0), "
     "CASE WHEN $9::text = 'running' THEN to_timestamp($10::bigint / 1000.0) END, "
     "CASE WHEN $9::text = 'ended' THEN to_timestamp($10::bigint / 1000.0) END, $11::text "
-    /* an event without a namespace (an end noticed later) only updates a row */
-    "WHERE $3::text <> '' OR EXISTS (SELECT 1 FROM sandboxes e WHERE e.id = $1::text) "
+    /* only a claim (its assertion checked in keep_own) makes a row; every other
+     * event (armed, an end noticed later) only updates one */
+    "WHERE $9::text = 'claimed' OR EXISTS (SELECT 1 FROM sandboxes e WHERE e.id = $1::text) "
     "ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, "
     "env = CASE WHEN EXCLUDED.env <> '' THEN EXCLUDED.env ELSE sandboxes.env END, "
     "pool = CASE WHEN EXCLUDED.pool <> '' THEN EXCLUDED.pool ELSE sandboxes.pool END, "
@@ -123,8 +124,30 @@ static void done(void *arg, int status)
     free(b);
 }
 
+/* Whether a claim event speaks for a principal that really asked this
+ * cluster: its assertion must have been made by the hub for cluster and name
+ * the event's team, user and namespace. Without this a registered cluster
+ * could fabricate a claim for any user in a namespace it serves, and the
+ * vault (which answers claims) would then resolve that user's secrets. */
+static bool claim_asserted(struct hub *h, const char *cluster, json_t *ev)
+{
+    struct keys_principal p;
+    char err[256];
+    const char *tok = str(ev, "assertion");
+    if (!tok[0] || auth_verify_from(h->auth, cluster, tok, &p, NULL, err, sizeof(err)) != 0) {
+        LOG_WARN("claim event assertion refused", "cluster", cluster, "id", str(ev, "id"), "error",
+                 tok[0] ? err : "no assertion");
+        return false;
+    }
+    return strcmp(p.team, str(ev, "team")) == 0 && strcmp(p.user, str(ev, "user")) == 0 &&
+           strcmp(p.namespace, str(ev, "namespace")) == 0;
+}
+
 /* Whether cluster may speak for ev: a sandbox of its own id prefix, in a
- * namespace assigned to it (DESIGN §11). The rest never becomes a row. */
+ * namespace assigned to it (DESIGN §11), and — for the claim that makes the
+ * row — for the principal the hub asserted to it. The rest never becomes a
+ * row; later events of a row (armed, ended) need no assertion, the row's
+ * owner being fixed by its claim. */
 static const char *event_refusal(struct hub *h, const char *cluster, json_t *ev)
 {
     char owner[AB_CLUSTER_ID_BUF];
@@ -134,6 +157,8 @@ static const char *event_refusal(struct hub *h, const char *cluster, json_t *ev)
     /* no namespace: an update of a row this cluster made (the upsert inserts nothing) */
     if (str(ev, "namespace")[0] && !clusters_serves_ns(h->clusters, cluster, str(ev, "namespace")))
         return "namespace";
+    if (strcmp(str(ev, "type"), "claimed") == 0 && !claim_asserted(h, cluster, ev))
+        return "assertion";
     return NULL;
 }
 
@@ -143,8 +168,9 @@ static void keep_own(struct hub *h, const char *cluster, json_t *evs)
     static const char *const labels[] = {"cluster", "reason", NULL};
     struct metric_family *m = metrics_register(
         metrics_default(), "agentbox_sandbox_events_dropped_total",
-        "Sandbox lifecycle events dropped: another cluster's id prefix (foreign_id) or a "
-        "namespace not assigned to the sending cluster (namespace).",
+        "Sandbox lifecycle events dropped: another cluster's id prefix (foreign_id), a "
+        "namespace not assigned to the sending cluster (namespace), or a claim without an "
+        "assertion for the sending cluster of the claimed principal (assertion).",
         METRIC_COUNTER, labels, NULL, 0);
     for (size_t i = json_array_size(evs); i-- > 0;) {
         const char *why = event_refusal(h, cluster, json_array_get(evs, i));

@@ -2,8 +2,11 @@
  *
  *   hub service (tunnel only):
  *     POST /internal/v1/sandbox-events {"events": [{type: claimed|armed|released|failed,
- *          id, namespace, env, pool, team, user, metadata?, reason?, at (ms)}]} → 204;
- *          the calling cluster owns the ids (events for another cluster's ids are skipped)
+ *          id, namespace, env, pool, team, user, metadata?, reason?, assertion?, at (ms)}]}
+ *          → 204; the calling cluster owns the ids (events for another cluster's ids are
+ *          skipped); only a claim makes a row, and only with the assertion the hub made
+ *          for the calling cluster of the event's team/user/namespace (else dropped,
+ *          reason "assertion"); later events update the row and need none
  *     * /internal/v1/public/{*rest}  agents' bridge into the public API (public_bridge.c)
  *   console (dashboard-api/sandboxes.c), authenticated like /api/v1:
  *     GET /api/v1/sandboxes, GET /api/v1/statistics/sandboxes

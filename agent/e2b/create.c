@@ -78,7 +78,7 @@ static void claimed(void *arg, int err, const char *msg, const struct rt_sandbox
         LOG_WARN("e2b create failed", "sandbox", c->id, "env", c->name, "error",
                  msg ? msg : ab_strerror(err));
         e2b_event_ids(e, "failed", c->id, c->ns, c->name, "", c->team, c->user, NULL,
-                      msg ? msg : ab_strerror(err));
+                      msg ? msg : ab_strerror(err), NULL);
         if (c->ex)
             http_respond_error(c->ex, status_of(err), "sandbox %s could not be started: %s", c->id,
                                msg ? msg : ab_strerror(err));
@@ -343,7 +343,9 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         free(c);
         return;
     }
-    e2b_event_ids(e, "claimed", c->id, c->ns, c->name, "", c->team, c->user, md, NULL);
+    /* the hub records the claim only with the assertion it made for this create */
+    e2b_event_ids(e, "claimed", c->id, c->ns, c->name, "", c->team, c->user, md, NULL,
+                  p->assertion);
     if (res.no_wait) {
         /* answer now; the claim finishes in the background */
         struct rt_sandbox s;

@@ -184,12 +184,14 @@ size_t e2b_rule_secrets(json_t *network, char (*names)[E2B_SECRET_NAME_MAX + 1],
 void e2b_unsupported(struct e2b *e, struct http_exchange *ex, const char *operation,
                      const char *category, const char *message);
 
-/* events.c: lifecycle events for the console, queued to the hub (never blocks). */
+/* events.c: lifecycle events for the console, queued to the hub (never blocks).
+ * assertion: the principal's hub assertion for this cluster, NULL or "" for
+ * none; the hub makes a row from a "claimed" event only when it carries one. */
 int e2b_events_new(struct e2b *e, struct e2b_events **out);
 void e2b_events_free(struct e2b_events *q);
 void e2b_event(struct e2b *e, const char *type, const struct rt_sandbox *s, const char *reason);
 void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *ns, const char *env,
                    const char *pool, const char *team, const char *user, const json_t *metadata,
-                   const char *reason);
+                   const char *reason, const char *assertion);
 
 #endif

@@ -78,7 +78,7 @@ static void live_del(struct e2b_events *q, const char *id)
 
 void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *ns, const char *env,
                    const char *pool, const char *team, const char *user, const json_t *metadata,
-                   const char *reason)
+                   const char *reason, const char *assertion)
 {
     struct e2b_events *q = e->events;
     if (!q)
@@ -93,6 +93,9 @@ void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *
         json_object_set_new(ev, "metadata", json_deep_copy(metadata));
     if (reason)
         json_object_set_new(ev, "reason", json_string(reason));
+    /* a claim makes the hub's row only with the principal's assertion for us */
+    if (assertion && assertion[0])
+        json_object_set_new(ev, "assertion", json_string(assertion));
     if (strcmp(type, "armed") == 0)
         live_add(q, id);
     else if (strcmp(type, "released") == 0 || strcmp(type, "failed") == 0)
@@ -102,7 +105,8 @@ void e2b_event_ids(struct e2b *e, const char *type, const char *id, const char *
 
 void e2b_event(struct e2b *e, const char *type, const struct rt_sandbox *s, const char *reason)
 {
-    e2b_event_ids(e, type, s->id, s->ns, s->env, s->pool, s->team, s->owner, s->metadata, reason);
+    e2b_event_ids(e, type, s->id, s->ns, s->env, s->pool, s->team, s->owner, s->metadata, reason,
+                  NULL);
 }
 
 static void sent(const struct tun_call_result *res, void *arg)
@@ -145,8 +149,8 @@ static void reap_ended(struct e2b_events *q)
         char id[RT_ID_MAX + 1];
         ab_strlcpy(id, q->live[i], sizeof(id));
         json_decref(s.metadata);
-        e2b_event_ids(q->e, "released", id, s.ns, s.env, s.pool, s.team, s.owner, NULL,
-                      "ended"); /* removes it from live */
+        e2b_event_ids(q->e, "released", id, s.ns, s.env, s.pool, s.team, s.owner, NULL, "ended",
+                      NULL); /* removes it from live */
     }
 }
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import {
     startPostgres, startHub, runMigrate, addCluster, startAgent, waitClusterOnline, createKey,
-    hubSecret, waitFor,
+    hubSecret, waitFor, metricValue,
 } from './lib/harness.mjs';
 import { connectTunnel, hubAssertionKey, signAssertion } from './lib/tunnel_client.mjs';
 
@@ -195,7 +195,7 @@ test('the vault answers claims: no claim, another principal or an unreferenced n
     assert.equal((await hubJson('POST', '/e2b/secrets', mallory.token, { name: 'OTHER', value: 'other-mallory' })).status, 201);
     const own = `rogue-${'m'.repeat(20)}`;
     const ev = await rogue.call('POST', '/internal/v1/sandbox-events', {
-        body: { events: [{ type: 'claimed', id: own, namespace: mv.principal.namespace, team: 'evil', user: 'mallory', at: Date.now(), metadata: { 'agentbox.scitix.ai/secret-names': ['GH'] } }] },
+        body: { events: [{ type: 'claimed', id: own, namespace: mv.principal.namespace, team: 'evil', user: 'mallory', at: Date.now(), assertion: mv.assertion, metadata: { 'agentbox.scitix.ai/secret-names': ['GH'] } }] },
     });
     assert.ok(ev.status === 200 || ev.status === 204, ev.text);
     const unref = await resolve({ 'X-AgentBox-Assertion': mv.assertion }, own, ['OTHER']);
@@ -211,6 +211,43 @@ test('the vault answers claims: no claim, another principal or an unreferenced n
     const details = await pg.psql(`SELECT details::text FROM audit_log WHERE action = 'vault.resolve'`);
     assert.match(details, /evil\/mallory/);
     assert.ok(!/sk-victim-value|gh-mallory|other-mallory/.test(details), details);
+});
+
+test('a claim event makes a row only with an assertion for the sending cluster of the claimed principal', async () => {
+    // the victim's secret; the rogue holds an assertion of the victim made for
+    // it (the victim once used the rogue) but the victim never created there
+    assert.equal((await hubJson('POST', '/e2b/secrets', victim.token, { name: 'CLAIMROWS', value: 'claimrows-victim' })).status, 201);
+    const vv = await validate(victim.token);
+    const vp = vv.principal;
+    const mv = await validate(mallory.token);
+    const series = 'agentbox_sandbox_events_dropped_total{cluster="rogue",reason="assertion"}';
+    const before = (await metricValue(hub.base, series)) || 0;
+    const k = hubAssertionKey(hubSecret);
+    const forAlpha = signAssertion(k, { key: victim.id, team: 'acme', user: 'victim', ns: vp.namespace, aud: 'alpha', iat: now(), exp: now() + 120 });
+    const ids = ['n', 'a', 'w'].map((c) => `rogue-${c.repeat(20)}`);
+    const claim = (id, assertion) => ({
+        type: 'claimed', id, namespace: vp.namespace, team: 'acme', user: 'victim', at: Date.now(),
+        ...(assertion ? { assertion } : {}), metadata: { 'agentbox.scitix.ai/secret-names': ['CLAIMROWS'] },
+    });
+    // none; the victim's for another cluster; mallory's own (another principal)
+    const ev = await rogue.call('POST', '/internal/v1/sandbox-events', {
+        body: { events: [claim(ids[0]), claim(ids[1], forAlpha), claim(ids[2], mv.assertion)] },
+    });
+    assert.ok(ev.status === 200 || ev.status === 204, ev.text);
+    // later events of those ids do not make the row either
+    const armed = await rogue.call('POST', '/internal/v1/sandbox-events', {
+        body: { events: ids.map((id) => ({ type: 'armed', id, namespace: vp.namespace, team: 'acme', user: 'victim', at: Date.now() })) },
+    });
+    assert.ok(armed.status === 200 || armed.status === 204, armed.text);
+    const rows = await pg.psql(`SELECT count(*) FROM sandboxes WHERE id IN ('${ids.join("','")}')`);
+    assert.equal(rows.trim(), '0');
+    assert.equal(await metricValue(hub.base, series), before + 3);
+    for (const id of ids) {
+        const r = await rogue.call('POST', '/internal/v1/vault/resolve',
+            { headers: { 'X-AgentBox-Assertion': vv.assertion }, body: { sandboxId: id, names: ['CLAIMROWS'] } });
+        assert.equal(r.status, 403, r.text);
+        assert.ok(!r.text.includes('claimrows-victim'));
+    }
 });
 
 test('the raw key never reaches the owning cluster: front door and cluster:: forwards carry an assertion for it', async () => {
