@@ -16,71 +16,7 @@
 #include "hub/hub.h"
 #include "hub/sandbox_events.h"
 
-struct capture {
-    int status;
-    char body[2048];
-    size_t len;
-    bool finished;
-};
-
-static int c_head(void *t, int status, const struct http_header *h, int n, int64_t len)
-{
-    struct capture *c = t;
-    (void)h;
-    (void)n;
-    (void)len;
-    c->status = status;
-    return 0;
-}
-
-static int c_body(void *t, const void *d, size_t n)
-{
-    struct capture *c = t;
-    if (c->len + n < sizeof(c->body)) {
-        memcpy(c->body + c->len, d, n);
-        c->len += n;
-        c->body[c->len] = '\0';
-    }
-    return 0;
-}
-
-static int c_end(void *t)
-{
-    (void)t;
-    return 0;
-}
-
-static size_t c_pending(void *t)
-{
-    (void)t;
-    return 0;
-}
-
-static void c_pause(void *t, bool p)
-{
-    (void)t;
-    (void)p;
-}
-
-static void c_abort(void *t)
-{
-    (void)t;
-}
-
-static void c_finished(void *t)
-{
-    ((struct capture *)t)->finished = true;
-}
-
-static const struct http_transport_ops cap_ops = {
-    .send_head = c_head,
-    .send_body = c_body,
-    .send_end = c_end,
-    .pending = c_pending,
-    .pause_body = c_pause,
-    .abort = c_abort,
-    .finished = c_finished,
-};
+#include "capture.h"
 
 /* One request through the internal router of a hub that only has the bridge. */
 static void call(const char *path, const char *hname, const char *hvalue, struct capture *c)
