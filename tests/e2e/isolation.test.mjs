@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startStack, manifestsDir, envManifest, waitPool, native } from '../integration/lib/sandboxes.mjs';
-import { waitFor } from '../integration/lib/harness.mjs';
+import { waitFor, metricsOf } from '../integration/lib/harness.mjs';
 
 const UID_BASE = 100000; // the agent's default --uid-base
 const UID_SLICE = 65536; // each sandbox its own slice of host ids above it
@@ -584,7 +584,7 @@ test('kill: answers only once every process of the sandbox (a busy tree) is gone
 
 // One series of the agent's /metrics for a sandbox (cAdvisor names), or undefined.
 async function sandboxSeries(name, id) {
-    const r = await fetch(`${alpha.e2b}/metrics`);
+    const r = await fetch(`${metricsOf(alpha.e2b)}/metrics`); // the metrics listener
     const text = await r.text();
     for (const l of text.split('\n')) {
         if (l.startsWith(`${name}{`) && l.includes(`"${id}"`)) return Number(l.slice(l.lastIndexOf(' ') + 1));
