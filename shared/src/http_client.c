@@ -406,8 +406,13 @@ struct http_client *http_client_start(struct loop *l, const struct http_client_o
     }
     if (!has_host)
         hdrs[n++] = (struct http_header){"Host", "localhost"};
+    /* No "Connection: close": a server that closes right after its last byte
+     * while this side is paused (a slow downstream reader) makes lws report the
+     * hang-up before the unread rest of the response is read, and the answer
+     * would be cut. Responses are framed (length or chunked); the client closes
+     * the connection itself once the response is complete. */
     int rc = http_out_head(&c->out, line, hdrs, n,
-                           o->content_length == 0 && !c->chunked ? 0 : o->content_length, 1);
+                           o->content_length == 0 && !c->chunked ? 0 : o->content_length, 0);
     if (o->content_length == 0 &&
         (strcmp(o->method, "GET") == 0 || c->head_req || strcmp(o->method, "DELETE") == 0)) {
         /* no Content-Length: 0 needed, but harmless; keep the head as built */
