@@ -23,6 +23,7 @@ struct tunnel_server;
 struct auth_ctx;
 struct federation;
 struct e2b_front;
+struct vault_api;
 
 /* `serve` configuration (flags, AGENTBOX_* environment, YAML keys). */
 struct hub_serve_config {
@@ -69,6 +70,7 @@ struct hub {
     struct auth_ctx *auth;        /* keys, grants, the key ring (auth.c) */
     struct federation *fed;       /* the capacity registry (federation.c) */
     struct e2b_front *front;      /* /e2b and /data (e2b_front.c) */
+    struct vault_api *vault;      /* /e2b/secrets and the resolve route (vault_api.c) */
     struct tunnel_server *tunnel; /* :7701 (tunnel_server.c), created by hub_start */
 };
 

@@ -172,7 +172,7 @@ static int add_routes(struct hub *h, char *err, size_t errlen)
     if (rc == 0)
         rc = auth_add_internal_routes(h, h->auth, err, errlen);
     if (rc == 0)
-        rc = vault_api_add_routes(h, h->auth, err, errlen);
+        rc = vault_api_new(h, h->auth, &h->vault, err, errlen);
     if (rc == 0)
         rc = route_api_add_routes(h, h->fed, err, errlen);
     if (rc == 0)
@@ -339,6 +339,8 @@ void hub_fini(struct hub *h)
     if (h->metrics_router != NULL)
         http_router_free(h->metrics_router);
     h->metrics_router = NULL;
+    vault_api_free(h->vault);
+    h->vault = NULL;
     e2b_front_free(h->front);
     h->front = NULL;
     federation_free(h->fed);

@@ -569,13 +569,19 @@ int vault_resolve(struct auth_ctx *a, const char *ns, const char *user, const ch
 
 /* Per-cluster token buckets (a small table: clusters hashed into it share a
  * bucket, which only makes the limit stricter for them). Loop thread. */
-static struct resolve_bucket {
+struct resolve_bucket {
     double tokens;
     int64_t at_ms;
-} buckets[RESOLVE_BUCKETS];
+};
 
-static bool resolve_allowed(const char *cluster)
+struct vault_api {
+    struct auth_ctx *a;
+    struct resolve_bucket buckets[RESOLVE_BUCKETS];
+};
+
+static bool resolve_allowed(struct vault_api *v, const char *cluster)
 {
+    struct resolve_bucket *buckets = v->buckets;
     size_t h = 5381;
     for (const char *p = cluster; *p; p++)
         h = h * 33 + (unsigned char)*p;
@@ -611,7 +617,8 @@ static void audit_refusal(struct auth_ctx *a, const char *cluster, const char *s
  * internal (tunnel-only) router. */
 static void resolve_route(struct http_exchange *ex, void *arg)
 {
-    struct auth_ctx *a = arg;
+    struct vault_api *v = arg;
+    struct auth_ctx *a = v->a;
     const struct http_request *r = http_req(ex);
     const char *cluster = r->transport_data ? (const char *)r->transport_data : "";
     const char *tok = http_header_get(r, ASRT_HEADER);
@@ -625,7 +632,7 @@ static void resolve_route(struct http_exchange *ex, void *arg)
     size_t i, n = 0;
     int rc;
 
-    if (!resolve_allowed(cluster)) {
+    if (!resolve_allowed(v, cluster)) {
         http_respond_error(ex, 429, "cluster '%s' is over %d vault resolves per second; retry",
                            cluster, RESOLVE_RATE_PER_S);
         return;
@@ -688,8 +695,18 @@ static void resolve_route(struct http_exchange *ex, void *arg)
     vop_submit(o);
 }
 
-int vault_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen)
+int vault_api_new(struct hub *h, struct auth_ctx *a, struct vault_api **out, char *err,
+                  size_t errlen)
 {
+    struct vault_api *v = calloc(1, sizeof(*v));
+    int rc;
+
+    *out = NULL;
+    if (v == NULL) {
+        snprintf(err, errlen, "vault api: out of memory");
+        return AB_ENOMEM;
+    }
+    v->a = a;
     const struct http_route routes[] = {
         {"GET", "/e2b/secrets", h_list, a, 0},
         {"POST", "/e2b/secrets", h_create, a, 0},
@@ -698,11 +715,20 @@ int vault_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t er
         {"DELETE", "/e2b/secrets/{id}", h_delete, a, 0},
     };
     const struct http_route internal[] = {
-        {"POST", "/internal/v1/vault/resolve", resolve_route, a, 0},
+        {"POST", "/internal/v1/vault/resolve", resolve_route, v, 0},
     };
-    int rc = hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
-
+    rc = hub_add_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
     if (rc == 0)
         rc = hub_add_internal_routes(h, internal, AB_ARRAY_LEN(internal), err, errlen);
-    return rc;
+    if (rc != 0) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    return 0;
+}
+
+void vault_api_free(struct vault_api *v)
+{
+    free(v);
 }

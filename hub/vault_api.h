@@ -21,7 +21,15 @@
 struct hub;
 struct auth_ctx;
 
-int vault_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen);
+struct vault_api;
+
+/* The vault's routes (/e2b/secrets on the API, the resolve route on the
+ * internal router) and the state they keep (the per-cluster resolve rate).
+ * a must outlive the result; free it with vault_api_free after the routers
+ * stop. Loop thread. */
+int vault_api_new(struct hub *h, struct auth_ctx *a, struct vault_api **out, char *err,
+                  size_t errlen);
+void vault_api_free(struct vault_api *v);
 
 /* Result of vault_resolve, on the loop thread. status 0: values[n] in the
  * order asked, borrowed for the duration of the call (wiped and freed

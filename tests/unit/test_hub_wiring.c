@@ -107,7 +107,7 @@ static void test_hub_modules_register_no_api_routes(void **state)
     assert_int_equal(hub_health_add_routes(&h, err, sizeof(err)), 0);
     assert_int_equal(hub_internal_add_routes(&h, err, sizeof(err)), 0);
     assert_int_equal(auth_add_internal_routes(&h, h.auth, err, sizeof(err)), 0);
-    assert_int_equal(vault_api_add_routes(&h, h.auth, err, sizeof(err)), 0);
+    assert_int_equal(vault_api_new(&h, h.auth, &h.vault, err, sizeof(err)), 0);
     assert_int_equal(route_api_add_routes(&h, h.fed, err, sizeof(err)), 0);
     assert_int_equal(e2b_front_add_routes(h.front, &h, err, sizeof(err)), 0);
     assert_int_equal(hub_sandboxes_add_routes(&h, err, sizeof(err)), 0);
@@ -130,6 +130,7 @@ static void test_hub_modules_register_no_api_routes(void **state)
     assert_no_duplicates(h.routes, h.nroutes);
     assert_no_duplicates(h.internal_routes, h.ninternal);
 
+    vault_api_free(h.vault);
     e2b_front_free(h.front);
     federation_free(h.fed);
     auth_free(h.auth);
