@@ -82,6 +82,21 @@ static int add_job(PGconn *c, void *arg)
     return 0;
 }
 
+/* A cluster's assigned namespaces ("a,b" as stored) as the API shows them:
+ * null for every namespace (""), else an array of the names. */
+static json_t *namespaces_json(const char *csv)
+{
+    json_t *ns = csv[0] ? json_array() : NULL;
+    for (const char *p = csv; p[0] && ns;) {
+        const char *end = strchr(p, ',');
+        json_array_append_new(ns, end ? json_stringn(p, (size_t)(end - p)) : json_string(p));
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return ns ? ns : json_null();
+}
+
 static void add_done(void *arg, int status)
 {
     struct add_req *q = arg;
@@ -97,15 +112,7 @@ static void add_done(void *arg, int status)
         clusters_refresh_now(q->h->clusters);
         json_t *o = json_pack("{s:s,s:s,s:s,s:s}", "id", q->id, "name", q->name, "region",
                               q->region, "token", q->token);
-        json_t *ns = q->namespaces[0] ? json_array() : json_null();
-        for (const char *p = q->namespaces; p[0] && ns;) {
-            const char *end = strchr(p, ',');
-            json_array_append_new(ns, end ? json_stringn(p, (size_t)(end - p)) : json_string(p));
-            if (!end)
-                break;
-            p = end + 1;
-        }
-        json_object_set_new(o, "namespaces", ns ? ns : json_null());
+        json_object_set_new(o, "namespaces", namespaces_json(q->namespaces));
         http_respond_json(q->ex, 201, o);
     }
     OPENSSL_cleanse(q->token, sizeof(q->token));
@@ -223,16 +230,7 @@ static json_t *info_json(const struct cluster_info *ci)
     json_object_set_new(o, "agentVersion",
                         ci->agent_version[0] != '\0' ? json_string(ci->agent_version)
                                                      : json_null());
-    /* null: every namespace; else the names assigned at registration */
-    json_t *ns = ci->namespaces[0] ? json_array() : json_null();
-    for (const char *p = ci->namespaces; p[0] && ns;) {
-        const char *end = strchr(p, ',');
-        json_array_append_new(ns, end ? json_stringn(p, (size_t)(end - p)) : json_string(p));
-        if (!end)
-            break;
-        p = end + 1;
-    }
-    json_object_set_new(o, "namespaces", ns ? ns : json_null());
+    json_object_set_new(o, "namespaces", namespaces_json(ci->namespaces));
     return o;
 }
 
