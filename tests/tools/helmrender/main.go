@@ -5,7 +5,7 @@
 // golang-github-masterminds-sprig-dev), built offline in GOPATH mode.
 //
 //	helmrender [--name R] [--namespace NS] [-f values.yaml]... [--set k=v]...
-//	           [--set-string k=v]... [--kube-version 1.30] [--notes] CHART_DIR
+//	           [--set-string k=v]... [--kube-version 1.30] [--notes] [--json] CHART_DIR
 //
 // Implemented: values.yaml + -f files (deep merge, null deletes) + --set /
 // --set-string (a.b=c, a.b[0]=x, {x,y} lists, comma-separated, typed like
@@ -16,7 +16,8 @@
 // empty, as in `helm template`); .Release, .Chart, .Capabilities
 // (KubeVersion, APIVersions.Has), .Template, .Files.Get; missing keys
 // render empty; crds/ emitted first, verbatim; then templates' documents
-// sorted in Helm's install order by kind; NOTES.txt only with --notes.
+// sorted in Helm's install order by kind; NOTES.txt only with --notes;
+// --json prints [{source, object}] instead of the YAML stream.
 // Every rendered document must parse as YAML.
 //
 // Not implemented: subcharts/dependencies, library charts, schema
@@ -25,6 +26,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -114,7 +116,7 @@ func die(format string, a ...interface{}) {
 func main() {
 	var valueFiles, sets, setStrings multiFlag
 	name, ns, kube := "release-name", "default", "1.30.0"
-	notes := false
+	notes, asJSON := false, false
 	var chartDir string
 	args := os.Args[1:]
 	for i := 0; i < len(args); i++ {
@@ -148,6 +150,8 @@ func main() {
 			kube = strings.TrimPrefix(next(), "v")
 		case "--notes":
 			notes = true
+		case "--json":
+			asJSON = true
 		case "-h", "--help":
 			fmt.Println("usage: helmrender [--name R] [--namespace NS] [-f FILE]... [--set k=v]... [--set-string k=v]... [--kube-version V] [--notes] CHART_DIR")
 			return
@@ -239,12 +243,35 @@ func main() {
 		fmt.Print(notesText)
 		return
 	}
-	fmt.Print(out)
+	if asJSON {
+		// one array of {source, object}, for tests with no YAML parser
+		var list []map[string]interface{}
+		for _, d := range out {
+			var obj map[string]interface{}
+			if err := yaml.Unmarshal([]byte(d.text), &obj); err != nil {
+				die("%s: %v", d.source, err)
+			}
+			list = append(list, map[string]interface{}{"source": d.source, "object": obj})
+		}
+		b, err := json.MarshalIndent(list, "", "  ")
+		if err != nil {
+			die("%v", err)
+		}
+		fmt.Println(string(b))
+		return
+	}
+	for _, d := range out {
+		fmt.Printf("---\n# Source: %s\n%s\n", d.source, strings.TrimSpace(d.text))
+	}
+}
+
+type doc struct {
+	source, kind, text string
 }
 
 // render parses every file under templates/ into one set and executes each
 // non-partial; returns the manifest stream and the rendered NOTES.txt.
-func render(chartDir, chartName string, top map[string]interface{}) (string, string, error) {
+func render(chartDir, chartName string, top map[string]interface{}) ([]doc, string, error) {
 	var names []string
 	tdir := filepath.Join(chartDir, "templates")
 	err := filepath.Walk(tdir, func(p string, info os.FileInfo, err error) error {
@@ -258,7 +285,7 @@ func render(chartDir, chartName string, top map[string]interface{}) (string, str
 		return nil
 	})
 	if err != nil && !os.IsNotExist(err) {
-		return "", "", err
+		return nil, "", err
 	}
 	sort.Strings(names)
 
@@ -326,16 +353,13 @@ func render(chartDir, chartName string, top map[string]interface{}) (string, str
 	for _, n := range names {
 		b, err := os.ReadFile(filepath.Join(chartDir, filepath.FromSlash(strings.TrimPrefix(n, chartName+"/"))))
 		if err != nil {
-			return "", "", err
+			return nil, "", err
 		}
 		if _, err := root.New(n).Parse(string(b)); err != nil {
-			return "", "", fmt.Errorf("parse error in %s: %v", n, err)
+			return nil, "", fmt.Errorf("parse error in %s: %v", n, err)
 		}
 	}
 
-	type doc struct {
-		source, kind, text string
-	}
 	var docs []doc
 	notes := ""
 	for _, n := range names {
@@ -350,7 +374,7 @@ func render(chartDir, chartName string, top map[string]interface{}) (string, str
 		data["Template"] = tmplInfo{Name: n, BasePath: path.Join(chartName, "templates")}
 		var buf bytes.Buffer
 		if err := root.ExecuteTemplate(&buf, n, data); err != nil {
-			return "", "", fmt.Errorf("%v", err)
+			return nil, "", fmt.Errorf("%v", err)
 		}
 		text := strings.ReplaceAll(buf.String(), "<no value>", "")
 		if base == "NOTES.txt" {
@@ -360,36 +384,33 @@ func render(chartDir, chartName string, top map[string]interface{}) (string, str
 		for _, d := range splitDocs(text) {
 			var obj map[string]interface{}
 			if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
-				return "", "", fmt.Errorf("YAML parse error in %s: %v\n%s", n, err, d)
+				return nil, "", fmt.Errorf("YAML parse error in %s: %v\n%s", n, err, d)
 			}
 			if obj == nil {
 				continue
 			}
 			kind, _ := obj["kind"].(string)
 			if kind == "" {
-				return "", "", fmt.Errorf("%s: a document without kind:\n%s", n, d)
+				return nil, "", fmt.Errorf("%s: a document without kind:\n%s", n, d)
 			}
 			docs = append(docs, doc{source: n, kind: kind, text: d})
 		}
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return kindRank(docs[i].kind) < kindRank(docs[j].kind) })
 
-	var out strings.Builder
+	var out []doc
 	crds, _ := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
 	sort.Strings(crds)
 	for _, c := range crds {
 		b, err := os.ReadFile(c)
 		if err != nil {
-			return "", "", err
+			return nil, "", err
 		}
 		for _, d := range splitDocs(string(b)) {
-			fmt.Fprintf(&out, "---\n# Source: %s/crds/%s\n%s\n", chartName, filepath.Base(c), strings.TrimSpace(d))
+			out = append(out, doc{source: path.Join(chartName, "crds", filepath.Base(c)), kind: "CustomResourceDefinition", text: d})
 		}
 	}
-	for _, d := range docs {
-		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", d.source, strings.TrimSpace(d.text))
-	}
-	return out.String(), notes, nil
+	return append(out, docs...), notes, nil
 }
 
 var (
