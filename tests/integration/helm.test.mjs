@@ -1,0 +1,493 @@
+// The Helm charts (helm/agentbox-agent, helm/agentbox-hub), rendered with our
+// renderer tests/tools/helmrender (Helm is not packaged here: Go's
+// text/template + sprig, built by this file into the build dir), checked
+// object by object, applied with the real kubectl to the in-test API server
+// (lib/kubeapi.mjs), and then run: agentbox-hub migrate / serve and
+// agentbox-agent serve with exactly the command, args and environment the
+// rendered Job and Deployments say (Secret references resolved from what the
+// API server stored, Secret volumes written to a temp dir), checked through
+// the probes the Deployments declare. No real cluster is involved.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFile } from 'node:child_process';
+import {
+    buildDir, repoRoot, migrationsDir, tempDir, run, startPostgres, psqlAt, spawnProc, waitFor, httpGet,
+    freePort, hubBin, agentBin,
+} from './lib/harness.mjs';
+import { startKubeApi } from './lib/kubeapi.mjs';
+
+const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
+const RENDER = path.join(buildDir(), 'helmrender');
+const AGENT_CHART = path.join(repoRoot(), 'helm', 'agentbox-agent');
+const HUB_CHART = path.join(repoRoot(), 'helm', 'agentbox-hub');
+const NS = 'agentbox-system';
+const HUB_SECRET = 'f'.repeat(16) + '0123456789abcdef0123456789abcdef';
+const AGENT_REQUIRED = ['--set', 'agent.clusterId=eu-1', '--set', 'hub.url=wss://hub.example.com:7701', '--set', 'hub.joinToken=abxc_chart_test'];
+const HUB_REQUIRED = ['--set', `hub.secret.value=${HUB_SECRET}`, '--set', 'database.url=postgres://agentbox:pw@db.example.com:5432/agentbox'];
+
+const cleanups = [];
+after(async () => {
+    for (const fn of cleanups.reverse()) await fn();
+});
+
+// Builds the renderer from Debian's Go and sprig, offline, GOPATH mode.
+before(async () => {
+    const gocache = path.join(buildDir(), 'go-cache');
+    fs.mkdirSync(gocache, { recursive: true });
+    const r = await run('go', ['build', '-o', RENDER, '.'], {
+        cwd: path.join(repoRoot(), 'tests', 'tools', 'helmrender'),
+        env: {
+            ...process.env, GO111MODULE: 'off', GOFLAGS: '', GOPROXY: 'off', GOCACHE: gocache,
+            GOPATH: `${path.join(buildDir(), 'gopath')}:/usr/share/gocode`,
+        },
+        timeoutMs: 300000,
+    });
+    assert.equal(r.code, 0, `go build of tests/tools/helmrender failed (scripts/deps.sh installs golang-go and sprig):\n${r.stderr}`);
+});
+
+// Renders a chart; resolves {code, stdout, stderr, objs} (objs with --json).
+async function render(chart, args = [], { name = 'ab', format = 'json' } = {}) {
+    const a = ['--name', name, '--namespace', NS, ...(format === 'json' ? ['--json'] : format === 'notes' ? ['--notes'] : []), ...args, chart];
+    const r = await run(RENDER, a);
+    if (r.code === 0 && format === 'json') r.objs = JSON.parse(r.stdout).map((x) => ({ ...x.object, __source: x.source }));
+    return r;
+}
+async function renderOk(chart, args, opts) {
+    const r = await render(chart, args, opts);
+    assert.equal(r.code, 0, `render ${path.basename(chart)} ${args.join(' ')}:\n${r.stderr}`);
+    return r;
+}
+const find = (objs, kind, name) => objs.find((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
+const all = (objs, kind) => objs.filter((o) => o.kind === kind);
+const envOf = (c, name) => (c.env || []).find((e) => e.name === name);
+
+// Every rule of the chart's Roles and ClusterRoles as "scope group resource" → sorted verbs.
+function rbacTable(objs) {
+    const t = {};
+    for (const o of objs.filter((x) => x.kind === 'Role' || x.kind === 'ClusterRole')) {
+        for (const rule of o.rules) {
+            for (const g of rule.apiGroups) {
+                for (const res of rule.resources) {
+                    const key = `${o.kind === 'Role' ? `Role/${o.metadata.namespace}` : 'ClusterRole'} ${g || 'core'} ${res}`;
+                    assert.ok(!t[key], `${key} granted twice`);
+                    t[key] = [...rule.verbs].sort();
+                }
+            }
+        }
+    }
+    return t;
+}
+
+function assertRestricted(podSpec, container, what) {
+    const p = podSpec.securityContext;
+    const c = container.securityContext;
+    assert.equal(p.runAsNonRoot, true, `${what}: pod runAsNonRoot`);
+    assert.ok(p.runAsUser > 0, `${what}: pod runAsUser non-root`);
+    assert.equal(p.seccompProfile.type, 'RuntimeDefault', `${what}: seccomp`);
+    assert.equal(c.allowPrivilegeEscalation, false, `${what}: allowPrivilegeEscalation`);
+    assert.equal(c.readOnlyRootFilesystem, true, `${what}: readOnlyRootFilesystem`);
+    assert.deepEqual(c.capabilities.drop, ['ALL'], `${what}: capabilities`);
+    assert.ok(!c.capabilities.add, `${what}: no capability added`);
+    assert.notEqual(c.privileged, true, `${what}: privileged`);
+}
+
+const secretRef = (c, name) => envOf(c, name)?.valueFrom?.secretKeyRef;
+
+test('agent chart with the required values: CRDs first and kept, RBAC verbs exactly, restricted Pod, Secret refs, probes, Services', async () => {
+    const { objs } = await renderOk(AGENT_CHART, AGENT_REQUIRED);
+
+    // crds/ first, verbatim, annotated keep
+    const crds = objs.slice(0, 3);
+    assert.deepEqual(crds.map((o) => o.metadata.name).sort(),
+        ['sandboxenvs.agents.navix.sh', 'sandboxpools.agents.navix.sh', 'sandboxtemplates.agents.navix.sh']);
+    for (const c of crds) {
+        assert.equal(c.kind, 'CustomResourceDefinition');
+        assert.match(c.__source, /^agentbox-agent\/crds\//);
+        assert.equal(c.metadata.annotations['helm.sh/resource-policy'], 'keep');
+        assert.equal(c.spec.group, 'agents.navix.sh');
+        assert.deepEqual(c.spec.versions.map((v) => [v.name, v.served, v.storage]), [['v1alpha1', true, true]]);
+        assert.ok(c.spec.versions[0].subresources.status, `${c.metadata.name}: status subresource`);
+        assert.deepEqual(c.spec.versions[0].schema.openAPIV3Schema.required, ['spec']);
+    }
+    assert.equal(all(objs, 'CustomResourceDefinition').length, 3, 'no CRD outside crds/');
+    const pool = find(objs, 'CustomResourceDefinition', 'sandboxpools.agents.navix.sh').spec;
+    assert.equal(pool.scope, 'Namespaced');
+    assert.deepEqual(pool.versions[0].subresources.scale,
+        { specReplicasPath: '.spec.replicas', statusReplicasPath: '.status.runningReplicas', labelSelectorPath: '.status.selector' });
+    assert.deepEqual(pool.versions[0].schema.openAPIV3Schema.properties.spec.required, ['replicas']);
+    assert.equal(find(objs, 'CustomResourceDefinition', 'sandboxtemplates.agents.navix.sh').spec.scope, 'Cluster');
+
+    // RBAC: exactly §5.3's verbs, nothing more (no exec, no logs by default, no wildcard)
+    const crud = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+    assert.deepEqual(rbacTable(objs), {
+        'ClusterRole agents.navix.sh sandboxtemplates': crud,
+        'ClusterRole agents.navix.sh sandboxtemplates/status': ['get', 'patch', 'update'],
+        'ClusterRole agents.navix.sh sandboxtemplates/finalizers': ['update'],
+        'ClusterRole core pods': crud,
+        'ClusterRole core secrets': crud,
+        'ClusterRole core configmaps': ['create', 'get', 'list', 'update', 'watch'],
+        'ClusterRole core events': ['create', 'patch'],
+        'ClusterRole events.k8s.io events': ['create', 'patch'],
+        'ClusterRole agents.navix.sh sandboxenvs': crud,
+        'ClusterRole agents.navix.sh sandboxpools': crud,
+        'ClusterRole agents.navix.sh sandboxenvs/status': ['get', 'patch', 'update'],
+        'ClusterRole agents.navix.sh sandboxpools/status': ['get', 'patch', 'update'],
+        'ClusterRole agents.navix.sh sandboxenvs/finalizers': ['update'],
+        'ClusterRole agents.navix.sh sandboxpools/finalizers': ['update'],
+        [`Role/${NS} coordination.k8s.io leases`]: ['create', 'get', 'update'],
+    });
+    const sa = find(objs, 'ServiceAccount');
+    assert.equal(sa.metadata.namespace, NS);
+    const bindings = [...all(objs, 'ClusterRoleBinding'), ...all(objs, 'RoleBinding')];
+    assert.deepEqual(bindings.map((b) => `${b.kind}/${b.metadata.name}->${b.roleRef.kind}/${b.roleRef.name}`).sort(),
+        ['ClusterRoleBinding/ab-sandboxes->ClusterRole/ab-sandboxes', 'ClusterRoleBinding/ab-templates->ClusterRole/ab-templates',
+            'RoleBinding/ab-leader->Role/ab-leader']);
+    for (const b of bindings) assert.deepEqual(b.subjects, [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: NS }]);
+
+    // the Deployment
+    const dep = find(objs, 'Deployment', 'ab');
+    const pod = dep.spec.template.spec;
+    assert.equal(pod.serviceAccountName, sa.metadata.name);
+    assert.equal(pod.containers.length, 1);
+    const c = pod.containers[0];
+    assertRestricted(pod, c, 'agent');
+    assert.deepEqual(c.command, ['/usr/bin/agentbox-agent', 'serve']);
+    for (const a of ['--cluster-id=eu-1', '--runtime=kube', '--e2b-listen=:8090', '--data-listen=:8091', '--native-listen=:8080', '--metrics-listen=:8092'])
+        assert.ok(c.args.includes(a), `agent args ${JSON.stringify(c.args)} lack ${a}`);
+    assert.ok(!JSON.stringify(c.args).includes('abxc_') && !JSON.stringify(c.args).includes('hub.example.com'), 'no URL or token on the command line');
+    assert.deepEqual(secretRef(c, 'AGENTBOX_HUB_URL'), { name: 'ab-hub', key: 'hubUrl' });
+    assert.deepEqual(secretRef(c, 'AGENTBOX_JOIN_TOKEN'), { name: 'ab-hub', key: 'joinToken' });
+    const secret = find(objs, 'Secret', 'ab-hub');
+    assert.deepEqual(secret.stringData, { hubUrl: 'wss://hub.example.com:7701', joinToken: 'abxc_chart_test' });
+    assert.match(dep.spec.template.metadata.annotations['checksum/secret'], /^[0-9a-f]{64}$/);
+    const ports = Object.fromEntries(c.ports.map((p) => [p.name, p.containerPort]));
+    assert.deepEqual(ports, { 'e2b-api': 8090, 'data-plane': 8091, 'native-api': 8080, metrics: 8092 });
+    assert.deepEqual(c.livenessProbe.httpGet, { path: '/healthz', port: 'metrics' });
+    assert.deepEqual(c.readinessProbe.httpGet, { path: '/healthz', port: 'metrics' });
+    // the read-only root: the state dir is a volume
+    assert.ok(c.volumeMounts.some((m) => m.mountPath === '/var/lib/agentbox' && pod.volumes.find((v) => v.name === m.name).emptyDir));
+
+    // four Services, fixed names, each selecting the Pods and targeting a declared port
+    const svcs = all(objs, 'Service');
+    assert.deepEqual(svcs.map((s) => s.metadata.name).sort(), ['agentbox-agent-metrics', 'agentbox-api', 'agentbox-data-plane', 'agentbox-e2b-api']);
+    for (const s of svcs) {
+        for (const [k, v] of Object.entries(s.spec.selector)) assert.equal(dep.spec.template.metadata.labels[k], v, `${s.metadata.name} selector ${k}`);
+        for (const p of s.spec.ports) assert.ok(p.targetPort in ports, `${s.metadata.name} targets undeclared port ${p.targetPort}`);
+    }
+    assert.equal(find(objs, 'Service', 'agentbox-e2b-api').spec.ports[0].targetPort, 'e2b-api');
+    assert.equal(find(objs, 'Service', 'agentbox-data-plane').spec.ports[0].targetPort, 'data-plane');
+    for (const [k, v] of Object.entries(dep.spec.selector.matchLabels)) assert.equal(dep.spec.template.metadata.labels[k], v);
+
+    // one replica: no PodDisruptionBudget (it would block every drain)
+    assert.equal(dep.spec.replicas, 1);
+    assert.equal(find(objs, 'PodDisruptionBudget'), undefined);
+    const two = (await renderOk(AGENT_CHART, [...AGENT_REQUIRED, '--set', 'replicaCount=2'])).objs;
+    assert.equal(find(two, 'Deployment').spec.replicas, 2);
+    const pdb = find(two, 'PodDisruptionBudget', 'ab');
+    assert.equal(pdb.spec.minAvailable, 1);
+    assert.deepEqual(pdb.spec.selector.matchLabels, dep.spec.selector.matchLabels);
+});
+
+test('agent chart with representative values: existing Secret, per-namespace RoleBindings, hub CA, values file, standalone', async () => {
+    const dir = tempDir('agentbox-helm-values-');
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const vf = path.join(dir, 'values.yaml');
+    fs.writeFileSync(vf, `agent:
+  clusterId: us-2
+  dataDomain: sbx.example.com
+  extraArgs: ["--tunnel-ping-interval=5s"]
+hub:
+  existingSecret: agent-hub-creds
+  urlKey: url
+  joinTokenKey: token
+  caSecret: hub-ca
+rbac:
+  sandboxNamespaces: [team-a, team-b]
+  podLogs: true
+image:
+  repository: registry.example.com/agentbox-agent
+  tag: "9.9.9"
+`);
+    const { objs } = await renderOk(AGENT_CHART, ['-f', vf, '--set', 'agent.logLevel=debug']);
+    assert.equal(find(objs, 'Secret'), undefined, 'an existing Secret: the chart creates none');
+    const dep = find(objs, 'Deployment');
+    const c = dep.spec.template.spec.containers[0];
+    assert.equal(c.image, 'registry.example.com/agentbox-agent:9.9.9');
+    assert.deepEqual(secretRef(c, 'AGENTBOX_HUB_URL'), { name: 'agent-hub-creds', key: 'url' });
+    assert.deepEqual(secretRef(c, 'AGENTBOX_JOIN_TOKEN'), { name: 'agent-hub-creds', key: 'token' });
+    assert.equal(dep.spec.template.metadata.annotations['checksum/secret'], undefined);
+    for (const a of ['--cluster-id=us-2', '--data-domain=sbx.example.com', '--hub-ca=/etc/agentbox/hub-ca/ca.crt', '--log-level=debug', '--tunnel-ping-interval=5s'])
+        assert.ok(c.args.includes(a), `args ${JSON.stringify(c.args)} lack ${a}`);
+    const ca = dep.spec.template.spec.volumes.find((v) => v.name === 'hub-ca');
+    assert.equal(ca.secret.secretName, 'hub-ca');
+    assert.ok(c.volumeMounts.some((m) => m.name === 'hub-ca' && m.mountPath === '/etc/agentbox/hub-ca' && m.readOnly));
+
+    // sandbox rights only in the named namespaces: RoleBindings of the ClusterRole, no cluster-wide binding
+    const rbs = all(objs, 'RoleBinding').filter((b) => b.roleRef.name === 'ab-sandboxes');
+    assert.deepEqual(rbs.map((b) => b.metadata.namespace).sort(), ['team-a', 'team-b']);
+    for (const b of rbs) assert.equal(b.roleRef.kind, 'ClusterRole');
+    assert.deepEqual(all(objs, 'ClusterRoleBinding').map((b) => b.metadata.name), ['ab-templates']);
+    assert.deepEqual(rbacTable(objs)['ClusterRole core pods/log'], ['get']);
+
+    // standalone: no Secret, no hub environment
+    const solo = (await renderOk(AGENT_CHART, ['--set', 'agent.clusterId=solo', '--set', 'hub.enabled=false'])).objs;
+    assert.equal(find(solo, 'Secret'), undefined);
+    const sc = find(solo, 'Deployment').spec.template.spec.containers[0];
+    assert.equal(envOf(sc, 'AGENTBOX_HUB_URL'), undefined);
+    assert.equal(envOf(sc, 'AGENTBOX_JOIN_TOKEN'), undefined);
+
+    // NOTES.txt: rendered apart, naming the Services the SDK points at
+    const notes = await renderOk(AGENT_CHART, AGENT_REQUIRED, { format: 'notes' });
+    assert.match(notes.stdout, /E2B_API_URL=http:\/\/agentbox-e2b-api\.agentbox-system\.svc\.cluster\.local/);
+    assert.match(notes.stdout, /E2B_DOMAIN=agentbox-data-plane\.agentbox-system\.svc\.cluster\.local/);
+    assert.match(notes.stdout, /cluster eu-1/);
+    const yaml = await renderOk(AGENT_CHART, AGENT_REQUIRED, { format: 'yaml' });
+    assert.ok(!yaml.stdout.includes('E2B_API_URL='), 'NOTES.txt is not part of the manifests');
+});
+
+test('required values missing: the renderer fails with the chart\'s message', async () => {
+    const cases = [
+        [AGENT_CHART, [], /execution error at \(agentbox-agent\/templates\/[^)]+\): agent\.clusterId is required/],
+        [AGENT_CHART, ['--set', 'agent.clusterId=EU_1', '--set', 'hub.enabled=false'], /agent\.clusterId "EU_1" is not a DNS label/],
+        [AGENT_CHART, ['--set', 'agent.clusterId=eu-1'], /hub\.url is required \(or hub\.existingSecret, or hub\.enabled=false/],
+        [AGENT_CHART, ['--set', 'agent.clusterId=eu-1', '--set', 'hub.url=wss://h:7701'], /hub\.joinToken is required/],
+        [HUB_CHART, ['--set', 'database.url=postgres://a@b/c'], /hub\.secret\.value is required/],
+        [HUB_CHART, ['--set', 'hub.secret.value=short', '--set', 'database.url=postgres://a@b/c'], /hub\.secret\.value is 5 bytes: the hub secret needs at least 32/],
+        [HUB_CHART, ['--set', `hub.secret.value=${HUB_SECRET}`], /database\.url is required \(or database\.existingSecret, or postgresql\.enabled=true/],
+        [HUB_CHART, [...HUB_REQUIRED, '--set', 'postgresql.enabled=true'], /postgresql\.password is required/],
+        [HUB_CHART, [...HUB_REQUIRED, '--set', 'ingress.enabled=true'], /ingress\.host is required/],
+    ];
+    for (const [chart, args, re] of cases) {
+        const r = await render(chart, args);
+        assert.notEqual(r.code, 0, `${path.basename(chart)} ${args.join(' ')} rendered:\n${r.stdout.slice(0, 300)}`);
+        assert.match(r.stderr, re, `${path.basename(chart)} ${args.join(' ')}`);
+        assert.equal(r.stdout, '', 'nothing rendered on failure');
+    }
+});
+
+test('hub chart: migration hook Job, Secrets by reference, restricted Pod, probes; trial PostgreSQL and Ingress', async () => {
+    const { objs } = await renderOk(HUB_CHART, HUB_REQUIRED, { name: 'hub' });
+    const job = find(objs, 'Job', 'hub-migrate');
+    assert.equal(job.metadata.annotations['helm.sh/hook'], 'pre-install,pre-upgrade');
+    assert.equal(job.metadata.annotations['helm.sh/hook-delete-policy'], 'before-hook-creation,hook-succeeded');
+    const jc = job.spec.template.spec.containers[0];
+    assert.deepEqual(jc.command, ['/usr/bin/agentbox-hub', 'migrate']);
+    assert.deepEqual(jc.args, ['--migrations-dir=/usr/share/agentbox/migrations']);
+    assert.deepEqual(secretRef(jc, 'AGENTBOX_DATABASE_URL'), { name: 'hub-database', key: 'databaseUrl' });
+    assert.equal(job.spec.template.spec.restartPolicy, 'Never');
+    assertRestricted(job.spec.template.spec, jc, 'migrate');
+    // the Job's Secret exists before it: a hook with a lower weight
+    const dbs = find(objs, 'Secret', 'hub-database');
+    assert.equal(dbs.metadata.annotations['helm.sh/hook'], 'pre-install,pre-upgrade');
+    assert.ok(Number(dbs.metadata.annotations['helm.sh/hook-weight']) < Number(job.metadata.annotations['helm.sh/hook-weight']));
+    assert.equal(dbs.stringData.databaseUrl, 'postgres://agentbox:pw@db.example.com:5432/agentbox');
+    const hs = find(objs, 'Secret', 'hub-secret');
+    assert.equal(hs.stringData.hubSecret, HUB_SECRET);
+    assert.equal(hs.metadata.annotations['helm.sh/resource-policy'], 'keep');
+
+    const dep = find(objs, 'Deployment', 'hub');
+    const pod = dep.spec.template.spec;
+    const c = pod.containers[0];
+    assertRestricted(pod, c, 'hub');
+    assert.equal(pod.automountServiceAccountToken, false);
+    assert.deepEqual(c.command, ['/usr/bin/agentbox-hub', 'serve']);
+    for (const a of ['--listen=:7700', '--tunnel-listen=:7701', '--metrics-listen=:7702', '--hub-secret-file=/etc/agentbox/secret/hub-secret'])
+        assert.ok(c.args.includes(a), `hub args ${JSON.stringify(c.args)} lack ${a}`);
+    assert.ok(!JSON.stringify(c).includes(HUB_SECRET) && !JSON.stringify(c).includes('pw@'), 'no secret in the container spec');
+    assert.deepEqual(secretRef(c, 'AGENTBOX_DATABASE_URL'), { name: 'hub-database', key: 'databaseUrl' });
+    const vol = pod.volumes.find((v) => v.name === c.volumeMounts.find((m) => m.mountPath === '/etc/agentbox/secret').name);
+    assert.deepEqual(vol.secret.items, [{ key: 'hubSecret', path: 'hub-secret' }]);
+    assert.equal(vol.secret.secretName, 'hub-secret');
+    assert.deepEqual(c.livenessProbe.httpGet, { path: '/healthz', port: 'http' });
+    assert.deepEqual(c.readinessProbe.httpGet, { path: '/readyz', port: 'http' });
+    assert.deepEqual(Object.fromEntries(c.ports.map((p) => [p.name, p.containerPort])), { http: 7700, tunnel: 7701, metrics: 7702 });
+    const svc = find(objs, 'Service', 'hub');
+    assert.deepEqual(svc.spec.ports.map((p) => [p.name, p.port, p.targetPort]), [['http', 80, 'http'], ['tunnel', 7701, 'tunnel'], ['metrics', 7702, 'metrics']]);
+    assert.equal(find(objs, 'Ingress'), undefined);
+    assert.equal(find(objs, 'StatefulSet'), undefined);
+
+    // existing Secrets: the chart renders none and references them
+    const ext = (await renderOk(HUB_CHART, ['--set', 'hub.secret.existingSecret=mine', '--set', 'database.existingSecret=mydb', '--set', 'database.urlKey=url'], { name: 'hub' })).objs;
+    assert.equal(all(ext, 'Secret').length, 0);
+    const ec = find(ext, 'Deployment').spec.template.spec;
+    assert.deepEqual(secretRef(ec.containers[0], 'AGENTBOX_DATABASE_URL'), { name: 'mydb', key: 'url' });
+    assert.equal(ec.volumes.find((v) => v.name === 'hub-secret').secret.secretName, 'mine');
+
+    // the trial database: a StatefulSet, the URL pointing at it, the migration after it exists
+    const trial = (await renderOk(HUB_CHART, ['--set', `hub.secret.value=${HUB_SECRET}`, '--set', 'postgresql.enabled=true',
+        '--set', 'postgresql.password=p@ss:w', '--set', 'postgresql.adminPassword=root', '--set', 'ingress.enabled=true',
+        '--set', 'ingress.host=hub.example.com', '--set', 'ingress.className=nginx', '--set', 'tunnelTls.secretName=hub-tls'], { name: 'hub' })).objs;
+    const sts = find(trial, 'StatefulSet', 'hub-postgresql');
+    assert.equal(sts.spec.replicas, 1);
+    assert.equal(sts.spec.template.spec.securityContext.runAsNonRoot, true);
+    assert.equal(find(trial, 'Service', 'hub-postgresql').spec.clusterIP, 'None');
+    assert.equal(find(trial, 'Secret', 'hub-database').stringData.databaseUrl, 'postgres://agentbox:p%40ss%3Aw@hub-postgresql:5432/agentbox?sslmode=disable');
+    assert.equal(find(trial, 'Job').metadata.annotations['helm.sh/hook'], 'post-install,pre-upgrade');
+    assert.match(find(trial, 'ConfigMap', 'hub-postgresql-init').data['10-agentbox.sh'], /CREATE ROLE "agentbox" LOGIN/);
+    const ing = find(trial, 'Ingress', 'hub');
+    assert.equal(ing.spec.ingressClassName, 'nginx');
+    assert.equal(ing.spec.rules[0].host, 'hub.example.com');
+    assert.deepEqual(ing.spec.rules[0].http.paths[0].backend.service, { name: 'hub', port: { name: 'http' } });
+    const tc = find(trial, 'Deployment').spec.template.spec.containers[0];
+    assert.ok(tc.args.includes('--tls-cert=/etc/agentbox/tls/tls.crt') && tc.args.includes('--tls-key=/etc/agentbox/tls/tls.key'));
+
+    const notes = await renderOk(HUB_CHART, HUB_REQUIRED, { name: 'hub', format: 'notes' });
+    assert.match(notes.stdout, /ws:\/\/hub\.agentbox-system\.svc\.cluster\.local:7701/);
+    assert.match(notes.stdout, /cluster add <cluster-id>/);
+});
+
+// --- apply and run ---------------------------------------------------------------------------
+
+function kubectl(kc, args) {
+    return new Promise((resolve) => {
+        execFile(KUBECTL, ['--kubeconfig', kc, ...args], { timeout: 60000, env: { ...process.env, HOME: path.dirname(kc) } }, (err, stdout, stderr) =>
+            resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }));
+    });
+}
+
+// The container's environment as the kubelet would give it: values, Secret
+// keys read from the API server, the downward API fields.
+function resolveEnv(api, ns, c, podName) {
+    const env = {};
+    for (const e of c.env || []) {
+        if (e.value !== undefined) env[e.name] = e.value;
+        else if (e.valueFrom?.secretKeyRef) {
+            const { name, key } = e.valueFrom.secretKeyRef;
+            const s = api.peek('secrets', ns, name);
+            assert.ok(s, `env ${e.name}: Secret ${ns}/${name} was not applied`);
+            assert.ok(s.data?.[key] !== undefined, `env ${e.name}: Secret ${name} has no key ${key}`);
+            env[e.name] = Buffer.from(s.data[key], 'base64').toString();
+        } else if (e.valueFrom?.fieldRef) {
+            env[e.name] = { 'metadata.name': podName, 'metadata.namespace': ns }[e.valueFrom.fieldRef.fieldPath];
+        } else assert.fail(`env ${e.name}: unsupported source ${JSON.stringify(e.valueFrom)}`);
+    }
+    return env;
+}
+
+// Secret volumes written into dir as the kubelet mounts them; returns
+// [mountPath, hostDir] pairs for the args that name files under a mount.
+function mountSecrets(api, ns, pod, c, dir) {
+    const maps = [];
+    for (const m of c.volumeMounts || []) {
+        const v = pod.volumes.find((x) => x.name === m.name);
+        if (!v.secret) continue;
+        const s = api.peek('secrets', ns, v.secret.secretName);
+        assert.ok(s, `volume ${v.name}: Secret ${v.secret.secretName} was not applied`);
+        const host = path.join(dir, v.name);
+        fs.mkdirSync(host, { recursive: true });
+        const items = v.secret.items || Object.keys(s.data).map((k) => ({ key: k, path: k }));
+        for (const it of items) fs.writeFileSync(path.join(host, it.path), Buffer.from(s.data[it.key], 'base64'), { mode: 0o400 });
+        maps.push([m.mountPath, host]);
+    }
+    return maps;
+}
+const remap = (args, maps) => args.map((a) => maps.reduce((x, [from, to]) => x.split(from + '/').join(to + '/'), a));
+
+function probeUrl(c, probe) {
+    const port = c.ports.find((p) => p.name === probe.httpGet.port)?.containerPort ?? probe.httpGet.port;
+    return `http://127.0.0.1:${port}${probe.httpGet.path}`;
+}
+
+test('rendered charts apply with kubectl; the hub and the agent run with what the rendered Job and Deployments say', async () => {
+    const dir = tempDir('agentbox-helm-run-');
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const api = await startKubeApi();
+    cleanups.push(() => api.close());
+    const kc = api.kubeconfig(dir, { namespace: NS });
+
+    // A database owned by a login role that is not a superuser, as the chart's values say.
+    const pg = await startPostgres();
+    cleanups.push(() => pg.cleanup());
+    await psqlAt(pg.url, "CREATE ROLE helm_owner LOGIN NOSUPERUSER PASSWORD 'helm-pw'");
+    await psqlAt(pg.url, 'CREATE DATABASE helm_hub OWNER helm_owner');
+    const dbUrl = new URL(pg.url);
+    dbUrl.username = 'helm_owner';
+    dbUrl.password = 'helm-pw';
+    dbUrl.pathname = '/helm_hub';
+
+    // --- the hub ---
+    const [http, tunnel, metrics] = [await freePort(), await freePort(), await freePort()];
+    const hubYaml = await renderOk(HUB_CHART, ['--set', `hub.secret.value=${HUB_SECRET}`, '--set', `database.url=${dbUrl}`,
+        '--set', `binary=${hubBin()}`, '--set', `migrations.dir=${migrationsDir()}`, '--set', 'hub.logJson=false',
+        '--set', `ports.http=${http}`, '--set', `ports.tunnel=${tunnel}`, '--set', `ports.metrics=${metrics}`], { name: 'hub', format: 'yaml' });
+    const hubFile = path.join(dir, 'hub.yaml');
+    fs.writeFileSync(hubFile, hubYaml.stdout);
+    const ha = await kubectl(kc, ['apply', '-f', hubFile]);
+    assert.equal(ha.code, 0, ha.stderr);
+    for (const line of ['secret/hub-secret created', 'secret/hub-database created', 'deployment.apps/hub created', 'job.batch/hub-migrate created', 'service/hub created'])
+        assert.ok(ha.stdout.includes(line), `kubectl apply: no "${line}" in\n${ha.stdout}`);
+    const again = await kubectl(kc, ['apply', '-f', hubFile]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /deployment\.apps\/hub unchanged/);
+
+    const job = api.peek('jobs', NS, 'hub-migrate');
+    assert.equal(job.metadata.annotations['helm.sh/hook'], 'pre-install,pre-upgrade');
+    const jc = job.spec.template.spec.containers[0];
+    const m = await run(jc.command[0], [...jc.command.slice(1), ...jc.args], { env: { PATH: process.env.PATH, ...resolveEnv(api, NS, jc) } });
+    assert.equal(m.code, 0, `migration Job: ${m.stderr}`);
+
+    const hubDep = api.peek('deployments', NS, 'hub');
+    const hpod = hubDep.spec.template.spec;
+    const hc = hpod.containers[0];
+    const hubMaps = mountSecrets(api, NS, hpod, hc, path.join(dir, 'hub-volumes'));
+    const hubProc = spawnProc('helm-hub', hc.command[0], remap([...hc.command.slice(1), ...hc.args], hubMaps),
+        { PATH: process.env.PATH, ...resolveEnv(api, NS, hc, 'hub-0') }, { logDir: dir });
+    cleanups.push(() => hubProc.stop());
+    for (const probe of [hc.livenessProbe, hc.readinessProbe]) {
+        await waitFor(async () => {
+            if (!hubProc.running()) throw new Error(`hub exited (${hubProc.exitCode}):\n${hubProc.logs()}`);
+            return (await httpGet(probeUrl(hc, probe), { timeoutMs: 1000 })).status === 200;
+        }, { timeoutMs: 15000, what: `hub probe ${probe.httpGet.path}\n${hubProc.logs()}` });
+    }
+
+    // --- an agent for cluster eu-1, joined with a token the hub made ---
+    const add = await run(hubBin(), ['cluster', 'add', 'eu-1'], { env: { ...process.env, DATABASE_URL: dbUrl.toString() } });
+    assert.equal(add.code, 0, add.stderr);
+    const token = add.stdout.trim().split('\n').pop().trim();
+    const [e2b, data, native, am] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const state = path.join(dir, 'agent-state');
+    const agentYaml = await renderOk(AGENT_CHART, ['--set', 'agent.clusterId=eu-1', '--set', `hub.url=ws://127.0.0.1:${tunnel}`,
+        '--set', `hub.joinToken=${token}`, '--set', `command={${agentBin()},serve}`, '--set', 'agent.runtime=local',
+        '--set', `stateDir=${state}`, '--set', 'agent.logJson=false', '--set', 'replicaCount=2',
+        '--set', `ports.e2b=${e2b}`, '--set', `ports.data=${data}`, '--set', `ports.native=${native}`, '--set', `ports.metrics=${am}`], { format: 'yaml' });
+    const agentFile = path.join(dir, 'agent.yaml');
+    fs.writeFileSync(agentFile, agentYaml.stdout);
+    const aa = await kubectl(kc, ['apply', '-f', agentFile]);
+    assert.equal(aa.code, 0, aa.stderr);
+    for (const line of ['customresourcedefinition.apiextensions.k8s.io/sandboxpools.agents.navix.sh created', 'clusterrole.rbac.authorization.k8s.io/ab-sandboxes created',
+        'role.rbac.authorization.k8s.io/ab-leader created', 'poddisruptionbudget.policy/ab created', 'service/agentbox-e2b-api created', 'deployment.apps/ab created'])
+        assert.ok(aa.stdout.includes(line), `kubectl apply: no "${line}" in\n${aa.stdout}`);
+    // stored as applied: the CRDs the runtime needs, the Lease rights, the Secret as data
+    assert.equal(api.peek('customresourcedefinitions', '', 'sandboxenvs.agents.navix.sh').spec.names.kind, 'SandboxEnv');
+    assert.deepEqual(api.peek('roles', NS, 'ab-leader').rules, [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }]);
+    const hubSecretObj = api.peek('secrets', NS, 'ab-hub');
+    assert.equal(hubSecretObj.stringData, undefined);
+    assert.equal(Buffer.from(hubSecretObj.data.joinToken, 'base64').toString(), token);
+    const got = await kubectl(kc, ['get', 'deploy', 'ab', '-o', 'jsonpath={.spec.replicas}']);
+    assert.equal(got.stdout, '2');
+
+    const dep = api.peek('deployments', NS, 'ab');
+    const pod = dep.spec.template.spec;
+    const c = pod.containers[0];
+    fs.mkdirSync(state, { recursive: true });
+    const agentProc = spawnProc('helm-agent', c.command[0], [...c.command.slice(1), ...c.args],
+        { PATH: process.env.PATH, ...resolveEnv(api, NS, c, 'ab-6d9f7c-2xq8p') }, { logDir: dir });
+    cleanups.push(() => agentProc.stop());
+    for (const probe of [c.livenessProbe, c.readinessProbe]) {
+        await waitFor(async () => {
+            if (!agentProc.running()) throw new Error(`agent exited (${agentProc.exitCode}):\n${agentProc.logs()}`);
+            return (await httpGet(probeUrl(c, probe), { timeoutMs: 1000 })).status === 200;
+        }, { timeoutMs: 15000, what: `agent probe ${probe.httpGet.path}\n${agentProc.logs()}` });
+    }
+    // the E2B API answers on its declared port, and the tunnel (URL and token from the Secret) is up
+    const e2bPort = c.ports.find((p) => p.name === 'e2b-api').containerPort;
+    assert.equal((await httpGet(`http://127.0.0.1:${e2bPort}/healthz`)).status, 200);
+    await waitFor(async () => {
+        const l = await run(hubBin(), ['cluster', 'list', '--json'], { env: { ...process.env, DATABASE_URL: dbUrl.toString() } });
+        const list = JSON.parse(l.stdout);
+        const arr = Array.isArray(list) ? list : list.clusters;
+        return arr.find((x) => x.id === 'eu-1')?.online === true;
+    }, { timeoutMs: 15000, what: `cluster eu-1 online on the hub\nagent:\n${agentProc.logs()}\nhub:\n${hubProc.logs()}` });
+});
