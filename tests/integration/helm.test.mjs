@@ -95,6 +95,75 @@ function assertRestricted(podSpec, container, what) {
 
 const secretRef = (c, name) => envOf(c, name)?.valueFrom?.secretKeyRef;
 
+// The engine parts themselves, on a chart made here: values merge (-f, null
+// deletes, --set with lists and indexes, --set-string), include, tpl,
+// required, toYaml/fromYaml/toJson, .Release, .Chart, .Capabilities, .Files,
+// .Template, missing keys empty, documents sorted by kind, crds/ first.
+test('renderer: values merge, include, tpl, required, toYaml/fromYaml/toJson, Release/Chart/Capabilities/Files', async () => {
+    const dir = tempDir('agentbox-helm-engine-');
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const chart = path.join(dir, 'demo');
+    fs.mkdirSync(path.join(chart, 'templates'), { recursive: true });
+    fs.mkdirSync(path.join(chart, 'crds'));
+    fs.mkdirSync(path.join(chart, 'files'));
+    fs.writeFileSync(path.join(chart, 'Chart.yaml'), 'apiVersion: v2\nname: demo\nversion: 1.2.3\nappVersion: "4.5"\n');
+    fs.writeFileSync(path.join(chart, 'values.yaml'), `name: base
+nested: {keep: 1, drop: 2, deep: {a: x}}
+list: [a, b]
+greeting: "hello {{ .Release.Name }}"
+`);
+    fs.writeFileSync(path.join(chart, 'files', 'note.txt'), 'from a file');
+    fs.writeFileSync(path.join(chart, 'crds', 'c.yaml'), 'apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: cs.example.com}\n');
+    fs.writeFileSync(path.join(chart, 'templates', '_h.tpl'), '{{- define "demo.name" -}}{{ .Chart.Name }}-{{ .Release.Name }}{{- end -}}\n');
+    fs.writeFileSync(path.join(chart, 'templates', 'cm.yaml'), `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ include "demo.name" . }}
+  namespace: {{ .Release.Namespace }}
+data:
+  greeting: {{ tpl .Values.greeting . | quote }}
+  nested: {{ toJson .Values.nested | quote }}
+  list: {{ toJson .Values.list | quote }}
+  str: {{ .Values.port | kindOf | quote }}
+  missing: "{{ .Values.nothing }}"
+  chart: "{{ .Chart.Name }}/{{ .Chart.Version }}/{{ .Chart.AppVersion }}"
+  kube: "{{ .Capabilities.KubeVersion.Major }}.{{ .Capabilities.KubeVersion.Minor }} {{ .Capabilities.APIVersions.Has "policy/v1" }} {{ .Capabilities.APIVersions.Has "nope/v9" }}"
+  file: {{ .Files.Get "files/note.txt" | quote }}
+  template: {{ .Template.Name | quote }}
+  roundtrip: {{ (fromYaml (toYaml .Values.nested)).deep.a | quote }}
+  service: {{ .Release.Service | quote }}
+`);
+    fs.writeFileSync(path.join(chart, 'templates', 'sa.yaml'), 'apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {{ required "name is required" .Values.name }}\n');
+    const vf = path.join(dir, 'over.yaml');
+    fs.writeFileSync(vf, 'nested: {drop: null, added: 3}\nport: 8080\n');
+    const r = await render(chart, ['-f', vf, '--set', 'list={x,y\\,z}', '--set', 'list[2]=w', '--set-string', 'port=8080', '--kube-version', '1.29.3'], { name: 'rel' });
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(r.objs.map((o) => `${o.kind}/${o.metadata.name}`), ['CustomResourceDefinition/cs.example.com', 'ServiceAccount/base', 'ConfigMap/demo-rel']);
+    const d = find(r.objs, 'ConfigMap').data;
+    assert.equal(d.greeting, 'hello rel');
+    assert.deepEqual(JSON.parse(d.nested), { keep: 1, deep: { a: 'x' }, added: 3 });
+    assert.deepEqual(JSON.parse(d.list), ['x', 'y,z', 'w']);
+    assert.equal(d.str, 'string');
+    assert.equal(d.missing, '');
+    assert.equal(d.chart, 'demo/1.2.3/4.5');
+    assert.equal(d.kube, '1.29 true false');
+    assert.equal(d.file, 'from a file');
+    assert.equal(d.template, 'demo/templates/cm.yaml');
+    assert.equal(d.roundtrip, 'x');
+    assert.equal(d.service, 'Helm');
+    assert.equal(find(r.objs, 'ConfigMap').metadata.namespace, NS);
+    const typed = await render(chart, ['--set', 'port=8080'], { name: 'rel' });
+    assert.equal(find(typed.objs, 'ConfigMap').data.str, 'int64');
+    const missing = await render(chart, ['--set', 'name=null']);
+    assert.notEqual(missing.code, 0);
+    assert.match(missing.stderr, /execution error at \(demo\/templates\/sa\.yaml:4:\d+\): name is required/);
+    // a template that renders invalid YAML is an error naming it
+    fs.writeFileSync(path.join(chart, 'templates', 'bad.yaml'), 'kind: ConfigMap\nmetadata: {name: [unclosed\n');
+    const bad = await render(chart, []);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /YAML parse error in demo\/templates\/bad\.yaml/);
+});
+
 test('agent chart with the required values: CRDs first and kept, RBAC verbs exactly, restricted Pod, Secret refs, probes, Services', async () => {
     const { objs } = await renderOk(AGENT_CHART, AGENT_REQUIRED);
 
