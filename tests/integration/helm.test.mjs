@@ -188,17 +188,15 @@ test('agent chart with the required values: CRDs first and kept, RBAC verbs exac
     assert.deepEqual(pool.versions[0].schema.openAPIV3Schema.properties.spec.required, ['replicas']);
     assert.equal(find(objs, 'CustomResourceDefinition', 'sandboxtemplates.agents.navix.sh').spec.scope, 'Cluster');
 
-    // RBAC: exactly §5.3's verbs, nothing more (no exec, no logs by default, no wildcard)
+    // RBAC: exactly what the runtime uses (§5.3 for pods, events, leases, the CRs and
+    // their status): no secrets, no exec, no logs by default, no wildcard
     const crud = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
     assert.deepEqual(rbacTable(objs), {
         'ClusterRole agents.navix.sh sandboxtemplates': crud,
         'ClusterRole agents.navix.sh sandboxtemplates/status': ['get', 'patch', 'update'],
         'ClusterRole agents.navix.sh sandboxtemplates/finalizers': ['update'],
         'ClusterRole core pods': crud,
-        'ClusterRole core secrets': crud,
-        'ClusterRole core configmaps': ['create', 'get', 'list', 'update', 'watch'],
         'ClusterRole core events': ['create', 'patch'],
-        'ClusterRole events.k8s.io events': ['create', 'patch'],
         'ClusterRole agents.navix.sh sandboxenvs': crud,
         'ClusterRole agents.navix.sh sandboxpools': crud,
         'ClusterRole agents.navix.sh sandboxenvs/status': ['get', 'patch', 'update'],
@@ -211,9 +209,12 @@ test('agent chart with the required values: CRDs first and kept, RBAC verbs exac
     assert.equal(sa.metadata.namespace, NS);
     const bindings = [...all(objs, 'ClusterRoleBinding'), ...all(objs, 'RoleBinding')];
     assert.deepEqual(bindings.map((b) => `${b.kind}/${b.metadata.name}->${b.roleRef.kind}/${b.roleRef.name}`).sort(),
-        ['ClusterRoleBinding/ab-sandboxes->ClusterRole/ab-sandboxes', 'ClusterRoleBinding/ab-templates->ClusterRole/ab-templates',
-            'RoleBinding/ab-leader->Role/ab-leader']);
+        ['ClusterRoleBinding/ab-templates->ClusterRole/ab-templates', 'RoleBinding/ab-leader->Role/ab-leader',
+            'RoleBinding/ab-sandboxes->ClusterRole/ab-sandboxes']);
     for (const b of bindings) assert.deepEqual(b.subjects, [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: NS }]);
+    // sandbox rights only where the runtime works: its own namespace by default
+    assert.equal(find(objs, 'RoleBinding', 'ab-sandboxes').metadata.namespace, NS);
+    assert.equal(find(objs, 'Role', 'ab-leader').metadata.namespace, NS);
 
     // the Deployment
     const dep = find(objs, 'Deployment', 'ab');
@@ -299,6 +300,16 @@ image:
     for (const b of rbs) assert.equal(b.roleRef.kind, 'ClusterRole');
     assert.deepEqual(all(objs, 'ClusterRoleBinding').map((b) => b.metadata.name), ['ab-templates']);
     assert.deepEqual(rbacTable(objs)['ClusterRole core pods/log'], ['get']);
+
+    // one other namespace for the runtime: --namespace and the RoleBinding there; or cluster-wide
+    const other = (await renderOk(AGENT_CHART, [...AGENT_REQUIRED, '--set', 'agent.namespace=sandboxes'])).objs;
+    assert.ok(find(other, 'Deployment').spec.template.spec.containers[0].args.includes('--namespace=sandboxes'));
+    assert.deepEqual(all(other, 'RoleBinding').map((b) => `${b.metadata.name}@${b.metadata.namespace}`).sort(), [`ab-leader@${NS}`, 'ab-sandboxes@sandboxes']);
+    const wide = (await renderOk(AGENT_CHART, [...AGENT_REQUIRED, '--set', 'rbac.clusterWide=true'])).objs;
+    assert.deepEqual(all(wide, 'ClusterRoleBinding').map((b) => b.metadata.name).sort(), ['ab-sandboxes', 'ab-templates']);
+    assert.deepEqual(all(wide, 'RoleBinding').map((b) => b.metadata.name), ['ab-leader']);
+    const plain = find((await renderOk(AGENT_CHART, AGENT_REQUIRED)).objs, 'Deployment').spec.template.spec.containers[0].args;
+    assert.ok(!plain.some((a) => a.startsWith('--namespace')), 'no --namespace unless asked (the default is the service account\'s)');
 
     // standalone: no Secret, no hub environment
     const solo = (await renderOk(AGENT_CHART, ['--set', 'agent.clusterId=solo', '--set', 'hub.enabled=false'])).objs;
