@@ -17,6 +17,7 @@ import {
     freePort, hubBin, agentBin,
 } from './lib/harness.mjs';
 import { startKubeApi } from './lib/kubeapi.mjs';
+import { envManifest } from './lib/sandboxes.mjs';
 
 const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
 const RENDER = path.join(buildDir(), 'helmrender');
@@ -258,6 +259,133 @@ test('agent chart with the required values: CRDs first and kept, RBAC verbs exac
     const pdb = find(two, 'PodDisruptionBudget', 'ab');
     assert.equal(pdb.spec.minAvailable, 1);
     assert.deepEqual(pdb.spec.selector.matchLabels, dep.spec.selector.matchLabels);
+});
+
+// --- the CRDs against the manifests the local runtime reads ------------------------------------
+
+// Structural-schema validation as the API server does it for a CRD (the
+// subset our CRDs use): defaults first, then type, required, enum, minimum,
+// length, pattern, int-or-string; a field the schema does not declare (and no
+// preserve-unknown-fields allows) is reported, because the server would
+// prune it and the object would silently lose it.
+function validateSchema(schema, v, at, errs) {
+    if (v === undefined) return;
+    if (schema['x-kubernetes-int-or-string']) {
+        if (!(Number.isInteger(v) || typeof v === 'string')) errs.push(`${at}: must be an integer or a string`);
+        return;
+    }
+    const t = schema.type;
+    const isObject = v !== null && typeof v === 'object' && !Array.isArray(v);
+    const ok = { object: isObject, array: Array.isArray(v), string: typeof v === 'string', integer: Number.isInteger(v), number: typeof v === 'number', boolean: typeof v === 'boolean' };
+    if (t && !ok[t]) return void errs.push(`${at}: must be of type ${t}`);
+    if (schema.enum && !schema.enum.includes(v)) errs.push(`${at}: Unsupported value ${JSON.stringify(v)}: supported values: ${schema.enum.join(', ')}`);
+    if (schema.minimum !== undefined && typeof v === 'number' && v < schema.minimum) errs.push(`${at}: must be greater than or equal to ${schema.minimum}`);
+    if (typeof v === 'string') {
+        if (schema.maxLength !== undefined && v.length > schema.maxLength) errs.push(`${at}: longer than ${schema.maxLength}`);
+        if (schema.minLength !== undefined && v.length < schema.minLength) errs.push(`${at}: shorter than ${schema.minLength}`);
+        if (schema.pattern && !new RegExp(schema.pattern).test(v)) errs.push(`${at}: does not match ${schema.pattern}`);
+    }
+    if (Array.isArray(v) && schema.items) v.forEach((x, i) => validateSchema(schema.items, x, `${at}[${i}]`, errs));
+    if (!isObject) return;
+    for (const [k, ps] of Object.entries(schema.properties || {}))
+        if (v[k] === undefined && ps.default !== undefined) v[k] = JSON.parse(JSON.stringify(ps.default));
+    for (const r of schema.required || []) if (v[r] === undefined) errs.push(`${at}.${r}: Required value`);
+    for (const [k, x] of Object.entries(v)) {
+        const ps = schema.properties?.[k];
+        if (ps) validateSchema(ps, x, `${at}.${k}`, errs);
+        else if (schema.additionalProperties) validateSchema(schema.additionalProperties, x, `${at}.${k}`, errs);
+        else if (schema.properties && !schema['x-kubernetes-preserve-unknown-fields']) errs.push(`${at}.${k}: unknown field (pruned by the API server)`);
+    }
+}
+
+test('the chart\'s CRDs accept the manifests the local runtime reads (nothing pruned), default them, and refuse bad ones', async () => {
+    const { objs } = await renderOk(AGENT_CHART, AGENT_REQUIRED);
+    const schemas = {};
+    for (const c of all(objs, 'CustomResourceDefinition')) schemas[c.spec.names.kind] = c.spec.versions[0].schema.openAPIV3Schema;
+    const check = (obj) => {
+        const errs = [];
+        assert.ok(schemas[obj.kind], `no CRD for ${obj.kind}`);
+        validateSchema(schemas[obj.kind], obj, obj.kind, errs);
+        return errs;
+    };
+    const dir = tempDir('agentbox-helm-crd-');
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const samples = path.join(dir, 'samples.yaml');
+    fs.writeFileSync(samples, `${envManifest('plain', ['alpha'], { idleTimeout: '10m' })}
+---
+apiVersion: agents.navix.sh/v1alpha1
+kind: SandboxTemplate
+metadata: {name: e2b-envd}
+spec:
+  version: 0.0.1
+  idleImage: ghcr.io/scitix/agent-sandbox-idle:0.0.10
+  visibility: {rules: [{team: t1, users: [u1]}]}
+  runtimes:
+  - {name: envd, port: 49983, protocol: TCP, readinessProbe: {httpGet: {port: 49983, path: /health}}}
+  template:
+    spec:
+      automountServiceAccountToken: false
+      containers: [{name: sandbox, image: ghcr.io/scitix/agent-sandbox-envd:0.9.0-2}]
+---
+apiVersion: agents.navix.sh/v1alpha1
+kind: SandboxEnv
+metadata: {name: e2b, namespace: default}
+spec:
+  templateRef: {name: e2b-envd}
+  mode: WarmPool
+  autoscaling:
+    groups: [{name: 1c2gi, enabled: true, minReplicas: 0, maxReplicas: 4}]
+  overrides: {gateway: {enabled: true}, updateStrategy: {maxUnavailable: "20%"}}
+  clusters:
+  - clusterID: alpha
+    members:
+    - name: e2b-1c2gi
+      config:
+        scalingGroup: 1c2gi
+        inlineResources: {requests: {cpu: "1", memory: 2Gi}, limits: {cpu: "1", memory: 2Gi}}
+      spec: {replicas: 2}
+---
+apiVersion: agents.navix.sh/v1alpha1
+kind: SandboxPool
+metadata: {name: e2b-1c2gi, namespace: default}
+spec:
+  replicas: 2
+  templateName: e2b-envd
+  maxUnavailable: 1
+  defaultStartupTimeout: 2m
+  idleImage: ghcr.io/scitix/agent-sandbox-idle:0.0.10
+  template:
+    spec:
+      containers: [{name: sandbox, image: ghcr.io/scitix/agent-sandbox-envd:0.9.0-2}]
+`);
+    const conv = await run(RENDER, ['--to-json', ...['template.yaml', 'demo.yaml'].map((f) => path.join(repoRoot(), 'scripts', 'quickstart-manifests', f)), samples]);
+    assert.equal(conv.code, 0, conv.stderr);
+    const docs = JSON.parse(conv.stdout);
+    assert.equal(docs.length, 6);
+    for (const d of docs) assert.deepEqual(check(d), [], `${d.kind} ${d.metadata.name}`);
+    // the server's defaults, as the CRDs declare them
+    const plain = docs.find((d) => d.metadata.name === 'plain');
+    assert.equal(plain.spec.mode, 'WarmPool');
+    const group = docs.find((d) => d.metadata.name === 'e2b').spec.autoscaling.groups[0];
+    assert.deepEqual(group.scaleUpPolicy, { mode: 'Default', cooldownSeconds: 30, idleThresholdSeconds: 30, idleZeroQuietWindowSeconds: 300, saturationCooldownSeconds: 60 });
+    assert.deepEqual(group.scaleDownPolicy, { idleTimeoutSeconds: 300, stabilizationSeconds: 60, protectionWindowSeconds: 10 });
+    const pool = docs.find((d) => d.kind === 'SandboxPool');
+    assert.equal(pool.spec.podCreationImagePolicy, 'IdleImage');
+    assert.equal(docs.find((d) => d.metadata.name === 'envd').spec.runtimes[0].protocol, 'TCP');
+
+    // and what they refuse, naming the field
+    const bad = [
+        [{ kind: 'SandboxPool', metadata: { name: 'p' }, spec: { templateName: 'x' } }, /SandboxPool\.spec\.replicas: Required value/],
+        [{ kind: 'SandboxPool', metadata: { name: 'p' }, spec: { replicas: -1 } }, /spec\.replicas: must be greater than or equal to 0/],
+        [{ kind: 'SandboxPool', metadata: { name: 'p' }, spec: { replicas: 1, podCreationImagePolicy: 'Latest' } }, /podCreationImagePolicy: Unsupported value "Latest"/],
+        [{ kind: 'SandboxEnv', metadata: { name: 'e' }, spec: { mode: 'WarmPool' } }, /SandboxEnv\.spec\.templateRef: Required value/],
+        [{ kind: 'SandboxEnv', metadata: { name: 'e' }, spec: { templateRef: { name: 't' }, mode: 'Batch' } }, /spec\.mode: Unsupported value "Batch"/],
+        [{ kind: 'SandboxEnv', metadata: { name: 'e' }, spec: { templateRef: { name: 't' }, clusters: [{ members: [] }] } }, /spec\.clusters\[0\]\.clusterID: Required value/],
+        [{ kind: 'SandboxTemplate', metadata: { name: 't' }, spec: { runtimes: [{ port: 1 }] } }, /spec\.runtimes\[0\]\.name: Required value/],
+        [{ kind: 'SandboxTemplate', metadata: { name: 't' }, spec: { idelImage: 'typo' } }, /spec\.idelImage: unknown field/],
+        [{ kind: 'SandboxTemplate', metadata: { name: 't' } }, /SandboxTemplate\.spec: Required value/],
+    ];
+    for (const [obj, re] of bad) assert.match(check(obj).join('; '), re, JSON.stringify(obj));
 });
 
 test('agent chart with representative values: existing Secret, per-namespace RoleBindings, hub CA, values file, standalone', async () => {

@@ -18,6 +18,7 @@
 // render empty; crds/ emitted first, verbatim; then templates' documents
 // sorted in Helm's install order by kind; NOTES.txt only with --notes;
 // --json prints [{source, object}] instead of the YAML stream.
+// `helmrender --to-json FILE...` only converts YAML documents to JSON.
 // Every rendered document must parse as YAML.
 //
 // Not implemented: subcharts/dependencies, library charts, schema
@@ -152,6 +153,11 @@ func main() {
 			notes = true
 		case "--json":
 			asJSON = true
+		case "--to-json":
+			// not Helm: YAML files (multi-document) → one JSON array, for
+			// tests that have no YAML parser
+			toJSON(args[i+1:])
+			return
 		case "-h", "--help":
 			fmt.Println("usage: helmrender [--name R] [--namespace NS] [-f FILE]... [--set k=v]... [--set-string k=v]... [--kube-version V] [--notes] CHART_DIR")
 			return
@@ -263,6 +269,30 @@ func main() {
 	for _, d := range out {
 		fmt.Printf("---\n# Source: %s\n%s\n", d.source, strings.TrimSpace(d.text))
 	}
+}
+
+func toJSON(files []string) {
+	var list []interface{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			die("%v", err)
+		}
+		for _, d := range splitDocs(string(b)) {
+			var obj interface{}
+			if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
+				die("%s: %v", f, err)
+			}
+			if obj != nil {
+				list = append(list, obj)
+			}
+		}
+	}
+	out, err := json.Marshal(list)
+	if err != nil {
+		die("%v", err)
+	}
+	fmt.Println(string(out))
 }
 
 type doc struct {
