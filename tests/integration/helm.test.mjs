@@ -598,7 +598,7 @@ function probeUrl(c, probe) {
     return `http://127.0.0.1:${port}${probe.httpGet.path}`;
 }
 
-test('rendered charts apply with kubectl; the hub and the agent run with what the rendered Job and Deployments say', async () => {
+test('rendered charts apply with kubectl; the hub and the agent run with what the rendered Job and Deployments say (tunnel over TLS from Secrets)', async () => {
     const dir = tempDir('agentbox-helm-run-');
     cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
     const api = await startKubeApi();
@@ -615,9 +615,32 @@ test('rendered charts apply with kubectl; the hub and the agent run with what th
     dbUrl.password = 'helm-pw';
     dbUrl.pathname = '/helm_hub';
 
+    // The tunnel's TLS as an operator would set it up: a kubernetes.io/tls Secret
+    // for the hub, the CA in a Secret for the agent (made with kubectl).
+    const f = (n) => path.join(dir, n);
+    for (const args of [
+        ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=helm test CA', '-keyout', f('ca.key'), '-out', f('ca.pem')],
+        ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', f('hub.key'), '-out', f('hub.csr')],
+    ]) assert.equal((await run('openssl', args)).code, 0);
+    fs.writeFileSync(f('ext.cnf'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
+    const signed = await run('openssl', ['x509', '-req', '-in', f('hub.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-days', '1', '-extfile', f('ext.cnf'), '-out', f('hub.pem')]);
+    assert.equal(signed.code, 0, signed.stderr);
+    // (kubectl create sends built-in kinds as protobuf, which the in-test
+    // server does not speak: made client-side, then applied as JSON)
+    for (const [file, args] of [['tls-secret.yaml', ['tls', 'hub-tunnel-tls', `--cert=${f('hub.pem')}`, `--key=${f('hub.key')}`]],
+        ['ca-secret.yaml', ['generic', 'hub-ca', `--from-file=ca.crt=${f('ca.pem')}`]]]) {
+        const made = await kubectl(kc, ['create', 'secret', ...args, '--dry-run=client', '-o', 'yaml']);
+        assert.equal(made.code, 0, made.stderr);
+        fs.writeFileSync(f(file), made.stdout);
+        const applied = await kubectl(kc, ['apply', '-f', f(file)]);
+        assert.equal(applied.code, 0, applied.stderr);
+    }
+    assert.equal(api.peek('secrets', NS, 'hub-tunnel-tls').type, 'kubernetes.io/tls');
+
     // --- the hub ---
     const [http, tunnel, metrics] = [await freePort(), await freePort(), await freePort()];
     const hubYaml = await renderOk(HUB_CHART, ['--set', `hub.secret.value=${HUB_SECRET}`, '--set', `database.url=${dbUrl}`,
+        '--set', 'tunnelTls.secretName=hub-tunnel-tls',
         '--set', `binary=${hubBin()}`, '--set', `migrations.dir=${migrationsDir()}`, '--set', 'hub.logJson=false',
         '--set', `ports.http=${http}`, '--set', `ports.tunnel=${tunnel}`, '--set', `ports.metrics=${metrics}`], { name: 'hub', format: 'yaml' });
     const hubFile = path.join(dir, 'hub.yaml');
@@ -640,6 +663,7 @@ test('rendered charts apply with kubectl; the hub and the agent run with what th
     const hpod = hubDep.spec.template.spec;
     const hc = hpod.containers[0];
     const hubMaps = mountSecrets(api, NS, hpod, hc, path.join(dir, 'hub-volumes'));
+    assert.deepEqual(hubMaps.map(([m]) => m).sort(), ['/etc/agentbox/secret', '/etc/agentbox/tls']);
     const hubProc = spawnProc('helm-hub', hc.command[0], remap([...hc.command.slice(1), ...hc.args], hubMaps),
         { PATH: process.env.PATH, ...resolveEnv(api, NS, hc, 'hub-0') }, { logDir: dir });
     cleanups.push(() => hubProc.stop());
@@ -656,7 +680,7 @@ test('rendered charts apply with kubectl; the hub and the agent run with what th
     const token = add.stdout.trim().split('\n').pop().trim();
     const [e2b, data, native, am] = [await freePort(), await freePort(), await freePort(), await freePort()];
     const state = path.join(dir, 'agent-state');
-    const agentYaml = await renderOk(AGENT_CHART, ['--set', 'agent.clusterId=eu-1', '--set', `hub.url=ws://127.0.0.1:${tunnel}`,
+    const agentYaml = await renderOk(AGENT_CHART, ['--set', 'agent.clusterId=eu-1', '--set', `hub.url=wss://localhost:${tunnel}`, '--set', 'hub.caSecret=hub-ca',
         '--set', `hub.joinToken=${token}`, '--set', `command={${agentBin()},serve}`, '--set', 'agent.runtime=local',
         '--set', `stateDir=${state}`, '--set', 'agent.logJson=false', '--set', 'replicaCount=2',
         '--set', `ports.e2b=${e2b}`, '--set', `ports.data=${data}`, '--set', `ports.native=${native}`, '--set', `ports.metrics=${am}`], { format: 'yaml' });
@@ -680,7 +704,9 @@ test('rendered charts apply with kubectl; the hub and the agent run with what th
     const pod = dep.spec.template.spec;
     const c = pod.containers[0];
     fs.mkdirSync(state, { recursive: true });
-    const agentProc = spawnProc('helm-agent', c.command[0], [...c.command.slice(1), ...c.args],
+    const agentMaps = mountSecrets(api, NS, pod, c, path.join(dir, 'agent-volumes'));
+    assert.deepEqual(agentMaps.map(([m]) => m), ['/etc/agentbox/hub-ca']);
+    const agentProc = spawnProc('helm-agent', c.command[0], remap([...c.command.slice(1), ...c.args], agentMaps),
         { PATH: process.env.PATH, ...resolveEnv(api, NS, c, 'ab-6d9f7c-2xq8p') }, { logDir: dir });
     cleanups.push(() => agentProc.stop());
     for (const probe of [c.livenessProbe, c.readinessProbe]) {
@@ -689,7 +715,8 @@ test('rendered charts apply with kubectl; the hub and the agent run with what th
             return (await httpGet(probeUrl(c, probe), { timeoutMs: 1000 })).status === 200;
         }, { timeoutMs: 15000, what: `agent probe ${probe.httpGet.path}\n${agentProc.logs()}` });
     }
-    // the E2B API answers on its declared port, and the tunnel (URL and token from the Secret) is up
+    // the E2B API answers on its declared port, and the tunnel (URL and token from the
+    // Secret, wss:// verified with the CA from the other Secret) is up
     const e2bPort = c.ports.find((p) => p.name === 'e2b-api').containerPort;
     assert.equal((await httpGet(`http://127.0.0.1:${e2bPort}/healthz`)).status, 200);
     await waitFor(async () => {
