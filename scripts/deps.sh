@@ -14,6 +14,14 @@ PACKAGES=(
   nodejs npm
   prometheus
   kubernetes-client
+  # tests/tools/helmrender (renders helm/ charts in tests; Helm is not packaged):
+  # Go in GOPATH mode, sprig and every package sprig imports, and a YAML library
+  golang-go golang-github-masterminds-sprig-dev golang-github-masterminds-semver-dev
+  golang-github-masterminds-goutils-dev golang-github-huandu-xstrings-dev
+  golang-github-google-uuid-dev golang-github-imdario-mergo-dev
+  golang-github-shopspring-decimal-dev golang-github-mitchellh-copystructure-dev
+  golang-github-mitchellh-reflectwalk-dev golang-github-spf13-cast-dev
+  golang-golang-x-crypto-dev golang-github-ghodss-yaml-dev golang-gopkg-yaml.v2-dev
 )
 
 missing=()
