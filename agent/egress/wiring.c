@@ -277,6 +277,16 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
     char r[64] = "none";
     if (gd.resolver.family)
         inet_ntop(gd.resolver.family, gd.resolver.a, r, sizeof(r));
+    /* for the operator (and test cleanup): which namespace is this agent's */
+    {
+        char f[4096 + 16];
+        snprintf(f, sizeof(f), "%s/egress-netns", deps->state_dir);
+        FILE *fp = fopen(f, "w");
+        if (fp) {
+            fprintf(fp, "%s\n", w->name);
+            fclose(fp);
+        }
+    }
     LOG_INFO("egress gateway ready", "namespace", w->name, "range", range, "resolver", r);
     *out = w;
     return 0;
