@@ -386,6 +386,8 @@ static bool names_has(const struct egress_gateway *g, uint64_t key, const char *
 
 static bool uses_names(const struct egress_policy *p)
 {
+    if (p && p->n_rules > 0)
+        return true; /* a rule's host is known by its name only (see the HOOK in conn_decide) */
     for (size_t i = 0; p && i < p->n_allow; i++)
         if (p->allow[i].kind == EGRESS_ENTRY_HOST || p->allow[i].kind == EGRESS_ENTRY_SUFFIX)
             return true;
@@ -444,6 +446,13 @@ static void conn_decide(struct gw_conn *c, const char *name)
         conn_refuse(c, why);
         return;
     }
+    /* HOOK (issue 12 part 2, egress-secrets): the connection is allowed and
+     * about to be spliced unread. Here goes "this host has rules → intercept":
+     * when egress_policy_rule_for(ref.policy, d.name) names the verified
+     * name (ports 80/443; uses_names() is true with rules, so the first bytes
+     * were sniffed and are still in c->buf[0]), hand c to the interception engine
+     * instead of conn_dial; an egressProxy dial (SOCKS5) replaces conn_dial
+     * here as well. Everything else continues below. */
     if (conn_dial(c) != 0)
         conn_refuse(c, EGRESS_ALLOW); /* the sandbox sees a reset; not a policy refusal */
 }
