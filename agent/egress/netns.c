@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <sched.h>
 #include <spawn.h>
 #include <pthread.h>
@@ -461,4 +462,39 @@ int egress_netns_leave(int saved)
     if (saved >= 0)
         close(saved);
     return rc;
+}
+
+int egress_netns_prune(const struct egress_netns_config *c, bool (*keep)(void *arg, uint32_t slot),
+                       void *arg, char *err, size_t errlen)
+{
+    char path[128], names[EGRESS_PRUNE_MAX][IF_NAMESIZE];
+    size_t n = 0;
+    int saved, rc, removed = 0;
+
+    if ((rc = egress_netns_enter(c, &saved, err, errlen)))
+        return rc;
+    struct if_nameindex *ifs = if_nameindex(); /* a netlink dump of this thread's namespace */
+    if (egress_netns_leave(saved) != 0) {
+        snprintf(err, errlen, "could not return from the egress namespace");
+        abort(); /* a thread left in the egress namespace would dial from it */
+    }
+    if (!ifs) {
+        snprintf(err, errlen, "listing the egress namespace's links: %s", strerror(errno));
+        return AB_EIO;
+    }
+    for (struct if_nameindex *i = ifs; i->if_index && n < EGRESS_PRUNE_MAX; i++) {
+        unsigned slot;
+        char tail;
+        if (sscanf(i->if_name, "eg%u%c", &slot, &tail) == 1 && slot < egress_netns_slots(c) &&
+            !keep(arg, slot))
+            ab_strlcpy(names[n++], i->if_name, IF_NAMESIZE);
+    }
+    if_freenameindex(ifs);
+    ns_path_of(c, path, sizeof(path));
+    for (size_t k = 0; k < n; k++) {
+        const char *del[] = {"ip", "link", "del", "dev", names[k], NULL};
+        if (run(path, del, NULL, -1, err, errlen) == 0)
+            removed++;
+    }
+    return removed;
 }

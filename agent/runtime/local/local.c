@@ -5,6 +5,8 @@
  * Loop thread only. */
 #include "agent/runtime/local/lrt.h"
 
+#include "agent/egress/netns.h"
+
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/http.h"
@@ -466,6 +468,13 @@ static const struct rt_ops lrt_ops = {
     .set_network = op_set_network,
 };
 
+/* A veth slot is a host uid slice: held while its sandbox is known. */
+static bool slot_held(void *arg, uint32_t slot)
+{
+    const struct lrt *rt = arg;
+    return slot < (uint32_t)rt->uid_slots && (rt->uid_used[slot / 8] & (1u << (slot % 8)));
+}
+
 int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errlen)
 {
     struct lrt *rt;
@@ -531,6 +540,17 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     rt->adopting = true;
     lrt_load_manifests(rt, true);
     lrt_adopt_all(rt);
+    if (rt->egress) { /* veths of sandboxes the predecessor left and nobody adopted */
+        char why[256];
+        int gone = egress_netns_prune(rt->egress, slot_held, rt, why, sizeof(why));
+        if (gone < 0)
+            LOG_WARN("cannot list the egress namespace's leftover veths", "error", why);
+        else if (gone > 0) {
+            char cnt[16];
+            snprintf(cnt, sizeof(cnt), "%d", gone);
+            LOG_INFO("removed leftover egress veths", "count", cnt);
+        }
+    }
     rt->adopting = false;
     {
         struct lpool *p, *next;
