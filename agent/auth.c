@@ -319,9 +319,15 @@ void agent_auth_on_event(struct agent_auth *au, json_t *event)
     }
     if (!type || strcmp(type, "key_revoked") != 0)
         return;
-    if (au->kr && key_id && *key_id &&
-        asrt_keyring_revoke(au->kr, key_id, (int64_t)time(NULL)) != 0)
-        LOG_WARN("cannot record a revoked key id", "key_id", key_id);
+    if (au->kr && key_id && *key_id) {
+        int rc = asrt_keyring_revoke(au->kr, key_id, (int64_t)time(NULL));
+        if (rc == 1)
+            LOG_WARN("revoked key ids overflow one bucket: its keys' assertions are refused "
+                     "for a lifetime",
+                     "key_id", key_id);
+        else if (rc != 0)
+            LOG_WARN("cannot record a revoked key id", "key_id", key_id);
+    }
     if (!hash)
         return;
     struct cache_entry *e = find(au, hash);

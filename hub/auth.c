@@ -350,9 +350,15 @@ void auth_notify_revoked(struct auth_ctx *a, const char *key_id, const char *has
                          const char *reason)
 {
     /* the hub refuses assertions for the key too: a replay over a bridge or a relay */
-    if (key_id != NULL && key_id[0] != '\0' &&
-        asrt_keyring_revoke(a->asrt_kr, key_id, (int64_t)time(NULL)) != 0)
-        LOG_WARN("cannot record a revoked key id", "key_id", key_id);
+    if (key_id != NULL && key_id[0] != '\0') {
+        int rc = asrt_keyring_revoke(a->asrt_kr, key_id, (int64_t)time(NULL));
+        if (rc == 1)
+            LOG_WARN("revoked key ids overflow one bucket: its keys' assertions are refused "
+                     "for a lifetime",
+                     "key_id", key_id);
+        else if (rc != 0)
+            LOG_WARN("cannot record a revoked key id", "key_id", key_id);
+    }
     if (a->revocation_fn != NULL)
         a->revocation_fn(a->revocation_arg, key_id, hash, reason);
 }

@@ -49,7 +49,12 @@
 #define ASRT_LIFETIME_MAX_S 300 /* exp - iat */
 #define ASRT_SKEW_S 30          /* tolerated clock difference between hub and agent */
 #define ASRT_KEYRING_MAX 8      /* current key plus the ones being rotated out */
-#define ASRT_REVOKED_MAX 256    /* API keys revoked within the last lifetime + 2 skews */
+/* API keys revoked within the last lifetime + 2 skews: a hashed set of
+ * buckets (see asrt_keyring_revoke). The hub limits each user's key churn
+ * (hub/keys.h KEYS_CHURN_PER_MIN), so filling it takes thousands of users. */
+#define ASRT_REVOKED_BUCKETS 1024
+#define ASRT_REVOKED_BUCKET_SLOTS 64
+#define ASRT_REVOKED_MAX (ASRT_REVOKED_BUCKETS * ASRT_REVOKED_BUCKET_SLOTS) /* 65,536 */
 
 #define ASRT_KID_LEN 16 /* hex characters */
 #define ASRT_TEAM_MAX 253
@@ -158,10 +163,14 @@ size_t asrt_keyring_count(const struct asrt_keyring *kr);
 /* Records that API key key_id was revoked (the hub's "key revoked" EVENT);
  * from then on assertions naming it are ASRT_EREVOKED. An entry is kept for
  * ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S after now_s, by when every assertion
- * made before the revocation has expired. When ASRT_REVOKED_MAX entries are
- * live, the list is dropped and every assertion issued up to now_s +
- * ASRT_SKEW_S is refused instead: refusing too much for a few minutes, never
- * accepting a revoked key. AB_EINVAL for an empty or malformed id. */
+ * made before the revocation has expired; then its slot is free again. Ids
+ * are hashed (keyed by a random per-keyring seed) into one of
+ * ASRT_REVOKED_BUCKETS buckets of ASRT_REVOKED_BUCKET_SLOTS. When that bucket
+ * has no free slot the id is not recorded and the bucket fails closed: every
+ * assertion for a key of that bucket issued up to now_s + ASRT_SKEW_S is
+ * refused (one bucket's keys for a few minutes, never everyone's, never a
+ * revoked key accepted), and the return is 1. 0 when recorded (or already
+ * there), AB_EINVAL for an empty or malformed id, AB_ENOMEM. */
 int asrt_keyring_revoke(struct asrt_keyring *kr, const char *key_id, int64_t now_s);
 bool asrt_keyring_has(const struct asrt_keyring *kr, const char *kid);
 
