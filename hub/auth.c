@@ -3,6 +3,7 @@
  * (database workers). */
 #include "hub/auth.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,12 @@ struct auth_ctx {
     char (*used)[KEYS_ID_MAX + 1];
     size_t nused;
     struct auth_grant *grants; /* live grants of the public bridge */
+    /* key churn of the current minute: open addressing on "team/user", "" empty */
+    struct churn {
+        char who[IAM_TEAM_MAX + IAM_USER_MAX + 2];
+        int n;
+        int64_t start_ms; /* the user's window: one minute from its first change */
+    } * churn;
     keys_revocation_fn revocation_fn;
     void *revocation_arg;
 };
@@ -115,6 +122,63 @@ static size_t slot_of(const char *id)
     while (*id != '\0')
         h = h * 33 + (unsigned char)*id++;
     return h % AUTH_USED_MAX;
+}
+
+int auth_key_churn(struct auth_ctx *a, const struct keys_principal *p, char *err, size_t errlen)
+{
+    char who[sizeof(a->churn[0].who)];
+    int64_t now = ab_now_ms();
+    struct churn *found = NULL, *room = NULL;
+    size_t h = 5381;
+
+    if (p->role == KEYS_ROLE_ADMIN)
+        return 0;
+    snprintf(who, sizeof(who), "%s/%s", p->team, p->user);
+    for (const char *q = who; *q != '\0'; q++)
+        h = h * 33 + (unsigned char)*q;
+    /* Open addressing; a slot whose minute is over is free for anyone, but
+     * only an empty slot ends a chain (slots are overwritten, never emptied). */
+    for (size_t i = 0; i < AUTH_KEY_CHURN_USERS; i++) {
+        struct churn *c = &a->churn[(h + i) % AUTH_KEY_CHURN_USERS];
+        if (c->who[0] == '\0') {
+            if (room == NULL)
+                room = c;
+            break;
+        }
+        if (strcmp(c->who, who) == 0) {
+            found = c;
+            break;
+        }
+        if (room == NULL && now - c->start_ms >= 60000)
+            room = c;
+    }
+    if (found == NULL && room == NULL) {
+        /* more users changing keys within a minute than tracked: refuse
+         * rather than let churn through uncounted */
+        snprintf(err, errlen,
+                 "too many API key changes: more than %d users changed keys within a minute; "
+                 "retry in a minute",
+                 AUTH_KEY_CHURN_USERS);
+        return AB_ELIMIT;
+    }
+    if (found == NULL) {
+        found = room;
+        ab_strlcpy(found->who, who, sizeof(found->who));
+        found->n = 0;
+        found->start_ms = now;
+    } else if (now - found->start_ms >= 60000) {
+        found->n = 0; /* a window per user, from its first change: no boundary to game */
+        found->start_ms = now;
+    }
+    if (found->n >= AUTH_KEY_CHURN_PER_MIN) {
+        snprintf(err, errlen,
+                 "too many API key changes: at most %d creates and revokes per user per minute; "
+                 "retry in %" PRId64 " s",
+                 AUTH_KEY_CHURN_PER_MIN, (60000 - (now - found->start_ms)) / 1000 + 1);
+        return AB_ELIMIT;
+    }
+    found->n++;
+    return 0;
 }
 
 void auth_mark_used(struct auth_ctx *a, const char *key_id)
@@ -286,8 +350,11 @@ int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, siz
         return AB_ENOMEM;
     }
     a->used = calloc(AUTH_USED_MAX, sizeof(*a->used));
-    if (a->used == NULL) {
+    a->churn = calloc(AUTH_KEY_CHURN_USERS, sizeof(*a->churn));
+    if (a->used == NULL || a->churn == NULL) {
         snprintf(err, errlen, "out of memory");
+        free(a->used);
+        free(a->churn);
         free(a);
         return AB_ENOMEM;
     }
@@ -303,6 +370,7 @@ int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, siz
         asrt_signer_free(a->signer);
         vault_keyring_clear(&a->kr);
         free(a->used);
+        free(a->churn);
         free(a);
         return AB_ENOMEM;
     }
@@ -314,6 +382,7 @@ int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, siz
         asrt_signer_free(a->signer);
         vault_keyring_clear(&a->kr);
         free(a->used);
+        free(a->churn);
         free(a);
         return AB_EINVAL;
     }
@@ -337,6 +406,7 @@ void auth_free(struct auth_ctx *a)
     asrt_keyring_free(a->asrt_kr);
     asrt_signer_free(a->signer);
     free(a->used);
+    free(a->churn);
     free(a);
 }
 

@@ -124,6 +124,17 @@ void auth_set_revocation_hook(struct auth_ctx *a, keys_revocation_fn fn, void *a
 void auth_notify_revoked(struct auth_ctx *a, const char *key_id, const char *hash,
                          const char *reason);
 
+/* Key churn (issue 13): a tenant creating and revoking its own keys at
+ * full speed would flood every agent's set of revoked key ids
+ * (agentbox/assertion.h). Each (team, user) gets AUTH_KEY_CHURN_PER_MIN
+ * self-service creates plus revokes per minute (a fixed window); admins and
+ * the CLI are not limited. */
+#define AUTH_KEY_CHURN_PER_MIN 30
+#define AUTH_KEY_CHURN_USERS 4096 /* distinct users tracked per window */
+/* Counts one create or revoke by p: 0, or AB_ELIMIT with err naming the
+ * limit (answer 429). Admin principals always 0. */
+int auth_key_churn(struct auth_ctx *a, const struct keys_principal *p, char *err, size_t errlen);
+
 /* Records that a key was used (batched into last_used_at). */
 void auth_mark_used(struct auth_ctx *a, const char *key_id);
 

@@ -278,3 +278,42 @@ test('the raw key never reaches the owning cluster: front door and cluster:: for
         assert.equal(c.user, 'victim');
     }
 });
+
+test("a tenant's key churn is limited, so it cannot flood the agents' revoked-key sets", async () => {
+    // every revocation is an entry in every agent's set for ~6 minutes; the
+    // hub caps each user's creates plus revokes per minute (429 naming it)
+    const api = async (method, path, token, body) => {
+        const res = await fetch(`${hub.base}${path}`, {
+            method, headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+            body: body ? JSON.stringify(body) : undefined,
+        });
+        const text = await res.text();
+        let json = null;
+        try { json = JSON.parse(text); } catch { /* not JSON */ }
+        return { status: res.status, text, json };
+    };
+    const k = await createKey(pg.url, 'churn', 'fast');
+    const codes = [];
+    let refused;
+    for (let i = 0; i < 40 && !refused; i++) {
+        const c = await api('POST', '/api/v1/api-keys', k.token, { name: `k${i}` });
+        codes.push(c.status);
+        if (c.status === 201) {
+            const d = await api('DELETE', `/api/v1/api-keys/${c.json.id}`, k.token);
+            codes.push(d.status);
+            if (d.status === 429) refused = d;
+        } else {
+            refused = c;
+        }
+    }
+    assert.ok(refused, `never refused: ${codes.join(',')}`);
+    assert.equal(refused.status, 429);
+    // 30 changes (creates and revokes) went through, the 31st did not
+    assert.equal(codes.filter((s) => s === 201 || s === 204).length, 30, codes.join(','));
+    assert.equal(refused.json.errorCode, 'RATE_LIMITED');
+    assert.match(refused.json.error, /at most 30 creates and revokes per user per minute/);
+    // another user is not affected
+    const o = await createKey(pg.url, 'churn', 'slow');
+    const c = await api('POST', '/api/v1/api-keys', o.token, { name: 'fine' });
+    assert.equal(c.status, 201, c.text);
+});
