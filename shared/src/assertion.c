@@ -834,6 +834,9 @@ static int verify_sig(EVP_PKEY *pkey, const char *payload64, size_t n,
     return ok ? 0 : ASRT_ESIG;
 }
 
+static int check_signed(const struct asrt_keyring *kr, const char *aud, const struct asrt_claims *c,
+                        int64_t now_s, char *err, size_t errlen);
+
 static int verify(const struct asrt_keyring *kr, const char *aud, const char *token, size_t len,
                   int64_t now_s, struct asrt_claims *c, char *err, size_t errlen)
 {
@@ -887,6 +890,15 @@ static int verify(const struct asrt_keyring *kr, const char *aud, const char *to
     rc = asrt_claims_check(c, err, errlen);
     if (rc != 0)
         return rc;
+    return check_signed(kr, aud, c, now_s, err, errlen);
+}
+
+/* What a signed, well-formed assertion must still pass at now_s: the checks
+ * that depend on the audience asked for, the clock or the revocations (a
+ * cached verification repeats exactly these). */
+static int check_signed(const struct asrt_keyring *kr, const char *aud, const struct asrt_claims *c,
+                        int64_t now_s, char *err, size_t errlen)
+{
     if (strcmp(c->aud, aud) != 0) {
         snprintf(err, errlen, "assertion is for cluster '%s', this is '%s'", c->aud, aud);
         return ASRT_EAUDIENCE;
@@ -939,4 +951,98 @@ int asrt_verify(const struct asrt_keyring *kr, const char *token, size_t len, in
                 struct asrt_claims *out, char *err, size_t errlen)
 {
     return asrt_verify_for(kr, kr != NULL ? kr->self : NULL, token, len, now_s, out, err, errlen);
+}
+
+/* ---- verified-assertion cache ---- */
+
+struct asrt_cache_entry {
+    uint8_t digest[CRYPTO_SHA256_LEN]; /* of the token bytes */
+    bool used;
+    struct asrt_claims c; /* verified for c.aud */
+};
+
+struct asrt_cache {
+    size_t mask;
+    uint64_t hits, misses;
+    struct asrt_cache_entry e[];
+};
+
+struct asrt_cache *asrt_cache_new(size_t slots)
+{
+    struct asrt_cache *c;
+    size_t n = 1;
+
+    if (slots == 0)
+        slots = ASRT_CACHE_SLOTS;
+    if (slots > ((size_t)1 << 20))
+        return NULL;
+    while (n < slots)
+        n <<= 1;
+    c = calloc(1, sizeof(*c) + n * sizeof(c->e[0]));
+    if (c != NULL)
+        c->mask = n - 1;
+    return c;
+}
+
+void asrt_cache_free(struct asrt_cache *c)
+{
+    if (c == NULL)
+        return;
+    OPENSSL_cleanse(c->e, (c->mask + 1) * sizeof(c->e[0]));
+    free(c);
+}
+
+void asrt_cache_stats(const struct asrt_cache *c, uint64_t *hits, uint64_t *misses)
+{
+    *hits = c != NULL ? c->hits : 0;
+    *misses = c != NULL ? c->misses : 0;
+}
+
+int asrt_verify_cached(const struct asrt_keyring *kr, struct asrt_cache *cache, const char *aud,
+                       const char *token, size_t len, int64_t now_s, struct asrt_claims *out,
+                       char *err, size_t errlen)
+{
+    uint8_t d[CRYPTO_SHA256_LEN];
+    struct asrt_cache_entry *e;
+    int rc;
+
+    if (aud == NULL && kr != NULL)
+        aud = kr->self;
+    if (cache == NULL || kr == NULL || token == NULL || aud == NULL || len == 0 ||
+        len > ASRT_TOKEN_MAX)
+        return asrt_verify_for(kr, aud, token, len, now_s, out, err, errlen);
+    if (errlen > 0)
+        err[0] = '\0';
+    crypto_sha256(token, len, d);
+    e = &cache->e[(((size_t)d[0] << 24) | ((size_t)d[1] << 16) | ((size_t)d[2] << 8) | d[3]) &
+                  cache->mask];
+    /* A hit skips decoding and the signature (the costly part), never the
+     * checks that can change: the key still in the ring, audience, clock,
+     * revocations. */
+    if (e->used && CRYPTO_memcmp(e->digest, d, sizeof(d)) == 0 && strcmp(e->c.aud, aud) == 0 &&
+        key_find(kr, e->c.kid) != NULL) {
+        cache->hits++;
+        rc = check_signed(kr, aud, &e->c, now_s, err, errlen);
+        if (out != NULL) {
+            if (rc == 0)
+                *out = e->c;
+            else
+                memset(out, 0, sizeof(*out));
+        }
+        return rc;
+    }
+    cache->misses++;
+    {
+        struct asrt_claims c;
+        rc = asrt_verify_for(kr, aud, token, len, now_s, &c, err, errlen);
+        if (rc == 0) {
+            memcpy(e->digest, d, sizeof(d));
+            e->c = c;
+            e->used = true;
+        }
+        if (out != NULL)
+            *out = c;
+        OPENSSL_cleanse(&c, sizeof(c));
+    }
+    return rc;
 }

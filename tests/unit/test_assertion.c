@@ -960,6 +960,71 @@ static void test_keyring_limits_and_bad_keys(void **state)
     asrt_signer_free(s);
 }
 
+/* The verified-assertion cache: a repeat skips the signature but never the
+ * checks that change with time, revocations or the keyring. */
+static void test_cache(void **state)
+{
+    struct asrt_signer *s = signer(SECRET);
+    struct asrt_keyring *kr = ring("alpha", s);
+    struct asrt_cache *cache = asrt_cache_new(4);
+    struct asrt_claims c, out;
+    char tok[TOKBUF], bad[TOKBUF], err[256];
+    uint64_t hits, misses;
+
+    assert_non_null(cache);
+    assert_null(asrt_cache_new((size_t)1 << 21));
+    claims(&c);
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(
+            asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)), 0);
+        assert_string_equal(out.user, "alice");
+        assert_string_equal(out.rid, "req-1");
+    }
+    asrt_cache_stats(cache, &hits, &misses);
+    assert_int_equal(misses, 1);
+    assert_int_equal(hits, 2);
+    /* another audience is a miss and refused (the hub checks per tunnel) */
+    assert_int_equal(
+        asrt_verify_cached(kr, cache, "beta", tok, strlen(tok), NOW, &out, err, sizeof(err)),
+        ASRT_EAUDIENCE);
+    assert_string_equal(out.user, "");
+    /* a tampered copy is not the cached token */
+    strcpy(bad, tok);
+    bad[strlen(bad) - 2] = bad[strlen(bad) - 2] == 'A' ? 'B' : 'A';
+    assert_int_not_equal(
+        asrt_verify_cached(kr, cache, NULL, bad, strlen(bad), NOW, &out, err, sizeof(err)), 0);
+    /* the clock still counts on a hit */
+    assert_int_equal(asrt_verify_cached(kr, cache, NULL, tok, strlen(tok),
+                                        NOW + 60 + ASRT_SKEW_S + 1, &out, err, sizeof(err)),
+                     ASRT_EEXPIRED);
+    assert_string_equal(out.user, "");
+    assert_int_equal(asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW - ASRT_SKEW_S - 1,
+                                        &out, err, sizeof(err)),
+                     ASRT_EFUTURE);
+    /* a revocation after caching refuses the cached token */
+    assert_int_equal(asrt_keyring_revoke(kr, "ak_0123456789abcdef", NOW), 0);
+    assert_int_equal(
+        asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)),
+        ASRT_EREVOKED);
+    /* a retired signing key: the cached token is refused at once */
+    strcpy(c.key, "ak_other");
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
+    assert_int_equal(
+        asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)), 0);
+    assert_int_equal(asrt_keyring_remove(kr, asrt_signer_kid(s)), 0);
+    assert_int_equal(
+        asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)),
+        ASRT_EKID);
+    /* no cache: plain verification */
+    assert_int_equal(
+        asrt_verify_cached(kr, NULL, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)),
+        ASRT_EKID);
+    asrt_cache_free(cache);
+    asrt_keyring_free(kr);
+    asrt_signer_free(s);
+}
+
 static void test_strerror(void **state)
 {
     const int codes[] = {ASRT_ETOOLONG, ASRT_EENCODING, ASRT_EPAYLOAD,  ASRT_EFIELD,
@@ -978,6 +1043,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_cache),
         cmocka_unit_test(test_wire_format_matches_spec),
         cmocka_unit_test(test_kid_and_public_text),
         cmocka_unit_test(test_hkdf_derivation_is_deterministic),

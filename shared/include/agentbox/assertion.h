@@ -191,4 +191,30 @@ int asrt_verify(const struct asrt_keyring *kr, const char *token, size_t len, in
 int asrt_verify_for(const struct asrt_keyring *kr, const char *aud, const char *token, size_t len,
                     int64_t now_s, struct asrt_claims *out, char *err, size_t errlen);
 
+/* ---- a cache of verified assertions ----
+ *
+ * A forwarded request is verified on every hop, and a caller's assertion is
+ * the same bytes for minutes: a cache keyed by SHA-256 of the token bytes
+ * keeps what a full verification established (shape, known key, signature,
+ * field checks) so a repeat costs one hash instead of an Ed25519 verify. A hit
+ * still requires the signing key to be in the keyring now (a retired key's
+ * tokens stop verifying at once) and repeats the audience, expiry, issued-at
+ * and revocation checks at now_s; only successes are cached. Direct-mapped:
+ * a colliding token evicts the previous one. Not thread-safe: one cache per
+ * thread (the loop's). */
+#define ASRT_CACHE_SLOTS 1024
+
+struct asrt_cache;
+
+/* slots: rounded up to a power of two, 0 → ASRT_CACHE_SLOTS, at most 2^20
+ * (NULL above, or on allocation failure). */
+struct asrt_cache *asrt_cache_new(size_t slots);
+void asrt_cache_free(struct asrt_cache *c);
+/* asrt_verify_for (aud NULL: the keyring's own, as asrt_verify) through the
+ * cache; the same results and messages. cache NULL: no caching. */
+int asrt_verify_cached(const struct asrt_keyring *kr, struct asrt_cache *cache, const char *aud,
+                       const char *token, size_t len, int64_t now_s, struct asrt_claims *out,
+                       char *err, size_t errlen);
+void asrt_cache_stats(const struct asrt_cache *c, uint64_t *hits, uint64_t *misses);
+
 #endif
