@@ -51,8 +51,42 @@ struct auth_ctx {
         int n;
         int64_t start_ms; /* the user's window: one minute from its first change */
     } * churn;
+    /* assertions verified on this loop (agents' assertions come back the
+     * same bytes for minutes: bridge, relay, claim events) */
+    struct asrt_cache *vcache;
+    /* assertions signed per (principal, audience), reused until half their
+     * lifetime: a forward costs no signature (and the target's verify hits
+     * its cache) while the caller keeps forwarding */
+    struct signed_entry *scache;
+    /* create credits: how many creates the hub forwarded to a cluster under
+     * an assertion's rid, each good for one claim row (sandbox_events.c) */
+    struct credit *credits;
     keys_revocation_fn revocation_fn;
     void *revocation_arg;
+};
+
+#define SCACHE_SLOTS 512
+#define CREDIT_SLOTS 16384
+
+struct signed_entry {
+    bool used;
+    char key_id[KEYS_ID_MAX + 1];
+    char team[IAM_TEAM_MAX + 1];
+    char user[IAM_USER_MAX + 1];
+    char ns[IAM_NAMESPACE_MAX + 1];
+    enum keys_role role;
+    enum keys_mode mode;
+    char aud[AB_CLUSTER_ID_BUF];
+    char rid[ASRT_RID_MAX + 1];
+    int64_t iat;
+    char tok[ASRT_TOKEN_MAX + 1];
+};
+
+struct credit {
+    char aud[AB_CLUSTER_ID_BUF]; /* "" never used */
+    char rid[ASRT_RID_MAX + 1];
+    int n;
+    int64_t until_s; /* the assertion's exp + skew: no claim can present it later */
 };
 
 struct auth_grant {
@@ -339,6 +373,17 @@ static void on_tick(struct loop_timer *t)
 
 /* --- context ------------------------------------------------------------------------ */
 
+static void free_caches(struct auth_ctx *a)
+{
+    free(a->used);
+    free(a->churn);
+    asrt_cache_free(a->vcache);
+    if (a->scache != NULL)
+        OPENSSL_cleanse(a->scache, SCACHE_SLOTS * sizeof(*a->scache));
+    free(a->scache);
+    free(a->credits);
+}
+
 int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, size_t errlen)
 {
     struct auth_ctx *a = calloc(1, sizeof(*a));
@@ -351,16 +396,19 @@ int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, siz
     }
     a->used = calloc(AUTH_USED_MAX, sizeof(*a->used));
     a->churn = calloc(AUTH_KEY_CHURN_USERS, sizeof(*a->churn));
-    if (a->used == NULL || a->churn == NULL) {
+    a->vcache = asrt_cache_new(ASRT_CACHE_SLOTS);
+    a->scache = calloc(SCACHE_SLOTS, sizeof(*a->scache));
+    a->credits = calloc(CREDIT_SLOTS, sizeof(*a->credits));
+    if (a->used == NULL || a->churn == NULL || a->vcache == NULL || a->scache == NULL ||
+        a->credits == NULL) {
         snprintf(err, errlen, "out of memory");
-        free(a->used);
-        free(a->churn);
+        free_caches(a);
         free(a);
         return AB_ENOMEM;
     }
     rc = vault_keyring_init(&a->kr, o->hub_secret, o->hub_secret_len, NULL, 0, err, errlen);
     if (rc != 0) {
-        free(a->used);
+        free_caches(a);
         free(a);
         return rc;
     }
@@ -369,8 +417,7 @@ int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, siz
         snprintf(err, errlen, "cannot derive the assertion signing key from the hub secret");
         asrt_signer_free(a->signer);
         vault_keyring_clear(&a->kr);
-        free(a->used);
-        free(a->churn);
+        free_caches(a);
         free(a);
         return AB_ENOMEM;
     }
@@ -381,8 +428,7 @@ int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, siz
         asrt_keyring_free(a->asrt_kr);
         asrt_signer_free(a->signer);
         vault_keyring_clear(&a->kr);
-        free(a->used);
-        free(a->churn);
+        free_caches(a);
         free(a);
         return AB_EINVAL;
     }
@@ -405,8 +451,7 @@ void auth_free(struct auth_ctx *a)
     vault_keyring_clear(&a->kr);
     asrt_keyring_free(a->asrt_kr);
     asrt_signer_free(a->signer);
-    free(a->used);
-    free(a->churn);
+    free_caches(a);
     free(a);
 }
 
@@ -429,6 +474,10 @@ void auth_notify_revoked(struct auth_ctx *a, const char *key_id, const char *has
         else if (rc != 0)
             LOG_WARN("cannot record a revoked key id", "key_id", key_id);
     }
+    for (size_t i = 0; key_id != NULL && key_id[0] != '\0' && i < SCACHE_SLOTS; i++) {
+        if (a->scache[i].used && strcmp(a->scache[i].key_id, key_id) == 0)
+            OPENSSL_cleanse(&a->scache[i], sizeof(a->scache[i]));
+    }
     if (a->revocation_fn != NULL)
         a->revocation_fn(a->revocation_arg, key_id, hash, reason);
 }
@@ -445,11 +494,21 @@ struct db_pool *auth_db(const struct auth_ctx *a)
 
 /* --- assertions ---------------------------------------------------------------------- */
 
-int auth_sign_for(const struct auth_ctx *a, const struct keys_principal *p, const char *aud,
-                  const char *rid, char *out, size_t outlen, char *err, size_t errlen)
+/* rid as given, except that a rid with a claim-capable prefix is never
+ * copied into a new assertion: a relayed validation rid would otherwise let
+ * the target cluster record claims (auth_claim_allowed). */
+static void take_rid(const char *rid, char out[ASRT_RID_MAX + 1])
+{
+    if (strncmp(rid, AUTH_RID_VALIDATION, sizeof(AUTH_RID_VALIDATION) - 1) == 0)
+        snprintf(out, ASRT_RID_MAX + 1, "r.%s", rid);
+    else
+        ab_strlcpy(out, rid, ASRT_RID_MAX + 1);
+}
+
+static int sign(const struct auth_ctx *a, const struct keys_principal *p, const char *aud,
+                const char *rid, int64_t now, char *out, size_t outlen, char *err, size_t errlen)
 {
     struct asrt_claims c;
-    int64_t now = (int64_t)time(NULL); /* wall clock: the agents compare exp with theirs */
     int rc;
 
     memset(&c, 0, sizeof(c));
@@ -460,16 +519,7 @@ int auth_sign_for(const struct auth_ctx *a, const struct keys_principal *p, cons
     ab_strlcpy(c.role, keys_role_name(p->role), sizeof(c.role));
     ab_strlcpy(c.mode, keys_mode_name(p->mode), sizeof(c.mode));
     ab_strlcpy(c.aud, aud, sizeof(c.aud));
-    if (rid != NULL && rid[0] != '\0') {
-        ab_strlcpy(c.rid, rid, sizeof(c.rid));
-    } else {
-        uint8_t r[8];
-        if (crypto_random(r, sizeof(r)) != 0) {
-            snprintf(err, errlen, "no randomness for a request id");
-            return AB_EIO;
-        }
-        hex_encode(r, sizeof(r), c.rid);
-    }
+    ab_strlcpy(c.rid, rid, sizeof(c.rid));
     c.iat = now;
     c.exp = now + ASRT_LIFETIME_MAX_S;
     rc = asrt_sign(a->signer, &c, out, outlen, err, errlen);
@@ -477,12 +527,174 @@ int auth_sign_for(const struct auth_ctx *a, const struct keys_principal *p, cons
     return rc;
 }
 
+static int fresh_rid(const char *prefix, char out[ASRT_RID_MAX + 1], char *err, size_t errlen)
+{
+    uint8_t r[8];
+    char hex[2 * sizeof(r) + 1];
+
+    if (crypto_random(r, sizeof(r)) != 0) {
+        snprintf(err, errlen, "no randomness for a request id");
+        return AB_EIO;
+    }
+    hex_encode(r, sizeof(r), hex);
+    snprintf(out, ASRT_RID_MAX + 1, "%s%s", prefix, hex);
+    return 0;
+}
+
+int auth_sign_for(const struct auth_ctx *a, const struct keys_principal *p, const char *aud,
+                  const char *rid, char *out, size_t outlen, char *err, size_t errlen)
+{
+    char r[ASRT_RID_MAX + 1];
+    int rc = 0;
+
+    if (rid != NULL && rid[0] != '\0')
+        take_rid(rid, r);
+    else
+        rc = fresh_rid("", r, err, errlen);
+    if (rc != 0)
+        return rc;
+    /* wall clock: the agents compare exp with theirs */
+    return sign(a, p, aud, r, (int64_t)time(NULL), out, outlen, err, errlen);
+}
+
+static bool same_principal(const struct signed_entry *e, const struct keys_principal *p,
+                           const char *aud)
+{
+    return strcmp(e->aud, aud) == 0 && strcmp(e->key_id, p->key_id) == 0 &&
+           strcmp(e->team, p->team) == 0 && strcmp(e->user, p->user) == 0 &&
+           strcmp(e->ns, p->namespace) == 0 && e->role == p->role && e->mode == p->mode;
+}
+
+static size_t principal_slot(const struct keys_principal *p, const char *aud, size_t slots)
+{
+    char buf[512];
+    uint8_t d[CRYPTO_SHA256_LEN];
+    int n = snprintf(buf, sizeof(buf), "%s|%s|%s|%s|%d|%d|%s", p->key_id, p->team, p->user,
+                     p->namespace, (int)p->role, (int)p->mode, aud);
+
+    crypto_sha256(buf, n > 0 ? AB_MIN((size_t)n, sizeof(buf) - 1) : 0, d);
+    return (((size_t)d[0] << 16) | ((size_t)d[1] << 8) | d[2]) % slots;
+}
+
+/* One more create forwarded to aud under rid, until until_s. Full table:
+ * 0 with the credit not recorded (the claim will be refused, never one
+ * accepted that was not forwarded) and a warning. */
+static void credit_add(struct auth_ctx *a, const char *aud, const char *rid, int64_t now,
+                       int64_t until_s)
+{
+    struct credit *found = NULL, *room = NULL;
+    char key[AB_CLUSTER_ID_BUF + ASRT_RID_MAX + 2];
+    uint8_t d[CRYPTO_SHA256_LEN];
+    size_t h;
+    int n = snprintf(key, sizeof(key), "%s|%s", aud, rid);
+
+    crypto_sha256(key, n > 0 ? (size_t)n : 0, d);
+    h = ((size_t)d[0] << 16) | ((size_t)d[1] << 8) | d[2];
+    for (size_t i = 0; i < CREDIT_SLOTS; i++) {
+        struct credit *c = &a->credits[(h + i) % CREDIT_SLOTS];
+        if (c->aud[0] == '\0') {
+            if (room == NULL)
+                room = c;
+            break;
+        }
+        if (strcmp(c->aud, aud) == 0 && strcmp(c->rid, rid) == 0) {
+            found = c;
+            break;
+        }
+        if (room == NULL && (c->n == 0 || now > c->until_s))
+            room = c;
+    }
+    if (found == NULL && room == NULL) {
+        LOG_WARN("create credits full: the claim of this forwarded create will be refused",
+                 "cluster", aud);
+        return;
+    }
+    if (found == NULL) {
+        found = room;
+        ab_strlcpy(found->aud, aud, sizeof(found->aud));
+        ab_strlcpy(found->rid, rid, sizeof(found->rid));
+        found->n = 0;
+    } else if (now > found->until_s) {
+        found->n = 0;
+    }
+    found->n++;
+    found->until_s = AB_MAX(found->until_s, until_s);
+}
+
+int auth_assertion_for(struct auth_ctx *a, const struct keys_principal *p, const char *aud,
+                       const char *rid, bool create, char *out, size_t outlen, char *err,
+                       size_t errlen)
+{
+    struct signed_entry *e = &a->scache[principal_slot(p, aud, SCACHE_SLOTS)];
+    int64_t now = (int64_t)time(NULL);
+    int rc;
+
+    if (!(e->used && same_principal(e, p, aud) && now >= e->iat &&
+          now - e->iat < ASRT_LIFETIME_MAX_S / 2)) {
+        char r[ASRT_RID_MAX + 1];
+        rc = rid != NULL && rid[0] != '\0' ? (take_rid(rid, r), 0) : fresh_rid("", r, err, errlen);
+        if (rc == 0)
+            rc = sign(a, p, aud, r, now, e->tok, sizeof(e->tok), err, errlen);
+        if (rc != 0) {
+            e->used = false;
+            return rc;
+        }
+        e->used = true;
+        ab_strlcpy(e->key_id, p->key_id, sizeof(e->key_id));
+        ab_strlcpy(e->team, p->team, sizeof(e->team));
+        ab_strlcpy(e->user, p->user, sizeof(e->user));
+        ab_strlcpy(e->ns, p->namespace, sizeof(e->ns));
+        e->role = p->role;
+        e->mode = p->mode;
+        ab_strlcpy(e->aud, aud, sizeof(e->aud));
+        ab_strlcpy(e->rid, r, sizeof(e->rid));
+        e->iat = now;
+    }
+    if (strlen(e->tok) + 1 > outlen) {
+        snprintf(err, errlen, "assertion needs %zu bytes, the buffer has %zu", strlen(e->tok) + 1,
+                 outlen);
+        return AB_ELIMIT;
+    }
+    memcpy(out, e->tok, strlen(e->tok) + 1);
+    if (create)
+        credit_add(a, aud, e->rid, now, e->iat + ASRT_LIFETIME_MAX_S + ASRT_SKEW_S);
+    return 0;
+}
+
+bool auth_claim_allowed(struct auth_ctx *a, const char *cluster, const char *rid)
+{
+    char key[AB_CLUSTER_ID_BUF + ASRT_RID_MAX + 2];
+    uint8_t d[CRYPTO_SHA256_LEN];
+    int64_t now = (int64_t)time(NULL);
+    size_t h;
+    int n;
+
+    /* made when this cluster validated a key its client just presented */
+    if (strncmp(rid, AUTH_RID_VALIDATION, sizeof(AUTH_RID_VALIDATION) - 1) == 0)
+        return true;
+    n = snprintf(key, sizeof(key), "%s|%s", cluster, rid);
+    crypto_sha256(key, n > 0 ? (size_t)n : 0, d);
+    h = ((size_t)d[0] << 16) | ((size_t)d[1] << 8) | d[2];
+    for (size_t i = 0; i < CREDIT_SLOTS; i++) {
+        struct credit *c = &a->credits[(h + i) % CREDIT_SLOTS];
+        if (c->aud[0] == '\0')
+            return false;
+        if (strcmp(c->aud, cluster) == 0 && strcmp(c->rid, rid) == 0) {
+            if (c->n <= 0 || now > c->until_s)
+                return false;
+            c->n--;
+            return true;
+        }
+    }
+    return false;
+}
+
 int auth_verify_from(const struct auth_ctx *a, const char *cluster, const char *token,
                      struct keys_principal *p, char *rid, char *err, size_t errlen)
 {
     struct asrt_claims c;
-    int rc = asrt_verify_for(a->asrt_kr, cluster, token, strlen(token), (int64_t)time(NULL), &c,
-                             err, errlen);
+    int rc = asrt_verify_cached(a->asrt_kr, a->vcache, cluster, token, strlen(token),
+                                (int64_t)time(NULL), &c, err, errlen);
     if (rc != 0)
         return rc;
     memset(p, 0, sizeof(*p));
@@ -494,6 +706,7 @@ int auth_verify_from(const struct auth_ctx *a, const char *cluster, const char *
     p->mode = strcmp(c.mode, "agent") == 0 ? KEYS_MODE_AGENT : KEYS_MODE_UNRESTRICTED;
     if (rid != NULL)
         ab_strlcpy(rid, c.rid, ASRT_RID_MAX + 1);
+    OPENSSL_cleanse(&c, sizeof(c));
     return 0;
 }
 
@@ -762,7 +975,12 @@ static void validate_route_done(void *arg, int status, enum keys_status ks,
     } else if (ks == KEYS_VALID) {
         /* the principal plus its assertion for the asking cluster: what the
          * agent presents on every later hop instead of the key or its hash */
-        if (auth_sign_for(v->a, p, v->cluster, NULL, tok, sizeof(tok), err, sizeof(err)) != 0) {
+        char rid[ASRT_RID_MAX + 1];
+        /* a validation rid: this cluster's client just presented its key, so
+         * claims it records under this assertion are its client's */
+        if (fresh_rid(AUTH_RID_VALIDATION, rid, err, sizeof(err)) != 0 ||
+            sign(v->a, p, v->cluster, rid, (int64_t)time(NULL), tok, sizeof(tok), err,
+                 sizeof(err)) != 0) {
             LOG_WARN("cannot sign an assertion", "cluster", v->cluster, "error", err);
             http_respond_error(v->ex, 500, "cannot sign an assertion for cluster '%s': %s",
                                v->cluster, err);

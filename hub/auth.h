@@ -105,6 +105,30 @@ int auth_validate_hash(struct auth_ctx *a, const char *hash, auth_validate_fn cb
  * "" for a fresh random one. Returns 0, or the asrt_sign error with err. */
 int auth_sign_for(const struct auth_ctx *a, const struct keys_principal *p, const char *aud,
                   const char *rid, char *out, size_t outlen, char *err, size_t errlen);
+/* Request ids say what an assertion may back. A claim row (sandbox_events.c)
+ * is recorded only under an assertion made for that create: one whose rid
+ * starts with AUTH_RID_VALIDATION (made when the cluster validated a key its
+ * client had just presented to it: it speaks for that client's creates), or
+ * one under which the hub forwarded a create to the cluster (a create credit,
+ * used up by one claim). An assertion a cluster received with any other
+ * request (a read through the front door, a relay) backs no claim. No other
+ * assertion ever carries the validation prefix (auth_sign_for re-prefixes a
+ * given rid that has it). */
+#define AUTH_RID_VALIDATION "kv."
+
+/* The assertion of p for aud, from a cache per (principal, audience) reused
+ * until half its lifetime (a new one is signed with rid, or a fresh one when
+ * rid is NULL or ""); create: the request is a create forwarded to aud, which
+ * earns one create credit under the assertion's rid. out: ASRT_TOKEN_MAX + 1
+ * bytes. The cache drops a key's entries when it is revoked. */
+int auth_assertion_for(struct auth_ctx *a, const struct keys_principal *p, const char *aud,
+                       const char *rid, bool create, char *out, size_t outlen, char *err,
+                       size_t errlen);
+/* Whether a claim event from cluster under an assertion with rid (already
+ * verified as made for cluster, of the claim's principal) may make a row:
+ * a validation rid, or a create credit for (cluster, rid), which this uses
+ * up. Credits live in this hub's memory for the assertion's lifetime. */
+bool auth_claim_allowed(struct auth_ctx *a, const char *cluster, const char *rid);
 /* Verifies an assertion that came over cluster's tunnel: it must have been
  * made for that cluster (asrt_verify_for). On success *p is the asserted
  * principal (no hash, name or expiry: an assertion does not carry them) and

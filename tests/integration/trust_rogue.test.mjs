@@ -317,3 +317,53 @@ test("a tenant's key churn is limited, so it cannot flood the agents' revoked-ke
     const c = await api('POST', '/api/v1/api-keys', o.token, { name: 'fine' });
     assert.equal(c.status, 201, c.text);
 });
+
+test('a claim row needs the assertion of that create: one a read delivered, or a create already claimed, records nothing', async () => {
+    // a victim who never created on the rogue, only looked something up there through the hub
+    const v2 = await createKey(pg.url, 'acme', 'victim2');
+    assert.equal((await hubJson('POST', '/e2b/secrets', v2.token, { name: 'BOUND', value: 'bound-victim2' })).status, 201);
+    const ns = (await validate(v2.token)).principal.namespace;
+    rogue.received.length = 0;
+    const peek = await fetch(`${hub.base}/e2b/sandboxes/rogue-${'p'.repeat(20)}`, { headers: { 'X-API-Key': v2.token } });
+    await peek.text();
+    const got = await waitFor(() => rogue.received.find((r) => r.method === 'GET'), { what: 'the read at the rogue' });
+    const readAsrt = got.headers.find(([n]) => n.toLowerCase() === 'x-agentbox-assertion')[1];
+    assert.equal(claimsOf(readAsrt).user, 'victim2');
+    assert.equal(claimsOf(readAsrt).aud, 'rogue');
+    const claimWith = async (id, assertion) => {
+        const ev = await rogue.call('POST', '/internal/v1/sandbox-events', {
+            body: { events: [{ type: 'claimed', id, namespace: ns, team: 'acme', user: 'victim2', at: Date.now(), assertion, metadata: { 'agentbox.scitix.ai/secret-names': ['BOUND'] } }] },
+        });
+        assert.ok(ev.status === 200 || ev.status === 204, ev.text);
+    };
+    const resolve = (id, assertion) => rogue.call('POST', '/internal/v1/vault/resolve',
+        { headers: { 'X-AgentBox-Assertion': assertion }, body: { sandboxId: id, names: ['BOUND'] } });
+    const rows = async (id) => (await pg.psql(`SELECT count(*) FROM sandboxes WHERE id = '${id}'`)).trim();
+    // the read's assertion: valid, for the rogue, of the victim — and no claim
+    const fake = `rogue-${'f'.repeat(20)}`;
+    await claimWith(fake, readAsrt);
+    assert.equal(await rows(fake), '0');
+    const r1 = await resolve(fake, readAsrt);
+    assert.equal(r1.status, 403, r1.text);
+    assert.ok(!r1.text.includes('bound-victim2'));
+    // the victim creates on the rogue once: one claim row, not two
+    rogue.received.length = 0;
+    const cr = await fetch(`${hub.base}/e2b/sandboxes`, {
+        method: 'POST', headers: { 'X-API-Key': v2.token, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ templateID: 'rogue::pool' }),
+    });
+    await cr.text();
+    const post = await waitFor(() => rogue.received.find((r) => r.method === 'POST' && r.path === '/sandboxes'), { what: 'the create at the rogue' });
+    const createAsrt = post.headers.find(([n]) => n.toLowerCase() === 'x-agentbox-assertion')[1];
+    const real = `rogue-${'r'.repeat(20)}`;
+    const extra = `rogue-${'x'.repeat(20)}`;
+    await claimWith(real, createAsrt);
+    await claimWith(extra, createAsrt);
+    assert.equal(await rows(real), '1');
+    assert.equal(await rows(extra), '0');
+    const ok = await resolve(real, createAsrt);
+    assert.equal(ok.status, 200, ok.text);
+    const no = await resolve(extra, createAsrt);
+    assert.equal(no.status, 403, no.text);
+    assert.ok(!no.text.includes('bound-victim2'));
+});
