@@ -319,7 +319,8 @@ void agent_auth_on_event(struct agent_auth *au, json_t *event)
     const char *type = json_string_value(json_object_get(event, "type"));
     const char *hash = json_string_value(json_object_get(event, "hash"));
     const char *key_id = json_string_value(json_object_get(event, "keyId"));
-    if (type && strcmp(type, "welcome") == 0) {
+    /* a WELCOME's keys, or the hub's rotation told while connected */
+    if (type && (strcmp(type, "welcome") == 0 || strcmp(type, "assertion_keys") == 0)) {
         on_welcome(au, event);
         return;
     }

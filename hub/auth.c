@@ -22,6 +22,7 @@
 #include "agentbox/loop.h"
 #include "hub/db.h"
 #include "hub/hub.h"
+#include "hub/signing_keys.h"
 #include "hub/vault.h"
 
 /* Keys revoked up to this long before the previous scan are reported again,
@@ -61,6 +62,15 @@ struct auth_ctx {
     /* create credits: how many creates the hub forwarded to a cluster under
      * an assertion's rid, each good for one claim row (sandbox_events.c) */
     struct credit *credits;
+    /* the signing key generations (hub/signing_keys.h): derived from this
+     * copy of the hub secret; pub: their public texts, current first */
+    char *secret;
+    size_t secret_len;
+    struct signing_set set;
+    char pub[2][ASRT_PUBKEY_TEXT_MAX + 1];
+    size_t npub;
+    auth_keys_fn keys_fn;
+    void *keys_arg;
     keys_revocation_fn revocation_fn;
     void *revocation_arg;
 };
@@ -245,6 +255,8 @@ struct revoked_row {
 
 struct tick_job {
     struct auth_ctx *a;
+    struct signing_set set;
+    bool set_ok;
     char **ids;
     size_t nids;
     char mark_in[64];
@@ -271,6 +283,13 @@ static int tick_job_run(PGconn *c, void *arg)
     }
     ab_strlcpy(j->mark_out, PQgetvalue(r, 0, 0), sizeof(j->mark_out));
     PQclear(r);
+    {
+        /* a rotation by the CLI or another hub: picked up here */
+        char serr[256];
+        j->set_ok = signing_keys_load_conn(c, &j->set, serr, sizeof(serr)) == 0;
+        if (!j->set_ok)
+            LOG_WARN("cannot read the signing key generations", "error", serr);
+    }
     if (j->mark_in[0] == '\0')
         return rc;
     vals[0] = j->mark_in;
@@ -304,6 +323,67 @@ static int tick_job_run(PGconn *c, void *arg)
     return rc;
 }
 
+/* Switches signer and published keys to set (a no-op when unchanged): the
+ * hub's own keyring takes current and previous at once (assertions the
+ * previous key signed keep verifying, a retired key's are refused), signed
+ * assertions cached under the old key go, and the hook tells the agents. */
+static int apply_set(struct auth_ctx *a, const struct signing_set *set, char *err, size_t errlen)
+{
+    struct asrt_signer *cur = NULL, *prev = NULL;
+    char texts[2][ASRT_PUBKEY_TEXT_MAX + 1];
+    const char *tp[2] = {texts[0], texts[1]};
+    size_t n = 1;
+    int rc;
+
+    if (set->current == a->set.current && set->previous == a->set.previous)
+        return 0;
+    rc = asrt_signer_from_secret_gen(a->secret, a->secret_len, set->current, &cur);
+    if (rc == 0)
+        rc = asrt_signer_public_text(cur, texts[0], sizeof(texts[0]));
+    if (rc == 0 && set->previous >= 0) {
+        rc = asrt_signer_from_secret_gen(a->secret, a->secret_len, set->previous, &prev);
+        if (rc == 0)
+            rc = asrt_signer_public_text(prev, texts[1], sizeof(texts[1]));
+        n = 2;
+        asrt_signer_free(prev);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot derive signing key generation %d: %s", set->current,
+                 ab_strerror(rc));
+        asrt_signer_free(cur);
+        return rc;
+    }
+    rc = asrt_keyring_replace(a->asrt_kr, tp, n, err, errlen);
+    if (rc != 0) {
+        asrt_signer_free(cur);
+        return rc;
+    }
+    asrt_signer_free(a->signer);
+    a->signer = cur;
+    a->set = *set;
+    memcpy(a->pub, texts, sizeof(texts));
+    a->npub = n;
+    OPENSSL_cleanse(a->scache, SCACHE_SLOTS * sizeof(*a->scache));
+    {
+        char g[16];
+        snprintf(g, sizeof(g), "%d", set->current);
+        LOG_INFO("assertion signing key changed", "generation", g, "kid", asrt_signer_kid(cur));
+    }
+    if (a->keys_fn != NULL) {
+        json_t *keys = auth_assertion_keys_json(a);
+        if (keys != NULL)
+            a->keys_fn(a->keys_arg, keys);
+        json_decref(keys);
+    }
+    return 0;
+}
+
+void auth_set_keys_hook(struct auth_ctx *a, auth_keys_fn fn, void *arg)
+{
+    a->keys_fn = fn;
+    a->keys_arg = arg;
+}
+
 static void tick_job_free(struct tick_job *j)
 {
     size_t i;
@@ -330,6 +410,11 @@ static void tick_job_done(void *arg, int status)
         LOG_WARN("api key batch failed", "error", j->err[0] != '\0' ? j->err : ab_strerror(status));
     if (j->mark_out[0] != '\0')
         ab_strlcpy(a->mark, j->mark_out, sizeof(a->mark));
+    if (j->set_ok) {
+        char err[256];
+        if (apply_set(a, &j->set, err, sizeof(err)) != 0)
+            LOG_WARN("cannot switch the assertion signing keys", "error", err);
+    }
     for (i = 0; i < j->nrows; i++) {
         LOG_INFO("api key no longer valid", "key_id", j->rows[i].id, "reason", j->rows[i].reason);
         auth_notify_revoked(a, j->rows[i].id, j->rows[i].hash, j->rows[i].reason);
@@ -375,6 +460,11 @@ static void on_tick(struct loop_timer *t)
 
 static void free_caches(struct auth_ctx *a)
 {
+    if (a->secret != NULL) {
+        OPENSSL_cleanse(a->secret, a->secret_len);
+        free(a->secret);
+        a->secret = NULL;
+    }
     free(a->used);
     free(a->churn);
     asrt_cache_free(a->vcache);
@@ -421,9 +511,19 @@ int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, siz
         free(a);
         return AB_ENOMEM;
     }
-    char pub[ASRT_PUBKEY_TEXT_MAX + 1], kerr[128];
-    if (asrt_signer_public_text(a->signer, pub, sizeof(pub)) != 0 ||
-        asrt_keyring_add(a->asrt_kr, pub, kerr, sizeof(kerr)) != 0) {
+    char kerr[128];
+    a->secret = malloc(o->hub_secret_len);
+    if (a->secret != NULL) {
+        memcpy(a->secret, o->hub_secret, o->hub_secret_len);
+        a->secret_len = o->hub_secret_len;
+    }
+    /* generation 0 until the first tick reads signing_keys (100 ms after start) */
+    a->set.current = 0;
+    a->set.previous = -1;
+    a->npub = 1;
+    if (a->secret == NULL ||
+        asrt_signer_public_text(a->signer, a->pub[0], sizeof(a->pub[0])) != 0 ||
+        asrt_keyring_add(a->asrt_kr, a->pub[0], kerr, sizeof(kerr)) != 0) {
         snprintf(err, errlen, "cannot publish the assertion key");
         asrt_keyring_free(a->asrt_kr);
         asrt_signer_free(a->signer);
@@ -712,11 +812,10 @@ int auth_verify_from(const struct auth_ctx *a, const char *cluster, const char *
 
 json_t *auth_assertion_keys_json(const struct auth_ctx *a)
 {
-    char pub[ASRT_PUBKEY_TEXT_MAX + 1];
     json_t *arr = json_array();
 
-    if (arr != NULL && asrt_signer_public_text(a->signer, pub, sizeof(pub)) == 0)
-        json_array_append_new(arr, json_string(pub));
+    for (size_t i = 0; arr != NULL && i < a->npub; i++)
+        json_array_append_new(arr, json_string(a->pub[i]));
     return arr;
 }
 

@@ -135,8 +135,14 @@ bool auth_claim_allowed(struct auth_ctx *a, const char *cluster, const char *rid
  * rid (ASRT_RID_MAX + 1 bytes, may be NULL) its request id. */
 int auth_verify_from(const struct auth_ctx *a, const char *cluster, const char *token,
                      struct keys_principal *p, char *rid, char *err, size_t errlen);
-/* The public key texts for WELCOME, current first: a JSON array of strings. */
+/* The public key texts for WELCOME, current first (then the previous
+ * generation's, while it is published): a JSON array of strings. */
 json_t *auth_assertion_keys_json(const struct auth_ctx *a);
+/* Called on the loop thread when the published keys change (a rotation,
+ * hub/signing_keys.h) with the new auth_assertion_keys_json (borrowed).
+ * serve.c points it at the tunnel server, which tells every agent. */
+typedef void (*auth_keys_fn)(void *arg, json_t *keys);
+void auth_set_keys_hook(struct auth_ctx *a, auth_keys_fn fn, void *arg);
 
 /* {keyId, name, team, user, namespace, role, mode, expiresAt}: no hash, no token. */
 json_t *auth_principal_json(const struct keys_principal *p);

@@ -305,6 +305,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     tunnel_server_set_session_end_hook(h->tunnel, federation_on_session_end, h->fed);
     e2b_front_set_tunnel(h->front, h->tunnel);
     auth_set_revocation_hook(h->auth, tunnel_server_on_key_revoked, h->tunnel);
+    auth_set_keys_hook(h->auth, tunnel_server_on_assertion_keys, h->tunnel);
     LOG_INFO("hub listening", "listen", h->cfg->listen, "version", AGENTBOX_VERSION);
     return 0;
 }
@@ -328,9 +329,11 @@ void hub_fini(struct hub *h)
      * order of creation, the routers and the loop. */
     db_pool_free(h->db);
     h->db = NULL;
-    if (h->auth != NULL)
+    if (h->auth != NULL) {
         auth_set_revocation_hook(h->auth, NULL, NULL); /* it points at the tunnel */
-    tunnel_server_stop(h->tunnel);                     /* created last, by hub_start */
+        auth_set_keys_hook(h->auth, NULL, NULL);
+    }
+    tunnel_server_stop(h->tunnel); /* created last, by hub_start */
     h->tunnel = NULL;
     http_server_stop(h->api);
     h->api = NULL;

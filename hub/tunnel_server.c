@@ -611,6 +611,16 @@ void tunnel_server_on_key_revoked(void *arg, const char *key_id, const char *has
     json_decref(ev);
 }
 
+/* The signing keys changed (a rotation): every agent replaces its keyring
+ * now, as on a WELCOME, without reconnecting. */
+void tunnel_server_on_assertion_keys(void *arg, json_t *keys)
+{
+    json_t *ev = json_pack("{s:s,s:O}", "type", "assertion_keys", "assertionKeys", keys);
+    if (ev)
+        tunnel_server_broadcast(arg, ev);
+    json_decref(ev);
+}
+
 void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg)
 {
     for (struct hub_session *hs = ts->all; hs; hs = hs->next)

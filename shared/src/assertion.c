@@ -200,15 +200,28 @@ int asrt_signer_generate(struct asrt_signer **out)
 
 int asrt_signer_from_secret(const void *secret, size_t len, struct asrt_signer **out)
 {
+    return asrt_signer_from_secret_gen(secret, len, 0, out);
+}
+
+int asrt_signer_from_secret_gen(const void *secret, size_t len, int generation,
+                                struct asrt_signer **out)
+{
     uint8_t seed[ED25519_KEY_LEN];
+    char info[sizeof(ASRT_HKDF_INFO) + 16];
     EVP_PKEY *pkey;
-    int rc;
+    int rc, n;
 
     *out = NULL;
-    if (secret == NULL || len == 0)
+    if (secret == NULL || len == 0 || generation < 0 || generation > ASRT_GENERATION_MAX)
         return AB_EINVAL;
-    rc = crypto_hkdf_sha256(secret, len, ASRT_HKDF_SALT, sizeof(ASRT_HKDF_SALT) - 1, ASRT_HKDF_INFO,
-                            sizeof(ASRT_HKDF_INFO) - 1, seed, sizeof(seed));
+    /* generation 0 keeps the original info, so its key is the one hubs had
+     * before generations existed */
+    if (generation == 0)
+        n = snprintf(info, sizeof(info), "%s", ASRT_HKDF_INFO);
+    else
+        n = snprintf(info, sizeof(info), "%s %d", ASRT_HKDF_INFO, generation);
+    rc = crypto_hkdf_sha256(secret, len, ASRT_HKDF_SALT, sizeof(ASRT_HKDF_SALT) - 1, info,
+                            (size_t)n, seed, sizeof(seed));
     if (rc != 0)
         return rc;
     pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, sizeof(seed));

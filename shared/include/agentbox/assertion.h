@@ -128,6 +128,15 @@ int asrt_signer_generate(struct asrt_signer **out);
 /* The key pair of the hub secret (derivation above): the same secret gives
  * the same key on every hub. An empty secret is AB_EINVAL. */
 int asrt_signer_from_secret(const void *secret, size_t len, struct asrt_signer **out);
+/* The key pair of generation g of the hub secret (hub/signing_keys.h:
+ * `agentbox-hub signing-key rotate` moves the hubs to the next one):
+ *     info = ASRT_HKDF_INFO for g = 0 (asrt_signer_from_secret), else
+ *            ASRT_HKDF_INFO " <g in decimal>"
+ * so no private key is ever stored; only the generation numbers are. g
+ * outside 0..ASRT_GENERATION_MAX is AB_EINVAL. */
+#define ASRT_GENERATION_MAX 1000000
+int asrt_signer_from_secret_gen(const void *secret, size_t len, int generation,
+                                struct asrt_signer **out);
 void asrt_signer_free(struct asrt_signer *s);
 /* Borrowed; lives as long as s. */
 const char *asrt_signer_kid(const struct asrt_signer *s);
