@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import {
     startPostgres, startHub, runMigrate, addCluster, startAgent, waitClusterOnline, createKey,
-    hubSecret, waitFor, metricValue,
+    hubSecret, waitFor, metricValue, run, hubBin,
 } from './lib/harness.mjs';
 import { connectTunnel, hubAssertionKey, signAssertion } from './lib/tunnel_client.mjs';
 
@@ -366,4 +366,54 @@ test('a claim row needs the assertion of that create: one a read delivered, or a
     const no = await resolve(extra, createAsrt);
     assert.equal(no.status, 403, no.text);
     assert.ok(!no.text.includes('bound-victim2'));
+});
+
+test('signing key rotation: connected agents learn it without reconnecting, the previous key verifies until retired, unknown kids are refused', async () => {
+    const g0 = hubAssertionKey(hubSecret, 0);
+    const g1 = hubAssertionKey(hubSecret, 1);
+    const g2 = hubAssertionKey(hubSecret, 2);
+    assert.deepEqual(rogue.welcome.assertionKeys, [g0.text]);
+    const rotate = (...args) => run(hubBin(), ['signing-key', 'rotate', ...args], {
+        env: { ...process.env, DATABASE_URL: pg.url, AGENTBOX_HUB_SECRET: hubSecret },
+    });
+    const keysEvent = (texts) => waitFor(() => rogue.events.find((e) => e.type === 'assertion_keys' &&
+        JSON.stringify(e.assertionKeys) === JSON.stringify(texts)), { timeoutMs: 30000, what: `assertion_keys ${texts.length}` });
+    const bridge = (tok) => rogue.call('GET', `${B}/e2b/secrets`, { headers: { 'X-AgentBox-Assertion': tok } });
+    const t0 = (await validate(mallory.token)).assertion;
+    assert.equal(claimsOf(t0).kid, g0.kid);
+    const r1 = await rotate();
+    assert.equal(r1.code, 0, r1.stderr);
+    // the hub tells every connected agent: current first, the previous still published
+    await keysEvent([g1.text, g0.text]);
+    const t1 = (await validate(mallory.token)).assertion;
+    assert.equal(claimsOf(t1).kid, g1.kid, 'new assertions are signed with the new key');
+    assert.equal((await bridge(t0)).status, 200, 'an assertion of the previous key verifies within its lifetime');
+    assert.equal((await bridge(t1)).status, 200);
+    // alpha (a real agent, still on its first tunnel) verifies the new key: the front door signs with it
+    const viaFront = await fetch(`${hub.base}/e2b/sandboxes/alpha-${'q'.repeat(20)}`, { headers: { 'X-API-Key': victim.token } });
+    const ft = await viaFront.text();
+    assert.equal(viaFront.status, 404, ft);
+    // a kid the hub never published: refused
+    const stranger = hubAssertionKey('some other secret entirely');
+    const forged = signAssertion(stranger, { key: mallory.id, team: 'evil', user: 'mallory', ns: claimsOf(t1).ns, aud: 'rogue', iat: now(), exp: now() + 60 });
+    const fr = await bridge(forged);
+    assert.equal(fr.status, 401, fr.text);
+    assert.match(fr.text, /unknown signing key id/);
+    // rotating again at once would retire a key with live assertions: refused without --force
+    const early = await rotate();
+    assert.equal(early.code, 1);
+    assert.match(early.stderr, /--force/);
+    const r2 = await rotate('--force');
+    assert.equal(r2.code, 0, r2.stderr);
+    await keysEvent([g2.text, g1.text]);
+    // generation 0 is retired: its assertion is refused although unexpired; generation 1's still verifies
+    const old = await bridge(t0);
+    assert.equal(old.status, 401, old.text);
+    assert.match(old.text, /unknown signing key id/);
+    assert.equal((await bridge(t1)).status, 200);
+    const list = await run(hubBin(), ['signing-key', 'list'], { env: { ...process.env, DATABASE_URL: pg.url } });
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, new RegExp(`^0\\t${g0.kid}\\tretired`, 'm'));
+    assert.match(list.stdout, new RegExp(`^1\\t${g1.kid}\\tprevious`, 'm'));
+    assert.match(list.stdout, new RegExp(`^2\\t${g2.kid}\\tcurrent`, 'm'));
 });

@@ -1025,6 +1025,29 @@ static void test_cache(void **state)
     asrt_signer_free(s);
 }
 
+/* Generations of the hub secret's key: 0 is the original derivation, each
+ * other one a different key; out of range is refused. */
+static void test_generations(void **state)
+{
+    struct asrt_signer *g0 = NULL, *base = signer(SECRET), *g1 = NULL, *g1b = NULL, *bad = NULL;
+
+    assert_int_equal(asrt_signer_from_secret_gen(SECRET, strlen(SECRET), 0, &g0), 0);
+    assert_int_equal(asrt_signer_from_secret_gen(SECRET, strlen(SECRET), 1, &g1), 0);
+    assert_int_equal(asrt_signer_from_secret_gen(SECRET, strlen(SECRET), 1, &g1b), 0);
+    assert_string_equal(asrt_signer_kid(g0), asrt_signer_kid(base));
+    assert_string_not_equal(asrt_signer_kid(g1), asrt_signer_kid(g0));
+    assert_string_equal(asrt_signer_kid(g1), asrt_signer_kid(g1b));
+    assert_int_equal(asrt_signer_from_secret_gen(SECRET, strlen(SECRET), -1, &bad), AB_EINVAL);
+    assert_null(bad);
+    assert_int_equal(
+        asrt_signer_from_secret_gen(SECRET, strlen(SECRET), ASRT_GENERATION_MAX + 1, &bad),
+        AB_EINVAL);
+    asrt_signer_free(g0);
+    asrt_signer_free(g1);
+    asrt_signer_free(g1b);
+    asrt_signer_free(base);
+}
+
 static void test_strerror(void **state)
 {
     const int codes[] = {ASRT_ETOOLONG, ASRT_EENCODING, ASRT_EPAYLOAD,  ASRT_EFIELD,
@@ -1044,6 +1067,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_generations),
         cmocka_unit_test(test_wire_format_matches_spec),
         cmocka_unit_test(test_kid_and_public_text),
         cmocka_unit_test(test_hkdf_derivation_is_deterministic),
