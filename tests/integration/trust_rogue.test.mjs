@@ -417,3 +417,14 @@ test('signing key rotation: connected agents learn it without reconnecting, the 
     assert.match(list.stdout, new RegExp(`^1\\t${g1.kid}\\tprevious`, 'm'));
     assert.match(list.stdout, new RegExp(`^2\\t${g2.kid}\\tcurrent`, 'm'));
 });
+
+test('vault resolves are rate-limited per cluster (429 naming the limit), other clusters unaffected', async () => {
+    // sent at once: the bucket (20 a second, bounded burst) cannot refill in between
+    const body = { sandboxId: `rogue-${'z'.repeat(20)}`, names: ['X'] };
+    const answers = await Promise.all(Array.from({ length: 60 }, () =>
+        rogue.call('POST', '/internal/v1/vault/resolve', { body })));
+    const limited = answers.filter((r) => r.status === 429);
+    assert.ok(limited.length > 0, `no 429 among ${answers.map((r) => r.status).join(',')}`);
+    assert.match(limited[0].text, /cluster 'rogue' is over 20 vault resolves per second/);
+    assert.ok(answers.some((r) => r.status === 401), 'the first ones were answered on their merits');
+});
