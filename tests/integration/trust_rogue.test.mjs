@@ -428,3 +428,24 @@ test('vault resolves are rate-limited per cluster (429 naming the limit), other 
     assert.match(limited[0].text, /cluster 'rogue' is over 20 vault resolves per second/);
     assert.ok(answers.some((r) => r.status === 401), 'the first ones were answered on their merits');
 });
+
+test("a cluster's events for another cluster's sandbox ids are dropped and counted", async () => {
+    const series = 'agentbox_sandbox_events_dropped_total{cluster="rogue",reason="foreign_id"}';
+    const before = (await metricValue(hub.base, series)) || 0;
+    const mv = await validate(mallory.token);
+    const theirs = `alpha-${'e'.repeat(20)}`;
+    await pg.psql(`INSERT INTO sandboxes (id, cluster_id, namespace, team, user_name, state, claimed_at)
+                   VALUES ('${theirs}', 'alpha', '${mv.principal.namespace}', 'evil', 'mallory', 'claimed', now())`);
+    const fresh = `alpha-${'g'.repeat(20)}`;
+    const ev = await rogue.call('POST', '/internal/v1/sandbox-events', {
+        body: { events: [
+            // ending alpha's sandbox, and claiming one in alpha's name (with a good assertion of its own user)
+            { type: 'released', id: theirs, reason: 'ended', at: Date.now() },
+            { type: 'claimed', id: fresh, namespace: mv.principal.namespace, team: 'evil', user: 'mallory', at: Date.now(), assertion: mv.assertion },
+        ] },
+    });
+    assert.ok(ev.status === 200 || ev.status === 204, ev.text);
+    assert.equal(await metricValue(hub.base, series), before + 2);
+    const rows = await pg.psql(`SELECT id || ' ' || cluster_id || ' ' || state FROM sandboxes WHERE id IN ('${theirs}', '${fresh}')`);
+    assert.equal(rows.trim(), `${theirs} alpha claimed`);
+});
