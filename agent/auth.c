@@ -40,6 +40,7 @@ struct agent_auth {
      * costs a hash, not an Ed25519 verify (NULL: no cache, still correct) */
     struct asrt_cache *vcache;
     struct metric_family *m_result;
+    struct metric_family *m_verify; /* assertion verifications by cache=hit|miss */
 };
 
 static unsigned slot_of(const char *hash)
@@ -69,6 +70,11 @@ int agent_auth_new(struct hub_link *hub, struct agent_auth **out)
     au->m_result =
         metrics_register(metrics_default(), "agentbox_auth_requests_total",
                          "API-key checks on the agent by result.", METRIC_COUNTER, labels, NULL, 0);
+    static const char *const vlabels[] = {"cache", NULL};
+    au->m_verify = metrics_register(metrics_default(), "agentbox_agent_assertion_verifies_total",
+                                    "Assertions verified on the agent: cache=miss a full "
+                                    "verification (Ed25519), hit a token verified before.",
+                                    METRIC_COUNTER, vlabels, NULL, 0);
     *out = au;
     return 0;
 }
@@ -212,9 +218,16 @@ static void by_assertion(struct agent_auth *au, struct http_exchange *ex, const 
         http_respond_error(ex, 400, "a request carries an assertion or an API key, not both");
         return;
     }
+    uint64_t hits0 = 0, hits1 = 0, misses;
+    asrt_cache_stats(au->vcache, &hits0, &misses);
     rc = au->kr ? asrt_verify_cached(au->kr, au->vcache, NULL, tok, strlen(tok),
                                      (int64_t)time(NULL), &c, err, sizeof(err))
                 : ASRT_EKID;
+    asrt_cache_stats(au->vcache, &hits1, &misses);
+    {
+        const char *v[] = {hits1 > hits0 ? "hit" : "miss"};
+        metrics_add(au->m_verify, v, 1);
+    }
     if (rc != 0) {
         count(au, "invalid");
         LOG_WARN("assertion refused", "error", au->kr ? err : "no assertion keys");

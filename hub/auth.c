@@ -20,6 +20,7 @@
 #include "agentbox/json.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
+#include "agentbox/metrics.h"
 #include "hub/db.h"
 #include "hub/hub.h"
 #include "hub/signing_keys.h"
@@ -69,6 +70,8 @@ struct auth_ctx {
     struct signing_set set;
     char pub[2][ASRT_PUBKEY_TEXT_MAX + 1];
     size_t npub;
+    /* Ed25519 work per kind: op=sign|verify (a full verification)|verify_cached */
+    struct metric_family *m_asrt;
     auth_keys_fn keys_fn;
     void *keys_arg;
     keys_revocation_fn revocation_fn;
@@ -532,6 +535,14 @@ int auth_new(const struct auth_options *o, struct auth_ctx **out, char *err, siz
         free(a);
         return AB_EINVAL;
     }
+    {
+        static const char *const labels[] = {"op", NULL};
+        a->m_asrt = metrics_register(
+            metrics_default(), "agentbox_hub_assertion_ops_total",
+            "Principal assertion work on the hub: sign, verify (full, Ed25519) and "
+            "verify_cached (a token verified before: no Ed25519).",
+            METRIC_COUNTER, labels, NULL, 0);
+    }
     a->loop = o->loop;
     a->db = o->db;
     a->interval_ms = o->scan_interval_ms > 0 ? o->scan_interval_ms : AUTH_SCAN_INTERVAL_MS;
@@ -605,6 +616,13 @@ static void take_rid(const char *rid, char out[ASRT_RID_MAX + 1])
         ab_strlcpy(out, rid, ASRT_RID_MAX + 1);
 }
 
+static void count_op(const struct auth_ctx *a, const char *op)
+{
+    const char *v[] = {op};
+    if (a->m_asrt != NULL)
+        metrics_add(a->m_asrt, v, 1);
+}
+
 static int sign(const struct auth_ctx *a, const struct keys_principal *p, const char *aud,
                 const char *rid, int64_t now, char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -624,6 +642,7 @@ static int sign(const struct auth_ctx *a, const struct keys_principal *p, const 
     c.exp = now + ASRT_LIFETIME_MAX_S;
     rc = asrt_sign(a->signer, &c, out, outlen, err, errlen);
     OPENSSL_cleanse(&c, sizeof(c));
+    count_op(a, "sign");
     return rc;
 }
 
@@ -793,8 +812,14 @@ int auth_verify_from(const struct auth_ctx *a, const char *cluster, const char *
                      struct keys_principal *p, char *rid, char *err, size_t errlen)
 {
     struct asrt_claims c;
-    int rc = asrt_verify_cached(a->asrt_kr, a->vcache, cluster, token, strlen(token),
-                                (int64_t)time(NULL), &c, err, errlen);
+    uint64_t hits0, hits1, misses;
+    int rc;
+
+    asrt_cache_stats(a->vcache, &hits0, &misses);
+    rc = asrt_verify_cached(a->asrt_kr, a->vcache, cluster, token, strlen(token),
+                            (int64_t)time(NULL), &c, err, errlen);
+    asrt_cache_stats(a->vcache, &hits1, &misses);
+    count_op(a, hits1 > hits0 ? "verify_cached" : "verify");
     if (rc != 0)
         return rc;
     memset(p, 0, sizeof(*p));
