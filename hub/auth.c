@@ -381,6 +381,11 @@ static int apply_set(struct auth_ctx *a, const struct signing_set *set, char *er
     return 0;
 }
 
+int auth_set_signing(struct auth_ctx *a, const struct signing_set *set, char *err, size_t errlen)
+{
+    return apply_set(a, set, err, errlen);
+}
+
 void auth_set_keys_hook(struct auth_ctx *a, auth_keys_fn fn, void *arg)
 {
     a->keys_fn = fn;

@@ -142,6 +142,11 @@ json_t *auth_assertion_keys_json(const struct auth_ctx *a);
  * hub/signing_keys.h) with the new auth_assertion_keys_json (borrowed).
  * serve.c points it at the tunnel server, which tells every agent. */
 typedef void (*auth_keys_fn)(void *arg, json_t *keys);
+/* Signs with generation set->current and publishes it and set->previous
+ * (hub/signing_keys.h) from now on; the scan tick does this on every change,
+ * serve.c once at start. A no-op when unchanged; the hook runs on a change. */
+struct signing_set;
+int auth_set_signing(struct auth_ctx *a, const struct signing_set *set, char *err, size_t errlen);
 void auth_set_keys_hook(struct auth_ctx *a, auth_keys_fn fn, void *arg);
 
 /* {keyId, name, team, user, namespace, role, mode, expiresAt}: no hash, no token. */

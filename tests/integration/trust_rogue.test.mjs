@@ -416,6 +416,20 @@ test('signing key rotation: connected agents learn it without reconnecting, the 
     assert.match(list.stdout, new RegExp(`^0\\t${g0.kid}\\tretired`, 'm'));
     assert.match(list.stdout, new RegExp(`^1\\t${g1.kid}\\tprevious`, 'm'));
     assert.match(list.stdout, new RegExp(`^2\\t${g2.kid}\\tcurrent`, 'm'));
+    // a hub started now publishes the generations in the database, not generation 0
+    const hub2 = await startHub(pg.url);
+    cleanups.push(() => hub2.proc.stop());
+    const t2 = await addCluster(pg.url, 'rogue2');
+    const r2c = await waitFor(async () => {
+        try {
+            return await connectTunnel({ port: hub2.tunnelPort, cluster: 'rogue2', token: t2 });
+        } catch (e) {
+            if (/HTTP 401/.test(e.message)) return null;
+            throw e;
+        }
+    }, { timeoutMs: 15000, what: 'rogue2 on the second hub' });
+    cleanups.push(() => r2c.close());
+    assert.deepEqual(r2c.welcome.assertionKeys, [g2.text, g1.text]);
 });
 
 test('vault resolves are rate-limited per cluster (429 naming the limit), other clusters unaffected', async () => {
