@@ -13,7 +13,7 @@
 //   sudo AGENTBOX_BUILD_DIR=build node tests/bench/federation.mjs   [BENCH_N=30 BENCH_RUNS=100]
 import { performance } from 'node:perf_hooks';
 import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
-import { quantile } from './util.mjs';
+import { quantile, procCpu } from './util.mjs';
 import { metricValue } from '../integration/lib/harness.mjs';
 
 const POOL = 40;
@@ -61,6 +61,10 @@ try {
     ];
     const ops = async () => Promise.all(SERIES.map(([, base, series]) => metricValue(base, series).catch(() => null)));
     const ops0 = await ops();
+    // CPU seconds of hub, alpha and beta over the loop: less at the mercy of a
+    // loaded machine than wall-clock latency (10 ms ticks: read it over N)
+    const cpus = () => [stack.hub.proc.pid, alpha.proc.pid, beta.proc.pid].map((pid) => procCpu(pid).cpu);
+    const cpu0 = cpus();
     const local = [];
     const fwd = [];
     const ids = [];
@@ -72,6 +76,7 @@ try {
         fwd.push(b.ms);
         ids.push(a.id, b.id);
     }
+    const cpu1 = cpus();
     const ops1 = await ops();
     await Promise.all(ids.map((id) => del(alpha.e2b, id)));
     const lp50 = quantile(local, 0.5), lp99 = quantile(local, 0.99);
@@ -80,6 +85,8 @@ try {
     console.log(`  local  beta::bench on beta    ${fmt(lp50).padStart(6)}   ${fmt(lp99).padStart(6)}`);
     console.log(`  fwd    beta::bench via alpha  ${fmt(fp50).padStart(6)}   ${fmt(fp99).padStart(6)}`);
     console.log(`  added by the forward          ${fmt(fp50 - lp50).padStart(6)}   ${fmt(fp99 - lp99).padStart(6)}   (target p50 <= 1.5)`);
+    const cpuMs = cpu1.map((c, i) => ((c - cpu0[i]) * 1000) / N);
+    console.log(`CPU ms per (local + forwarded) create pair: hub ${fmt(cpuMs[0])}, alpha ${fmt(cpuMs[1])}, beta ${fmt(cpuMs[2])}`);
     // the claim events of both kinds of create are verified on the hub too (off the request's path)
     console.log(`assertion work during the ${N} forwarded + ${N} local creates   total   per forward`);
     SERIES.forEach(([what], i) => {
