@@ -125,6 +125,12 @@ struct mf_object {
     int line;       /* line of the document's first key */
     json_t *labels; /* object of strings, owned; never NULL */
     json_t *annotations;
+    /* The document as JSON ({apiVersion, kind, metadata, spec, ...}), owned,
+     * never NULL: what the native API shows and merges writes into. Env
+     * members without a name get the rendered one (<env>-<key>). */
+    json_t *raw;
+    int64_t mtime_ns; /* of the file it came from (mf_load_dir); 0 when parsed from memory */
+    bool from_api;    /* loaded from the API's overlay directory (mf_write.c) */
     union {
         struct mf_template tpl;
         struct mf_pool_spec pool;
