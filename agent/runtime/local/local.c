@@ -400,7 +400,7 @@ static void op_free(struct rt *base)
     }
     /* Leftovers owned by workers keep pointers to rt and pools: leak those few
      * bytes deliberately rather than free under a running worker. */
-    if (rt->sbxs)
+    if (rt->sbxs || rt->writes)
         return;
     while (rt->pools) {
         p = rt->pools;
@@ -429,6 +429,8 @@ static const struct rt_ops lrt_ops = {
     .usage_read = lrt_usage_read,
     .log_probe = lrt_log_probe,
     .log_read = lrt_log_read,
+    .objects = lrt_objects,
+    .object_write = lrt_object_write,
 };
 
 int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errlen)
@@ -449,7 +451,7 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     rt->base.ops = &lrt_ops;
     rt->base.kind = "local";
     /* no image override; network changes only at create */
-    rt->base.caps = RT_CAP_USAGE | RT_CAP_LOGS;
+    rt->base.caps = RT_CAP_USAGE | RT_CAP_LOGS | RT_CAP_MANIFEST_WRITE;
     rt->loop = o->loop;
     rt->reload_ms = o->reload_ms > 0 ? o->reload_ms : 2000;
     rt->max_sandboxes = o->max_sandboxes > 0 ? o->max_sandboxes : 256;

@@ -139,10 +139,21 @@ struct lrt {
     struct loop_timer tick;
     struct loop_timer refill; /* deferred replacements after claims (op_claim) */
     bool refill_on;
-    int64_t refill_first_ms; /* when the pending refill was first deferred */
+    int64_t refill_first_ms;                /* when the pending refill was first deferred */
+    struct lwrite *write_head, *write_tail; /* manifest writes, one on a worker at a time */
+    int writes;
     bool closing;
     bool adopting; /* no spawns before the state directory has been scanned */
 };
+
+#define LRT_WRITES_MAX 64 /* manifest writes waiting (objects.c) */
+
+/* objects.c: the manifest seam (runtime.h "Manifest objects") */
+struct lwrite;
+void lrt_objects(struct rt *base, enum rt_obj_kind kind, const char *ns, const char *name,
+                 rt_object_fn fn, void *arg);
+int lrt_object_write(struct rt *base, const struct rt_write *w, rt_write_cb cb, void *arg,
+                     char *err, size_t errlen);
 
 /* pool.c: bookkeeping, starting, destroying, replacements, manifests */
 int lrt_count(struct lrt *rt, struct lpool *p, enum lrt_phase a, enum lrt_phase b);

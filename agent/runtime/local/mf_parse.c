@@ -112,7 +112,7 @@ int mf_set_push_error(struct mf_set *s, const char *file, int line, const char *
     return 0;
 }
 
-static int set_push_object(struct mf_set *s, struct mf_object *o)
+int mf_set_push_object(struct mf_set *s, struct mf_object *o)
 {
     if (s->nobjs >= MF_OBJECTS_MAX)
         return AB_ELIMIT;
@@ -405,7 +405,7 @@ int mf_parse_buffer(struct mf_set *s, const char *file, const char *buf, size_t 
         w.doc = &doc;
         rc = parse_object(&w, root, &o);
         if (rc == 0)
-            rc = set_push_object(s, o);
+            rc = mf_set_push_object(s, o);
         else if (rc == AB_EINVAL)
             rc = mf_set_push_error(s, file, w.line, w.msg);
         if (rc != 0)
