@@ -1,0 +1,874 @@
+/* Native management API (reference §4.2, §4.4): envs, their member pools
+ * and scaling groups, and env events, over the runtime's manifest seam
+ * (rt_objects / rt_object_write in runtime.h — the local runtime keeps the
+ * writes beside its manifest directory, the kube runtime will write CRDs).
+ *
+ *   POST   /v1/envs                                   201 {env, editable}
+ *   GET    /v1/envs/{name}                            {env, editable}
+ *   PUT    /v1/envs/{name}                            desired state → {env, editable}
+ *   DELETE /v1/envs/{name}                            202 {name, namespace, status: Terminating}
+ *   GET    /v1/envs/{name}/autoscaling                {spec}
+ *   GET    /v1/envs/{name}/autoscaling/groups         {items, total}
+ *   GET|PUT|DELETE /v1/envs/{name}/autoscaling/groups/{group}
+ *   POST   /v1/envs/{name}/sandboxpools               202 {template: pool}
+ *   GET    /v1/envs/{name}/sandboxpools               {items, total, limit, offset}
+ *   GET|PUT|DELETE /v1/envs/{name}/sandboxpools/{pool}
+ *   GET    /v1/envs/{name}/events                     {items, total}, newest first
+ *
+ * Who may: an admin anywhere (?namespace=, default "default"); a tenant in
+ * its own namespace only (envs are namespaced objects; another namespace's
+ * env is 404, as if it did not exist). Every write passes native_gate.
+ * A write answers once the runtime has it in effect. Loop thread only. */
+#include "agent/native/native.h"
+#include "agent/native/put.h"
+
+#include "agent/auth.h"
+#include "agent/runtime/runtime.h"
+
+#include "agentbox/common.h"
+#include "agentbox/http.h"
+#include "agentbox/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LIST_DEFAULT 20
+#define LIST_MAX 100
+#define EVENTS_DEFAULT 100
+#define EVENTS_MAX 500
+
+bool native_gate(struct http_exchange *ex, const struct agent_principal *p, const char *op)
+{
+    /* Reference §4.5's approval gate goes here (agent-mode keys: the gated
+     * table, 428 APPROVAL_REQUIRED, FORBIDDEN_FOR_AGENT). Not built yet. */
+    (void)ex;
+    (void)p;
+    (void)op;
+    return true;
+}
+
+const char *native_caller_ns(struct http_exchange *ex, const struct agent_principal *p, char *buf,
+                             size_t len)
+{
+    if (!p->admin)
+        return p->namespace[0] ? p->namespace : "default";
+    if (http_query_get(http_req(ex), "namespace", buf, len) == 0 && buf[0])
+        return buf;
+    return "default";
+}
+
+static void iso_time(int64_t ms, char *out, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+void native_event_add(struct native *n, const char *ns, const char *env, const char *reason,
+                      const char *fmt, ...)
+{
+    struct native_event *e;
+    va_list ap;
+
+    if (!n->events)
+        return;
+    e = &n->events[n->nevents % NATIVE_EVENTS_MAX];
+    n->nevents++;
+    e->ms = ab_wall_ms();
+    ab_strlcpy(e->ns, ns, sizeof(e->ns));
+    ab_strlcpy(e->env, env, sizeof(e->env));
+    ab_strlcpy(e->reason, reason, sizeof(e->reason));
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+}
+
+/* ---- reading ----------------------------------------------------------------------------- */
+
+struct found {
+    json_t *obj; /* a copy */
+    bool from_api, pull_secret;
+};
+
+static void found_one(void *arg, const struct rt_object *o)
+{
+    struct found *f = arg;
+    if (!f->obj) {
+        f->obj = json_deep_copy(o->obj);
+        f->from_api = o->from_api;
+        f->pull_secret = o->pull_secret;
+    }
+}
+
+/* The env ns/name, or NULL (f->obj). */
+static json_t *find_env(struct native *n, const char *ns, const char *name, struct found *f)
+{
+    memset(f, 0, sizeof(*f));
+    if (n->d.rt)
+        rt_objects(n->d.rt, RT_OBJ_ENV, ns, name, found_one, f);
+    return f->obj;
+}
+
+struct pools_ctx {
+    const char *env;
+    json_t *byname; /* pool name → rt status object */
+};
+
+static void pool_status_one(void *arg, const struct rt_pool *p)
+{
+    struct pools_ctx *c = arg;
+    if (strcmp(p->env, c->env) != 0)
+        return;
+    json_object_set_new(c->byname, p->name,
+                        json_pack("{s:i,s:i,s:i,s:i,s:i,s:i}", "replicas", p->status.replicas,
+                                  "idle", p->status.idle, "running", p->status.running, "starting",
+                                  p->status.starting, "stopping", p->status.stopping, "pending",
+                                  p->status.pending));
+}
+
+/* The status of env's pools on this cluster, by pool name. */
+static json_t *pool_statuses(struct native *n, const char *ns, const char *env)
+{
+    struct pools_ctx c = {env, json_object()};
+    if (n->d.rt)
+        rt_list_pools(n->d.rt, ns, pool_status_one, &c);
+    return c.byname;
+}
+
+/* A member of this cluster's segment as the API shows a pool. */
+static json_t *pool_json(const char *ns, const char *env, const json_t *member,
+                         const json_t *statuses)
+{
+    const char *name = json_string_value(json_object_get(member, "name"));
+    const json_t *cfg = json_object_get(member, "config");
+    const json_t *spec = json_object_get(member, "spec");
+    const json_t *st = json_object_get(statuses, name ? name : "");
+    char gbuf[128];
+    json_t *o;
+
+    o = json_pack("{s:s,s:s,s:s,s:s,s:O}", "name", name ? name : "", "namespace", ns, "env", env,
+                  "scalingGroup", native_member_group(member, env, gbuf, sizeof(gbuf)), "config",
+                  cfg ? cfg : json_object());
+    if (json_object_get(spec, "replicas"))
+        json_object_set(o, "replicas", json_object_get(spec, "replicas"));
+    if (json_object_get(cfg, "minReplicas"))
+        json_object_set(o, "minReplicas", json_object_get(cfg, "minReplicas"));
+    if (json_object_get(cfg, "maxReplicas"))
+        json_object_set(o, "maxReplicas", json_object_get(cfg, "maxReplicas"));
+    if (json_object_get(cfg, "updateStrategy"))
+        json_object_set(o, "updateStrategy", json_object_get(cfg, "updateStrategy"));
+    json_object_set_new(o, "status",
+                        st ? json_deep_copy(st)
+                           : json_pack("{s:i,s:i,s:i,s:i,s:i,s:i}", "replicas", 0, "idle", 0,
+                                       "running", 0, "starting", 0, "stopping", 0, "pending", 0));
+    return o;
+}
+
+static json_t *segment_members(const json_t *env, const char *cluster)
+{
+    json_t *c;
+    size_t i;
+
+    json_array_foreach(json_object_get(json_object_get(env, "spec"), "clusters"), i, c)
+    {
+        const char *id = json_string_value(json_object_get(c, "clusterID"));
+        if (id && !strcmp(id, cluster))
+            return json_object_get(c, "members");
+    }
+    return NULL;
+}
+
+/* {env, editable}: the env as the API shows it (never the pull secret). */
+static json_t *env_answer(struct native *n, const json_t *raw, bool from_api, bool pull_secret)
+{
+    const json_t *meta = json_object_get(raw, "metadata");
+    const json_t *spec = json_object_get(raw, "spec");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    json_t *editable = native_env_editable(raw, pull_secret);
+    json_t *statuses, *pools = json_array(), *m;
+    int idle = 0, running = 0;
+    size_t i;
+
+    ns = ns ? ns : "default";
+    name = name ? name : "";
+    statuses = pool_statuses(n, ns, name);
+    json_array_foreach(segment_members(raw, n->d.cluster), i, m)
+    {
+        json_t *p = pool_json(ns, name, m, statuses);
+        idle += (int)json_integer_value(json_object_get(json_object_get(p, "status"), "idle"));
+        running +=
+            (int)json_integer_value(json_object_get(json_object_get(p, "status"), "running"));
+        json_array_append_new(pools, p);
+    }
+    json_decref(statuses);
+    json_t *env = json_pack(
+        "{s:s,s:s,s:O,s:O,s:O,s:O,s:O,s:o,s:s,s:{s:i,s:i,s:i}}", "name", name, "namespace", ns,
+        "templateRef", json_object_get(editable, "templateRef"), "mode",
+        json_object_get(editable, "mode"), "overrides", json_object_get(editable, "overrides"),
+        "labels", json_object_get(editable, "labels"), "annotations",
+        json_object_get(editable, "annotations"), "pools", pools, "source",
+        from_api ? "api" : "manifest", "status", "memberCount", (int)json_array_size(pools),
+        "idleReplicas", idle, "runningReplicas", running);
+    json_object_set(env, "clusters",
+                    json_object_get(spec, "clusters") ? json_object_get(spec, "clusters")
+                                                      : json_array());
+    json_object_set(env, "autoscaling",
+                    json_object_get(spec, "autoscaling") ? json_object_get(spec, "autoscaling")
+                                                         : json_object());
+    return json_pack("{s:o,s:o}", "env", env, "editable", editable);
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+enum after {
+    AFTER_ENV,
+    AFTER_ENV_DELETED,
+    AFTER_POOL_ADDED,
+    AFTER_POOL,
+    AFTER_POOL_DELETED,
+    AFTER_GROUP,
+    AFTER_GROUP_DELETED
+};
+
+/* A write in flight: answered when the runtime has it in effect. */
+struct pending {
+    struct native *n;
+    struct http_exchange *ex;
+    enum after after;
+    int status;
+    char ns[64];
+    char env[64];
+    char item[128];  /* pool or group */
+    size_t nmembers; /* AFTER_POOL_ADDED: members before, so the new one is at that index */
+    char reason[32];
+    char message[256];
+};
+
+static void answer_after(struct pending *w)
+{
+    struct native *n = w->n;
+    struct found f;
+    json_t *env = find_env(n, w->ns, w->env, &f);
+
+    switch (w->after) {
+    case AFTER_ENV:
+        if (!env) {
+            native_error(w->ex, 500, NULL, NULL,
+                         "env '%s' was written but did not load; see the agent's log", w->env);
+            break;
+        }
+        http_respond_json(w->ex, w->status, env_answer(n, env, f.from_api, f.pull_secret));
+        break;
+    case AFTER_ENV_DELETED:
+        http_respond_json(w->ex, 202,
+                          json_pack("{s:s,s:s,s:s}", "name", w->env, "namespace", w->ns, "status",
+                                    "Terminating"));
+        break;
+    case AFTER_POOL_ADDED:
+    case AFTER_POOL: {
+        json_t *members = env ? segment_members(env, n->d.cluster) : NULL;
+        json_t *m = NULL;
+        if (w->after == AFTER_POOL_ADDED)
+            m = json_array_get(members, w->nmembers);
+        else if (env)
+            m = native_env_member(env, n->d.cluster, w->item);
+        if (!m) {
+            native_error(w->ex, 500, NULL, NULL,
+                         "env '%s' was written but its pool did not load; see the agent's log",
+                         w->env);
+            break;
+        }
+        json_t *st = pool_statuses(n, w->ns, w->env);
+        json_t *p = pool_json(w->ns, w->env, m, st);
+        json_decref(st);
+        if (w->after == AFTER_POOL_ADDED)
+            http_respond_json(w->ex, 202, json_pack("{s:o}", "template", p));
+        else
+            http_respond_json(w->ex, 200, json_pack("{s:o}", "pool", p));
+        break;
+    }
+    case AFTER_POOL_DELETED:
+        http_respond_json(w->ex, 202,
+                          json_pack("{s:s,s:s,s:s,s:s}", "name", w->item, "env", w->env,
+                                    "namespace", w->ns, "status", "Terminating"));
+        break;
+    case AFTER_GROUP: {
+        json_t *g = env ? native_env_group(env, w->item) : NULL;
+        json_t *editable = g ? json_deep_copy(g) : json_object();
+        json_object_del(editable, "name");
+        http_respond_json(w->ex, 200,
+                          json_pack("{s:O,s:o}", "group",
+                                    g ? g : json_pack("{s:s}", "name", w->item), "editable",
+                                    editable));
+        break;
+    }
+    case AFTER_GROUP_DELETED:
+        http_respond_json(w->ex, 200, json_pack("{s:s,s:s}", "name", w->item, "status", "Deleted"));
+        break;
+    }
+    json_decref(env);
+}
+
+static void write_done(void *arg, int err, const char *msg)
+{
+    struct pending *w = arg;
+
+    if (err) {
+        native_error(w->ex, err == AB_EBUSY || err == AB_ECLOSED ? 503 : 500, NULL, NULL, "%s",
+                     msg ? msg : ab_strerror(err));
+    } else {
+        native_event_add(w->n, w->ns, w->env, w->reason, "%s", w->message);
+        LOG_INFO("env written", "namespace", w->ns, "env", w->env, "change", w->reason);
+        answer_after(w);
+    }
+    free(w);
+}
+
+static int status_of(int rc)
+{
+    return rc == AB_ENOENT    ? 404
+           : rc == AB_EEXIST  ? 409
+           : rc == AB_EBUSY   ? 503
+           : rc == AB_EDENIED ? 501
+                              : 400;
+}
+
+/* Writes obj (NULL: delete) as env ns/name; takes w (freed here on failure). */
+static void write_env(struct native *n, struct pending *w, json_t *obj,
+                      const struct native_secret *sec)
+{
+    char err[RT_ERR_MAX];
+    const struct rt_write rw = {.kind = RT_OBJ_ENV,
+                                .ns = w->ns,
+                                .name = w->env,
+                                .obj = obj,
+                                .secret = sec ? sec->op : RT_SECRET_DELETE,
+                                .pull_secret = sec ? sec->value : NULL};
+    int rc = n->d.rt ? rt_object_write(n->d.rt, &rw, write_done, w, err, sizeof(err)) : AB_EDENIED;
+
+    if (rc != 0) {
+        if (!n->d.rt)
+            snprintf(err, sizeof(err), "this agent has no sandbox runtime");
+        native_error(w->ex, status_of(rc), NULL, NULL, "%s", err);
+        free(w);
+    }
+}
+
+static struct pending *pending_new(struct native *n, struct http_exchange *ex, enum after after,
+                                   const char *ns, const char *env, const char *item)
+{
+    struct pending *w = calloc(1, sizeof(*w));
+    if (!w) {
+        native_error(ex, 503, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    w->n = n;
+    w->ex = ex;
+    w->after = after;
+    w->status = 200;
+    ab_strlcpy(w->ns, ns, sizeof(w->ns));
+    ab_strlcpy(w->env, env, sizeof(w->env));
+    ab_strlcpy(w->item, item ? item : "", sizeof(w->item));
+    return w;
+}
+
+static json_t *body_json(struct http_exchange *ex)
+{
+    const struct http_request *r = http_req(ex);
+    return r->body_len ? json_loadb(r->body, r->body_len, 0, NULL) : NULL;
+}
+
+/* The env of the request ({name}) for p, or NULL having answered 404. */
+static json_t *env_of_request(struct native *n, struct http_exchange *ex,
+                              const struct agent_principal *p, struct found *f, char *ns,
+                              size_t nslen)
+{
+    const char *name = http_param(ex, "name");
+    const char *in = native_caller_ns(ex, p, ns, nslen);
+    json_t *env;
+
+    if (in != ns)
+        ab_strlcpy(ns, in, nslen);
+    if (!(env = find_env(n, ns, name, f)))
+        native_error(ex, 404, NULL, NULL, "env '%.64s' not found in namespace '%s' on cluster '%s'",
+                     name, ns, n->d.cluster);
+    return env;
+}
+
+/* ---- envs -------------------------------------------------------------------------------- */
+
+static void env_get(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    struct found f;
+    char ns[64];
+    json_t *env = env_of_request(n, ex, p, &f, ns, sizeof(ns));
+
+    if (!env)
+        return;
+    http_respond_json(ex, 200, env_answer(n, env, f.from_api, f.pull_secret));
+    json_decref(env);
+}
+
+static void env_create(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    json_t *body = body_json(ex), *obj = NULL, *exists;
+    struct native_secret sec = {0};
+    struct pending *w;
+    struct found f;
+    char ns[64], err[NATIVE_ERR_MAX];
+    const char *in = native_caller_ns(ex, p, ns, sizeof(ns)), *name;
+    int rc;
+
+    if (!native_gate(ex, p, "env.create"))
+        goto out;
+    if ((rc = native_env_create(in, body, &obj, &sec, err, sizeof(err))) != 0) {
+        native_error(ex, status_of(rc), NULL, NULL, "%s", err);
+        goto out;
+    }
+    name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    if ((exists = find_env(n, in, name, &f))) {
+        json_decref(exists);
+        native_error(ex, 409, "ALREADY_EXISTS", NULL,
+                     "env '%s' already exists in namespace '%s': PUT /v1/envs/%s changes it", name,
+                     in, name);
+        goto out;
+    }
+    if (!(w = pending_new(n, ex, AFTER_ENV, in, name, NULL)))
+        goto out;
+    w->status = 201;
+    ab_strlcpy(w->reason, "Created", sizeof(w->reason));
+    snprintf(w->message, sizeof(w->message), "env created by %s/%s", p->team, p->user);
+    write_env(n, w, obj, &sec);
+out:
+    json_decref(sec.value);
+    json_decref(obj);
+    json_decref(body);
+}
+
+static void env_put(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    json_t *body = body_json(ex), *obj = NULL, *env;
+    struct native_secret sec = {0};
+    struct pending *w;
+    struct found f;
+    char ns[64], err[NATIVE_ERR_MAX];
+    int rc;
+
+    if (!native_gate(ex, p, "env.update") || !(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
+        goto out;
+    rc = native_env_put(env, f.pull_secret, body, &obj, &sec, err, sizeof(err));
+    json_decref(env);
+    if (rc != 0) {
+        native_error(ex, status_of(rc), NULL, NULL, "%s", err);
+        goto out;
+    }
+    if (!(w = pending_new(n, ex, AFTER_ENV, ns, http_param(ex, "name"), NULL)))
+        goto out;
+    ab_strlcpy(w->reason, "Updated", sizeof(w->reason));
+    snprintf(w->message, sizeof(w->message), "env updated by %s/%s (pull secret %s)", p->team,
+             p->user,
+             sec.op == RT_SECRET_SET    ? "replaced"
+             : sec.op == RT_SECRET_KEEP ? "kept"
+                                        : "removed");
+    write_env(n, w, obj, &sec);
+out:
+    json_decref(sec.value);
+    json_decref(obj);
+    json_decref(body);
+}
+
+static void env_delete(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    struct pending *w;
+    struct found f;
+    char ns[64];
+    json_t *env;
+
+    if (!native_gate(ex, p, "env.delete") || !(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
+        return;
+    json_decref(env);
+    if (!(w = pending_new(n, ex, AFTER_ENV_DELETED, ns, http_param(ex, "name"), NULL)))
+        return;
+    ab_strlcpy(w->reason, "Deleted", sizeof(w->reason));
+    snprintf(w->message, sizeof(w->message), "env deleted by %s/%s", p->team, p->user);
+    write_env(n, w, NULL, NULL);
+}
+
+/* ---- autoscaling and groups -------------------------------------------------------------- */
+
+static void autoscaling_get(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    struct found f;
+    char ns[64];
+    json_t *env = env_of_request(n, ex, p, &f, ns, sizeof(ns)), *as;
+
+    if (!env)
+        return;
+    as = json_object_get(json_object_get(env, "spec"), "autoscaling");
+    http_respond_json(ex, 200, json_pack("{s:O}", "spec", as ? as : json_object()));
+    json_decref(env);
+}
+
+/* Every group of env: its policy entry if any, else the defaults
+ * (enabled false), with its members on this cluster. */
+static json_t *groups_of(struct native *n, const json_t *env)
+{
+    const char *name = json_string_value(json_object_get(json_object_get(env, "metadata"), "name"));
+    json_t *out = json_object(), *c, *m, *g, *items = json_array();
+    const char *k;
+    char buf[128];
+    size_t i, j;
+
+    json_array_foreach(json_object_get(json_object_get(env, "spec"), "clusters"), i, c)
+    {
+        const char *id = json_string_value(json_object_get(c, "clusterID"));
+        json_array_foreach(json_object_get(c, "members"), j, m)
+        {
+            const char *gn = native_member_group(m, name ? name : "", buf, sizeof(buf));
+            if (!gn[0])
+                continue; /* scalingGroup "": excluded from groups */
+            if (!(g = json_object_get(out, gn))) {
+                json_t *pol = native_env_group(env, gn);
+                g = pol ? json_deep_copy(pol) : json_pack("{s:s,s:b}", "name", gn, "enabled", 0);
+                json_object_set_new(g, "members", json_array());
+                json_object_set_new(out, gn, g);
+            }
+            if (id && !strcmp(id, n->d.cluster))
+                json_array_append(json_object_get(g, "members"), json_object_get(m, "name"));
+        }
+    }
+    json_object_foreach(out, k, g) json_array_append(items, g);
+    json_decref(out);
+    return items;
+}
+
+static void groups_list(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    struct found f;
+    char ns[64];
+    json_t *env = env_of_request(n, ex, p, &f, ns, sizeof(ns)), *items;
+
+    if (!env)
+        return;
+    items = groups_of(n, env);
+    http_respond_json(ex, 200,
+                      json_pack("{s:o,s:i}", "items", items, "total", (int)json_array_size(items)));
+    json_decref(env);
+}
+
+static void group_get(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    const char *gname = http_param(ex, "group");
+    struct found f;
+    char ns[64];
+    json_t *env = env_of_request(n, ex, p, &f, ns, sizeof(ns)), *items, *g;
+    size_t i;
+
+    if (!env)
+        return;
+    items = groups_of(n, env);
+    json_array_foreach(items, i, g)
+    {
+        if (!strcmp(json_string_value(json_object_get(g, "name")), gname))
+            break;
+    }
+    if (i < json_array_size(items)) {
+        json_t *editable = json_deep_copy(g);
+        json_object_del(editable, "name");
+        json_object_del(editable, "members");
+        http_respond_json(ex, 200, json_pack("{s:O,s:o}", "group", g, "editable", editable));
+    } else {
+        native_error(ex, 404, NULL, NULL,
+                     "scaling group '%.64s' is declared by no member of env '%s'", gname,
+                     http_param(ex, "name"));
+    }
+    json_decref(items);
+    json_decref(env);
+}
+
+static void group_write(struct http_exchange *ex, const struct agent_principal *p, void *arg,
+                        bool del)
+{
+    struct native *n = arg;
+    const char *gname = http_param(ex, "group");
+    json_t *body = del ? NULL : body_json(ex), *obj = NULL, *env;
+    struct pending *w;
+    struct found f;
+    char ns[64], err[NATIVE_ERR_MAX];
+    int rc;
+
+    if (!native_gate(ex, p, del ? "autoscaling.delete" : "autoscaling.update") ||
+        !(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
+        goto out;
+    rc = del ? native_group_delete(env, gname, &obj, err, sizeof(err))
+             : native_group_put(env, gname, body, &obj, err, sizeof(err));
+    json_decref(env);
+    if (rc != 0) {
+        native_error(ex, status_of(rc), NULL, NULL, "%s", err);
+        goto out;
+    }
+    if (!(w = pending_new(n, ex, del ? AFTER_GROUP_DELETED : AFTER_GROUP, ns,
+                          http_param(ex, "name"), gname)))
+        goto out;
+    ab_strlcpy(w->reason, del ? "ScalingGroupDeleted" : "ScalingGroupUpdated", sizeof(w->reason));
+    snprintf(w->message, sizeof(w->message), "scaling group '%s' %s by %s/%s", gname,
+             del ? "policy removed" : "set", p->team, p->user);
+    /* the secret is untouched by a group write */
+    const struct native_secret keep = {RT_SECRET_KEEP, NULL};
+    write_env(n, w, obj, &keep);
+out:
+    json_decref(obj);
+    json_decref(body);
+}
+
+static void group_put(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    group_write(ex, p, arg, false);
+}
+
+static void group_delete(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    group_write(ex, p, arg, true);
+}
+
+/* ---- member pools ------------------------------------------------------------------------ */
+
+static int query_long(const struct http_request *r, const char *name, long def, long min, long max,
+                      long *out)
+{
+    char buf[32], *end;
+    *out = def;
+    int rc = http_query_get(r, name, buf, sizeof(buf));
+    if (rc == AB_ENOENT)
+        return 0;
+    if (rc != 0)
+        return AB_EINVAL;
+    long v = strtol(buf, &end, 10);
+    if (!buf[0] || *end || v < min || v > max)
+        return AB_EINVAL;
+    *out = v;
+    return 0;
+}
+
+static void pools_list(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    struct found f;
+    char ns[64];
+    long limit, offset;
+    json_t *env, *items, *m, *st;
+    size_t i, total;
+
+    if (query_long(http_req(ex), "limit", LIST_DEFAULT, 1, LIST_MAX, &limit) != 0 ||
+        query_long(http_req(ex), "offset", 0, 0, 1000000, &offset) != 0) {
+        native_error(ex, 400, NULL, NULL,
+                     "limit must be an integer from 1 to %d and offset a non-negative integer",
+                     LIST_MAX);
+        return;
+    }
+    if (!(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
+        return;
+    const char *name = http_param(ex, "name");
+    json_t *members = segment_members(env, n->d.cluster);
+    st = pool_statuses(n, ns, name);
+    items = json_array();
+    total = json_array_size(members);
+    json_array_foreach(members, i, m)
+    {
+        if ((long)i >= offset && (long)json_array_size(items) < limit)
+            json_array_append_new(items, pool_json(ns, name, m, st));
+    }
+    json_decref(st);
+    http_respond_json(ex, 200,
+                      json_pack("{s:o,s:i,s:i,s:i}", "items", items, "total", (int)total, "limit",
+                                (int)limit, "offset", (int)offset));
+    json_decref(env);
+}
+
+static void pool_get(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    const char *pool = http_param(ex, "pool");
+    struct found f;
+    char ns[64];
+    json_t *env = env_of_request(n, ex, p, &f, ns, sizeof(ns)), *m, *st;
+
+    if (!env)
+        return;
+    if (!(m = native_env_member(env, n->d.cluster, pool))) {
+        native_error(ex, 404, NULL, NULL,
+                     "pool '%.64s' is not a member of env '%s' on cluster '%s'", pool,
+                     http_param(ex, "name"), n->d.cluster);
+    } else {
+        st = pool_statuses(n, ns, http_param(ex, "name"));
+        http_respond_json(ex, 200,
+                          json_pack("{s:o}", "pool", pool_json(ns, http_param(ex, "name"), m, st)));
+        json_decref(st);
+    }
+    json_decref(env);
+}
+
+enum pool_op { POOL_ADD, POOL_PUT, POOL_DELETE };
+
+static void pool_write(struct http_exchange *ex, const struct agent_principal *p, void *arg,
+                       enum pool_op op)
+{
+    static const char *const ops[] = {"pool.create", "pool.update", "pool.delete"};
+    struct native *n = arg;
+    const char *pool = op == POOL_ADD ? "" : http_param(ex, "pool");
+    json_t *body = op == POOL_DELETE ? NULL : body_json(ex), *obj = NULL, *env;
+    struct pending *w;
+    struct found f;
+    char ns[64], err[NATIVE_ERR_MAX];
+    size_t before;
+    int rc;
+
+    if (!native_gate(ex, p, ops[op]) || !(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
+        goto out;
+    before = json_array_size(segment_members(env, n->d.cluster));
+    rc = op == POOL_ADD   ? native_pool_add(env, n->d.cluster, body, &obj, err, sizeof(err))
+         : op == POOL_PUT ? native_pool_put(env, n->d.cluster, pool, body, &obj, err, sizeof(err))
+                          : native_pool_delete(env, n->d.cluster, pool, &obj, err, sizeof(err));
+    json_decref(env);
+    if (rc != 0) {
+        native_error(ex, status_of(rc), NULL, NULL, "%s", err);
+        goto out;
+    }
+    if (!(w = pending_new(n, ex,
+                          op == POOL_ADD   ? AFTER_POOL_ADDED
+                          : op == POOL_PUT ? AFTER_POOL
+                                           : AFTER_POOL_DELETED,
+                          ns, http_param(ex, "name"), pool)))
+        goto out;
+    w->nmembers = before;
+    if (op == POOL_PUT) {
+        json_t *r = json_object_get(body, "replicas");
+        ab_strlcpy(w->reason, r ? "Scaled" : "PoolUpdated", sizeof(w->reason));
+        if (r)
+            snprintf(w->message, sizeof(w->message), "pool '%s' scaled to %lld replicas by %s/%s",
+                     pool, (long long)json_integer_value(r), p->team, p->user);
+        else
+            snprintf(w->message, sizeof(w->message), "pool '%s' updated by %s/%s", pool, p->team,
+                     p->user);
+    } else {
+        ab_strlcpy(w->reason, op == POOL_ADD ? "PoolAdded" : "PoolDeleted", sizeof(w->reason));
+        snprintf(w->message, sizeof(w->message), "member pool %s%s by %s/%s",
+                 op == POOL_ADD ? "added" : "removed: ", pool, p->team, p->user);
+    }
+    const struct native_secret keep = {RT_SECRET_KEEP, NULL};
+    write_env(n, w, obj, &keep);
+out:
+    json_decref(obj);
+    json_decref(body);
+}
+
+static void pool_add(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    pool_write(ex, p, arg, POOL_ADD);
+}
+
+static void pool_put(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    pool_write(ex, p, arg, POOL_PUT);
+}
+
+static void pool_delete(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    pool_write(ex, p, arg, POOL_DELETE);
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+static void events_get(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+{
+    struct native *n = arg;
+    struct found f;
+    char ns[64], when[40];
+    long limit;
+    json_t *env, *items;
+    size_t k, kept;
+
+    if (query_long(http_req(ex), "limit", EVENTS_DEFAULT, 1, EVENTS_MAX, &limit) != 0) {
+        native_error(ex, 400, NULL, NULL, "limit must be an integer from 1 to %d", EVENTS_MAX);
+        return;
+    }
+    if (!(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
+        return;
+    json_decref(env);
+    items = json_array();
+    kept = n->nevents < NATIVE_EVENTS_MAX ? n->nevents : NATIVE_EVENTS_MAX;
+    for (k = 0; k < kept && (long)json_array_size(items) < limit; k++) {
+        const struct native_event *e = &n->events[(n->nevents - 1 - k) % NATIVE_EVENTS_MAX];
+        if (strcmp(e->ns, ns) != 0 || strcmp(e->env, http_param(ex, "name")) != 0)
+            continue;
+        iso_time(e->ms, when, sizeof(when));
+        json_array_append_new(items, json_pack("{s:s,s:s,s:s,s:s}", "type", "Normal", "reason",
+                                               e->reason, "message", e->message, "time", when));
+    }
+    http_respond_json(ex, 200,
+                      json_pack("{s:o,s:i}", "items", items, "total", (int)json_array_size(items)));
+}
+
+/* ---- routes ------------------------------------------------------------------------------ */
+
+#define AUTHED(fn)                                                                                 \
+    static void h_##fn(struct http_exchange *ex, void *arg)                                        \
+    {                                                                                              \
+        struct native *n = arg;                                                                    \
+        agent_auth_request(n->d.auth, ex, fn, n);                                                  \
+    }
+
+AUTHED(env_get)
+AUTHED(env_create)
+AUTHED(env_put)
+AUTHED(env_delete)
+AUTHED(autoscaling_get)
+AUTHED(groups_list)
+AUTHED(group_get)
+AUTHED(group_put)
+AUTHED(group_delete)
+AUTHED(pools_list)
+AUTHED(pool_get)
+AUTHED(pool_add)
+AUTHED(pool_put)
+AUTHED(pool_delete)
+AUTHED(events_get)
+
+int native_mgmt_add_routes(struct native *n, char *err, size_t errlen)
+{
+    const struct http_route routes[] = {
+        {"POST", "/v1/envs", h_env_create, n, 0},
+        {"GET", "/v1/envs/{name}", h_env_get, n, 0},
+        {"PUT", "/v1/envs/{name}", h_env_put, n, 0},
+        {"DELETE", "/v1/envs/{name}", h_env_delete, n, 0},
+        {"GET", "/v1/envs/{name}/autoscaling", h_autoscaling_get, n, 0},
+        {"GET", "/v1/envs/{name}/autoscaling/groups", h_groups_list, n, 0},
+        {"GET", "/v1/envs/{name}/autoscaling/groups/{group}", h_group_get, n, 0},
+        {"PUT", "/v1/envs/{name}/autoscaling/groups/{group}", h_group_put, n, 0},
+        {"DELETE", "/v1/envs/{name}/autoscaling/groups/{group}", h_group_delete, n, 0},
+        {"POST", "/v1/envs/{name}/sandboxpools", h_pool_add, n, 0},
+        {"GET", "/v1/envs/{name}/sandboxpools", h_pools_list, n, 0},
+        {"GET", "/v1/envs/{name}/sandboxpools/{pool}", h_pool_get, n, 0},
+        {"PUT", "/v1/envs/{name}/sandboxpools/{pool}", h_pool_put, n, 0},
+        {"DELETE", "/v1/envs/{name}/sandboxpools/{pool}", h_pool_delete, n, 0},
+        {"GET", "/v1/envs/{name}/events", h_events_get, n, 0},
+    };
+    if (!n->events && !(n->events = calloc(NATIVE_EVENTS_MAX, sizeof(*n->events)))) {
+        snprintf(err, errlen, "native: out of memory");
+        return AB_ENOMEM;
+    }
+    return native_add(n, routes, AB_ARRAY_LEN(routes), err, errlen);
+}
