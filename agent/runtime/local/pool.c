@@ -174,23 +174,25 @@ void lrt_release_done(struct lsb *s, int err, const char *msg)
     cb(s->rel_arg, err, msg);
 }
 
-static void pool_maybe_free(struct lrt *rt, struct lpool *p)
+/* True when p was freed (the caller must not touch it again). */
+static bool pool_maybe_free(struct lrt *rt, struct lpool *p)
 {
     struct lpool **pp;
     struct lsb *s;
 
     if (!p->removed || p->w_head)
-        return;
+        return false;
     for (s = rt->sbxs; s; s = s->next)
         if (s->pool == p)
-            return;
+            return false;
     for (pp = &rt->pools; *pp; pp = &(*pp)->next) {
         if (*pp == p) {
             *pp = p->next;
             free(p);
-            return;
+            return true;
         }
     }
+    return false;
 }
 
 void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
@@ -264,8 +266,8 @@ static void remove_done(void *arg, int status)
     lrt_sbx_unlink_free(s);
     if (rt->closing)
         return;
-    pool_maybe_free(rt, p);
-    lrt_reconcile(rt, p);
+    if (!pool_maybe_free(rt, p)) /* a removed pool's last sandbox: p is gone */
+        lrt_reconcile(rt, p);
 }
 
 static void gone_poll(struct loop_timer *t)
