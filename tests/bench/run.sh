@@ -49,6 +49,7 @@ benchmarks=(
     "federation|node bench/federation.mjs"
     "isolation|node bench/isolation.mjs"
     "envd-upload|node bench/envd_upload.mjs"
+    "native-api|node bench/native_api.mjs"
 )
 
 status=0

@@ -174,6 +174,9 @@ int lrt_uid_take(struct lsb *s);
  * it is not a slice of this runtime or another sandbox holds it. */
 int lrt_uid_adopt(struct lsb *s, uint32_t uid_base);
 int lrt_load_manifests(struct lrt *rt, bool force);
+/* Swaps in a set loaded (on a worker) from the directory whose signature
+ * was sig before the load; takes set. */
+void lrt_apply_loaded(struct lrt *rt, struct mf_set *set, uint64_t sig);
 /* The reload_ms timer: manifest reload and health check. */
 void lrt_tick(struct loop_timer *t);
 void lrt_refill_later(struct lrt *rt);

@@ -49,11 +49,14 @@ struct lwrite {
     void *arg;
     bool running; /* on a worker */
     int rc;
+    struct mf_set *loaded; /* the directory reloaded after the write, on the worker */
+    uint64_t sig;
     char err[RT_ERR_MAX];
 };
 
 static void lwrite_free(struct lwrite *w)
 {
+    mf_set_free(w->loaded);
     json_decref(w->obj);
     json_decref(w->pull_secret); /* jansson zeroes nothing; the file copy is what is kept */
     free(w);
@@ -76,6 +79,13 @@ static void write_work(void *arg)
                                  w->err, sizeof(w->err))) != 0)
         return;
     w->rc = mf_write_object(overlay, w->kind, w->ns, w->name, w->obj, w->err, sizeof(w->err));
+    if (w->rc != 0)
+        return;
+    /* the reload too, so parsing every manifest never runs on the loop */
+    char lerr[256];
+    if (mf_dir_signature(w->rt->manifests, &w->sig) != 0 ||
+        mf_load_dir(w->rt->manifests, &w->loaded, lerr, sizeof(lerr)) != 0)
+        w->loaded = NULL; /* the loop's forced reload says why */
 }
 
 static void write_next(struct lrt *rt);
@@ -95,7 +105,12 @@ static void write_done(void *arg, int status)
         LOG_WARN("manifest write failed", "error", w->err);
         w->cb(w->arg, w->rc, w->err);
     } else {
-        lrt_load_manifests(rt, true); /* in effect before the answer */
+        /* in effect before the answer */
+        if (w->loaded)
+            lrt_apply_loaded(rt, w->loaded, w->sig);
+        else
+            lrt_load_manifests(rt, true);
+        w->loaded = NULL;
         w->cb(w->arg, 0, NULL);
     }
     lwrite_free(w);

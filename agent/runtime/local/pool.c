@@ -545,7 +545,6 @@ int lrt_load_manifests(struct lrt *rt, bool force)
     struct mf_set *set = NULL;
     char err[512];
     uint64_t sig = 0;
-    int i;
 
     if (mf_dir_signature(rt->manifests, &sig) != 0) {
         if (force)
@@ -560,10 +559,16 @@ int lrt_load_manifests(struct lrt *rt, bool force)
         if (!(set = mf_set_new()))
             return AB_ENOMEM;
     }
-    for (i = 0; i < set->nerrs; i++)
+    lrt_apply_loaded(rt, set, sig);
+    return 0;
+}
+
+void lrt_apply_loaded(struct lrt *rt, struct mf_set *set, uint64_t sig)
+{
+    rt->sig = sig; /* what set was loaded from: a later change reloads again */
+    for (int i = 0; i < set->nerrs; i++)
         LOG_WARN("manifest refused", "error", set->errs[i].text);
     apply_manifests(rt, set);
-    return 0;
 }
 
 void lrt_reload(struct rt *base)
