@@ -25,6 +25,8 @@
 #define LIST_MAX 100
 #define TOKEN_BYTES 24
 #define TIMEOUT_MAX_S (366LL * 24 * 3600)
+#define SCALING_GROUP_KEY "agentbox.scitix.ai/scaling-group"
+#define STATUS_FILTER_MAX 128
 
 static void respond_error(struct http_exchange *ex, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -222,9 +224,10 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     struct create *c = NULL;
     char id[SBXID_MAX + 1], err[RT_ERR_MAX];
     uint8_t raw[TOKEN_BYTES];
-    const char *pool, *ns;
-    json_t *v;
-    int rc;
+    const char *pool, *ns, *g;
+    char group[RT_NAME_MAX + 1] = "";
+    json_t *v, *md = NULL;
+    int rc = AB_EINVAL;
 
     if (!json_is_object(body)) {
         respond_error(ex, 400,
@@ -308,7 +311,27 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     ab_strlcpy(c->name, ref.name, sizeof(c->name));
     o.id = id;
     o.env_vars = json_object_get(body, "envVars");
-    o.metadata = json_object_get(body, "metadata");
+    /* the reserved key picks the Env member's scaling group (reference §4.2),
+     * as on the E2B create; it is not the sandbox's metadata */
+    v = json_object_get(body, "metadata");
+    if (v && !json_is_object(v)) {
+        respond_error(ex, 400, "metadata must be an object of strings");
+        goto out;
+    }
+    if ((g = json_string_value(json_object_get(v, SCALING_GROUP_KEY)))) {
+        if (strlen(g) > RT_NAME_MAX) {
+            respond_error(ex, 400, "metadata '" SCALING_GROUP_KEY "' is longer than %d characters",
+                          RT_NAME_MAX);
+            goto out;
+        }
+        ab_strlcpy(group, g, sizeof(group));
+    }
+    if (v && !(md = json_deep_copy(v))) {
+        respond_error(ex, 503, "out of memory");
+        goto out;
+    }
+    json_object_del(md, SCALING_GROUP_KEY);
+    o.metadata = md;
     o.access_token = c->token;
     o.team = p->team;
     o.owner = p->user;
@@ -316,12 +339,16 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     req.ns = ns;
     req.name = ref.name;
     req.o = o;
+    req.group = group;
     rc = claim_start(&d, &req, create_done, c, err, sizeof(err));
-    if (rc != 0) {
+    if (rc != 0)
         create_refused(ex, n, ns, ref.name, rc, err);
+out:
+    if (c && rc != 0) { /* not handed to the claim: nothing else frees it */
+        explicit_bzero(c->token, sizeof(c->token));
         free(c);
     }
-out:
+    json_decref(md);
     json_decref(body);
 }
 
@@ -338,12 +365,17 @@ struct list_ctx {
     const struct agent_principal *p;
     json_t *items;
     long total, offset, limit;
+    char status[STATUS_FILTER_MAX + 3]; /* ",Running,Starting," or "" for any */
 };
 
 static void list_one(void *arg, const struct rt_sandbox *s)
 {
     struct list_ctx *l = arg;
+    char want[24];
     if (!may_see(l->p, s))
+        return;
+    snprintf(want, sizeof(want), ",%s,", state_name(s->state));
+    if (l->status[0] && !strstr(l->status, want))
         return;
     if (l->total >= l->offset && (long)json_array_size(l->items) < l->limit)
         json_array_append_new(l->items, sandbox_json(s, NULL));
@@ -385,6 +417,15 @@ static void list_authed(struct http_exchange *ex, const struct agent_principal *
     }
     if (http_query_get(r, "poolName", pool, sizeof(pool)) == 0 && pool[0])
         f.env_or_pool = pool;
+    char st[STATUS_FILTER_MAX + 1];
+    int src = http_query_get(r, "status", st, sizeof(st));
+    if (src == AB_ELIMIT) {
+        respond_error(ex, 400, "status is a comma list of at most %d characters",
+                      STATUS_FILTER_MAX);
+        return;
+    }
+    if (src == 0 && st[0])
+        snprintf(l.status, sizeof(l.status), ",%s,", st);
     f.ns = p->admin ? NULL : caller_ns(p, NULL);
     l.items = json_array();
     if (n->d.rt)

@@ -113,6 +113,36 @@ test('native create: unknown pool lists the available ones; an image is refused,
     const img = await direct(stack.key, 'POST', '/v1/sandboxes', { poolName: 'demo', image: 'ubuntu:22.04' });
     nativeError(img, 400, /image overrides need the kube runtime: cluster 'alpha' runs the local runtime/);
     nativeError(await direct(stack.key, 'POST', '/v1/sandboxes', {}), 400, /poolName is required/);
+
+    // the reserved metadata key picks the member's scaling group, and is not kept as metadata
+    const grp = 'agentbox.scitix.ai/scaling-group';
+    const sb = await direct(stack.key, 'POST', '/v1/sandboxes', { poolName: 'demo', metadata: { [grp]: '1c0gi', app: 'x' } });
+    assert.equal(sb.status, 201, sb.text);
+    assert.equal(sb.json.sandbox.poolName, 'demo-1c0gi');
+    assert.deepEqual(sb.json.sandbox.metadata, { app: 'x' });
+    const wrong = await direct(stack.key, 'POST', '/v1/sandboxes', { poolName: 'demo', metadata: { [grp]: '9c9gi' } });
+    assert.ok(wrong.status >= 400 && wrong.status < 500, wrong.text);
+    assert.match(wrong.json.error, /9c9gi/);
+    // list by status (a comma list)
+    const id = sb.json.sandbox.sandboxId;
+    const running = await direct(stack.key, 'GET', '/v1/sandboxes?status=Starting,Running');
+    assert.ok(running.json.items.some((x) => x.sandboxId === id), running.text);
+    const stopping = await direct(stack.key, 'GET', '/v1/sandboxes?status=Stopping');
+    assert.ok(!stopping.json.items.some((x) => x.sandboxId === id), stopping.text);
+    // native timeout: a duration string, 204
+    const to = await direct(stack.key, 'PUT', `/v1/sandboxes/${id}/timeout`, { timeout: '30m' });
+    assert.equal(to.status, 204, to.text);
+    const after = (await direct(stack.key, 'GET', `/v1/sandboxes/${id}`)).json.sandbox;
+    const left = Date.parse(after.expiresAt) - Date.now();
+    assert.ok(left > 29 * 60000 && left <= 30 * 60000 + 5000, `expires in ${left} ms`);
+    nativeError(await direct(stack.key, 'PUT', `/v1/sandboxes/${id}/timeout`, { timeout: 30 }), 400, /duration string/);
+    assert.equal((await direct(stack.key, 'GET', `/v1/sandboxes/${id}/is_ready`)).status, 200);
+    const logs = await direct(stack.key, 'GET', `/v1/sandboxes/${id}/logs?lines=10`);
+    assert.equal(logs.status, 200, logs.text);
+    assert.ok(Array.isArray(logs.json.logs), logs.text);
+    nativeError(await direct(stack.key, 'GET', `/v1/sandboxes/${id}/logs?lines=10001`), 400, /lines must be/);
+    assert.equal((await direct(stack.key, 'DELETE', `/v1/sandboxes/${id}`)).status, 202);
+    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 1 && s.running === 0, 'demo refilled');
 });
 
 test('envs, pools and groups: create, apply, scale, delete with the PUT rules of §4.4', async () => {
