@@ -7,6 +7,7 @@
  *   mgmt.c       /v1/envs/{name}/..., pools, scaling groups, events (put.h: §4.4)
  *   system.c     /ping, templates, clusters, feature gates, quotas, statistics,
  *                sandbox timeout/logs/is_ready
+ *   exec.c       POST /v1/sandboxes/{id}/exec (through envd), exec-token (501)
  *   error.c      the error shape {"error","errorCode","detail"}
  * Owner: struct agent. Loop thread only. */
 #ifndef AGENTBOX_AGENT_NATIVE_H
@@ -80,6 +81,7 @@ int native_whoami_add_routes(struct native *n, char *err, size_t errlen);
 int native_sandboxes_add_routes(struct native *n, char *err, size_t errlen);
 int native_mgmt_add_routes(struct native *n, char *err, size_t errlen);
 int native_system_add_routes(struct native *n, char *err, size_t errlen);
+int native_exec_add_routes(struct native *n, char *err, size_t errlen);
 
 /* error.c: answers {"error": fmt…, "errorCode": code (NULL: by status),
  * "detail": detail (taken; NULL: none)}. */

@@ -12,7 +12,7 @@
  *   PUT /v1/sandboxes/{id}/timeout     {timeout:"30m"} ("0" removes it) → 204
  *   GET /v1/sandboxes/{id}/logs        ?lines=0..10000 → {logs:[{timestamp,line}]}
  *   GET /v1/sandboxes/{id}/is_ready    deprecated: 200 Running / 503
- *   POST /v1/sandboxes/{id}/exec-token, /exec: 501 (not built on this agent)
+ *   (exec and exec-token: exec.c)
  *
  * Loop thread only; the log read runs on a loop worker. */
 #include "agent/native/native.h"
@@ -307,19 +307,6 @@ static void logs_authed(struct http_exchange *ex, const struct agent_principal *
     }
 }
 
-static void exec_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
-{
-    struct native *n = arg;
-    struct rt_sandbox s;
-
-    if (!own_sandbox(ex, n, p, &s))
-        return;
-    native_error(ex, 501, NULL, NULL,
-                 "%s is not built on cluster '%s' yet: run commands through the sandbox's envd "
-                 "on the data plane (the E2B SDK's commands.run)",
-                 strstr(http_req(ex)->path, "exec-token") ? "exec-token" : "exec", n->d.cluster);
-}
-
 /* ---- routes -------------------------------------------------------------------------------- */
 
 #define AUTHED(fn)                                                                                 \
@@ -338,7 +325,6 @@ AUTHED(stats)
 AUTHED(timeout)
 AUTHED(ready)
 AUTHED(logs)
-AUTHED(exec)
 
 int native_system_add_routes(struct native *n, char *err, size_t errlen)
 {
@@ -355,8 +341,6 @@ int native_system_add_routes(struct native *n, char *err, size_t errlen)
         {"PUT", "/v1/sandboxes/{id}/timeout", h_timeout, n, 0},
         {"GET", "/v1/sandboxes/{id}/is_ready", h_ready, n, 0},
         {"GET", "/v1/sandboxes/{id}/logs", h_logs, n, 0},
-        {"POST", "/v1/sandboxes/{id}/exec-token", h_exec, n, 0},
-        {"POST", "/v1/sandboxes/{id}/exec", h_exec, n, 0},
     };
     return native_add(n, routes, AB_ARRAY_LEN(routes), err, errlen);
 }

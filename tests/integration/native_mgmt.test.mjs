@@ -141,6 +141,16 @@ test('native create: unknown pool lists the available ones; an image is refused,
     assert.equal(logs.status, 200, logs.text);
     assert.ok(Array.isArray(logs.json.logs), logs.text);
     nativeError(await direct(stack.key, 'GET', `/v1/sandboxes/${id}/logs?lines=10001`), 400, /lines must be/);
+    // exec (deprecated in the seed, still served): through the sandbox's envd
+    const ex = await direct(stack.key, 'POST', `/v1/sandboxes/${id}/exec`, { command: 'echo out; echo err >&2; exit 3' });
+    assert.equal(ex.status, 200, ex.text);
+    assert.deepEqual(ex.json, { exitCode: 3, stdout: 'out\n', stderr: 'err\n' });
+    nativeError(await direct(stack.key, 'POST', `/v1/sandboxes/${id}/exec`, { command: '' }), 400, /command is required/);
+    nativeError(await direct(stack.key, 'POST', `/v1/sandboxes/${id}/exec`, { command: 'true', timeoutSeconds: 301 }), 400,
+        /timeoutSeconds must be an integer from 1 to 300/);
+    nativeError(await direct(stack.key, 'POST', `/v1/sandboxes/${id}/exec-token`), 501, /terminal WebSocket/);
+    const stranger = await createKey(stack.pg.url, 'z', 'z');
+    nativeError(await direct(stranger.token, 'POST', `/v1/sandboxes/${id}/exec`, { command: 'id' }), 404, /not found/);
     assert.equal((await direct(stack.key, 'DELETE', `/v1/sandboxes/${id}`)).status, 202);
     await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 1 && s.running === 0, 'demo refilled');
 });
