@@ -574,7 +574,7 @@ static void group_get(struct http_exchange *ex, const struct agent_principal *p,
     const char *gname = http_param(ex, "group");
     struct found f;
     char ns[64];
-    json_t *env = env_of_request(n, ex, p, &f, ns, sizeof(ns)), *items, *g;
+    json_t *env = env_of_request(n, ex, p, &f, ns, sizeof(ns)), *items, *g, *hit = NULL;
     size_t i;
 
     if (!env)
@@ -582,14 +582,17 @@ static void group_get(struct http_exchange *ex, const struct agent_principal *p,
     items = groups_of(n, env);
     json_array_foreach(items, i, g)
     {
-        if (!strcmp(json_string_value(json_object_get(g, "name")), gname))
+        const char *name = json_string_value(json_object_get(g, "name"));
+        if (name && !strcmp(name, gname)) {
+            hit = g;
             break;
+        }
     }
-    if (i < json_array_size(items)) {
-        json_t *editable = json_deep_copy(g);
+    if (hit) {
+        json_t *editable = json_deep_copy(hit);
         json_object_del(editable, "name");
         json_object_del(editable, "members");
-        http_respond_json(ex, 200, json_pack("{s:O,s:o}", "group", g, "editable", editable));
+        http_respond_json(ex, 200, json_pack("{s:O,s:o}", "group", hit, "editable", editable));
     } else {
         native_error(ex, 404, NULL, NULL,
                      "scaling group '%.64s' is declared by no member of env '%s'", gname,
