@@ -50,14 +50,21 @@ bool native_gate(struct http_exchange *ex, const struct agent_principal *p, cons
     return true;
 }
 
+const char *native_env_ns(const struct agent_principal *p, const char *asked)
+{
+    /* a tenant's own namespace whatever it asks for: envs of other namespaces
+     * do not exist for it (answered 404, never 403, so none can be probed) */
+    if (!p->admin)
+        return p->namespace[0] ? p->namespace : "default";
+    return asked && asked[0] ? asked : "default";
+}
+
 const char *native_caller_ns(struct http_exchange *ex, const struct agent_principal *p, char *buf,
                              size_t len)
 {
-    if (!p->admin)
-        return p->namespace[0] ? p->namespace : "default";
-    if (http_query_get(http_req(ex), "namespace", buf, len) == 0 && buf[0])
-        return buf;
-    return "default";
+    if (http_query_get(http_req(ex), "namespace", buf, len) != 0)
+        buf[0] = 0;
+    return native_env_ns(p, buf);
 }
 
 static void iso_time(int64_t ms, char *out, size_t len)

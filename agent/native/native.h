@@ -95,8 +95,10 @@ struct agent_principal;
  * yet: it lets every caller through (true). When it refuses it has answered
  * ex itself (428 APPROVAL_REQUIRED / 403 FORBIDDEN_FOR_AGENT). */
 bool native_gate(struct http_exchange *ex, const struct agent_principal *p, const char *op);
-/* The namespace a caller's management request acts in: a tenant's own; an
- * admin's ?namespace= or "default". */
+/* The namespace a management request acts in — the one boundary between
+ * tenants' envs: a tenant's own whatever it asks; an admin's asked one or
+ * "default". native_caller_ns takes asked from ?namespace= (buf holds it). */
+const char *native_env_ns(const struct agent_principal *p, const char *asked);
 const char *native_caller_ns(struct http_exchange *ex, const struct agent_principal *p, char *buf,
                              size_t len);
 /* Records an env event (mgmt.c). */

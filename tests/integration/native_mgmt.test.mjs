@@ -250,7 +250,11 @@ test('envs, pools and groups: create, apply, scale, delete with the PUT rules of
     const other = await createKey(stack.pg.url, 'x', 'y');
     nativeError(await direct(other.token, 'GET', '/v1/envs/web'), 404, /not found in namespace 't-x-y'/);
     nativeError(await direct(other.token, 'PUT', '/v1/envs/web/sandboxpools/web-1c0gi', { replicas: 0 }), 404);
+    nativeError(await direct(other.token, 'DELETE', '/v1/envs/web?namespace=default'), 404, /not found in namespace 't-x-y'/);
+    nativeError(await direct(other.token, 'PUT', '/v1/envs/web?namespace=default', editable), 404);
+    nativeError(await direct(other.token, 'DELETE', '/v1/envs/web/sandboxpools/web-1c0gi?namespace=default'), 404);
     assert.equal((await poolStatus(alpha, 'web-1c0gi')).idle, 2, 'a stranger scaled nothing');
+    assert.equal((await direct(stack.key, 'GET', '/v1/envs/web')).status, 200, 'nor deleted it');
 
     // abx delete pools, then envs
     const pdel = await direct(stack.key, 'DELETE', '/v1/envs/web/sandboxpools/web-1c0gi');

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/auth.h"
+#include "agent/native/native.h"
 #include "agent/native/put.h"
 #include "agent/runtime/local/manifest.h"
 #include "agentbox/common.h"
@@ -394,6 +396,29 @@ static void test_overlay_newer_file_wins(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The namespace boundary of the management API: allowed and refused. */
+static void test_env_namespace_boundary(void **state)
+{
+    struct agent_principal t, a;
+    (void)state;
+    memset(&t, 0, sizeof(t));
+    memset(&a, 0, sizeof(a));
+    snprintf(t.namespace, sizeof(t.namespace), "t-ml-ada");
+    a.admin = true;
+    const struct {
+        const struct agent_principal *p;
+        const char *asked, *want;
+    } cases[] = {
+        {&t, NULL, "t-ml-ada"},       {&t, "default", "t-ml-ada"}, /* a tenant cannot pick */
+        {&t, "t-ml-bob", "t-ml-ada"}, {&t, "", "t-ml-ada"},         {&a, NULL, "default"},
+        {&a, "", "default"},          {&a, "t-ml-bob", "t-ml-bob"},
+    };
+    for (size_t i = 0; i < AB_ARRAY_LEN(cases); i++)
+        assert_string_equal(native_env_ns(cases[i].p, cases[i].asked), cases[i].want);
+    memset(t.namespace, 0, sizeof(t.namespace)); /* a key without a namespace: default */
+    assert_string_equal(native_env_ns(&t, "x"), "default");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -406,6 +431,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_groups_desired_state_and_gc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overlay_newer_file_wins, setup, teardown),
+        cmocka_unit_test(test_env_namespace_boundary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
