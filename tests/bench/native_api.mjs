@@ -1,7 +1,8 @@
 // Benchmark: native management API latency at 1,000 envs (issue 16): list
 // (GET /v1/envs), get (GET /v1/envs/{name}) and put (PUT /v1/envs/{name},
 // the desired-state write: validated, written to the overlay on a worker,
-// then the manifests reloaded and reconciled before the answer).
+// the set in use updated in memory (a full reload only when the directory
+// changed meanwhile) and the pools reconciled before the answer).
 //
 // The envs are seeded as YAML (one file, 1,000 documents, no member pools so
 // no sandboxes start); a GET /ping round trip on the same listener is the
@@ -65,7 +66,7 @@ try {
     row('get GET /v1/envs/{name}', get);
     row('put PUT /v1/envs/{name}', put);
     console.log(`get/ping p50 ratio ${(quantile(get, 0.5) / quantile(ping, 0.5)).toFixed(1)}x; ` +
-        'a put includes the overlay write (fsync) and a full manifest reload');
+        'a put includes the overlay write (fsync), the set updated in memory and the pools reconciled');
 } finally {
     await stack.stop();
     fs.rmSync(dir, { recursive: true, force: true });

@@ -368,7 +368,8 @@ static void test_overlay_newer_file_wins(void **state)
              "\"spec\":{\"replicas\":3,\"templateName\":\"envd\"}}");
     assert_int_equal(mf_validate_json(obj, &v, err, sizeof(err)), 0);
     mf_set_free(v);
-    assert_int_equal(mf_write_object(overlay, MF_POOL, "default", "p", obj, err, sizeof(err)), 0);
+    assert_int_equal(mf_write_object(overlay, MF_POOL, "default", "p", obj, NULL, err, sizeof(err)),
+                     0);
     assert_int_equal(replicas_of(dir), 3);
 
     /* a hand edit made later takes the object back */
@@ -379,7 +380,8 @@ static void test_overlay_newer_file_wins(void **state)
     assert_int_equal(replicas_of(dir), 5);
 
     /* a delete through the API hides the seed object until its file changes */
-    assert_int_equal(mf_write_object(overlay, MF_POOL, "default", "p", NULL, err, sizeof(err)), 0);
+    assert_int_equal(
+        mf_write_object(overlay, MF_POOL, "default", "p", NULL, NULL, err, sizeof(err)), 0);
     snprintf(path, sizeof(path), "%s/pool.default.p.deleted", overlay);
     write_file(path, "", now + 200);
     assert_int_equal(replicas_of(dir), -1);

@@ -185,10 +185,11 @@ int mf_load_dir(const char *dir, struct mf_set **out, char *err, size_t errlen);
 /* "<manifests>/.agentbox-api". AB_ELIMIT when it does not fit. */
 int mf_overlay_dir(const char *manifests, char *out, size_t outlen);
 /* Writes obj (a whole manifest object) for kind/ns/name atomically, or
- * with obj NULL deletes it (a tombstone, so a seed object stays deleted).
+ * with obj NULL deletes it (a tombstone, so a seed object stays deleted);
+ * *mtime_ns (may be NULL) gets the written file's modification time.
  * 0, AB_EIO / AB_ELIMIT / AB_ENOMEM with err naming the file. */
 int mf_write_object(const char *overlay, enum mf_kind kind, const char *ns, const char *name,
-                    const json_t *obj, char *err, size_t errlen);
+                    const json_t *obj, int64_t *mtime_ns, char *err, size_t errlen);
 /* Keeps (secret non-NULL, written 0600) or removes an Env's imagePullSecret. */
 int mf_write_secret(const char *overlay, const char *ns, const char *env, const json_t *secret,
                     char *err, size_t errlen);

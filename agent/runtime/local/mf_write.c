@@ -112,8 +112,9 @@ static int remove_file(const char *path, char *err, size_t errlen)
 }
 
 int mf_write_object(const char *overlay, enum mf_kind kind, const char *ns, const char *name,
-                    const json_t *obj, char *err, size_t errlen)
+                    const json_t *obj, int64_t *mtime_ns, char *err, size_t errlen)
 {
+    struct stat st;
     char path[MF_PATH_MAX], tomb[MF_PATH_MAX];
     char *text;
     int rc;
@@ -129,6 +130,8 @@ int mf_write_object(const char *overlay, enum mf_kind kind, const char *ns, cons
         /* the tombstone first: a crash between the two leaves the object deleted */
         if ((rc = write_atomic(overlay, tomb, "", 0, 0600, err, errlen)) != 0)
             return rc;
+        if (mtime_ns && stat(tomb, &st) == 0)
+            *mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
         return remove_file(path, err, errlen);
     }
     /* JSON is YAML: the seed's parser reads these files as it reads the operator's */
@@ -138,6 +141,8 @@ int mf_write_object(const char *overlay, enum mf_kind kind, const char *ns, cons
     }
     rc = write_atomic(overlay, path, text, strlen(text), 0644, err, errlen);
     free(text);
+    if (rc == 0 && mtime_ns && stat(path, &st) == 0)
+        *mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
     if (rc == 0)
         rc = remove_file(tomb, err, errlen);
     return rc;

@@ -49,14 +49,18 @@ struct lwrite {
     void *arg;
     bool running; /* on a worker */
     int rc;
-    struct mf_set *loaded; /* the directory reloaded after the write, on the worker */
-    uint64_t sig;
+    struct mf_object *parsed; /* the validated object (NULL: a delete), for the in-memory update */
+    uint64_t sig_seen;        /* rt->sig when the write went to the worker */
+    uint64_t sig_before, sig_after;
+    int64_t mtime_ns;      /* of the file written */
+    struct mf_set *loaded; /* a full reload on the worker, when something else changed too */
     char err[RT_ERR_MAX];
 };
 
 static void lwrite_free(struct lwrite *w)
 {
     mf_set_free(w->loaded);
+    mf_object_free(w->parsed);
     json_decref(w->obj);
     json_decref(w->pull_secret); /* jansson zeroes nothing; the file copy is what is kept */
     free(w);
@@ -78,14 +82,64 @@ static void write_work(void *arg)
                                  w->obj && w->secret == RT_SECRET_SET ? w->pull_secret : NULL,
                                  w->err, sizeof(w->err))) != 0)
         return;
-    w->rc = mf_write_object(overlay, w->kind, w->ns, w->name, w->obj, w->err, sizeof(w->err));
-    if (w->rc != 0)
+    if (mf_dir_signature(w->rt->manifests, &w->sig_before) != 0)
+        w->sig_before = ~w->sig_seen;
+    w->rc = mf_write_object(overlay, w->kind, w->ns, w->name, w->obj, &w->mtime_ns, w->err,
+                            sizeof(w->err));
+    if (w->rc != 0 || mf_dir_signature(w->rt->manifests, &w->sig_after) != 0)
         return;
-    /* the reload too, so parsing every manifest never runs on the loop */
-    char lerr[256];
-    if (mf_dir_signature(w->rt->manifests, &w->sig) != 0 ||
-        mf_load_dir(w->rt->manifests, &w->loaded, lerr, sizeof(lerr)) != 0)
-        w->loaded = NULL; /* the loop's forced reload says why */
+    /* Nothing else changed since the set in use was loaded: the loop updates
+     * that set in memory (this object replaced or removed), which is what a
+     * reload would give. Otherwise a full reload, here: parsing every
+     * manifest never runs on the loop. */
+    if (w->sig_before != w->sig_seen) {
+        char lerr[256];
+        if (mf_load_dir(w->rt->manifests, &w->loaded, lerr, sizeof(lerr)) != 0)
+            w->loaded = NULL; /* the loop's forced reload says why */
+    }
+}
+
+/* The set in use with w applied (ownership of every object moves to the new
+ * set), or NULL when only a full reload can tell (a seed file newer than the
+ * write wins there). */
+static struct mf_set *set_with(struct lrt *rt, struct lwrite *w)
+{
+    struct mf_set *old = rt->set, *s;
+    bool kept_secret = false;
+    int i;
+
+    for (i = 0; old && i < old->nobjs; i++) {
+        const struct mf_object *o = old->objs[i];
+        if (o->kind == w->kind && !strcmp(o->name, w->name) &&
+            (w->kind == MF_TEMPLATE || !strcmp(o->ns, w->ns))) {
+            if (!o->from_api && o->mtime_ns > w->mtime_ns)
+                return NULL;
+            kept_secret = o->pull_secret;
+        }
+    }
+    if (!(s = mf_set_new()))
+        return NULL;
+    for (i = 0; old && i < old->nobjs; i++) {
+        struct mf_object *o = old->objs[i];
+        if (o->kind == w->kind && !strcmp(o->name, w->name) &&
+            (w->kind == MF_TEMPLATE || !strcmp(o->ns, w->ns)))
+            mf_object_free(o);
+        else if (mf_set_push_object(s, o) != 0)
+            mf_object_free(o);
+    }
+    if (old)
+        old->nobjs = 0; /* its objects are s's now */
+    if (w->parsed) {
+        w->parsed->from_api = true;
+        w->parsed->mtime_ns = w->mtime_ns;
+        w->parsed->pull_secret = w->secret == RT_SECRET_SET    ? true
+                                 : w->secret == RT_SECRET_KEEP ? kept_secret
+                                                               : false;
+        if (mf_set_push_object(s, w->parsed) == 0)
+            w->parsed = NULL;
+    }
+    mf_set_check(s);
+    return s;
 }
 
 static void write_next(struct lrt *rt);
@@ -106,11 +160,15 @@ static void write_done(void *arg, int status)
         w->cb(w->arg, w->rc, w->err);
     } else {
         /* in effect before the answer */
-        if (w->loaded)
-            lrt_apply_loaded(rt, w->loaded, w->sig);
-        else
-            lrt_load_manifests(rt, true);
-        w->loaded = NULL;
+        struct mf_set *s = NULL;
+        if (w->loaded) {
+            lrt_apply_loaded(rt, w->loaded, w->sig_after);
+            w->loaded = NULL;
+        } else if (rt->sig == w->sig_seen && (s = set_with(rt, w)) != NULL) {
+            lrt_apply_loaded(rt, s, w->sig_after);
+        } else {
+            lrt_load_manifests(rt, true); /* rare: a reload or an edit raced the write */
+        }
         w->cb(w->arg, 0, NULL);
     }
     lwrite_free(w);
@@ -125,6 +183,7 @@ static void write_next(struct lrt *rt)
     if (!w || w->running)
         return; /* idle, or the head is already on a worker */
     w->running = true;
+    w->sig_seen = rt->sig;
     if (loop_submit(rt->loop, write_work, write_done, w) != 0) {
         /* queue full: do it here rather than refuse a write already accepted */
         write_work(w);
@@ -167,15 +226,23 @@ int lrt_object_write(struct rt *base, const struct rt_write *in, rt_write_cb cb,
             mf_set_free(v);
             return AB_EINVAL;
         }
-        mf_set_free(v);
     }
     if (rt->writes >= LRT_WRITES_MAX) {
+        mf_set_free(v);
         snprintf(err, errlen, "%d manifest writes are already waiting; try again", rt->writes);
         return AB_EBUSY;
     }
     if (!(w = calloc(1, sizeof(*w)))) {
+        mf_set_free(v);
         snprintf(err, errlen, "out of memory");
         return AB_ENOMEM;
+    }
+    if (v) { /* the parsed object itself goes into the set after the write */
+        snprintf(v->objs[0]->file, sizeof(v->objs[0]->file), "%s/" MF_OVERLAY_NAME,
+                 rt->manifests); /* where errors about it should point */
+        w->parsed = v->objs[0];
+        v->nobjs = 0;
+        mf_set_free(v);
     }
     w->rt = rt;
     w->kind = k;
