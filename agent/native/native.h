@@ -101,6 +101,8 @@ bool native_gate(struct http_exchange *ex, const struct agent_principal *p, cons
 const char *native_env_ns(const struct agent_principal *p, const char *asked);
 const char *native_caller_ns(struct http_exchange *ex, const struct agent_principal *p, char *buf,
                              size_t len);
+/* Whether p may see a SandboxTemplate with this spec (system.c). */
+bool native_template_visible(const struct agent_principal *p, const json_t *spec);
 /* Records an env event (mgmt.c). */
 void native_event_add(struct native *n, const char *ns, const char *env, const char *reason,
                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -43,15 +43,47 @@ static void h_ping(struct http_exchange *ex, void *arg)
 /* ---- templates ----------------------------------------------------------------------------- */
 
 struct tpl_ctx {
+    const struct agent_principal *p;
     json_t *items;
 };
+
+/* Reference §6.1: visibility.rules[] = {team, users[]}, AND inside a rule,
+ * OR across rules, no rules = public; admins see every template. */
+bool native_template_visible(const struct agent_principal *p, const json_t *spec)
+{
+    const json_t *rules = json_object_get(json_object_get(spec, "visibility"), "rules"), *r, *u;
+    size_t i, j;
+
+    if (p->admin || json_array_size(rules) == 0)
+        return true;
+    json_array_foreach(rules, i, r)
+    {
+        const char *team = json_string_value(json_object_get(r, "team"));
+        const json_t *users = json_object_get(r, "users");
+        bool user_ok = json_array_size(users) == 0;
+        if (team && team[0] && strcmp(team, p->team) != 0)
+            continue;
+        json_array_foreach(users, j, u)
+        {
+            if (json_is_string(u) && !strcmp(json_string_value(u), p->user))
+                user_ok = true;
+        }
+        if (user_ok && ((team && team[0]) || json_array_size(users) > 0))
+            return true;
+    }
+    return false;
+}
 
 static void tpl_one(void *arg, const struct rt_object *o)
 {
     struct tpl_ctx *c = arg;
     const json_t *spec = json_object_get(o->obj, "spec");
     const json_t *meta = json_object_get(o->obj, "metadata");
-    json_t *t = json_pack("{s:s}", "name", o->name);
+    json_t *t;
+
+    if (!native_template_visible(c->p, spec))
+        return; /* as if it were not there */
+    t = json_pack("{s:s}", "name", o->name);
 
     static const char *const fields[] = {"version", "description", "runtimes", "idleImage",
                                          "visibility"};
@@ -68,9 +100,8 @@ static void templates_authed(struct http_exchange *ex, const struct agent_princi
 {
     struct native *n = arg;
     const char *name = http_param(ex, "name");
-    struct tpl_ctx c = {json_array()};
+    struct tpl_ctx c = {p, json_array()};
 
-    (void)p;
     if (n->d.rt)
         rt_objects(n->d.rt, RT_OBJ_TEMPLATE, NULL, name, tpl_one, &c);
     if (!name) {

@@ -421,6 +421,30 @@ static void test_env_namespace_boundary(void **state)
     assert_string_equal(native_env_ns(&t, "x"), "default");
 }
 
+static void test_template_visibility(void **state)
+{
+    struct agent_principal ada, bob, root;
+    (void)state;
+    memset(&ada, 0, sizeof(ada));
+    snprintf(ada.team, sizeof(ada.team), "ml");
+    snprintf(ada.user, sizeof(ada.user), "ada");
+    bob = ada;
+    snprintf(bob.user, sizeof(bob.user), "bob");
+    memset(&root, 0, sizeof(root));
+    root.admin = true;
+    json_t *pub = js("{}");
+    json_t *team = js("{\"visibility\":{\"rules\":[{\"team\":\"ml\"}]}}");
+    json_t *only_ada = js("{\"visibility\":{\"rules\":[{\"team\":\"ml\",\"users\":[\"ada\"]}]}}");
+    json_t *other = js("{\"visibility\":{\"rules\":[{\"team\":\"web\"},{\"users\":[\"bob\"]}]}}");
+    assert_true(native_template_visible(&bob, pub));
+    assert_true(native_template_visible(&bob, team));
+    assert_true(native_template_visible(&ada, only_ada));
+    assert_false(native_template_visible(&bob, only_ada)); /* AND inside a rule */
+    assert_false(native_template_visible(&ada, other));
+    assert_true(native_template_visible(&bob, other)); /* OR across rules */
+    assert_true(native_template_visible(&root, only_ada));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,6 +458,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overlay_newer_file_wins, setup, teardown),
         cmocka_unit_test(test_env_namespace_boundary),
+        cmocka_unit_test_setup_teardown(test_template_visibility, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
