@@ -402,6 +402,13 @@ static json_t *env_of_request(struct native *n, struct http_exchange *ex,
 
     if (in != ns)
         ab_strlcpy(ns, in, nslen);
+    if (!rt_has(n->d.rt, RT_CAP_MANIFEST_WRITE)) {
+        /* not "not found": the env may well exist, this runtime cannot show it */
+        native_error(ex, 501, NULL, NULL,
+                     "the %s runtime of cluster '%s' does not serve env objects yet",
+                     n->d.rt ? n->d.rt->kind : "absent", n->d.cluster);
+        return NULL;
+    }
     if (!(env = find_env(n, ns, name, f)))
         native_error(ex, 404, NULL, NULL, "env '%.64s' not found in namespace '%s' on cluster '%s'",
                      name, ns, n->d.cluster);
