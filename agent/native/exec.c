@@ -184,6 +184,24 @@ static void on_error(struct http_client *c, int err, const char *msg, void *arg)
 static const struct http_client_handler exec_handler = {
     .on_head = on_head, .on_data = on_data, .on_end = on_end, .on_error = on_error};
 
+/* The sandbox {id} for p into *s, or false having answered 404 (someone
+ * else's sandbox does not exist for p: native_may_touch). */
+static bool own_sandbox(struct http_exchange *ex, struct native *n, const struct agent_principal *p,
+                        struct rt_sandbox *s)
+{
+    memset(s, 0, sizeof(*s));
+    if (n->d.rt && rt_get(n->d.rt, http_param(ex, "id"), s) == 0) {
+        json_decref(s->metadata);
+        s->metadata = NULL;
+        if (native_may_touch(p, s->ns, s->team, s->owner))
+            return true;
+        explicit_bzero(s->envd_token, sizeof(s->envd_token));
+    }
+    native_error(ex, 404, NULL, NULL, "sandbox '%.80s' not found on cluster '%s'",
+                 http_param(ex, "id"), n->d.cluster);
+    return false;
+}
+
 static void exec_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
     struct native *n = arg;
@@ -191,19 +209,15 @@ static void exec_authed(struct http_exchange *ex, const struct agent_principal *
     json_t *body = json_loadb(r->body, r->body_len, 0, NULL), *t, *req = NULL;
     const char *cmd = json_string_value(json_object_get(body, "command"));
     int64_t timeout = EXEC_TIMEOUT_DEFAULT_S;
-    struct rt_sandbox s;
+    struct rt_sandbox s = {0};
     struct exec *x = NULL;
     char *msg = NULL, tmo[32];
     size_t mlen;
 
     if (!native_gate(ex, p, "sandbox.exec"))
         goto out;
-    if (!n->d.rt || rt_get(n->d.rt, http_param(ex, "id"), &s) != 0 ||
-        (json_decref(s.metadata), !native_may_touch(p, s.ns, s.team, s.owner))) {
-        native_error(ex, 404, NULL, NULL, "sandbox '%.80s' not found on cluster '%s'",
-                     http_param(ex, "id"), n->d.cluster);
+    if (!own_sandbox(ex, n, p, &s))
         goto out;
-    }
     if (!cmd || !cmd[0] || strlen(cmd) > EXEC_COMMAND_MAX) {
         native_error(ex, 400, NULL, NULL,
                      "command is required (a shell command of at most %d bytes)", EXEC_COMMAND_MAX);
@@ -268,12 +282,9 @@ static void token_authed(struct http_exchange *ex, const struct agent_principal 
 
     if (!native_gate(ex, p, "sandbox.execToken"))
         return;
-    if (!n->d.rt || rt_get(n->d.rt, http_param(ex, "id"), &s) != 0 ||
-        (json_decref(s.metadata), !native_may_touch(p, s.ns, s.team, s.owner))) {
-        native_error(ex, 404, NULL, NULL, "sandbox '%.80s' not found on cluster '%s'",
-                     http_param(ex, "id"), n->d.cluster);
+    if (!own_sandbox(ex, n, p, &s))
         return;
-    }
+    explicit_bzero(s.envd_token, sizeof(s.envd_token));
     native_error(ex, 501, NULL, NULL,
                  "exec tokens open the terminal WebSocket, which cluster '%s' does not serve; "
                  "use POST /v1/sandboxes/%s/exec or the SDK's commands.run",
