@@ -386,6 +386,33 @@ static void test_overlay_newer_file_wins(void **state)
     write_file(path, "", now + 200);
     assert_int_equal(replicas_of(dir), -1);
 
+    /* the document kept as JSON reads back the same: YAML 1.1 booleans,
+     * integers, quoted numbers stay strings */
+    assert_int_equal(mf_validate_json(js("{\"apiVersion\":\"agents.navix.sh/v1alpha1\","
+                                         "\"kind\":\"SandboxPool\",\"metadata\":{\"name\":\"q\"},"
+                                         "\"spec\":{\"replicas\":1}}"),
+                                      &v, err, sizeof(err)),
+                     0);
+    mf_set_free(v);
+    struct mf_set *y = mf_set_new();
+    static const char yaml[] = "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxPool\n"
+                               "metadata: {name: q, labels: {a: \"3\"}}\n"
+                               "spec: {replicas: 2, networkPolicy: {disableEgress: yes}}\n";
+    assert_int_equal(mf_parse_buffer(y, "y", yaml, strlen(yaml)), 0);
+    assert_int_equal(y->nobjs, 1);
+    json_t *raw = y->objs[0]->raw;
+    assert_true(json_is_true(json_object_get(
+        json_object_get(json_object_get(raw, "spec"), "networkPolicy"), "disableEgress")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(raw, "spec"), "replicas")),
+                     2);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_object_get(raw, "metadata"), "labels"), "a")),
+                        "3");
+    assert_int_equal(mf_validate_json(raw, &v, err, sizeof(err)), 0);
+    assert_true(v->objs[0]->u.pool.disable_egress);
+    mf_set_free(v);
+    mf_set_free(y);
+
     /* validation is the seed parser's, without the file prefix */
     json_object_set_new(json_object_get(obj, "spec"), "replicas", json_string("many"));
     assert_int_equal(mf_validate_json(obj, &v, err, sizeof(err)), AB_EINVAL);

@@ -145,7 +145,7 @@ static yaml_node_t *root_get(yaml_document_t *doc, yaml_node_t *root, const char
 
 #define RAW_DEPTH_MAX 64
 
-/* A plain scalar as YAML 1.1 reads it: null, bool, integer, else a string.
+/* A plain scalar as YAML 1.1 reads it: null, bool (yes/on too), integer, else a string.
  * Quoted scalars are always strings (so "3" stays "3"). */
 static json_t *raw_scalar(const yaml_node_t *n)
 {
@@ -157,10 +157,17 @@ static json_t *raw_scalar(const yaml_node_t *n)
         return json_string(v);
     if (mfw_is_null(n))
         return json_null();
-    if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "TRUE"))
-        return json_true();
-    if (!strcmp(v, "false") || !strcmp(v, "False") || !strcmp(v, "FALSE"))
-        return json_false();
+    /* the words mfw_bool takes, so a written-back document reads the same */
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
+                                      "YES",  "on",   "On",   "ON"};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No",
+                                     "NO",    "off",   "Off",   "OFF"};
+    for (size_t i = 0; i < AB_ARRAY_LEN(yes); i++) {
+        if (!strcmp(v, yes[i]))
+            return json_true();
+        if (!strcmp(v, no[i]))
+            return json_false();
+    }
     if ((v[0] >= '0' && v[0] <= '9') || ((v[0] == '-' || v[0] == '+') && v[1])) {
         x = strtoll(v, &end, 10);
         if (!*end && (v[0] != '0' || !v[1]))
