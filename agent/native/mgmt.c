@@ -158,9 +158,9 @@ static json_t *pool_json(const char *ns, const char *env, const json_t *member,
     char gbuf[128];
     json_t *o;
 
-    o = json_pack("{s:s,s:s,s:s,s:s,s:O}", "name", name ? name : "", "namespace", ns, "env", env,
+    o = json_pack("{s:s,s:s,s:s,s:s,s:o}", "name", name ? name : "", "namespace", ns, "env", env,
                   "scalingGroup", native_member_group(member, env, gbuf, sizeof(gbuf)), "config",
-                  cfg ? cfg : json_object());
+                  cfg ? json_deep_copy(cfg) : json_object());
     if (json_object_get(spec, "replicas"))
         json_object_set(o, "replicas", json_object_get(spec, "replicas"));
     if (json_object_get(cfg, "minReplicas"))
@@ -222,12 +222,12 @@ static json_t *env_answer(struct native *n, const json_t *raw, bool from_api, bo
         json_object_get(editable, "annotations"), "pools", pools, "source",
         from_api ? "api" : "manifest", "status", "memberCount", (int)json_array_size(pools),
         "idleReplicas", idle, "runningReplicas", running);
-    json_object_set(env, "clusters",
-                    json_object_get(spec, "clusters") ? json_object_get(spec, "clusters")
-                                                      : json_array());
-    json_object_set(env, "autoscaling",
-                    json_object_get(spec, "autoscaling") ? json_object_get(spec, "autoscaling")
-                                                         : json_object());
+    /* copies: the caller frees raw, the answer outlives nothing of it */
+    json_t *clusters = json_object_get(spec, "clusters");
+    json_t *autoscaling = json_object_get(spec, "autoscaling");
+    json_object_set_new(env, "clusters", clusters ? json_deep_copy(clusters) : json_array());
+    json_object_set_new(env, "autoscaling",
+                        autoscaling ? json_deep_copy(autoscaling) : json_object());
     return json_pack("{s:o,s:o}", "env", env, "editable", editable);
 }
 
@@ -306,13 +306,11 @@ static void answer_after(struct pending *w)
                                     "namespace", w->ns, "status", "Terminating"));
         break;
     case AFTER_GROUP: {
-        json_t *g = env ? native_env_group(env, w->item) : NULL;
-        json_t *editable = g ? json_deep_copy(g) : json_object();
+        json_t *pol = env ? native_env_group(env, w->item) : NULL;
+        json_t *g = pol ? json_deep_copy(pol) : json_pack("{s:s}", "name", w->item);
+        json_t *editable = json_deep_copy(g);
         json_object_del(editable, "name");
-        http_respond_json(w->ex, 200,
-                          json_pack("{s:O,s:o}", "group",
-                                    g ? g : json_pack("{s:s}", "name", w->item), "editable",
-                                    editable));
+        http_respond_json(w->ex, 200, json_pack("{s:o,s:o}", "group", g, "editable", editable));
         break;
     }
     case AFTER_GROUP_DELETED:
@@ -530,7 +528,7 @@ static void autoscaling_get(struct http_exchange *ex, const struct agent_princip
     if (!env)
         return;
     as = json_object_get(json_object_get(env, "spec"), "autoscaling");
-    http_respond_json(ex, 200, json_pack("{s:O}", "spec", as ? as : json_object()));
+    http_respond_json(ex, 200, json_pack("{s:o}", "spec", as ? json_deep_copy(as) : json_object()));
     json_decref(env);
 }
 
