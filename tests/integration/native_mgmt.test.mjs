@@ -323,12 +323,18 @@ test('writes persist across an agent restart; the YAML directory stays the seed'
     assert.equal(fs.readFileSync(seedFile, 'utf8'), seedText);
     await waitPool(alpha, 'kept-1c0gi', (s) => s.idle === 2, 'kept warm');
 
-    const restart = async () => {
-        process.kill(alpha.proc.pid, 'SIGKILL');
-        await alpha.proc.exited;
+    const restart = async ({ graceful = false } = {}) => {
+        if (graceful) {
+            // a clean exit runs LeakSanitizer over everything the API calls above allocated
+            await alpha.proc.stop();
+            assert.doesNotMatch(alpha.proc.logs(), /LeakSanitizer|AddressSanitizer/);
+        } else {
+            process.kill(alpha.proc.pid, 'SIGKILL');
+            await alpha.proc.exited;
+        }
         alpha = await stack.launch('alpha', { stateDir: alpha.stateDir });
     };
-    await restart();
+    await restart({ graceful: true });
     const kept = await direct(stack.key, 'GET', '/v1/envs/kept');
     assert.equal(kept.status, 200, kept.text);
     assert.equal(kept.json.env.source, 'api');
