@@ -243,10 +243,28 @@ enum after {
     AFTER_GROUP_DELETED
 };
 
-/* A write in flight: answered when the runtime has it in effect. */
-struct pending {
+enum mop {
+    MOP_ENV_CREATE,
+    MOP_ENV_PUT,
+    MOP_ENV_DELETE,
+    MOP_GROUP_PUT,
+    MOP_GROUP_DELETE,
+    MOP_POOL_ADD,
+    MOP_POOL_PUT,
+    MOP_POOL_DELETE
+};
+
+/* A management write: queued (struct native's wq), then computed from the
+ * object in force when its turn comes — so two concurrent writes to one env
+ * (two pools scaled at once) both land, none computed from a stale copy —
+ * then written, and answered when the runtime has it in effect. */
+struct native_pending {
+    struct native_pending *next;
     struct native *n;
     struct http_exchange *ex;
+    enum mop op;
+    json_t *body; /* the request's, owned; NULL for deletes */
+    char team[64], user[64];
     enum after after;
     int status;
     char ns[64];
@@ -257,7 +275,15 @@ struct pending {
     char message[256];
 };
 
-static void answer_after(struct pending *w)
+static void pending_free(struct native_pending *w)
+{
+    json_decref(w->body);
+    free(w);
+}
+
+static void wq_pump(struct native *n);
+
+static void answer_after(struct native_pending *w)
 {
     struct native *n = w->n;
     struct found f;
@@ -322,7 +348,7 @@ static void answer_after(struct pending *w)
 
 static void write_done(void *arg, int err, const char *msg)
 {
-    struct pending *w = arg;
+    struct native_pending *w = arg;
 
     if (err) {
         native_error(w->ex, err == AB_EBUSY || err == AB_ECLOSED ? 503 : 500, NULL, NULL, "%s",
@@ -332,7 +358,10 @@ static void write_done(void *arg, int err, const char *msg)
         LOG_INFO("env written", "namespace", w->ns, "env", w->env, "change", w->reason);
         answer_after(w);
     }
-    free(w);
+    struct native *n = w->n;
+    pending_free(w);
+    n->wq_busy = false;
+    wq_pump(n);
 }
 
 static int status_of(int rc)
@@ -344,9 +373,10 @@ static int status_of(int rc)
                               : 400;
 }
 
-/* Writes obj (NULL: delete) as env ns/name; takes w (freed here on failure). */
-static void write_env(struct native *n, struct pending *w, json_t *obj,
-                      const struct native_secret *sec)
+/* Writes obj (NULL: delete) as env ns/name. 0: write_done runs later;
+ * otherwise w was answered and the caller frees it. */
+static int write_env(struct native *n, struct native_pending *w, json_t *obj,
+                     const struct native_secret *sec)
 {
     char err[RT_ERR_MAX];
     const struct rt_write rw = {.kind = RT_OBJ_ENV,
@@ -361,26 +391,8 @@ static void write_env(struct native *n, struct pending *w, json_t *obj,
         if (!n->d.rt)
             snprintf(err, sizeof(err), "this agent has no sandbox runtime");
         native_error(w->ex, status_of(rc), NULL, NULL, "%s", err);
-        free(w);
     }
-}
-
-static struct pending *pending_new(struct native *n, struct http_exchange *ex, enum after after,
-                                   const char *ns, const char *env, const char *item)
-{
-    struct pending *w = calloc(1, sizeof(*w));
-    if (!w) {
-        native_error(ex, 503, NULL, NULL, "out of memory");
-        return NULL;
-    }
-    w->n = n;
-    w->ex = ex;
-    w->after = after;
-    w->status = 200;
-    ab_strlcpy(w->ns, ns, sizeof(w->ns));
-    ab_strlcpy(w->env, env, sizeof(w->env));
-    ab_strlcpy(w->item, item ? item : "", sizeof(w->item));
-    return w;
+    return rc;
 }
 
 static json_t *body_json(struct http_exchange *ex)
@@ -426,94 +438,6 @@ static void env_get(struct http_exchange *ex, const struct agent_principal *p, v
         return;
     http_respond_json(ex, 200, env_answer(n, env, f.from_api, f.pull_secret));
     json_decref(env);
-}
-
-static void env_create(struct http_exchange *ex, const struct agent_principal *p, void *arg)
-{
-    struct native *n = arg;
-    json_t *body = body_json(ex), *obj = NULL, *exists;
-    struct native_secret sec = {0};
-    struct pending *w;
-    struct found f;
-    char ns[64], err[NATIVE_ERR_MAX];
-    const char *in = native_caller_ns(ex, p, ns, sizeof(ns)), *name;
-    int rc;
-
-    if (!native_gate(ex, p, "env.create"))
-        goto out;
-    if ((rc = native_env_create(in, body, &obj, &sec, err, sizeof(err))) != 0) {
-        native_error(ex, status_of(rc), NULL, NULL, "%s", err);
-        goto out;
-    }
-    name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
-    if ((exists = find_env(n, in, name, &f))) {
-        json_decref(exists);
-        native_error(ex, 409, "ALREADY_EXISTS", NULL,
-                     "env '%s' already exists in namespace '%s': PUT /v1/envs/%s changes it", name,
-                     in, name);
-        goto out;
-    }
-    if (!(w = pending_new(n, ex, AFTER_ENV, in, name, NULL)))
-        goto out;
-    w->status = 201;
-    ab_strlcpy(w->reason, "Created", sizeof(w->reason));
-    snprintf(w->message, sizeof(w->message), "env created by %s/%s", p->team, p->user);
-    write_env(n, w, obj, &sec);
-out:
-    json_decref(sec.value);
-    json_decref(obj);
-    json_decref(body);
-}
-
-static void env_put(struct http_exchange *ex, const struct agent_principal *p, void *arg)
-{
-    struct native *n = arg;
-    json_t *body = body_json(ex), *obj = NULL, *env;
-    struct native_secret sec = {0};
-    struct pending *w;
-    struct found f;
-    char ns[64], err[NATIVE_ERR_MAX];
-    int rc;
-
-    if (!native_gate(ex, p, "env.update") || !(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
-        goto out;
-    rc = native_env_put(env, f.pull_secret, body, &obj, &sec, err, sizeof(err));
-    json_decref(env);
-    if (rc != 0) {
-        native_error(ex, status_of(rc), NULL, NULL, "%s", err);
-        goto out;
-    }
-    if (!(w = pending_new(n, ex, AFTER_ENV, ns, http_param(ex, "name"), NULL)))
-        goto out;
-    ab_strlcpy(w->reason, "Updated", sizeof(w->reason));
-    snprintf(w->message, sizeof(w->message), "env updated by %s/%s (pull secret %s)", p->team,
-             p->user,
-             sec.op == RT_SECRET_SET    ? "replaced"
-             : sec.op == RT_SECRET_KEEP ? "kept"
-                                        : "removed");
-    write_env(n, w, obj, &sec);
-out:
-    json_decref(sec.value);
-    json_decref(obj);
-    json_decref(body);
-}
-
-static void env_delete(struct http_exchange *ex, const struct agent_principal *p, void *arg)
-{
-    struct native *n = arg;
-    struct pending *w;
-    struct found f;
-    char ns[64];
-    json_t *env;
-
-    if (!native_gate(ex, p, "env.delete") || !(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
-        return;
-    json_decref(env);
-    if (!(w = pending_new(n, ex, AFTER_ENV_DELETED, ns, http_param(ex, "name"), NULL)))
-        return;
-    ab_strlcpy(w->reason, "Deleted", sizeof(w->reason));
-    snprintf(w->message, sizeof(w->message), "env deleted by %s/%s", p->team, p->user);
-    write_env(n, w, NULL, NULL);
 }
 
 /* ---- autoscaling and groups -------------------------------------------------------------- */
@@ -614,51 +538,6 @@ static void group_get(struct http_exchange *ex, const struct agent_principal *p,
     json_decref(env);
 }
 
-static void group_write(struct http_exchange *ex, const struct agent_principal *p, void *arg,
-                        bool del)
-{
-    struct native *n = arg;
-    const char *gname = http_param(ex, "group");
-    json_t *body = del ? NULL : body_json(ex), *obj = NULL, *env;
-    struct pending *w;
-    struct found f;
-    char ns[64], err[NATIVE_ERR_MAX];
-    int rc;
-
-    if (!native_gate(ex, p, del ? "autoscaling.delete" : "autoscaling.update") ||
-        !(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
-        goto out;
-    rc = del ? native_group_delete(env, gname, &obj, err, sizeof(err))
-             : native_group_put(env, gname, body, &obj, err, sizeof(err));
-    json_decref(env);
-    if (rc != 0) {
-        native_error(ex, status_of(rc), NULL, NULL, "%s", err);
-        goto out;
-    }
-    if (!(w = pending_new(n, ex, del ? AFTER_GROUP_DELETED : AFTER_GROUP, ns,
-                          http_param(ex, "name"), gname)))
-        goto out;
-    ab_strlcpy(w->reason, del ? "ScalingGroupDeleted" : "ScalingGroupUpdated", sizeof(w->reason));
-    snprintf(w->message, sizeof(w->message), "scaling group '%s' %s by %s/%s", gname,
-             del ? "policy removed" : "set", p->team, p->user);
-    /* the secret is untouched by a group write */
-    const struct native_secret keep = {RT_SECRET_KEEP, NULL};
-    write_env(n, w, obj, &keep);
-out:
-    json_decref(obj);
-    json_decref(body);
-}
-
-static void group_put(struct http_exchange *ex, const struct agent_principal *p, void *arg)
-{
-    group_write(ex, p, arg, false);
-}
-
-static void group_delete(struct http_exchange *ex, const struct agent_principal *p, void *arg)
-{
-    group_write(ex, p, arg, true);
-}
-
 /* ---- member pools ------------------------------------------------------------------------ */
 
 static int query_long(const struct http_request *r, const char *name, long def, long min, long max,
@@ -736,73 +615,215 @@ static void pool_get(struct http_exchange *ex, const struct agent_principal *p, 
     json_decref(env);
 }
 
-enum pool_op { POOL_ADD, POOL_PUT, POOL_DELETE };
+/* ---- the write queue ------------------------------------------------------------------- */
 
-static void pool_write(struct http_exchange *ex, const struct agent_principal *p, void *arg,
-                       enum pool_op op)
+/* Computes w's new object from the one in force and hands it to the
+ * runtime. 0: write_done comes later; otherwise w was answered. */
+static int wq_run(struct native_pending *w)
 {
-    static const char *const ops[] = {"pool.create", "pool.update", "pool.delete"};
-    struct native *n = arg;
-    const char *pool = op == POOL_ADD ? "" : http_param(ex, "pool");
-    json_t *body = op == POOL_DELETE ? NULL : body_json(ex), *obj = NULL, *env;
-    struct pending *w;
+    static const struct native_secret keep = {RT_SECRET_KEEP, NULL};
+    struct native *n = w->n;
+    struct native_secret sec = {0};
+    json_t *env = NULL, *obj = NULL;
     struct found f;
-    char ns[64], err[NATIVE_ERR_MAX];
-    size_t before;
+    char err[NATIVE_ERR_MAX];
     int rc;
 
-    if (!native_gate(ex, p, ops[op]) || !(env = env_of_request(n, ex, p, &f, ns, sizeof(ns))))
-        goto out;
-    before = json_array_size(segment_members(env, n->d.cluster));
-    rc = op == POOL_ADD   ? native_pool_add(env, n->d.cluster, body, &obj, err, sizeof(err))
-         : op == POOL_PUT ? native_pool_put(env, n->d.cluster, pool, body, &obj, err, sizeof(err))
-                          : native_pool_delete(env, n->d.cluster, pool, &obj, err, sizeof(err));
-    json_decref(env);
-    if (rc != 0) {
-        native_error(ex, status_of(rc), NULL, NULL, "%s", err);
+    if (w->op == MOP_ENV_CREATE) {
+        if ((rc = native_env_create(w->ns, w->body, &obj, &sec, err, sizeof(err))) != 0)
+            goto refuse;
+        const char *name =
+            json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+        ab_strlcpy(w->env, name, sizeof(w->env));
+        if ((env = find_env(n, w->ns, name, &f))) {
+            snprintf(err, sizeof(err),
+                     "env '%s' already exists in namespace '%s': PUT /v1/envs/%s changes it", name,
+                     w->ns, name);
+            rc = AB_EEXIST;
+            goto refuse;
+        }
+        snprintf(w->message, sizeof(w->message), "env created by %s/%s", w->team, w->user);
+        rc = write_env(n, w, obj, &sec);
         goto out;
     }
-    if (!(w = pending_new(n, ex,
-                          op == POOL_ADD   ? AFTER_POOL_ADDED
-                          : op == POOL_PUT ? AFTER_POOL
-                                           : AFTER_POOL_DELETED,
-                          ns, http_param(ex, "name"), pool)))
-        goto out;
-    w->nmembers = before;
-    if (op == POOL_PUT) {
-        json_t *r = json_object_get(body, "replicas");
-        ab_strlcpy(w->reason, r ? "Scaled" : "PoolUpdated", sizeof(w->reason));
+    if (!(env = find_env(n, w->ns, w->env, &f))) {
+        snprintf(err, sizeof(err), "env '%.64s' not found in namespace '%s' on cluster '%s'",
+                 w->env, w->ns, n->d.cluster);
+        rc = AB_ENOENT;
+        goto refuse;
+    }
+    switch (w->op) {
+    case MOP_ENV_PUT:
+        if ((rc = native_env_put(env, f.pull_secret, w->body, &obj, &sec, err, sizeof(err))) != 0)
+            goto refuse;
+        snprintf(w->message, sizeof(w->message), "env updated by %s/%s (pull secret %s)", w->team,
+                 w->user,
+                 sec.op == RT_SECRET_SET    ? "replaced"
+                 : sec.op == RT_SECRET_KEEP ? "kept"
+                                            : "removed");
+        rc = write_env(n, w, obj, &sec);
+        break;
+    case MOP_ENV_DELETE:
+        snprintf(w->message, sizeof(w->message), "env deleted by %s/%s", w->team, w->user);
+        rc = write_env(n, w, NULL, NULL);
+        break;
+    case MOP_GROUP_PUT:
+    case MOP_GROUP_DELETE:
+        rc = w->op == MOP_GROUP_DELETE
+                 ? native_group_delete(env, w->item, &obj, err, sizeof(err))
+                 : native_group_put(env, w->item, w->body, &obj, err, sizeof(err));
+        if (rc != 0)
+            goto refuse;
+        snprintf(w->message, sizeof(w->message), "scaling group '%s' %s by %s/%s", w->item,
+                 w->op == MOP_GROUP_DELETE ? "policy removed" : "set", w->team, w->user);
+        rc = write_env(n, w, obj, &keep); /* a group write leaves the secret alone */
+        break;
+    default: /* pools */
+        w->nmembers = json_array_size(segment_members(env, n->d.cluster));
+        rc = w->op == MOP_POOL_ADD
+                 ? native_pool_add(env, n->d.cluster, w->body, &obj, err, sizeof(err))
+             : w->op == MOP_POOL_PUT
+                 ? native_pool_put(env, n->d.cluster, w->item, w->body, &obj, err, sizeof(err))
+                 : native_pool_delete(env, n->d.cluster, w->item, &obj, err, sizeof(err));
+        if (rc != 0)
+            goto refuse;
+        json_t *r = w->op == MOP_POOL_PUT ? json_object_get(w->body, "replicas") : NULL;
         if (r)
             snprintf(w->message, sizeof(w->message), "pool '%s' scaled to %lld replicas by %s/%s",
-                     pool, (long long)json_integer_value(r), p->team, p->user);
+                     w->item, (long long)json_integer_value(r), w->team, w->user);
         else
-            snprintf(w->message, sizeof(w->message), "pool '%s' updated by %s/%s", pool, p->team,
-                     p->user);
-    } else {
-        ab_strlcpy(w->reason, op == POOL_ADD ? "PoolAdded" : "PoolDeleted", sizeof(w->reason));
-        snprintf(w->message, sizeof(w->message), "member pool %s%s by %s/%s",
-                 op == POOL_ADD ? "added" : "removed: ", pool, p->team, p->user);
+            snprintf(w->message, sizeof(w->message), "member pool %s%s by %s/%s",
+                     w->op == MOP_POOL_ADD   ? "added"
+                     : w->op == MOP_POOL_PUT ? "updated: "
+                                             : "removed: ",
+                     w->item, w->team, w->user);
+        if (r)
+            ab_strlcpy(w->reason, "Scaled", sizeof(w->reason));
+        rc = write_env(n, w, obj, &keep);
+        break;
     }
-    const struct native_secret keep = {RT_SECRET_KEEP, NULL};
-    write_env(n, w, obj, &keep);
+    goto out;
+refuse:
+    native_error(w->ex, status_of(rc), rc == AB_EEXIST ? "ALREADY_EXISTS" : NULL, NULL, "%s", err);
 out:
+    json_decref(sec.value);
     json_decref(obj);
-    json_decref(body);
+    json_decref(env);
+    return rc;
 }
 
-static void pool_add(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+/* Runs queued writes, one at a time. */
+static void wq_pump(struct native *n)
 {
-    pool_write(ex, p, arg, POOL_ADD);
+    while (!n->wq_busy && n->wq_head) {
+        struct native_pending *w = n->wq_head;
+        n->wq_head = w->next;
+        if (!n->wq_head)
+            n->wq_tail = NULL;
+        n->wq_len--;
+        n->wq_busy = true;
+        if (wq_run(w) != 0) {
+            pending_free(w);
+            n->wq_busy = false;
+        }
+    }
 }
 
-static void pool_put(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+static const struct {
+    const char *gate;   /* op id of reference §4.5 */
+    const char *reason; /* the event's */
+    enum after after;
+    int status;
+} MOPS[] = {
+    [MOP_ENV_CREATE] = {"env.create", "Created", AFTER_ENV, 201},
+    [MOP_ENV_PUT] = {"env.update", "Updated", AFTER_ENV, 200},
+    [MOP_ENV_DELETE] = {"env.delete", "Deleted", AFTER_ENV_DELETED, 202},
+    [MOP_GROUP_PUT] = {"autoscaling.update", "ScalingGroupUpdated", AFTER_GROUP, 200},
+    [MOP_GROUP_DELETE] = {"autoscaling.delete", "ScalingGroupDeleted", AFTER_GROUP_DELETED, 200},
+    [MOP_POOL_ADD] = {"pool.create", "PoolAdded", AFTER_POOL_ADDED, 202},
+    [MOP_POOL_PUT] = {"pool.update", "PoolUpdated", AFTER_POOL, 200},
+    [MOP_POOL_DELETE] = {"pool.delete", "PoolDeleted", AFTER_POOL_DELETED, 202},
+};
+
+/* Queues the write op of request ex for p (answering it itself on refusal). */
+static void wq_add(struct http_exchange *ex, const struct agent_principal *p, struct native *n,
+                   enum mop op)
 {
-    pool_write(ex, p, arg, POOL_PUT);
+    struct native_pending *w;
+    char ns[64];
+    const char *in;
+
+    if (!native_gate(ex, p, MOPS[op].gate))
+        return;
+    if (!rt_has(n->d.rt, RT_CAP_MANIFEST_WRITE)) {
+        native_error(ex, 501, NULL, NULL, "the %s runtime of cluster '%s' cannot write envs yet",
+                     n->d.rt ? n->d.rt->kind : "absent", n->d.cluster);
+        return;
+    }
+    if (n->wq_len >= NATIVE_WRITES_MAX) {
+        native_error(ex, 503, NULL, NULL,
+                     "%d management writes are already waiting on cluster '%s'; try again",
+                     NATIVE_WRITES_MAX, n->d.cluster);
+        return;
+    }
+    if (!(w = calloc(1, sizeof(*w)))) {
+        native_error(ex, 503, NULL, NULL, "out of memory");
+        return;
+    }
+    in = native_caller_ns(ex, p, ns, sizeof(ns));
+    w->n = n;
+    w->ex = ex;
+    w->op = op;
+    w->after = MOPS[op].after;
+    w->status = MOPS[op].status;
+    ab_strlcpy(w->reason, MOPS[op].reason, sizeof(w->reason));
+    ab_strlcpy(w->ns, in, sizeof(w->ns));
+    ab_strlcpy(w->env, http_param(ex, "name") ? http_param(ex, "name") : "", sizeof(w->env));
+    ab_strlcpy(w->item,
+               http_param(ex, "pool")    ? http_param(ex, "pool")
+               : http_param(ex, "group") ? http_param(ex, "group")
+                                         : "",
+               sizeof(w->item));
+    ab_strlcpy(w->team, p->team, sizeof(w->team));
+    ab_strlcpy(w->user, p->user, sizeof(w->user));
+    if (op != MOP_ENV_DELETE && op != MOP_GROUP_DELETE && op != MOP_POOL_DELETE)
+        w->body = body_json(ex);
+    if (n->wq_tail)
+        n->wq_tail->next = w;
+    else
+        n->wq_head = w;
+    n->wq_tail = w;
+    n->wq_len++;
+    wq_pump(n);
 }
 
-static void pool_delete(struct http_exchange *ex, const struct agent_principal *p, void *arg)
+#define WRITER(fn, op)                                                                             \
+    static void fn(struct http_exchange *ex, const struct agent_principal *p, void *arg)           \
+    {                                                                                              \
+        wq_add(ex, p, arg, op);                                                                    \
+    }
+
+WRITER(env_create, MOP_ENV_CREATE)
+WRITER(env_put, MOP_ENV_PUT)
+WRITER(env_delete, MOP_ENV_DELETE)
+WRITER(group_put, MOP_GROUP_PUT)
+WRITER(group_delete, MOP_GROUP_DELETE)
+WRITER(pool_add, MOP_POOL_ADD)
+WRITER(pool_put, MOP_POOL_PUT)
+WRITER(pool_delete, MOP_POOL_DELETE)
+
+void native_mgmt_free(struct native *n)
 {
-    pool_write(ex, p, arg, POOL_DELETE);
+    /* writes never handed to the runtime: their exchanges are answered so
+     * they can be freed (the runtime answered its own already) */
+    while (n->wq_head) {
+        struct native_pending *w = n->wq_head;
+        n->wq_head = w->next;
+        native_error(w->ex, 503, NULL, NULL, "the agent is shutting down");
+        pending_free(w);
+    }
+    n->wq_tail = NULL;
+    n->wq_len = 0;
 }
 
 /* ---- events ------------------------------------------------------------------------------ */

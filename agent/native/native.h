@@ -52,12 +52,20 @@ struct native_event {
     char message[256];
 };
 
+#define NATIVE_WRITES_MAX 256 /* management writes queued (mgmt.c) */
+
+struct native_pending;
+
 struct native {
     struct native_deps d;
     struct http_route routes[NATIVE_ROUTES_MAX];
     size_t nroutes;
     struct native_event *events; /* NATIVE_EVENTS_MAX entries */
     size_t nevents;              /* written so far; the ring holds the last MAX */
+    /* management writes, one at a time in arrival order (mgmt.c) */
+    struct native_pending *wq_head, *wq_tail;
+    int wq_len;
+    bool wq_busy;
 };
 
 /* NULL with err set on failure. */
@@ -82,6 +90,8 @@ int native_sandboxes_add_routes(struct native *n, char *err, size_t errlen);
 int native_mgmt_add_routes(struct native *n, char *err, size_t errlen);
 int native_system_add_routes(struct native *n, char *err, size_t errlen);
 int native_exec_add_routes(struct native *n, char *err, size_t errlen);
+/* Answers the writes still queued (native_free calls it). */
+void native_mgmt_free(struct native *n);
 
 /* error.c: answers {"error": fmt…, "errorCode": code (NULL: by status),
  * "detail": detail (taken; NULL: none)}. */

@@ -258,7 +258,9 @@ const struct http_route *native_routes(const struct native *n, size_t *count)
 
 void native_free(struct native *n)
 {
-    if (n)
+    if (n) {
+        native_mgmt_free(n);
         free(n->events);
+    }
     free(n);
 }

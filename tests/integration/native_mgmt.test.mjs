@@ -266,6 +266,22 @@ test('envs, pools and groups: create, apply, scale, delete with the PUT rules of
     nativeError(await direct(stack.key, 'GET', '/v1/envs/web'), 404);
 });
 
+test('concurrent writes to one env all land (each computed from the object in force)', async () => {
+    assert.equal((await direct(stack.key, 'POST', '/v1/envs', { name: 'conc', templateRef: { name: 'envd' } })).status, 201);
+    const sizes = ['1', '2', '3', '4'];
+    const adds = await Promise.all(sizes.map((cpu) => direct(stack.key, 'POST', '/v1/envs/conc/sandboxpools',
+        { config: { inlineResources: { requests: { cpu, memory: '512Mi' } } }, replicas: 0 })));
+    for (const a of adds) assert.equal(a.status, 202, a.text);
+    assert.deepEqual(adds.map((a) => a.json.template.name).sort(), ['conc-1c0gi', 'conc-2c0gi', 'conc-3c0gi', 'conc-4c0gi']);
+    const puts = await Promise.all(sizes.map((cpu, i) => direct(stack.key, 'PUT', `/v1/envs/conc/sandboxpools/conc-${cpu}c0gi`,
+        { replicas: 0, maxReplicas: 10 + i })));
+    for (const r of puts) assert.equal(r.status, 200, r.text);
+    const pools = (await direct(stack.key, 'GET', '/v1/envs/conc/sandboxpools')).json.items;
+    assert.deepEqual(pools.map((x) => [x.name, x.maxReplicas]).sort(),
+        [['conc-1c0gi', 10], ['conc-2c0gi', 11], ['conc-3c0gi', 12], ['conc-4c0gi', 13]]);
+    assert.equal((await direct(stack.key, 'DELETE', '/v1/envs/conc')).status, 202);
+});
+
 test('imagePullSecret is write-only; imagePullSecretConfigured is the keep signal', async () => {
     assert.equal((await direct(stack.key, 'POST', '/v1/envs', { name: 'priv', templateRef: { name: 'envd' } })).status, 201);
     const base = (await direct(stack.key, 'GET', '/v1/envs/priv')).json.editable;

@@ -371,6 +371,7 @@ static void op_free(struct rt *base)
     struct lsb *s, *sn;
 
     rt->closing = true;
+    lrt_writes_close(rt);
     loop_timer_cancel(&rt->tick);
     if (rt->refill_on)
         loop_timer_cancel(&rt->refill);

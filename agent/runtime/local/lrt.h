@@ -154,6 +154,8 @@ void lrt_objects(struct rt *base, enum rt_obj_kind kind, const char *ns, const c
                  rt_object_fn fn, void *arg);
 int lrt_object_write(struct rt *base, const struct rt_write *w, rt_write_cb cb, void *arg,
                      char *err, size_t errlen);
+/* op_free: every waiting write is told AB_ECLOSED now. */
+void lrt_writes_close(struct lrt *rt);
 
 /* pool.c: bookkeeping, starting, destroying, replacements, manifests */
 int lrt_count(struct lrt *rt, struct lpool *p, enum lrt_phase a, enum lrt_phase b);

@@ -153,7 +153,9 @@ static void write_done(void *arg, int status)
     if (!rt->write_head)
         rt->write_tail = NULL;
     rt->writes--;
-    if (status != 0 || rt->closing) {
+    if (!w->cb) {
+        /* answered by lrt_writes_close already */
+    } else if (status != 0 || rt->closing) {
         w->cb(w->arg, AB_ECLOSED, "the local runtime is shutting down");
     } else if (w->rc != 0) {
         LOG_WARN("manifest write failed", "error", w->err);
@@ -174,6 +176,29 @@ static void write_done(void *arg, int status)
     lwrite_free(w);
     if (!rt->closing)
         write_next(rt);
+}
+
+void lrt_writes_close(struct lrt *rt)
+{
+    struct lwrite *w = rt->write_head, *next, *running = NULL;
+
+    /* every caller hears now, before the layers above are freed; the one on
+     * a worker (only the head can be) is freed by its done callback, which
+     * then calls nobody */
+    rt->write_head = rt->write_tail = NULL;
+    for (; w; w = next) {
+        next = w->next;
+        w->cb(w->arg, AB_ECLOSED, "the local runtime is shutting down");
+        w->cb = NULL;
+        if (w->running) {
+            w->next = NULL;
+            running = w;
+        } else {
+            rt->writes--;
+            lwrite_free(w);
+        }
+    }
+    rt->write_head = rt->write_tail = running;
 }
 
 static void write_next(struct lrt *rt)
