@@ -50,6 +50,7 @@ benchmarks=(
     "isolation|node bench/isolation.mjs"
     "envd-upload|node bench/envd_upload.mjs"
     "egress|node bench/egress.mjs"
+    "native-api|node bench/native_api.mjs"
 )
 
 status=0
