@@ -88,7 +88,16 @@ static void key_op_done(void *arg, int status)
     } else if (status != 0) {
         auth_respond_db_error(o->a, o->ex, AUTH_SURFACE_API, status, o->err);
     } else if (o->kind == OP_LIST) {
-        size_t n = json_array_size(o->out);
+        size_t n = json_array_size(o->out), i;
+        json_t *k;
+        /* an agent-mode key's token is never shown, even to its owner's
+         * session: it would be a way around the gate for whoever reads it */
+        json_array_foreach(o->out, i, k)
+        {
+            const char *mode = json_string_value(json_object_get(k, "mode"));
+            if (mode != NULL && strcmp(mode, "agent") == 0)
+                json_object_del(k, "rawToken");
+        }
         http_respond_json(o->ex, 200,
                           json_pack("{s:O,s:I}", "items", o->out, "total", (json_int_t)n));
     } else if (o->kind == OP_CREATE) {
@@ -218,9 +227,10 @@ static void list_ok(struct http_exchange *ex, const struct keys_principal *p, vo
         return;
     ab_strlcpy(o->team, p->team, sizeof(o->team));
     ab_strlcpy(o->user, p->user, sizeof(o->user));
-    /* an agent-mode key never sees token material (reference §4.5), and no
-     * token crosses a tunnel: only an owner calling the hub directly (the console) */
-    o->with_tokens = p->mode != KEYS_MODE_AGENT && !auth_request_is_bridged(o->a, ex);
+    /* only a human's console session sees token material (issue 16): not
+     * an agent-mode key (reference §4.5), not another key (a leaked key must
+     * not yield its siblings), and no token crosses a tunnel */
+    o->with_tokens = p->kind == KEYS_KIND_SESSION && !auth_request_is_bridged(o->a, ex);
     submit(o);
 }
 

@@ -46,6 +46,8 @@ struct auth_ctx {
     struct auth_grant *grants; /* live grants of the public bridge */
     keys_revocation_fn revocation_fn;
     void *revocation_arg;
+    auth_session_fn session_fn; /* console sessions (hub/sessions.c) */
+    void *session_arg;
 };
 
 struct auth_grant {
@@ -340,6 +342,12 @@ void auth_free(struct auth_ctx *a)
     free(a);
 }
 
+void auth_set_session_hook(struct auth_ctx *a, auth_session_fn fn, void *arg)
+{
+    a->session_fn = fn;
+    a->session_arg = arg;
+}
+
 void auth_set_revocation_hook(struct auth_ctx *a, keys_revocation_fn fn, void *arg)
 {
     a->revocation_fn = fn;
@@ -591,6 +599,8 @@ void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surfac
         OPENSSL_cleanse(&p, sizeof(p));
         return;
     }
+    if (a->session_fn != NULL && a->session_fn(a->session_arg, ex, s, ok, arg))
+        return;
     if (!credential(http_req(ex), s, token, sizeof(token))) {
         respond(ex, s, 401, "UNAUTHENTICATED",
                 s == AUTH_SURFACE_E2B
