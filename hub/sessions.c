@@ -132,15 +132,27 @@ static void limit_clear(struct sessions *s, const char *key, int64_t now)
         l->key[0] = '\0';
 }
 
-/* "127.0.0.1:51234" → "127.0.0.1", "[::1]:5" → "[::1]". */
+/* The source address of peer without a port: lws gives "127.0.0.1",
+ * "::ffff:127.0.0.1" or "::1"; other transports "host:port" or "[v6]:port".
+ * An IPv4-mapped address counts as its IPv4 address. */
 static void peer_address(const char *peer, char *out, size_t cap)
 {
-    const char *colon = peer != NULL ? strrchr(peer, ':') : NULL;
-    size_t n = colon != NULL ? (size_t)(colon - peer) : (peer != NULL ? strlen(peer) : 0);
+    const char *p = peer != NULL ? peer : "";
+    size_t n, colons = 0;
 
+    if (strncasecmp(p, "::ffff:", 7) == 0 && strchr(p + 7, '.') != NULL)
+        p += 7;
+    for (const char *q = p; *q != '\0'; q++)
+        colons += *q == ':';
+    if (p[0] == '[' && strchr(p, ']') != NULL)
+        n = (size_t)(strchr(p, ']') - p) + 1;
+    else if (colons == 1)
+        n = (size_t)(strchr(p, ':') - p);
+    else
+        n = strlen(p);
     if (n >= cap)
         n = cap - 1;
-    memcpy(out, peer != NULL ? peer : "", n);
+    memcpy(out, p, n);
     out[n] = '\0';
 }
 
