@@ -107,7 +107,8 @@ test('the public bridge refuses a bare key hash and takes only an assertion made
 test('an agent-mode key is never listed with its token, not even directly', async () => {
     const ag = await createKey(pg.url, 'evil', 'mallory3', ['--agent']);
     const owner = await createKey(pg.url, 'evil', 'mallory3');
-    const r = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${owner.token}` } });
+    // the owner's console session: the one principal that sees raw tokens (issue 16)
+    const r = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${await consoleSession(hub.base, 'evil', 'mallory3')}` } });
     const text = await r.text();
     assert.equal(r.status, 200, text);
     assert.ok(text.includes(ag.id), text);
