@@ -12,6 +12,7 @@
 #include "hub/audit.h"
 #include "hub/auth.h"
 #include "hub/db.h"
+#include "hub/hub.h"
 
 #define TS(col)                                                                                    \
     "coalesce(to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '')"
@@ -127,31 +128,24 @@ bool approvals_gated(const struct keys_principal *p)
     return p->kind == KEYS_KIND_KEY && p->mode == KEYS_MODE_AGENT && p->role != KEYS_ROLE_ADMIN;
 }
 
-void approvals_fingerprint(const char *method, const char *cluster, const char *path,
-                           const char *body, size_t len, char out[65])
+void approvals_body_sha(const char *body, size_t len, char out[65])
 {
-    struct buf_sha {
-        const char *s;
-        size_t n;
-    };
-    size_t plen = strcspn(path, "?");
-    size_t total =
-        strlen(method) + strlen(cluster) + plen + 3 + (len > APPROVALS_BODY_HASH_MAX ? 0 : len);
-    char *all = malloc(total + 1);
     uint8_t h[CRYPTO_SHA256_LEN];
 
-    if (all == NULL) { /* hash what identifies the call without the body */
-        char tmp[PATH_MAX_LEN + 160];
-        snprintf(tmp, sizeof(tmp), "%s\n%s\n%.*s\n", method, cluster, (int)plen, path);
-        crypto_sha256_hex(tmp, out);
-        return;
-    }
-    int w = snprintf(all, total + 1, "%s\n%s\n%.*s\n", method, cluster, (int)plen, path);
-    if (len <= APPROVALS_BODY_HASH_MAX && len > 0)
-        memcpy(all + w, body, len);
-    crypto_sha256(all, total, h);
+    if (body == NULL || len > APPROVALS_BODY_HASH_MAX)
+        len = 0; /* the reference: a body over 1 MiB hashes as empty */
+    crypto_sha256(len > 0 ? body : "", len, h);
     crypto_hex_encode(h, sizeof(h), out);
-    free(all);
+}
+
+void approvals_fingerprint(const char *method, const char *cluster, const char *path,
+                           const char *body_sha, char out[65])
+{
+    char all[PATH_MAX_LEN + 256];
+
+    snprintf(all, sizeof(all), "%s\n%s\n%.*s\n%s", method, cluster, (int)strcspn(path, "?"), path,
+             body_sha);
+    crypto_sha256_hex(all, out);
 }
 
 /* --- JSON of rows ----------------------------------------------------------------------- */
@@ -397,17 +391,20 @@ static void gate_done(void *arg, int status)
     free(j);
 }
 
-void approvals_gate(struct approvals *a, struct http_exchange *ex, const struct keys_principal *p,
-                    const char *cluster, const char *path, approvals_pass_fn pass, void *arg)
+/* The gate for explicit request parts (the hub's own relay and an agent
+ * asking for its native API). session: the X-AgentBox-Session-Id value or NULL. */
+static void gate_start(struct approvals *a, struct http_exchange *ex,
+                       const struct keys_principal *p, const char *cluster, const char *method,
+                       const char *path, const char *body_sha, const char *session,
+                       approvals_pass_fn pass, void *arg)
 {
-    const struct http_request *r = http_req(ex);
     char params[512];
     const struct approvals_op *op;
     struct gate_job *j;
     int rc;
 
     if (!approvals_gated(p) ||
-        (op = approvals_match(r->method, path, params, sizeof(params))) == NULL) {
+        (op = approvals_match(method, path, params, sizeof(params))) == NULL) {
         pass(ex, arg);
         return;
     }
@@ -419,6 +416,15 @@ void approvals_gate(struct approvals *a, struct http_exchange *ex, const struct 
                       "it act without the approval gate. Open the console and do it as yourself.",
                       "errorCode", "FORBIDDEN_FOR_AGENT", "detail", "operation", op->op, "summary",
                       op->summary));
+        return;
+    }
+    if ((session != NULL && strlen(session) > SESSION_MAX) || strlen(cluster) >= 64 ||
+        strcspn(path, "?") > PATH_MAX_LEN) {
+        auth_respond_api_error(ex, 400, "INVALID_ARGUMENT",
+                               "header " APPROVALS_SESSION_HEADER
+                               " (at most %d characters), the cluster id or the path (at most %d) "
+                               "is too long",
+                               SESSION_MAX, PATH_MAX_LEN);
         return;
     }
     j = calloc(1, sizeof(*j));
@@ -434,15 +440,7 @@ void approvals_gate(struct approvals *a, struct http_exchange *ex, const struct 
     ab_strlcpy(j->key_id, p->key_id, sizeof(j->key_id));
     ab_strlcpy(j->team, p->team, sizeof(j->team));
     ab_strlcpy(j->user, p->user, sizeof(j->user));
-    const char *sid = http_header_get(r, APPROVALS_SESSION_HEADER);
-    if (sid != NULL && strlen(sid) > SESSION_MAX) {
-        free(j);
-        auth_respond_api_error(ex, 400, "INVALID_ARGUMENT",
-                               "header " APPROVALS_SESSION_HEADER " is longer than %d characters",
-                               SESSION_MAX);
-        return;
-    }
-    ab_strlcpy(j->session, sid != NULL ? sid : "", sizeof(j->session));
+    ab_strlcpy(j->session, session != NULL ? session : "", sizeof(j->session));
     ab_strlcpy(j->cluster, cluster, sizeof(j->cluster));
     snprintf(j->path, sizeof(j->path), "%.*s", (int)strcspn(path, "?"), path);
     if (params[0] != '\0')
@@ -450,13 +448,84 @@ void approvals_gate(struct approvals *a, struct http_exchange *ex, const struct 
     else
         ab_strlcpy(j->summary, op->summary, sizeof(j->summary));
     snprintf(j->ttl, sizeof(j->ttl), "%lld", (long long)a->ttl_ms);
-    approvals_fingerprint(r->method, cluster, path, r->body != NULL ? r->body : "",
-                          r->body != NULL ? r->body_len : 0, j->fp);
+    approvals_fingerprint(method, cluster, path, body_sha, j->fp);
     rc = db_submit(a->db, gate_run, gate_done, j);
     if (rc != 0) {
         free(j);
         auth_respond_db_error(a->auth, ex, AUTH_SURFACE_API, rc, "");
     }
+}
+
+void approvals_gate(struct approvals *a, struct http_exchange *ex, const struct keys_principal *p,
+                    const char *cluster, const char *path, approvals_pass_fn pass, void *arg)
+{
+    const struct http_request *r = http_req(ex);
+    char body_sha[65];
+
+    approvals_body_sha(r->body, r->body != NULL ? r->body_len : 0, body_sha);
+    gate_start(a, ex, p, cluster, r->method, path, body_sha,
+               http_header_get(r, APPROVALS_SESSION_HEADER), pass, arg);
+}
+
+/* --- the agents' question: POST /internal/v1/approvals/gate ------------------------------ */
+
+static void internal_pass(struct http_exchange *ex, void *arg)
+{
+    (void)arg;
+    http_respond_json(ex, 200, json_pack("{s:b}", "allowed", 1));
+}
+
+/* An agent asks before a gated write on its own native API (reference
+ * §4.5: grants are the hub's, not per cluster). Tunnel-only; the principal
+ * is the hub's assertion made for the asking cluster (X-AgentBox-Assertion),
+ * never a key or its hash. Body {method, path, bodySha256, sessionId?}.
+ * 200 {"allowed": true}, or the answer the agent relays to its caller as is:
+ * 428 APPROVAL_REQUIRED or 403 FORBIDDEN_FOR_AGENT. */
+static void internal_gate(struct http_exchange *ex, void *arg)
+{
+    struct approvals *a = arg;
+    const struct http_request *r = http_req(ex);
+    const char *cluster = r->transport_data != NULL ? (const char *)r->transport_data : "";
+    const char *tok = http_header_get(r, "X-AgentBox-Assertion");
+    const char *method = NULL, *path = NULL, *sha = NULL, *sid = NULL;
+    struct keys_principal p;
+    char err[256];
+    json_t *body;
+
+    if (tok == NULL || tok[0] == '\0') {
+        auth_respond_api_error(ex, 401, "UNAUTHENTICATED",
+                               "missing X-AgentBox-Assertion: send the hub's assertion of the "
+                               "caller made for this cluster");
+        return;
+    }
+    if (auth_verify_from(a->auth, cluster, tok, &p, NULL, err, sizeof(err)) != 0) {
+        auth_respond_api_error(ex, 401, "UNAUTHENTICATED", "invalid assertion: %s", err);
+        return;
+    }
+    body = json_parse_object(r->body, r->body_len, 8192, err, sizeof(err));
+    if (body == NULL || json_get_str(body, "method", true, 15, &method, err, sizeof(err)) != 0 ||
+        json_get_str(body, "path", true, PATH_MAX_LEN, &path, err, sizeof(err)) != 0 ||
+        json_get_str(body, "bodySha256", true, 64, &sha, err, sizeof(err)) != 0 ||
+        json_get_str(body, "sessionId", false, SESSION_MAX, &sid, err, sizeof(err)) != 0) {
+        auth_respond_api_error(ex, 400, "INVALID_ARGUMENT", "%s", err);
+        json_decref(body);
+        return;
+    }
+    if (strlen(sha) != 64 || strspn(sha, "0123456789abcdef") != 64) {
+        auth_respond_api_error(ex, 400, "INVALID_ARGUMENT",
+                               "field 'bodySha256' must be 64 lowercase hex characters");
+    } else {
+        gate_start(a, ex, &p, cluster, method, path, sha, sid, internal_pass, NULL);
+    }
+    json_decref(body);
+}
+
+int approvals_add_internal_routes(struct hub *h, struct approvals *a, char *err, size_t errlen)
+{
+    const struct http_route routes[] = {
+        {"POST", "/internal/v1/approvals/gate", internal_gate, a, 0},
+    };
+    return hub_add_internal_routes(h, routes, AB_ARRAY_LEN(routes), err, errlen);
 }
 
 /* --- the API ---------------------------------------------------------------------------- */

@@ -14,8 +14,9 @@
  * FORBIDDEN_FOR_AGENT and makes no request. Only a console session
  * (KEYS_KIND_SESSION) of the owner (or an admin session) decides.
  *
- * Fingerprint = SHA-256 over method, cluster, the concrete path and the body
- * (a body over 1 MiB hashes as empty). The reference hashes the route
+ * Fingerprint = SHA-256 over method, cluster, the concrete path and the
+ * body's SHA-256 (a body over 1 MiB hashes as empty; an agent asking for
+ * its own native API sends only the body's hash). The reference hashes the route
  * template; the concrete path and the cluster are stricter: approving the
  * deletion of one sandbox must not delete another.
  *
@@ -68,8 +69,11 @@ const struct approvals_op *approvals_match(const char *method, const char *path,
                                            size_t cap);
 /* Whether p passes the gate at all: agent-mode API keys that are not admin. */
 bool approvals_gated(const struct keys_principal *p);
+/* SHA-256 hex of a request body ("" when over APPROVALS_BODY_HASH_MAX). */
+void approvals_body_sha(const char *body, size_t len, char out[65]);
+/* SHA-256 hex over method, cluster, path (without query) and body_sha. */
 void approvals_fingerprint(const char *method, const char *cluster, const char *path,
-                           const char *body, size_t len, char out[65]);
+                           const char *body_sha, char out[65]);
 
 /* The gate for ex. pass(ex, arg) runs (at once for an ungated request or
  * principal, else after the lookup) when the request may go on; otherwise ex
@@ -78,6 +82,12 @@ void approvals_fingerprint(const char *method, const char *cluster, const char *
 typedef void (*approvals_pass_fn)(struct http_exchange *ex, void *arg);
 void approvals_gate(struct approvals *a, struct http_exchange *ex, const struct keys_principal *p,
                     const char *cluster, const char *path, approvals_pass_fn pass, void *arg);
+
+/* POST /internal/v1/approvals/gate on the internal router (agents, over
+ * their tunnel): the same gate for an agent's own native API, the caller
+ * named by the hub's assertion for that cluster. */
+struct hub;
+int approvals_add_internal_routes(struct hub *h, struct approvals *a, char *err, size_t errlen);
 
 /* The /v1/approvals API, each answering ex for principal p:
  *   list   GET    → {pending: [approval], grants: [grant]} (the owner's; admin: all)

@@ -196,6 +196,8 @@ static int add_routes(struct hub *h, char *err, size_t errlen)
     if (rc == 0)
         rc = hub_sandboxes_add_routes(h, err, errlen);
     if (rc == 0)
+        rc = approvals_add_internal_routes(h, h->approvals, err, errlen);
+    if (rc == 0)
         rc = dashboard_api_add_routes(h, err, errlen);
     return rc;
 }

@@ -8,6 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import crypto from 'node:crypto';
 import { startPostgres, startHub, runMigrate, run, hubBin, hubSecret, waitFor, addCluster, createKey, psqlAt } from './lib/harness.mjs';
 import { connectTunnel } from './lib/tunnel_client.mjs';
 
@@ -272,6 +273,36 @@ test('expiry: a pending request expires; deciding it then is refused', async () 
     assert.match(late.json.error, /^approval request expired at /);
     const list = await api('GET', '/api/v1/approvals', { token: oliveSession, base: short.base });
     assert.ok(!list.json.pending.some((p) => p.approvalId === id), 'expired requests leave the pending list');
+});
+
+test('an agent asks the hub for its own native API: POST /internal/v1/approvals/gate with the caller\'s assertion', async () => {
+    const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
+    const v = await alpha.call('POST', '/internal/v1/keys/validate', { body: { hash: sha(agentKey) } });
+    assert.equal(v.status, 200, v.text);
+    const assertion = v.json.assertion;
+    const ask = (body, headers = { 'X-AgentBox-Assertion': assertion }) => alpha.call('POST', '/internal/v1/approvals/gate', { headers, body });
+    const q = { method: 'DELETE', path: '/v1/envs/direct', bodySha256: sha('') };
+    assert.equal((await ask(q, {})).status, 401, 'no assertion, no answer');
+    const first = await ask(q);
+    const id = assertChallenge(first, 'env.delete', 'delete an env (direct)', true);
+    assert.equal((await ask(q)).json.detail.approvalId, id);
+    assert.equal((await decide(id, { decision: 'approve' })).status, 200);
+    const ok = await ask(q);
+    assert.equal(ok.status, 200, ok.text);
+    assert.deepEqual(ok.json, { allowed: true });
+    assertChallenge(await ask(q), 'env.delete', 'delete an env (direct)', true); // used up
+    // the same store as the hub's relay: the grant is for the call, whichever way it comes
+    const viaHub = assertChallenge(await native('DELETE', '/v1/envs/both'), 'env.delete', 'delete an env (both)', true);
+    assert.equal((await ask({ ...q, path: '/v1/envs/both' })).json.detail.approvalId, viaHub);
+    const forbidden = await ask({ method: 'POST', path: '/v1/api-keys', bodySha256: sha('{}') });
+    assert.equal(forbidden.status, 403, forbidden.text);
+    assert.equal(forbidden.json.errorCode, 'FORBIDDEN_FOR_AGENT');
+    assert.deepEqual((await ask({ method: 'GET', path: '/v1/envs', bodySha256: sha('') })).json, { allowed: true });
+    // an unrestricted key's assertion is never gated
+    const pv = await alpha.call('POST', '/internal/v1/keys/validate', { body: { hash: sha(plainKey) } });
+    assert.deepEqual((await ask(q, { 'X-AgentBox-Assertion': pv.json.assertion })).json, { allowed: true });
+    const bad = await ask({ method: 'DELETE', path: '/v1/envs/x', bodySha256: 'nothex' });
+    assert.equal(bad.status, 400);
 });
 
 test('grants and approvals live in PostgreSQL: they survive a hub restart', async () => {

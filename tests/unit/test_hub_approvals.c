@@ -87,25 +87,36 @@ static void test_who_is_gated(void **state)
     assert_false(approvals_gated(&p)); /* nor a human's session */
 }
 
+static void fp(const char *m, const char *c, const char *p, const char *body, char out[65])
+{
+    char sha[65];
+
+    approvals_body_sha(body, strlen(body), sha);
+    approvals_fingerprint(m, c, p, sha, out);
+}
+
 static void test_fingerprint(void **state)
 {
     char a[65], b[65];
 
     (void)state;
-    approvals_fingerprint("DELETE", "alpha", "/v1/sandboxes/s1", "", 0, a);
-    approvals_fingerprint("DELETE", "alpha", "/v1/sandboxes/s1?x=1", "", 0, b);
+    fp("DELETE", "alpha", "/v1/sandboxes/s1", "", a);
+    fp("DELETE", "alpha", "/v1/sandboxes/s1?x=1", "", b);
     assert_string_equal(a, b); /* the query is not part of it */
-    approvals_fingerprint("DELETE", "alpha", "/v1/sandboxes/s2", "", 0, b);
+    fp("DELETE", "alpha", "/v1/sandboxes/s2", "", b);
     assert_string_not_equal(a, b);
-    approvals_fingerprint("DELETE", "beta", "/v1/sandboxes/s1", "", 0, b);
+    fp("DELETE", "beta", "/v1/sandboxes/s1", "", b);
     assert_string_not_equal(a, b);
-    approvals_fingerprint("POST", "alpha", "/v1/sandboxes", "{\"a\":1}", 7, a);
-    approvals_fingerprint("POST", "alpha", "/v1/sandboxes", "{\"a\":2}", 7, b);
+    fp("POST", "alpha", "/v1/sandboxes", "{\"a\":1}", a);
+    fp("POST", "alpha", "/v1/sandboxes", "{\"a\":2}", b);
     assert_string_not_equal(a, b);
     /* the separators keep fields apart */
-    approvals_fingerprint("POST", "al", "pha/v1", "", 0, a);
-    approvals_fingerprint("POST", "alpha", "/v1", "", 0, b);
+    fp("POST", "al", "pha/v1", "", a);
+    fp("POST", "alpha", "/v1", "", b);
     assert_string_not_equal(a, b);
+    /* the empty body's hash is SHA-256("") */
+    approvals_body_sha(NULL, 0, a);
+    assert_string_equal(a, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 static void test_password_hash(void **state)

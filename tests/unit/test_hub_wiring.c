@@ -197,6 +197,7 @@ static void test_hub_init_wires_every_route(void **state)
     assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/route"));
     assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/keys/validate"));
     assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/sandbox-events"));
+    assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/approvals/gate"));
     assert_no_duplicates(h.routes, h.nroutes);
     assert_no_duplicates(h.internal_routes, h.ninternal);
     hub_fini(&h);
