@@ -321,9 +321,11 @@ static void api_get(struct http_exchange *ex, void *arg)
 /* --- ANY /api/clusters/{id}/v1/...: the cluster's native API over its tunnel --------- */
 
 /* After the gate: relays the request to the cluster. */
-static void cluster_native_pass(struct http_exchange *ex, void *arg)
+static void cluster_native_pass(struct http_exchange *ex, bool allowed, void *arg)
 {
     struct hub *h = arg;
+    if (!allowed)
+        return; /* the gate answered */
     const char *id = http_param(ex, "id");
     const char *target = http_req(ex)->target;
     /* the raw target after /api/clusters/<id>, so escapes reach the agent as sent */

@@ -10,6 +10,7 @@
 #include "agentbox/common.h"
 #include "agentbox/config.h"
 #include "agentbox/json.h"
+#include "hub/approvals.h"
 #include "hub/auth.h"
 #include "hub/db.h"
 #include "hub/hub.h"
@@ -274,24 +275,39 @@ static void create_key(struct http_exchange *ex, void *arg)
     auth_request(arg, ex, AUTH_SURFACE_API, create_ok, arg);
 }
 
+static void revoke_pass(struct http_exchange *ex, bool allowed, void *arg)
+{
+    struct key_op *o = arg;
+
+    (void)ex;
+    if (allowed)
+        submit(o);
+    else
+        op_free(o); /* the gate answered */
+}
+
 static void revoke_ok(struct http_exchange *ex, const struct keys_principal *p, void *arg)
 {
-    struct key_op *o = op_new(arg, ex, p, OP_REVOKE);
+    struct hub *h = arg;
+    struct key_op *o = op_new(h->auth, ex, p, OP_REVOKE);
     const char *id = http_param(ex, "id");
+    char path[160];
 
     if (o == NULL)
         return;
-    /* TODO(approvals): agent-mode revocation is a gated, once-only operation
-     * (reference §4.5); until the approval gate exists it is allowed. */
     ab_strlcpy(o->id, id != NULL ? id : "", sizeof(o->id));
     ab_strlcpy(o->team, p->team, sizeof(o->team));
     ab_strlcpy(o->user, p->user, sizeof(o->user));
-    submit(o);
+    /* an agent-mode key's revocation is gated and once-only (reference
+     * §4.5, apikey.delete): the hub's own route, so no cluster */
+    snprintf(path, sizeof(path), "/v1/api-keys/%.100s", o->id);
+    approvals_gate(h->approvals, ex, p, "", path, revoke_pass, o);
 }
 
 static void revoke_key(struct http_exchange *ex, void *arg)
 {
-    auth_request(arg, ex, AUTH_SURFACE_API, revoke_ok, arg);
+    struct hub *h = arg;
+    auth_request(h->auth, ex, AUTH_SURFACE_API, revoke_ok, h);
 }
 
 /* --- admin ----------------------------------------------------------------------------------- */
@@ -384,7 +400,7 @@ int identity_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t
         {"GET", "/api/v1/auth/whoami", whoami, a, 0},
         {"GET", "/api/v1/api-keys", list_keys, a, 0},
         {"POST", "/api/v1/api-keys", create_key, a, 0},
-        {"DELETE", "/api/v1/api-keys/{id}", revoke_key, a, 0},
+        {"DELETE", "/api/v1/api-keys/{id}", revoke_key, h, 0},
         {"GET", "/api/v1/admin/api-keys", admin_list, a, 0},
         {"POST", "/api/v1/admin/api-keys", admin_create, a, 0},
         {"DELETE", "/api/v1/admin/api-keys/{id}", admin_revoke, a, 0},

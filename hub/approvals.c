@@ -373,12 +373,11 @@ static int gate_run(PGconn *c, void *arg)
 static void gate_done(void *arg, int status)
 {
     struct gate_job *j = arg;
+    bool allowed = status == 0 && j->result == GATE_ALLOW;
 
     if (status != 0) {
         auth_respond_db_error(j->a->auth, j->ex, AUTH_SURFACE_API, status, j->err);
-    } else if (j->result == GATE_ALLOW) {
-        j->pass(j->ex, j->arg);
-    } else {
+    } else if (!allowed) {
         char poll[64], msg[SUMMARY_MAX + 32];
         snprintf(poll, sizeof(poll), "/v1/approvals/%s", j->id);
         snprintf(msg, sizeof(msg), "approval required: %s", j->summary);
@@ -388,6 +387,7 @@ static void gate_done(void *arg, int status)
                                     "operation", j->op->op, "summary", j->summary, "onceOnly",
                                     j->op->once_only, "pollUrl", poll, "expiresAt", j->expires_at));
     }
+    j->pass(j->ex, allowed, j->arg);
     free(j);
 }
 
@@ -405,7 +405,7 @@ static void gate_start(struct approvals *a, struct http_exchange *ex,
 
     if (!approvals_gated(p) ||
         (op = approvals_match(method, path, params, sizeof(params))) == NULL) {
-        pass(ex, arg);
+        pass(ex, true, arg);
         return;
     }
     if (op->forbidden) {
@@ -416,6 +416,7 @@ static void gate_start(struct approvals *a, struct http_exchange *ex,
                       "it act without the approval gate. Open the console and do it as yourself.",
                       "errorCode", "FORBIDDEN_FOR_AGENT", "detail", "operation", op->op, "summary",
                       op->summary));
+        pass(ex, false, arg);
         return;
     }
     if ((session != NULL && strlen(session) > SESSION_MAX) || strlen(cluster) >= 64 ||
@@ -425,11 +426,13 @@ static void gate_start(struct approvals *a, struct http_exchange *ex,
                                " (at most %d characters), the cluster id or the path (at most %d) "
                                "is too long",
                                SESSION_MAX, PATH_MAX_LEN);
+        pass(ex, false, arg);
         return;
     }
     j = calloc(1, sizeof(*j));
     if (j == NULL) {
         auth_respond_api_error(ex, 503, "UNAVAILABLE", "out of memory");
+        pass(ex, false, arg);
         return;
     }
     j->a = a;
@@ -453,6 +456,7 @@ static void gate_start(struct approvals *a, struct http_exchange *ex,
     if (rc != 0) {
         free(j);
         auth_respond_db_error(a->auth, ex, AUTH_SURFACE_API, rc, "");
+        pass(ex, false, arg);
     }
 }
 
@@ -469,10 +473,11 @@ void approvals_gate(struct approvals *a, struct http_exchange *ex, const struct 
 
 /* --- the agents' question: POST /internal/v1/approvals/gate ------------------------------ */
 
-static void internal_pass(struct http_exchange *ex, void *arg)
+static void internal_pass(struct http_exchange *ex, bool allowed, void *arg)
 {
     (void)arg;
-    http_respond_json(ex, 200, json_pack("{s:b}", "allowed", 1));
+    if (allowed)
+        http_respond_json(ex, 200, json_pack("{s:b}", "allowed", 1));
 }
 
 /* An agent asks before a gated write on its own native API (reference

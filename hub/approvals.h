@@ -75,11 +75,12 @@ void approvals_body_sha(const char *body, size_t len, char out[65]);
 void approvals_fingerprint(const char *method, const char *cluster, const char *path,
                            const char *body_sha, char out[65]);
 
-/* The gate for ex. pass(ex, arg) runs (at once for an ungated request or
- * principal, else after the lookup) when the request may go on; otherwise ex
- * is answered (403, 428 or 503) and pass never runs. path: "/v1/..." (a
- * query is ignored). cluster: "" for the hub's own routes. */
-typedef void (*approvals_pass_fn)(struct http_exchange *ex, void *arg);
+/* The gate for ex. pass(ex, allowed, arg) runs exactly once (at once for an
+ * ungated request or principal, else after the lookup): allowed, the request
+ * may go on; not allowed, ex was answered (403, 428, 400 or 503) and pass
+ * only releases arg. path: "/v1/..." (a query is ignored). cluster: "" for
+ * the hub's own routes. */
+typedef void (*approvals_pass_fn)(struct http_exchange *ex, bool allowed, void *arg);
 void approvals_gate(struct approvals *a, struct http_exchange *ex, const struct keys_principal *p,
                     const char *cluster, const char *path, approvals_pass_fn pass, void *arg);
 

@@ -260,6 +260,22 @@ test('forbidden: an agent key creating an api key is 403 FORBIDDEN_FOR_AGENT, no
     assert.equal((await native('POST', '/v1/api-keys', { token: plainKey, body: { name: 'ok' } })).status, 201);
 });
 
+test('the hub\'s own gated route: an agent key revoking a key waits for a person, once', async () => {
+    const victim = await createKey(pg.url, 'ops', 'olive');
+    const r = await api('DELETE', `/api/v1/api-keys/${victim.id}`, { token: agentKey });
+    const id = assertChallenge(r, 'apikey.delete', `delete an api key (${victim.id})`, true);
+    const poll = await api('GET', `/api/v1/approvals/${id}`, { token: agentKey });
+    assert.equal(poll.json.cluster, null, 'the hub\'s own route names no cluster');
+    assert.equal((await api('GET', '/api/v1/auth/whoami', { token: victim.token })).status, 200, 'not revoked yet');
+    assert.equal((await decide(id, { decision: 'approve', scope: 'key' })).status, 400, 'once-only');
+    assert.equal((await decide(id, { decision: 'approve' })).status, 200);
+    assert.equal((await api('DELETE', `/api/v1/api-keys/${victim.id}`, { token: agentKey })).status, 204);
+    assert.equal((await api('GET', '/api/v1/auth/whoami', { token: victim.token })).status, 401);
+    // an unrestricted key revokes without asking
+    const other = await createKey(pg.url, 'ops', 'olive');
+    assert.equal((await api('DELETE', `/api/v1/api-keys/${other.id}`, { token: plainKey })).status, 204);
+});
+
 test('expiry: a pending request expires; deciding it then is refused', async () => {
     const short = await startHub(pg.url, { args: ['--approval-ttl', '1s'] });
     cleanups.push(() => short.proc.stop());
