@@ -17,6 +17,7 @@
  * Loop thread; storage on database workers. */
 #include "dashboard-api/dashboard_api.h"
 
+#include "agentbox/assertion.h"
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/json.h"
@@ -357,6 +358,26 @@ static void cluster_native_authed(struct http_exchange *ex, const struct keys_pr
     size_t skip = strlen("/api/clusters/") + (id != NULL ? strlen(id) : 0);
     if (strlen(path) < skip || strncmp(path + skip, "/v1", 3) != 0) {
         http_respond_error(ex, 400, "path must be /api/clusters/{id}/v1/...");
+        return;
+    }
+    if (p->kind == KEYS_KIND_SESSION) {
+        /* a human's console session is never gated, and its token means
+         * nothing to an agent: the agent gets the hub's assertion of the
+         * session's principal made for that cluster, and no credential */
+        char tok[ASRT_TOKEN_MAX + 1], why[256], msg[160];
+        if (auth_sign_for(h->auth, p, id, NULL, tok, sizeof(tok), why, sizeof(why)) != 0) {
+            auth_respond_api_error(ex, 500, "INTERNAL", "cannot sign an assertion for '%.64s': %s",
+                                   id, why);
+            return;
+        }
+        const struct tun_header extra[] = {
+            {"X-AgentBox-Assertion", tok}, {"Authorization", ""}, {"Cookie", ""}, {"X-API-Key", ""},
+            {"AGENTBOX-API-KEY", ""},      {"X-CSRF-Token", ""},
+        };
+        snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", id);
+        tun_http_proxy(ex, h->tunnel ? tunnel_server_session(h->tunnel, id) : NULL, "native", rest,
+                       extra, (int)AB_ARRAY_LEN(extra), msg);
+        OPENSSL_cleanse(tok, sizeof(tok));
         return;
     }
     approvals_gate(h->approvals, ex, p, id != NULL ? id : "", path + skip, cluster_native_pass, h);

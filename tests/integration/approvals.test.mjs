@@ -124,6 +124,20 @@ test('ungated: reads, unrestricted keys and sessions pass; an agent key\'s gated
     assert.equal(esc.status, 428, esc.text);
 });
 
+test('a console session drives the native API through the hub: never gated, the agent gets an assertion, not the session token', async () => {
+    const r = await native('POST', '/v1/envs', { token: oliveSession, body: { name: 'by-hand' } });
+    assert.equal(r.status, 201, r.text);
+    const got = reached((x) => x.method === 'POST' && x.path === '/v1/envs' && x.body.includes('by-hand'));
+    assert.equal(got.length, 1);
+    const hdr = Object.fromEntries(got[0].headers.map(([k, v]) => [k.toLowerCase(), v]));
+    assert.ok(!JSON.stringify(got[0].headers).includes(oliveSession.slice(5)), 'the session token never reaches a cluster');
+    assert.ok(!hdr.authorization, `Authorization relayed: ${hdr.authorization}`);
+    const claims = JSON.parse(Buffer.from(hdr['x-agentbox-assertion'].split('.')[0], 'base64url').toString());
+    assert.equal(claims.aud, 'alpha');
+    assert.equal(claims.user, 'olive');
+    assert.equal(claims.team, 'ops');
+});
+
 test('decisions: only the owner\'s console session; the agent key, another key and another user cannot', async () => {
     const r = await native('PUT', '/v1/sandboxes/sbx-9/timeout', { body: { timeout: '30m' } });
     const id = assertChallenge(r, 'sandbox.update', "change a sandbox's timeout (sbx-9)");
