@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import crypto from 'node:crypto';
-import { startPostgres, startHub, runMigrate, run, hubBin, hubSecret, waitFor, addCluster, createKey, psqlAt } from './lib/harness.mjs';
+import { startPostgres, startHub, runMigrate, run, hubBin, hubSecret, waitFor, addCluster, createKey, psqlAt, startAgent, waitClusterOnline } from './lib/harness.mjs';
 import { connectTunnel } from './lib/tunnel_client.mjs';
 
 let pg, hub, token, alpha;
@@ -136,6 +136,20 @@ test('a console session drives the native API through the hub: never gated, the 
     assert.equal(claims.aud, 'alpha');
     assert.equal(claims.user, 'olive');
     assert.equal(claims.team, 'ops');
+});
+
+test('with a real agent: the session\'s assertion is accepted there, the agent key\'s write waits for a person', async () => {
+    const agent = await startAgent('beta', { hubUrl: hub.tunnelUrl, token: await addCluster(pg.url, 'beta') });
+    cleanups.push(() => agent.proc.stop());
+    await waitClusterOnline(hub.base, 'beta', true, 15000);
+    const who = await api('GET', '/api/clusters/beta/v1/auth/whoami', { token: oliveSession });
+    assert.equal(who.status, 200, who.text);
+    assert.equal(who.json.user, 'olive');
+    assert.equal(who.json.team, 'ops');
+    const asAgent = await api('GET', '/api/clusters/beta/v1/auth/whoami', { token: agentKey });
+    assert.equal(asAgent.status, 200, asAgent.text);
+    assert.equal(asAgent.json.mode, 'agent');
+    assertChallenge(await api('POST', '/api/clusters/beta/v1/sandboxes', { token: agentKey, body: { poolName: 'none' } }), 'sandbox.create', 'create a sandbox');
 });
 
 test('decisions: only the owner\'s console session; the agent key, another key and another user cannot', async () => {
