@@ -256,6 +256,10 @@ static void create_ok(struct http_exchange *ex, const struct keys_principal *p, 
                       "summary", "create an API key"));
         return;
     }
+    if (auth_key_churn(arg, p, err, sizeof(err)) != 0) {
+        auth_respond_api_error(ex, 429, "RATE_LIMITED", "%s", err);
+        return;
+    }
     o = op_new(arg, ex, p, OP_CREATE);
     if (o == NULL)
         return;
@@ -289,10 +293,15 @@ static void revoke_pass(struct http_exchange *ex, bool allowed, void *arg)
 static void revoke_ok(struct http_exchange *ex, const struct keys_principal *p, void *arg)
 {
     struct hub *h = arg;
-    struct key_op *o = op_new(h->auth, ex, p, OP_REVOKE);
     const char *id = http_param(ex, "id");
-    char path[160];
+    struct key_op *o;
+    char err[256], path[160];
 
+    if (auth_key_churn(h->auth, p, err, sizeof(err)) != 0) {
+        auth_respond_api_error(ex, 429, "RATE_LIMITED", "%s", err);
+        return;
+    }
+    o = op_new(h->auth, ex, p, OP_REVOKE);
     if (o == NULL)
         return;
     ab_strlcpy(o->id, id != NULL ? id : "", sizeof(o->id));

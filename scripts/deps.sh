@@ -10,7 +10,7 @@ PACKAGES=(
   libwebsockets-dev libjansson-dev libyaml-dev libpq-dev libcurl4-openssl-dev libssl-dev
   libcmocka-dev libhttp-parser-dev zlib1g-dev libseccomp-dev
   postgresql postgresql-contrib
-  slirp4netns iproute2 nftables util-linux procps curl ca-certificates
+  iproute2 nftables util-linux procps curl ca-certificates
   nodejs npm
   prometheus
   kubernetes-client
