@@ -13,6 +13,7 @@
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/loop.h"
+#include "hub/audit.h"
 #include "hub/db.h"
 #include "hub/iam.h"
 
@@ -223,7 +224,15 @@ static int login_job_run(PGconn *c, void *arg)
     ab_strlcpy(j->r.expires_at, PQgetvalue(r, 0, 0), sizeof(j->r.expires_at));
     PQclear(r);
     j->r.max_age_s = j->ttl_ms / 1000;
-    return 0;
+    /* who logged in, from where: the session id, never the token */
+    char actor[96];
+    snprintf(actor, sizeof(actor), "console:%s", j->r.username);
+    json_t *details = json_pack("{s:s,s:s}", "from", j->addr_key + 2, "expiresAt", j->r.expires_at);
+    struct audit_entry e = {
+        .actor = actor, .action = "console.login", .target = id, .details = details};
+    int rc = audit_write_conn(c, &e, j->r.err, sizeof(j->r.err));
+    json_decref(details);
+    return rc;
 }
 
 static void login_job_done(void *arg, int status)

@@ -172,6 +172,14 @@ test('decisions: only the owner\'s console session; the agent key, another key a
     assert.match(badScope.json.error, /field 'scope' must be once, session or key/);
     // still pending after all that
     assert.equal((await api('GET', `/api/v1/approvals/${id}`, { token: agentKey })).json.status, 'pending');
+    // an admin's console session may decide anyone's request
+    const add = await cli(['user', 'add', 'root', '--team', 'platform', '--admin'], 'root-password\n');
+    assert.equal(add.code, 0, add.stderr);
+    const byAdmin = await decide(id, { decision: 'deny' }, await sessionOf('root', 'root-password'));
+    assert.equal(byAdmin.status, 200, byAdmin.text);
+    assert.equal(byAdmin.json.approval.decidedBy, 'console:root');
+    // every decision is audited
+    assert.equal(await psqlAt(pg.url, `SELECT actor || ' ' || action FROM audit_log WHERE target = '${id}'`), 'console:root approval.decide');
 });
 
 test('once: the approved call passes exactly once, with its body', async () => {

@@ -99,6 +99,10 @@ test('login: cookie and bearer sessions, GET /api/auth/session, whoami as the us
     // only the hash of the token is stored
     const stored = await psqlAt(pg.url, "SELECT token_hash FROM console_sessions WHERE username = 'carol'");
     assert.ok(!stored.includes(r.json.token.slice(5)));
+    // the login is audited, without the token
+    const audit = await psqlAt(pg.url, "SELECT actor || ' ' || action || ' ' || details::text FROM audit_log WHERE action = 'console.login'");
+    assert.match(audit, /console:carol console\.login .*127\.0\.0\.1/);
+    assert.ok(!audit.includes(r.json.token.slice(5)));
 
     const viaCookie = await api('GET', '/api/auth/session', { cookie: cookieOf(r) });
     assert.equal(viaCookie.status, 200, viaCookie.text);
