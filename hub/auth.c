@@ -76,6 +76,8 @@ struct auth_ctx {
     void *keys_arg;
     keys_revocation_fn revocation_fn;
     void *revocation_arg;
+    auth_session_fn session_fn; /* console sessions (hub/sessions.c) */
+    void *session_arg;
 };
 
 #define SCACHE_SLOTS 512
@@ -571,6 +573,12 @@ void auth_free(struct auth_ctx *a)
     free(a);
 }
 
+void auth_set_session_hook(struct auth_ctx *a, auth_session_fn fn, void *arg)
+{
+    a->session_fn = fn;
+    a->session_arg = arg;
+}
+
 void auth_set_revocation_hook(struct auth_ctx *a, keys_revocation_fn fn, void *arg)
 {
     a->revocation_fn = fn;
@@ -1009,6 +1017,8 @@ void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surfac
         OPENSSL_cleanse(&p, sizeof(p));
         return;
     }
+    if (a->session_fn != NULL && a->session_fn(a->session_arg, ex, s, ok, arg))
+        return;
     if (!credential(http_req(ex), s, token, sizeof(token))) {
         respond(ex, s, 401, "UNAUTHENTICATED",
                 s == AUTH_SURFACE_E2B

@@ -68,6 +68,14 @@ typedef void (*auth_ok_fn)(struct http_exchange *ex, const struct keys_principal
 void auth_request(struct auth_ctx *a, struct http_exchange *ex, enum auth_surface s, auth_ok_fn ok,
                   void *arg);
 
+/* Console sessions (hub/sessions.h): auth_request first offers ex to this
+ * hook, which returns true when it took it (a session credential: it then
+ * runs ok or answers, as auth_request would). NULL fn removes it. serve.c
+ * sets it; the principal it passes has kind KEYS_KIND_SESSION. */
+typedef bool (*auth_session_fn)(void *arg, struct http_exchange *ex, enum auth_surface s,
+                                auth_ok_fn ok, void *ok_arg);
+void auth_set_session_hook(struct auth_ctx *a, auth_session_fn fn, void *arg);
+
 /* Pre-authenticated requests (hub/public_bridge.c). An agent relays its
  * callers' public requests over its tunnel with the principal assertion the
  * hub made for that cluster (X-AgentBox-Assertion) instead of the key or its

@@ -13,12 +13,14 @@
 #include "agentbox/loop.h"
 #include "agentbox/version.h"
 #include "dashboard-api/dashboard_api.h" /* the one include of dashboard-api/ in hub/ */
+#include "hub/approvals.h"
 #include "hub/auth.h"
 #include "hub/clusters.h"
 #include "hub/db.h"
 #include "hub/e2b_front.h"
 #include "hub/federation.h"
 #include "hub/sandbox_events.h"
+#include "hub/sessions.h"
 #include "hub/signing_keys.h"
 #include "hub/tunnel_server.h"
 #include "hub/vault.h"
@@ -64,6 +66,20 @@ const struct cfg_option hub_serve_options[] = {
      "/metrics (and /healthz) listener, apart from the API: the page is not authenticated; "
      "loopback by default, :PORT exposes it on every interface",
      NULL},
+    {"session_ttl", CFG_DURATION, "12h", false, OPT(session_ttl_ms),
+     "console sessions (POST /api/auth/login) end this long after login", NULL},
+    {"cookie_secure", CFG_BOOL, "false", false, OPT(cookie_secure),
+     "mark the session cookies Secure (the console is served over TLS, e.g. by a proxy; "
+     "X-Forwarded-Proto: https does it per request)",
+     NULL},
+    {"login_max_failures", CFG_INT, "5", false, OPT(login_max_failures),
+     "failed logins per username within login_failure_window before 429", NULL},
+    {"login_max_failures_addr", CFG_INT, "20", false, OPT(login_max_failures_addr),
+     "failed logins per source address within login_failure_window before 429", NULL},
+    {"login_failure_window", CFG_DURATION, "15m", false, OPT(login_failure_window_ms),
+     "how long failed logins count", NULL},
+    {"approval_ttl", CFG_DURATION, "15m", false, OPT(approval_ttl_ms),
+     "a pending approval request (428 APPROVAL_REQUIRED) expires after this", NULL},
     {"allow_superuser", CFG_BOOL, "false", false, OPT(allow_superuser),
      "run although the PostgreSQL role is a superuser (refused by default: serve needs only "
      "a login role with DML rights)",
@@ -197,6 +213,8 @@ static int add_routes(struct hub *h, char *err, size_t errlen)
     if (rc == 0)
         rc = hub_sandboxes_add_routes(h, err, errlen);
     if (rc == 0)
+        rc = approvals_add_internal_routes(h, h->approvals, err, errlen);
+    if (rc == 0)
         rc = dashboard_api_add_routes(h, err, errlen);
     return rc;
 }
@@ -239,6 +257,24 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     h->fed = federation_new(&fd, err, errlen);
     if (h->fed == NULL)
         return AB_ENOMEM;
+    struct sessions_deps sd = {.loop = h->loop,
+                               .db = h->db,
+                               .auth = h->auth,
+                               .ttl_ms = cfg->session_ttl_ms,
+                               .cookie_secure = cfg->cookie_secure,
+                               .max_failures_user = (int)cfg->login_max_failures,
+                               .max_failures_addr = (int)cfg->login_max_failures_addr,
+                               .failure_window_ms = cfg->login_failure_window_ms};
+    rc = sessions_new(&sd, &h->sessions, err, errlen);
+    if (rc != 0)
+        return rc;
+    /* every auth_request now takes a console session as well as a key */
+    auth_set_session_hook(h->auth, sessions_authenticate, h->sessions);
+    struct approvals_deps ad = {
+        .loop = h->loop, .db = h->db, .auth = h->auth, .ttl_ms = cfg->approval_ttl_ms};
+    rc = approvals_new(&ad, &h->approvals, err, errlen);
+    if (rc != 0)
+        return rc;
     struct e2b_front_deps ed = {.loop = h->loop, .auth = h->auth, .fed = h->fed};
     h->front = e2b_front_new(&ed);
     if (h->front == NULL) {
@@ -363,6 +399,12 @@ void hub_fini(struct hub *h)
     h->vault = NULL;
     e2b_front_free(h->front);
     h->front = NULL;
+    approvals_free(h->approvals);
+    h->approvals = NULL;
+    if (h->auth != NULL)
+        auth_set_session_hook(h->auth, NULL, NULL);
+    sessions_free(h->sessions);
+    h->sessions = NULL;
     federation_free(h->fed);
     h->fed = NULL;
     auth_free(h->auth);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import {
     startPostgres, startHub, runMigrate, addCluster, startAgent, waitClusterOnline, createKey,
-    hubSecret, waitFor, metricValue, run, hubBin,
+    hubSecret, waitFor, metricValue, run, hubBin, consoleSession,
 } from './lib/harness.mjs';
 import { connectTunnel, hubAssertionKey, signAssertion } from './lib/tunnel_client.mjs';
 
@@ -100,14 +100,15 @@ test('the public bridge refuses a bare key hash and takes only an assertion made
     assert.equal(listed.status, 200, listed.text);
     assert.ok(JSON.stringify(listed.json).includes(mallory.id), listed.text);
     assert.ok(!listed.text.includes('rawToken') && !listed.text.includes(mallory.token), listed.text);
-    const direct = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${mallory.token}` } });
-    assert.ok((await direct.text()).includes(mallory.token), 'the console (direct) still gets rawToken');
+    const direct = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${await consoleSession(hub.base, 'evil', 'mallory')}` } });
+    assert.ok((await direct.text()).includes(mallory.token), 'the console (a session, direct) still gets rawToken');
 });
 
 test('an agent-mode key is never listed with its token, not even directly', async () => {
     const ag = await createKey(pg.url, 'evil', 'mallory3', ['--agent']);
     const owner = await createKey(pg.url, 'evil', 'mallory3');
-    const r = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${owner.token}` } });
+    // the owner's console session: the one principal that sees raw tokens (issue 16)
+    const r = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${await consoleSession(hub.base, 'evil', 'mallory3')}` } });
     const text = await r.text();
     assert.equal(r.status, 200, text);
     assert.ok(text.includes(ag.id), text);
