@@ -10,11 +10,16 @@
 // pruning below spec's first level,
 // CRD schemas beyond required/enum/minimum/defaults of the three agentbox
 // CRDs, garbage collection. The simulated kubelet (option `kubelet`) runs no
-// real processes yet: Pods become Running/Ready on 127.0.0.1.
+// real processes unless given `envd`: then every Pod gets its own loopback
+// address (127.0.a.b) and its first container is a real agentbox-envd bound
+// there (restarted, fresh, on every image change; Ready once /health answers).
 //
 //   const api = await startKubeApi({ token: 'sekret', historyLimit: 100 });
 //   api.url; api.kubeconfig(dir); api.compact(); api.inject({...}); await api.close();
+import { spawn } from 'node:child_process';
 import { randomUUID, randomBytes } from 'node:crypto';
+import net from 'node:net';
+import os from 'node:os';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -423,8 +428,10 @@ function prune(r, obj, mode) {
 //   watchTimeoutSec  default server-side end of a watch
 //   podGraceMs       how long a deleted scheduled Pod lingers without a kubelet
 //   kubelet          true or {node, podIP, pullDelayMs, readyDelayMs, stopDelayMs,
-//                    failImages (RegExp or list), normalise}: the simulated node;
-//                    api.options.kubelet may be changed while running
+//                    failImages (RegExp or list), normalise, envd (path of
+//                    agentbox-envd: a real one per Pod), envdPort (49983)}:
+//                    the simulated node; api.options.kubelet may be changed
+//                    while running
 export async function startKubeApi(opts = {}) {
     const o = {
         token: null, historyLimit: 1000, bookmarkMs: 1000, watch410: 'event', watchTimeoutSec: 1800,
@@ -451,6 +458,7 @@ export async function startKubeApi(opts = {}) {
         while (history.length > o.historyLimit) compactedRv = history.shift().rv;
         for (const w of watchers) if (w.r === r) w.deliver(ev);
         if (o.kubelet && r.name === 'pods' && type !== 'DELETED') kubeletKick(obj);
+        if (r.name === 'pods' && type === 'DELETED') void envdStop(obj.metadata.uid);
     }
 
     function persist(r, obj, prev) {
@@ -667,6 +675,52 @@ export async function startKubeApi(opts = {}) {
         const t = setTimeout(() => { timers.delete(t); res(); }, ms);
         timers.add(t);
     });
+
+    // --- envd per Pod (kubelet.envd) ---
+    // A Pod's address: its own 127.0.a.b, so the agent's data plane reaches
+    // envd and any other port of "the Pod" there, and Pods never share one.
+    const podIPs = new Map(); // uid → ip
+    let ipNext = 0;
+    const allocIP = (uid) => {
+        if (!podIPs.has(uid)) {
+            const n = ipNext++;
+            podIPs.set(uid, `127.0.${1 + Math.floor(n / 250) % 250}.${1 + (n % 250)}`);
+        }
+        return podIPs.get(uid);
+    };
+    const envds = new Map(); // uid → {proc, dir, exited}
+    async function envdStop(uid) {
+        const e = envds.get(uid);
+        if (!e) return;
+        envds.delete(uid);
+        if (e.proc.exitCode === null && e.proc.signalCode === null) {
+            e.proc.kill('SIGKILL');
+            await e.exited;
+        }
+        fs.rmSync(e.dir, { recursive: true, force: true });
+    }
+    const probe = (ip, port) => new Promise((res) => {
+        const s = net.connect({ host: ip, port }, () => { s.destroy(); res(true); });
+        s.on('error', () => res(false));
+    });
+    // Starts a fresh envd for the Pod (the container's restart) and waits,
+    // with a deadline, until it accepts connections.
+    async function envdStart(uid, ip, name) {
+        await envdStop(uid);
+        const kl = kubeletOpts();
+        const port = kl.envdPort ?? 49983;
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), `kpod-${name.slice(0, 40)}-`));
+        const proc = spawn(kl.envd, ['--listen', `${ip}:${port}`, '--state-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+        let log = '';
+        proc.stderr.on('data', (d) => { log = (log + d).slice(-4000); });
+        const exited = new Promise((res) => proc.once('exit', res));
+        envds.set(uid, { proc, dir, exited, log: () => log });
+        const deadline = Date.now() + 10000;
+        while (!(await probe(ip, port))) {
+            if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`envd of Pod ${name} did not listen on ${ip}:${port}: ${log}`);
+            await new Promise((r) => setTimeout(r, 10));
+        }
+    }
     const hash = (s) => {
         let h = 0x811c9dc5;
         for (const ch of s) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
@@ -762,6 +816,7 @@ export async function startKubeApi(opts = {}) {
             }
             for (const c of pod.spec.containers) kubeletEvent(pod, 'Normal', 'Killing', `Stopping container ${c.name}`, c.name);
             await sleep(kl.stopDelayMs);
+            await envdStop(uid);
             pod = podNow(ns, name, uid);
             if (!pod) return;
             writeStatus(ns, name, uid, (st) => {
@@ -784,8 +839,9 @@ export async function startKubeApi(opts = {}) {
                 s.phase = 'Pending';
                 s.hostIP = '127.0.0.1';
                 s.hostIPs = [{ ip: '127.0.0.1' }];
-                s.podIP = kl.podIP;
-                s.podIPs = [{ ip: kl.podIP }];
+                const ip = kl.envd ? allocIP(uid) : kl.podIP;
+                s.podIP = ip;
+                s.podIPs = [{ ip }];
                 s.startTime = nowTime();
                 setCond(s, 'PodReadyToStartContainers', 'True');
                 setCond(s, 'Initialized', 'True');
@@ -808,6 +864,7 @@ export async function startKubeApi(opts = {}) {
             const wasRunning = !!cs.state?.running;
             if (wasRunning) {
                 kubeletEvent(pod, 'Normal', 'Killing', `Container ${c.name} definition changed, will be restarted`, c.name);
+                if (kl.envd && c.name === pod.spec.containers[0].name) await envdStop(uid);
                 writeStatus(ns, name, uid, (s) => {
                     const x = s.containerStatuses.find((y) => y.name === c.name);
                     x.lastState = { terminated: { exitCode: 137, reason: 'Error', startedAt: x.state.running.startedAt, finishedAt: nowTime(), containerID: x.containerID } };
@@ -844,6 +901,14 @@ export async function startKubeApi(opts = {}) {
                 continue;
             }
             kubeletEvent(pod, 'Normal', 'Pulled', `Successfully pulled image "${c.image}"`, c.name);
+            if (kubeletOpts().envd && c.name === pod.spec.containers[0].name) {
+                await envdStart(uid, pod.status?.podIP || allocIP(uid), name);
+                pod = podNow(ns, name, uid);
+                if (!pod || pod.metadata.deletionTimestamp) {
+                    await envdStop(uid);
+                    return void (pod && kubeletKick(pod));
+                }
+            }
             const id = containerID();
             writeStatus(ns, name, uid, (s) => {
                 const x = s.containerStatuses.find((y) => y.name === c.name);
@@ -1351,8 +1416,13 @@ ${token !== null ? `    token: ${token}\n` : '    {}\n'}contexts:
                 server.listen(api.port, '127.0.0.1', resolve);
             });
         },
+        // The envd processes the kubelet runs: Pod uid → pid.
+        envdPids() {
+            return new Map([...envds].map(([uid, e]) => [uid, e.proc.pid]));
+        },
         async close() {
             closed = true;
+            await Promise.all([...envds.keys()].map((uid) => envdStop(uid)));
             for (const w of [...watchers]) w.end();
             for (const t of timers) clearTimeout(t);
             await new Promise((resolve) => {
