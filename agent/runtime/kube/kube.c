@@ -204,6 +204,14 @@ static void key_of(const json_t *obj, int kind, char *out, size_t n)
         snprintf(out, n, "%s/%s", jstr(md, "namespace"), jstr(md, "name"));
 }
 
+/* An HTTP status as a log field (fields are strings). */
+static const char *code_s(long code)
+{
+    static _Thread_local char b[24];
+    snprintf(b, sizeof(b), "%ld", code);
+    return b;
+}
+
 static void now_time(char out[32])
 {
     kube_time_format(ab_wall_ms(), false, out);
@@ -288,7 +296,7 @@ static void ignore_done(struct krt *rt, void *arg, int rc, struct kube_response 
     (void)rt;
     if (rc == 0 && resp && (resp->code < 200 || resp->code >= 300) && resp->code != 404 &&
         resp->code != 409)
-        LOG_WARN("kube request refused", "what", (const char *)arg, "code", (int)resp->code,
+        LOG_WARN("kube request refused", "what", (const char *)arg, "code", code_s(resp->code),
                  "message", resp->status.message);
     free(arg);
 }
@@ -1034,8 +1042,8 @@ static void member_done(struct krt *rt, void *arg, int rc, struct kube_response 
             if (strcmp(p->ns, ns) == 0 && strcmp(p->name, name) == 0)
                 p->spec_inflight = false;
         if (rc == 0 && (resp->code < 200 || resp->code >= 300))
-            LOG_WARN("writing an Env's member pool refused", "pool", key, "code", (int)resp->code,
-                     "message", resp->status.message);
+            LOG_WARN("writing an Env's member pool refused", "pool", key, "code",
+                     code_s(resp->code), "message", resp->status.message);
     }
     free(key);
     rt->crd_gen++; /* look again */
@@ -1239,7 +1247,7 @@ static void status_done(struct krt *rt, void *arg, int rc, struct kube_response 
         }
         json_decref(obj);
     } else if (rc == 0)
-        LOG_WARN("pool status not written", "pool", p->name, "code", (int)resp->code, "message",
+        LOG_WARN("pool status not written", "pool", p->name, "code", code_s(resp->code), "message",
                  resp->status.message);
     p->status_inflight = false;
 }

@@ -125,7 +125,7 @@ int kube_revision(const json_t *pool_spec, char out[KUBE_REV_LEN + 1])
     static const char *const ZEROED[] = {
         "replicas",           "minReplicas",    "maxReplicas",  "defaultStartupTimeout",
         "defaultIdleTimeout", "maxUnavailable", "templateName", "autoscaling"};
-    json_t *s = json_deep_copy(pool_spec ? pool_spec : json_object());
+    json_t *s = pool_spec ? json_deep_copy(pool_spec) : json_object();
     char *text;
 
     if (!s || !json_is_object(s)) {
@@ -393,7 +393,7 @@ json_t *kube_pool_status(const struct kube_pool_counts *c, int replicas, int pen
 /* A copy without lastTransitionTime in the conditions. */
 static json_t *status_key(const json_t *s)
 {
-    json_t *c = json_deep_copy(s ? s : json_object()), *v;
+    json_t *c = s ? json_deep_copy(s) : json_object(), *v;
     size_t i;
     json_array_foreach(json_object_get(c, "conditions"), i, v)
         json_object_del(v, "lastTransitionTime");
@@ -430,12 +430,9 @@ json_t *kube_pod_body(const char *pool, const char *pool_uid, const char *env,
 
     if (!img)
         return NULL;
-    json_t *md = json_deep_copy(json_is_object(json_object_get(tpl, "metadata"))
-                                    ? json_object_get(tpl, "metadata")
-                                    : json_object());
-    json_t *spec =
-        json_deep_copy(json_is_object(json_object_get(tpl, "spec")) ? json_object_get(tpl, "spec")
-                                                                    : json_object());
+    const json_t *tmd = json_object_get(tpl, "metadata"), *tsp = json_object_get(tpl, "spec");
+    json_t *md = json_is_object(tmd) ? json_deep_copy(tmd) : json_object();
+    json_t *spec = json_is_object(tsp) ? json_deep_copy(tsp) : json_object();
     json_t *pod = json_pack("{s:s,s:s,s:o,s:o}", "apiVersion", "v1", "kind", "Pod", "metadata", md,
                             "spec", spec);
     if (!pod)
