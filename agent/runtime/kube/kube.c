@@ -604,6 +604,12 @@ static void armed(struct ksb *s)
     loop_timer_start(s->rt->loop, &s->timer, w->timeout_s * 1000, end_timer, s);
     LOG_INFO("sandbox claimed", "id", s->id, "pool", s->pool->name, "pod", s->pod, "image",
              s->image);
+    /* The swap is done: the Pod says so (operators count phases by label). */
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", KUBE_L_PHASE, "running");
+    struct kube_ref r = ref_of(K_POD, s->ns, s->pod, NULL);
+    if (patch)
+        send_simple(s->rt, "running", "PATCH", &r, "application/merge-patch+json", patch);
+    json_decref(patch);
     fill(s, &snap, false);
     w->cb(w->arg, 0, NULL, &snap);
     waiter_free(w);

@@ -681,46 +681,75 @@ export async function startKubeApi(opts = {}) {
     // envd and any other port of "the Pod" there, and Pods never share one.
     const podIPs = new Map(); // uid → ip
     let ipNext = 0;
+    const ipNet = 100 + (process.pid % 150); // apart from other servers on this machine
     const allocIP = (uid) => {
         if (!podIPs.has(uid)) {
             const n = ipNext++;
-            podIPs.set(uid, `127.0.${1 + Math.floor(n / 250) % 250}.${1 + (n % 250)}`);
+            podIPs.set(uid, `127.${ipNet}.${1 + Math.floor(n / 250) % 250}.${1 + (n % 250)}`);
         }
         return podIPs.get(uid);
     };
-    const envds = new Map(); // uid → {proc, dir, exited}
+    const envds = new Map(); // uid → {proc, dir, exited, fwd, socks}
     async function envdStop(uid) {
         const e = envds.get(uid);
         if (!e) return;
         envds.delete(uid);
+        for (const so of e.socks) so.destroy();
+        await new Promise((res) => e.fwd.close(() => res()));
         if (e.proc.exitCode === null && e.proc.signalCode === null) {
             e.proc.kill('SIGKILL');
             await e.exited;
         }
         fs.rmSync(e.dir, { recursive: true, force: true });
     }
-    const probe = (ip, port) => new Promise((res) => {
-        const s = net.connect({ host: ip, port }, () => { s.destroy(); res(true); });
-        s.on('error', () => res(false));
+    const freeLoopbackPort = () => new Promise((res, rej) => {
+        const srv = net.createServer();
+        srv.once('error', rej);
+        srv.listen(0, '127.0.0.1', () => {
+            const { port } = srv.address();
+            srv.close(() => res(port));
+        });
     });
     // Starts a fresh envd for the Pod (the container's restart) and waits,
-    // with a deadline, until it accepts connections.
+    // with a deadline, until /health answers at the Pod's address. envd
+    // serves on a port of its own and a forwarder owns <podIP>:<envdPort>
+    // (our HTTP server binds every interface whatever the host it is
+    // given, so envds could not share one port on different addresses).
     async function envdStart(uid, ip, name) {
         await envdStop(uid);
         const kl = kubeletOpts();
         const port = kl.envdPort ?? 49983;
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), `kpod-${name.slice(0, 40)}-`));
-        const proc = spawn(kl.envd, ['--listen', `${ip}:${port}`, '--state-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+        // The simulated container shares the host's filesystem; an image
+        // would have the sandbox user's home (the default workdir).
+        fs.mkdirSync('/home/user', { recursive: true });
+        const inner = await freeLoopbackPort();
+        const proc = spawn(kl.envd, ['--listen', `127.0.0.1:${inner}`, '--state-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
         let log = '';
         proc.stderr.on('data', (d) => { log = (log + d).slice(-4000); });
         const exited = new Promise((res) => proc.once('exit', res));
-        envds.set(uid, { proc, dir, exited, log: () => log });
+        const socks = new Set();
+        const fwd = net.createServer((c) => {
+            const up = net.connect(inner, '127.0.0.1');
+            socks.add(c);
+            socks.add(up);
+            const done = () => { c.destroy(); up.destroy(); socks.delete(c); socks.delete(up); };
+            c.on('error', done).on('close', done);
+            up.on('error', done).on('close', done);
+            c.pipe(up);
+            up.pipe(c);
+        });
+        envds.set(uid, { proc, dir, exited, fwd, socks, log: () => log });
+        await new Promise((res, rej) => { fwd.once('error', rej); fwd.listen(port, ip, res); });
         const deadline = Date.now() + 10000;
-        while (!(await probe(ip, port))) {
-            if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`envd of Pod ${name} did not listen on ${ip}:${port}: ${log}`);
+        for (;;) {
+            const ok = await fetch(`http://${ip}:${port}/health`).then((r) => r.status === 204, () => false);
+            if (ok) break;
+            if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`envd of Pod ${name} did not answer at ${ip}:${port}: ${log}`);
             await new Promise((r) => setTimeout(r, 10));
         }
     }
+
     const hash = (s) => {
         let h = 0x811c9dc5;
         for (const ch of s) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
