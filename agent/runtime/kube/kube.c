@@ -1150,8 +1150,6 @@ static void pool_refresh(struct krt *rt, struct kpool *p, const json_t *obj, con
     const json_t *c0 =
         json_array_get(jget2(json_object_get(eff, "template"), "spec", "containers"), 0);
     const char *idle = kube_idle_image(eff);
-    size_t i;
-    const json_t *r;
     int64_t ms;
 
     (void)rt;
@@ -1171,11 +1169,7 @@ static void pool_refresh(struct krt *rt, struct kpool *p, const json_t *obj, con
     ab_strlcpy(p->run_image,
                json_is_string(json_object_get(c0, "image")) ? jstr(c0, "image") : p->idle_image,
                sizeof(p->run_image));
-    p->envd_port = KUBE_ENVD_PORT;
-    json_array_foreach(json_object_get(eff, "runtimes"), i,
-                       r) if (strcmp(jstr(r, "name"), "envd") == 0 &&
-                              json_integer_value(json_object_get(r, "port")) > 0) p->envd_port =
-        (int)json_integer_value(json_object_get(r, "port"));
+    p->envd_port = kube_envd_port(eff);
     if (kube_revision(eff, p->revision) != 0)
         p->revision[0] = '\0';
 }

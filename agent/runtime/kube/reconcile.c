@@ -172,6 +172,20 @@ int kube_max_unavailable(const json_t *v, int replicas)
     return n < 1 ? 1 : (n > 1000000 ? 1000000 : (int)n);
 }
 
+int kube_envd_port(const json_t *spec)
+{
+    size_t i;
+    const json_t *r;
+    json_array_foreach(json_object_get(spec, "runtimes"), i, r)
+    {
+        const char *n = json_string_value(json_object_get(r, "name"));
+        json_int_t port = json_integer_value(json_object_get(r, "port"));
+        if (n && strcmp(n, "envd") == 0 && port > 0 && port < 65536)
+            return (int)port;
+    }
+    return KUBE_ENVD_PORT;
+}
+
 /* --- pool plan --------------------------------------------------------------------- */
 
 /* The order idle Pods go in when there are too many: not Ready first, then
@@ -459,7 +473,7 @@ json_t *kube_pod_body(const char *pool, const char *pool_uid, const char *env,
         /* A template without a PodTemplateSpec (the quickstart's): one
          * container running the idle image with envd's port. */
         containers = json_pack("[{s:s,s:[{s:s,s:i}]}]", "name", "sandbox", "ports", "name", "envd",
-                               "containerPort", KUBE_ENVD_PORT);
+                               "containerPort", kube_envd_port(pool_spec));
         json_object_set_new(spec, "containers", containers);
     }
     json_t *c0 = json_array_get(containers, 0);
@@ -526,7 +540,7 @@ json_t *kube_member_pool(const json_t *env, const json_t *tpl, const char *membe
     json_t *cs = json_object_get(ts, "containers");
     if (!json_is_array(cs) || json_array_size(cs) == 0) {
         cs = json_pack("[{s:s,s:[{s:s,s:i}]}]", "name", "sandbox", "ports", "name", "envd",
-                       "containerPort", KUBE_ENVD_PORT);
+                       "containerPort", kube_envd_port(tspec));
         json_object_set_new(ts, "containers", cs);
     }
     json_t *c0 = json_array_get(cs, 0);

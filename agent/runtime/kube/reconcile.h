@@ -94,6 +94,9 @@ int kube_revision(const json_t *pool_spec, char out[KUBE_REV_LEN + 1]);
  * first container's. NULL when neither is set. */
 const char *kube_idle_image(const json_t *pool_spec);
 
+/* The port of the spec's `envd` runtime (runtimes[]), else 49983. */
+int kube_envd_port(const json_t *spec);
+
 /* maxUnavailable as a count of replicas: an integer, or "N%" of replicas
  * rounded down; floor 1. NULL → "20%". */
 int kube_max_unavailable(const json_t *v, int replicas);

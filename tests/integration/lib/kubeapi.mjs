@@ -715,10 +715,11 @@ export async function startKubeApi(opts = {}) {
     // serves on a port of its own and a forwarder owns <podIP>:<envdPort>
     // (our HTTP server binds every interface whatever the host it is
     // given, so envds could not share one port on different addresses).
-    async function envdStart(uid, ip, name) {
+    async function envdStart(uid, ip, name, container) {
         await envdStop(uid);
         const kl = kubeletOpts();
-        const port = kl.envdPort ?? 49983;
+        // the container's port named envd, as a Service would target it
+        const port = (container.ports ?? []).find((x) => x.name === 'envd')?.containerPort ?? kl.envdPort ?? 49983;
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), `kpod-${name.slice(0, 40)}-`));
         // The simulated container shares the host's filesystem; an image
         // would have the sandbox user's home (the default workdir).
@@ -931,7 +932,21 @@ export async function startKubeApi(opts = {}) {
             }
             kubeletEvent(pod, 'Normal', 'Pulled', `Successfully pulled image "${c.image}"`, c.name);
             if (kubeletOpts().envd && c.name === pod.spec.containers[0].name) {
-                await envdStart(uid, pod.status?.podIP || allocIP(uid), name);
+                try {
+                    await envdStart(uid, pod.status?.podIP || allocIP(uid), name, c);
+                } catch (e) {
+                    // visible as a container that does not start, not a hang
+                    await envdStop(uid);
+                    kubeletEvent(pod, 'Warning', 'Failed', `Error: ${e.message}`.slice(0, 1000), c.name);
+                    writeStatus(ns, name, uid, (s) => {
+                        const x = s.containerStatuses.find((y) => y.name === c.name);
+                        x.image = c.image;
+                        x.state = { waiting: { reason: 'RunContainerError', message: String(e.message).slice(0, 1000) } };
+                        x.ready = false;
+                        recomputeReady(s);
+                    });
+                    continue;
+                }
                 pod = podNow(ns, name, uid);
                 if (!pod || pod.metadata.deletionTimestamp) {
                     await envdStop(uid);
