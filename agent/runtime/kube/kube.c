@@ -33,6 +33,10 @@
 #define DEFAULT_TIMEOUT_S 300
 #define INIT_BODY_MAX (4 * 1024 * 1024)
 #define POOLS_MAX 1024
+#define STATUS_GAP_MS 1000
+/* Claims are API writes: more than client-go's 5/10 defaults, still bounded. */
+#define CLIENT_QPS 100
+#define CLIENT_BURST 200
 #define PODS_PER_POOL_MAX 2048
 
 enum { K_TPL = 0, K_ENV, K_POOL, K_POD, K_NKINDS };
@@ -133,10 +137,11 @@ struct kpool {
     struct kube_pool_counts counts;
     struct kwaiter *w_head, *w_tail;
     int nwaiters;
-    int creating;         /* POSTs not yet answered */
-    bool status_inflight; /* one status write at a time */
-    bool spec_inflight;   /* one member-pool write at a time */
-    char last_event[160]; /* the last Event's reason+message: not repeated */
+    int creating;           /* POSTs not yet answered */
+    bool status_inflight;   /* one status write at a time */
+    int64_t status_next_ms; /* and at most one a STATUS_GAP_MS (claims move it often) */
+    bool spec_inflight;     /* one member-pool write at a time */
+    char last_event[160];   /* the last Event's reason+message: not repeated */
     int64_t last_event_ms;
 };
 
@@ -173,11 +178,12 @@ struct krt {
     struct kpool *pools;
     struct ksb *sbxs;
     uint64_t next_ticket;
-    struct loop_timer kick, tick;
-    bool kick_on;
+    struct loop_timer kick, tick, gap;
+    bool kick_on, gap_on;
 };
 
 static void schedule(struct krt *rt);
+static void gap_fn(struct loop_timer *t);
 static void serve_waiters(struct krt *rt, struct kpool *p);
 static void ksb_release(struct ksb *s, const char *why);
 static void claim_fail(struct kwaiter *w, int err, const char *msg);
@@ -1392,7 +1398,14 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
     const json_t *prev = json_object_get(obj, "status");
     json_t *st = kube_pool_status(&plan.counts, p->replicas, p->nwaiters, p->name, p->revision,
                                   deleting, prev, ab_wall_ms());
-    if (st && !p->status_inflight && kube_status_differs(prev, st)) {
+    int64_t now = ab_now_ms();
+    if (st && !p->status_inflight && kube_status_differs(prev, st) && now < p->status_next_ms) {
+        if (!rt->gap_on) { /* write it when the gap has passed */
+            rt->gap_on = true;
+            loop_timer_start(rt->loop, &rt->gap, p->status_next_ms - now, gap_fn, rt);
+        }
+    } else if (st && !p->status_inflight && kube_status_differs(prev, st)) {
+        p->status_next_ms = now + STATUS_GAP_MS;
         json_t *body = json_deep_copy(obj);
         json_object_set(body, "status", st);
         struct kube_ref r = ref_of(K_POOL, p->ns, p->name, "status");
@@ -1463,6 +1476,13 @@ static void kick_fn(struct loop_timer *t)
     struct krt *rt = t->arg;
     rt->kick_on = false;
     reconcile(rt);
+}
+
+static void gap_fn(struct loop_timer *t)
+{
+    struct krt *rt = t->arg;
+    rt->gap_on = false;
+    schedule(rt);
 }
 
 static void schedule(struct krt *rt)
@@ -1837,6 +1857,8 @@ static void op_free(struct rt *base)
     loop_timer_cancel(&rt->tick);
     if (rt->kick_on)
         loop_timer_cancel(&rt->kick);
+    if (rt->gap_on)
+        loop_timer_cancel(&rt->gap);
     for (struct kpool *p = rt->pools; p; p = p->next)
         while (p->w_head) {
             struct kwaiter *w = p->w_head;
@@ -1932,7 +1954,8 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
         return AB_EINVAL;
     }
     ab_strlcpy(rt->ns, ns, sizeof(rt->ns));
-    rt->c = kube_client_new(&cfg, NULL, why, sizeof(why));
+    struct kube_client_options co = {.qps = CLIENT_QPS, .burst = CLIENT_BURST};
+    rt->c = kube_client_new(&cfg, &co, why, sizeof(why));
     kube_config_clear(&cfg);
     if (!rt->c) {
         snprintf(err, errlen, "kube runtime: %s", why);

@@ -744,7 +744,7 @@ export async function startKubeApi(opts = {}) {
         await new Promise((res, rej) => { fwd.once('error', rej); fwd.listen(port, ip, res); });
         const deadline = Date.now() + 10000;
         for (;;) {
-            const ok = await fetch(`http://${ip}:${port}/health`).then((r) => r.status === 204, () => false);
+            const ok = await fetch(`http://${ip}:${port}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 204, () => false);
             if (ok) break;
             if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`envd of Pod ${name} did not answer at ${ip}:${port}: ${log}`);
             await new Promise((r) => setTimeout(r, 10));
