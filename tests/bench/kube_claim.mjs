@@ -95,7 +95,7 @@ try {
     console.log(`  1 client   (n=${one.length})      p50 ${p(one, 0.5)} ms  p99 ${p(one, 0.99)} ms`);
     console.log(`  32 clients (n=32, burst)  p50 ${p(b, 0.5)} ms  p99 ${p(b, 0.99)} ms`);
     console.log(`  API requests per claim and release: ${fmt(reqs / SEQ, 1)}`);
-    console.log(`  ${IDLE} idle Pods: warm in ${fmt(warmS, 1)} s (client QPS limit 20), ` +
+    console.log(`  ${IDLE} idle Pods: warm in ${fmt(warmS, 1)} s (client QPS limit 100), ` +
         `steady-state reconciler rate ${fmt(steady, 2)} requests/s over ${SECONDS} s`);
 } finally {
     await stack.stop();

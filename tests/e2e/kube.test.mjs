@@ -304,3 +304,19 @@ test('a new idle image rolls the idle Pods; a new running image does not', async
     const ev = await (await fetch(`${api.url}/api/v1/namespaces/default/events`)).json();
     assert.ok(ev.items.some((e) => e.reason === 'RollingUpdate' && e.involvedObject.name === 'e2b-1c2gi'), 'an Event tells operators about the roll');
 });
+
+test('the agent stops cleanly with a sandbox claimed and a claim waiting (no sanitizer report, exit 0)', async () => {
+    const { Sandbox } = E2B;
+    await waitWarm('e2b-1c2gi', 2, 'before');
+    const sbx = await Sandbox.create('e2b', { timeoutMs: 60000 });
+    api.options.kubelet.pullDelayMs = 60000; // the next claim waits on the kubelet
+    const waiting = Sandbox.create('e2b', { timeoutMs: 60000 }).catch((e) => e);
+    await waitFor(async () => live(await listPods('e2b-1c2gi')).some((p) => phaseOf(p) === 'starting'), { what: 'a claim swapping' });
+    const code = await alpha.proc.stop();
+    api.options.kubelet.pullDelayMs = 0;
+    const out = alpha.proc.logs();
+    assert.ok(!/Sanitizer|runtime error:/.test(out), `sanitizer report at shutdown:${out.slice(-3000)}`);
+    assert.equal(alpha.proc.exitCode, 0, `exit ${JSON.stringify(code)}`);
+    assert.ok((await waiting) instanceof Error, 'the waiting create failed when the agent stopped');
+    void sbx;
+});

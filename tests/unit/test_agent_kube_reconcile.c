@@ -448,6 +448,14 @@ static void events(void **state)
         json_string_value(json_object_get(json_object_get(e, "involvedObject"), "apiVersion")),
         KUBE_CR_API_VERSION);
     json_decref(e);
+    json_t *sp = jparse("{\"runtimes\":[{\"name\":\"other\",\"port\":1},"
+                        "{\"name\":\"envd\",\"port\":40000}]}");
+    assert_int_equal(kube_envd_port(sp), 40000);
+    json_decref(sp);
+    sp = jparse("{\"runtimes\":[{\"name\":\"envd\",\"port\":70000}]}");
+    assert_int_equal(kube_envd_port(sp), KUBE_ENVD_PORT); /* out of range: the default */
+    json_decref(sp);
+    assert_int_equal(kube_envd_port(NULL), KUBE_ENVD_PORT);
     assert_int_equal(kube_phase_parse("running"), KUBE_PH_RUNNING);
     assert_int_equal(kube_phase_parse("bogus"), KUBE_PH_NONE);
     assert_string_equal(kube_phase_name(KUBE_PH_STOPPING), "stopping");
