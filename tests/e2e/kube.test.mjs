@@ -305,6 +305,28 @@ test('a new idle image rolls the idle Pods; a new running image does not', async
     assert.ok(ev.items.some((e) => e.reason === 'RollingUpdate' && e.involvedObject.name === 'e2b-1c2gi'), 'an Event tells operators about the roll');
 });
 
+test('the data plane reaches another port of the Pod at the Pod IP', async () => {
+    const { Sandbox } = E2B;
+    await waitWarm('demo-1c0gi', 2, 'before');
+    const sbx = await Sandbox.create('demo', { timeoutMs: 60000 });
+    const pod = live(await listPods('demo-1c0gi')).find((p) => p.metadata.labels['agentbox.navix.sh/sandbox-id'] === sbx.sandboxId);
+    const ip = pod.status.podIP;
+    const port = 41000 + Math.floor(Math.random() * 2000);
+    await sbx.files.write(`/tmp/kube-site-${port}/index.html`, 'served from the pod\n');
+    // the simulated container shares the host: the server binds the Pod's own address
+    const server = await sbx.commands.run(`cd /tmp/kube-site-${port} && exec python3 -m http.server ${port} --bind ${ip}`, { background: true });
+    try {
+        const got = await waitFor(async () => {
+            const r = await fetch(`${alpha.data}/index.html`, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': String(port) } });
+            return r.status === 200 ? r.text() : null;
+        }, { what: `the Pod's port ${port} through the data plane` });
+        assert.equal(got, 'served from the pod\n');
+    } finally {
+        await server.kill();
+        await Sandbox.kill(sbx.sandboxId);
+    }
+});
+
 test('the agent stops cleanly with a sandbox claimed and a claim waiting (no sanitizer report, exit 0)', async () => {
     const { Sandbox } = E2B;
     await waitWarm('e2b-1c2gi', 2, 'before');
