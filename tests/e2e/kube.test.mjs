@@ -327,6 +327,15 @@ test('the data plane reaches another port of the Pod at the Pod IP', async () =>
     }
 });
 
+test('deleting the Env deletes its member pool and the Pods of that pool (finalizers released)', async () => {
+    await waitWarm('demo-1c0gi', 2, 'before');
+    const r = await kubectl(['delete', 'sandboxenv', 'demo', '--wait=false']);
+    assert.equal(r.code, 0, r.stderr);
+    await waitFor(async () => (await getPool('demo-1c0gi')) === null, { what: 'the member pool deleted' });
+    await waitFor(async () => (await listPods('demo-1c0gi')).length === 0, { what: "the pool's Pods gone" });
+    await waitWarm('e2b-1c2gi', 2, 'the other Env untouched');
+});
+
 test('the agent stops cleanly with a sandbox claimed and a claim waiting (no sanitizer report, exit 0)', async () => {
     const { Sandbox } = E2B;
     await waitWarm('e2b-1c2gi', 2, 'before');

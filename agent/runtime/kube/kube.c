@@ -187,6 +187,9 @@ static void gap_fn(struct loop_timer *t);
 static void serve_waiters(struct krt *rt, struct kpool *p);
 static void ksb_release(struct ksb *s, const char *why);
 static void claim_fail(struct kwaiter *w, int err, const char *msg);
+struct kube_pod;
+static void pod_delete(struct krt *rt, const struct kube_pod *pod);
+static void pod_unfinalize(struct krt *rt, const struct kube_pod *pod, const json_t *obj);
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
@@ -1062,6 +1065,64 @@ static void member_done(struct krt *rt, void *arg, int rc, struct kube_response 
     schedule(rt);
 }
 
+/* Member pools (ours: owned by a SandboxEnv, labelled with it) whose Env is
+ * gone, or whose Env was read and no longer lists them here, are deleted.
+ * An Env refused by the manifest rules (say, its template is missing)
+ * keeps its pools: a typo must not take warm and claimed Pods away. */
+static void gc_member_pools(struct krt *rt, const json_t *wanted)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(rt->objs[K_POOL], k, v)
+    {
+        const json_t *md = json_object_get(v, "metadata");
+        const char *env = jstr(json_object_get(md, "labels"), KUBE_L_ENV);
+        const json_t *own = json_array_get(json_object_get(md, "ownerReferences"), 0);
+        char ekey[400], dkey[420];
+        if (!env[0] || strcmp(jstr(own, "kind"), "SandboxEnv") != 0 || json_object_get(wanted, k) ||
+            json_object_get(md, "deletionTimestamp"))
+            continue;
+        snprintf(ekey, sizeof(ekey), "%s/%s", jstr(md, "namespace"), env);
+        bool env_gone = json_object_get(rt->objs[K_ENV], ekey) == NULL;
+        if (!env_gone && !mf_set_find(rt->set, MF_ENV, jstr(md, "namespace"), env))
+            continue;
+        snprintf(dkey, sizeof(dkey), "pool:%s", k);
+        if (json_object_get(rt->expect_del, dkey))
+            continue;
+        LOG_INFO("deleting a member pool its Env no longer has", "pool", k, "env", env);
+        struct kube_ref r = ref_of(K_POOL, jstr(md, "namespace"), jstr(md, "name"), NULL);
+        send_simple(rt, "delete pool", "DELETE", &r, NULL, NULL);
+        json_object_set_new(rt->expect_del, dkey, json_integer(ab_now_ms() + EXPECT_MS));
+    }
+}
+
+/* Pods of a pool that no longer exists: deleted (claimed ones once released);
+ * their finalizer dropped while they go. */
+static void gc_orphan_pods(struct krt *rt)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(rt->objs[K_POD], k, v)
+    {
+        struct kube_pod p;
+        char err[64], pkey[200];
+        if (kube_pod_observe(v, &p, err, sizeof(err)) != 0 || !p.pool[0])
+            continue;
+        snprintf(pkey, sizeof(pkey), "%s/%s", p.ns, p.pool);
+        if (json_object_get(rt->objs[K_POOL], pkey) || ksb_by_pod(rt, p.ns, p.name))
+            continue;
+        if (p.deleting) {
+            if (p.finalizer)
+                pod_unfinalize(rt, &p, v);
+            continue;
+        }
+        if (!json_object_get(rt->expect_del, k))
+            pod_delete(rt, &p);
+    }
+}
+
 /* Env members of this cluster → SandboxPool objects (created or patched). */
 static void reconcile_envs(struct krt *rt)
 {
@@ -1070,11 +1131,14 @@ static void reconcile_envs(struct krt *rt)
 
     if (!rt->set || mf_set_pools(rt->set, rt->cluster, views, POOLS_MAX, &n) != 0)
         return;
+    json_t *wanted = json_object();
     for (int i = 0; i < n && i < POOLS_MAX; i++) {
         const struct mf_pool_view *v = &views[i];
         char key[400];
         if (!v->member)
             continue;
+        snprintf(key, sizeof(key), "%s/%s", v->ns, v->name);
+        json_object_set_new(wanted, key, json_true());
         snprintf(key, sizeof(key), "%s/%s", v->ns, v->obj->name);
         const json_t *env = json_object_get(rt->objs[K_ENV], key);
         const json_t *tpl = json_object_get(rt->objs[K_TPL], v->template_name);
@@ -1127,6 +1191,8 @@ static void reconcile_envs(struct krt *rt)
                      "pool", key);
         json_decref(want);
     }
+    gc_member_pools(rt, wanted);
+    json_decref(wanted);
 }
 
 /* The pool's effective spec: the template's embedded fields under the
@@ -1459,6 +1525,8 @@ static void reconcile(struct krt *rt)
         reconcile_pool(rt, p, v);
         serve_waiters(rt, p);
     }
+    if (rt->leading)
+        gc_orphan_pods(rt);
     for (struct kpool *p = rt->pools; p; p = p->next) {
         if (p->seen || p->removed)
             continue;
