@@ -327,6 +327,24 @@ test('the data plane reaches another port of the Pod at the Pod IP', async () =>
     }
 });
 
+test('claimed without a swap (idle image = running image): kill replaces the Pod, the next claims get a fresh envd', async () => {
+    const { Sandbox } = E2B;
+    await waitWarm('demo-1c0gi', 2, 'before');
+    const first = await Sandbox.create('demo', { timeoutMs: 60000 });
+    const pod = live(await listPods('demo-1c0gi')).find((p) => p.metadata.labels['agentbox.navix.sh/sandbox-id'] === first.sandboxId);
+    assert.equal(pod.status.containerStatuses[0].restartCount, 0, 'no restart: the fast path');
+    assert.equal((await first.commands.run('echo one')).stdout, 'one\n');
+    const t0 = Date.now();
+    assert.equal(await Sandbox.kill(first.sandboxId), true);
+    // kill answers once the Pod (and the sandbox's processes) are gone
+    assert.ok(!(await listPods('demo-1c0gi')).some((p) => p.metadata.uid === pod.metadata.uid), `the Pod is gone when kill answers (${Date.now() - t0} ms)`);
+    await waitWarm('demo-1c0gi', 2, 'replaced');
+    const two = await Promise.all([Sandbox.create('demo', { timeoutMs: 60000 }), Sandbox.create('demo', { timeoutMs: 60000 })]);
+    for (const s of two) assert.equal((await s.commands.run('echo again')).stdout, 'again\n');
+    for (const s of two) await Sandbox.kill(s.sandboxId);
+    await waitWarm('demo-1c0gi', 2, 'after');
+});
+
 test('deleting the Env deletes its member pool and the Pods of that pool (finalizers released)', async () => {
     await waitWarm('demo-1c0gi', 2, 'before');
     const r = await kubectl(['delete', 'sandboxenv', 'demo', '--wait=false']);

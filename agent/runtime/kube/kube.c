@@ -34,6 +34,7 @@
 #define INIT_BODY_MAX (4 * 1024 * 1024)
 #define POOLS_MAX 1024
 #define STATUS_GAP_MS 1000
+#define RETRY_MS 200 /* a Pod that answered 409 is left alone this long */
 /* Claims are API writes: more than client-go's 5/10 defaults, still bounded. */
 #define CLIENT_QPS 100
 #define CLIENT_BURST 200
@@ -88,6 +89,7 @@ struct kwaiter {
      * until the cache moves past it. */
     char skip_pod[KUBE_POD_NAME_MAX + 1];
     char skip_rv[32];
+    int64_t skip_until_ms; /* and for a moment at most (a 409 need not move it) */
 };
 
 enum ks_state { KS_PATCHING = 1, KS_SWAPPING, KS_ARMING, KS_RUNNING };
@@ -109,11 +111,28 @@ struct ksb {
     json_t *metadata;
     char team[RT_NAME_MAX + 1], owner[RT_NAME_MAX + 1];
     int64_t claimed_ms, end_ms;
+    int64_t last_active_ms, idle_ms; /* idle_ms 0: no idle timeout */
     struct loop_timer timer;
     bool timer_on;
     struct http_client *hc;
     int http_status;
     bool doomed; /* freed when its request ends */
+};
+
+/* A release someone waits on: done once the kubelet runs the idle image
+ * again (the sandbox's processes are gone with the old container) or the
+ * Pod is gone. */
+struct krel {
+    struct krel *next;
+    struct krt *rt;
+    char ns[64];
+    char pod[KUBE_POD_NAME_MAX + 1];
+    char uid[64];
+    char idle_image[KUBE_IMAGE_MAX];
+    bool replaced; /* the Pod is deleted, not swapped back: done when it is gone */
+    rt_release_cb cb;
+    void *arg;
+    struct loop_timer timer;
 };
 
 struct kpool {
@@ -177,13 +196,15 @@ struct krt {
 
     struct kpool *pools;
     struct ksb *sbxs;
+    struct krel *rels;
     uint64_t next_ticket;
-    struct loop_timer kick, tick, gap;
-    bool kick_on, gap_on;
+    struct loop_timer kick, tick, gap, retry;
+    bool kick_on, gap_on, retry_on;
 };
 
 static void schedule(struct krt *rt);
 static void gap_fn(struct loop_timer *t);
+static void retry_fn(struct loop_timer *t);
 static void serve_waiters(struct krt *rt, struct kpool *p);
 static void ksb_release(struct ksb *s, const char *why);
 static void claim_fail(struct kwaiter *w, int err, const char *msg);
@@ -580,17 +601,32 @@ static void fill(const struct ksb *s, struct rt_sandbox *o, bool ref_md)
     o->metadata = s->metadata && ref_md ? json_incref(s->metadata) : s->metadata;
 }
 
+static void end_timer(struct loop_timer *t);
+
+/* The next end: the lifetime, or the pool's idle timeout after the last
+ * data-plane activity, whichever comes first. */
+static void schedule_end(struct ksb *s)
+{
+    int64_t at = s->end_ms;
+    if (s->idle_ms > 0)
+        at = AB_MIN(at, s->last_active_ms + s->idle_ms);
+    if (s->timer_on)
+        loop_timer_cancel(&s->timer);
+    s->timer_on = true;
+    loop_timer_start(s->rt->loop, &s->timer, AB_MAX(at - ab_wall_ms(), 0), end_timer, s);
+}
+
 static void end_timer(struct loop_timer *t)
 {
     struct ksb *s = t->arg;
+    int64_t now = ab_wall_ms();
     s->timer_on = false;
-    if (ab_wall_ms() >= s->end_ms) {
+    if (now >= s->end_ms || (s->idle_ms > 0 && now >= s->last_active_ms + s->idle_ms)) {
         LOG_INFO("sandbox timed out", "id", s->id, "pool", s->pool->name);
         ksb_release(s, "timeout");
         return;
     }
-    s->timer_on = true;
-    loop_timer_start(s->rt->loop, &s->timer, s->end_ms - ab_wall_ms(), end_timer, s);
+    schedule_end(s);
 }
 
 static void armed(struct ksb *s)
@@ -607,10 +643,10 @@ static void armed(struct ksb *s)
     s->state = KS_RUNNING;
     s->metadata = w->metadata;
     w->metadata = NULL;
-    s->claimed_ms = ab_wall_ms();
+    s->claimed_ms = s->last_active_ms = ab_wall_ms();
     s->end_ms = s->claimed_ms + w->timeout_s * 1000;
-    s->timer_on = true;
-    loop_timer_start(s->rt->loop, &s->timer, w->timeout_s * 1000, end_timer, s);
+    s->idle_ms = s->pool->idle_ms;
+    schedule_end(s);
     LOG_INFO("sandbox claimed", "id", s->id, "pool", s->pool->name, "pod", s->pod, "image",
              s->image);
     /* The swap is done: the Pod says so (operators count phases by label). */
@@ -791,6 +827,28 @@ static void ksb_observe(struct ksb *s, const struct kube_pod *p, bool gone)
         post_init(s);
 }
 
+static void rel_end(struct krel *r, int err, const char *msg, bool timer_fired)
+{
+    struct krel **pp;
+    for (pp = &r->rt->rels; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    if (!timer_fired)
+        loop_timer_cancel(&r->timer);
+    r->cb(r->arg, err, msg);
+    free(r);
+}
+
+static void rel_timeout(struct loop_timer *t)
+{
+    struct krel *r = t->arg;
+    char msg[RT_ERR_MAX];
+    snprintf(msg, sizeof(msg), "Pod %s did not go back to its idle image in time", r->pod);
+    rel_end(r, AB_ETIMEOUT, msg, true);
+}
+
 static void pod_changed(struct krt *rt, const json_t *obj, bool gone)
 {
     struct kube_pod p;
@@ -801,6 +859,15 @@ static void pod_changed(struct krt *rt, const json_t *obj, bool gone)
         return;
     if ((s = ksb_by_pod(rt, p.ns, p.name)))
         ksb_observe(s, &p, gone);
+    for (struct krel *r = rt->rels, *next; r; r = next) {
+        next = r->next;
+        if (strcmp(r->ns, p.ns) != 0 || strcmp(r->pod, p.name) != 0)
+            continue;
+        if (gone || p.dead || (r->uid[0] && strcmp(r->uid, p.uid) != 0) ||
+            (!p.deleting && strcmp(p.status_image, r->idle_image) == 0 && p.running &&
+             strcmp(p.image, r->idle_image) == 0 && !r->replaced))
+            rel_end(r, 0, NULL, false);
+    }
 }
 
 static void patch_done(struct krt *rt, void *arg, int rc, struct kube_response *resp)
@@ -819,9 +886,14 @@ static void patch_done(struct krt *rt, void *arg, int rc, struct kube_response *
     if (rc != 0 || resp->code < 200 || resp->code >= 300 || s->doomed) {
         struct kwaiter *w = s->w;
         s->w = NULL;
-        if (rc == 0 && resp->code == 409 &&
-            w) /* someone moved this Pod first: never two claims on one */
+        if (rc == 0 && resp->code == 409 && w) { /* someone moved this Pod first */
             ab_strlcpy(w->skip_pod, s->pod, sizeof(w->skip_pod));
+            w->skip_until_ms = ab_now_ms() + RETRY_MS;
+            if (!rt->retry_on) { /* look again then, even if no event comes */
+                rt->retry_on = true;
+                loop_timer_start(rt->loop, &rt->retry, RETRY_MS, retry_fn, rt);
+            }
+        }
         if (rc == 0 && (resp->code == 409 || resp->code == 404 || s->doomed) && w) {
             ksb_unlink_free(s);
             waiter_push_front(pool, w);
@@ -924,7 +996,8 @@ static void serve_waiters(struct krt *rt, struct kpool *p)
             ksb_by_pod(rt, pod.ns, pod.name))
             continue;
         struct kwaiter *w = p->w_head;
-        if (strcmp(w->skip_pod, pod.name) == 0 && strcmp(w->skip_rv, pod.rv) == 0)
+        if (strcmp(w->skip_pod, pod.name) == 0 && strcmp(w->skip_rv, pod.rv) == 0 &&
+            ab_now_ms() < w->skip_until_ms)
             continue;
         ab_strlcpy(w->skip_rv, pod.rv, sizeof(w->skip_rv));
         waiter_unlink(p, w);
@@ -986,14 +1059,27 @@ static void ksb_release(struct ksb *s, const char *why)
     struct kpool *p = s->pool;
 
     LOG_INFO("sandbox released", "id", s->id, "pod", s->pod, "why", why);
-    json_t *patch = json_pack("{s:{s:{s:s,s:n},s:{s:n,s:n,s:n,s:n}},s:{s:[{s:s,s:s}]}}", "metadata",
-                              "labels", KUBE_L_PHASE, "stopping", KUBE_L_SANDBOX, "annotations",
-                              KUBE_L_SANDBOX, KUBE_A_CLAIMED_AT, KUBE_A_PRINCIPAL, KUBE_A_METADATA,
-                              "spec", "containers", "name", p->container, "image", p->idle_image);
-    struct kube_ref r = ref_of(K_POD, s->ns, s->pod, NULL);
-    if (patch)
-        send_simple(rt, "release", "PATCH", &r, "application/strategic-merge-patch+json", patch);
-    json_decref(patch);
+    if (strcmp(s->image, p->idle_image) == 0) {
+        /* Claimed without a swap (the idle image is the running one): no
+         * restart would clear the sandbox's processes or envd's token, so
+         * the Pod is replaced rather than reused. */
+        struct kube_pod gone;
+        memset(&gone, 0, sizeof(gone));
+        ab_strlcpy(gone.ns, s->ns, sizeof(gone.ns));
+        ab_strlcpy(gone.name, s->pod, sizeof(gone.name));
+        pod_delete(rt, &gone);
+    } else {
+        json_t *patch =
+            json_pack("{s:{s:{s:s,s:n},s:{s:n,s:n,s:n,s:n}},s:{s:[{s:s,s:s}]}}", "metadata",
+                      "labels", KUBE_L_PHASE, "stopping", KUBE_L_SANDBOX, "annotations",
+                      KUBE_L_SANDBOX, KUBE_A_CLAIMED_AT, KUBE_A_PRINCIPAL, KUBE_A_METADATA, "spec",
+                      "containers", "name", p->container, "image", p->idle_image);
+        struct kube_ref r = ref_of(K_POD, s->ns, s->pod, NULL);
+        if (patch)
+            send_simple(rt, "release", "PATCH", &r, "application/strategic-merge-patch+json",
+                        patch);
+        json_decref(patch);
+    }
     if (s->state == KS_PATCHING) {
         s->doomed = true;
         return;
@@ -1362,6 +1448,11 @@ static void pod_phase_fix(struct krt *rt, struct kpool *p, const struct kube_pod
         if (patch)
             send_simple(rt, "idle", "PATCH", &r, "application/merge-patch+json", patch);
         json_decref(patch);
+    } else if ((pod->phase == KUBE_PH_STARTING || pod->phase == KUBE_PH_RUNNING) &&
+               strcmp(pod->image, p->idle_image) == 0) {
+        /* no swap to undo: only a new Pod has a fresh envd */
+        LOG_INFO("replacing a Pod no sandbox holds", "pod", pod->name, "sandbox", pod->sandbox_id);
+        pod_delete(rt, pod);
     } else if (pod->phase == KUBE_PH_STARTING || pod->phase == KUBE_PH_RUNNING) {
         LOG_INFO("releasing a Pod no sandbox holds", "pod", pod->name, "sandbox", pod->sandbox_id);
         json_t *patch = json_pack("{s:{s:s,s:{s:s,s:n},s:{s:n,s:n,s:n,s:n}},s:{s:[{s:s,s:s}]}}",
@@ -1550,6 +1641,13 @@ static void gap_fn(struct loop_timer *t)
 {
     struct krt *rt = t->arg;
     rt->gap_on = false;
+    schedule(rt);
+}
+
+static void retry_fn(struct loop_timer *t)
+{
+    struct krt *rt = t->arg;
+    rt->retry_on = false;
     schedule(rt);
 }
 
@@ -1770,6 +1868,36 @@ static int op_release(struct rt *base, const char *id)
     return 0;
 }
 
+static int op_release_wait(struct rt *base, const char *id, int64_t timeout_ms, rt_release_cb cb,
+                           void *arg)
+{
+    struct krt *rt = (struct krt *)base;
+    struct ksb *s = ksb_by_id(rt, id);
+    struct krel *r;
+
+    if (!s)
+        return AB_ENOENT;
+    if (!(r = calloc(1, sizeof(*r)))) {
+        ksb_release(s, "released");
+        cb(arg, 0, NULL);
+        return 0;
+    }
+    r->rt = rt;
+    ab_strlcpy(r->ns, s->ns, sizeof(r->ns));
+    ab_strlcpy(r->pod, s->pod, sizeof(r->pod));
+    ab_strlcpy(r->uid, s->uid, sizeof(r->uid));
+    ab_strlcpy(r->idle_image, s->pool->idle_image, sizeof(r->idle_image));
+    r->replaced = strcmp(s->image, s->pool->idle_image) == 0;
+    r->cb = cb;
+    r->arg = arg;
+    r->next = rt->rels;
+    rt->rels = r;
+    loop_timer_start(rt->loop, &r->timer, timeout_ms > 0 ? timeout_ms : RT_RELEASE_WAIT_MS,
+                     rel_timeout, r);
+    ksb_release(s, "released");
+    return 0;
+}
+
 static int op_set_timeout(struct rt *base, const char *id, int64_t timeout_s)
 {
     struct ksb *s = ksb_by_id((struct krt *)base, id);
@@ -1778,17 +1906,15 @@ static int op_set_timeout(struct rt *base, const char *id, int64_t timeout_s)
     if (timeout_s < 0 || timeout_s > 366LL * 24 * 3600)
         return AB_EINVAL;
     s->end_ms = ab_wall_ms() + timeout_s * 1000;
-    if (s->timer_on)
-        loop_timer_cancel(&s->timer);
-    s->timer_on = true;
-    loop_timer_start(s->rt->loop, &s->timer, timeout_s * 1000, end_timer, s);
+    schedule_end(s);
     return 0;
 }
 
 static void op_touch(struct rt *base, const char *id)
 {
-    (void)base;
-    (void)id; /* no idle timeout on this runtime yet: the lifetime alone ends it */
+    struct ksb *s = ksb_by_id((struct krt *)base, id);
+    if (s)
+        s->last_active_ms = ab_wall_ms(); /* end_timer looks at it when it fires */
 }
 
 static int op_get(struct rt *base, const char *id, struct rt_sandbox *out)
@@ -1927,12 +2053,16 @@ static void op_free(struct rt *base)
         loop_timer_cancel(&rt->kick);
     if (rt->gap_on)
         loop_timer_cancel(&rt->gap);
+    if (rt->retry_on)
+        loop_timer_cancel(&rt->retry);
     for (struct kpool *p = rt->pools; p; p = p->next)
         while (p->w_head) {
             struct kwaiter *w = p->w_head;
             waiter_unlink(p, w);
             claim_fail(w, AB_ECLOSED, "the kube runtime is shutting down");
         }
+    while (rt->rels)
+        rel_end(rt->rels, AB_ECLOSED, "the kube runtime is shutting down", false);
     while (rt->sbxs) {
         struct ksb *s = rt->sbxs;
         if (s->w)
@@ -1959,6 +2089,7 @@ static const struct rt_ops krt_ops = {
     .claim = op_claim,
     .claim_cancel = op_claim_cancel,
     .release = op_release,
+    .release_wait = op_release_wait,
     .set_timeout = op_set_timeout,
     .touch = op_touch,
     .get = op_get,
