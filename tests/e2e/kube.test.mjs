@@ -162,6 +162,18 @@ test('Env members become SandboxPools and warm Pods with the status numbers, wat
     }
     assert.equal(ips.size, 2, 'every Pod has its own address');
 
+    const envStatus = await waitFor(async () => {
+        const r = await fetch(`${api.url}/apis/agents.navix.sh/v1alpha1/namespaces/default/sandboxenvs/demo`);
+        const st = (await r.json()).status;
+        return st?.idleReplicas === 2 ? st : null;
+    }, { what: 'the Env status written' });
+    const seg = envStatus.clusters.find((c) => c.clusterID === 'alpha');
+    assert.equal(seg.isLocal, true);
+    assert.deepEqual(seg.observedMembers.map((m) => [m.name, m.state, m.idleCount, m.desiredReplicas]), [['demo-1c0gi', 'Active', 2, 2]]);
+    assert.equal(envStatus.conditions.find((c) => c.type === 'Ready').status, 'True');
+    // the quickstart Env lists cluster beta too: alpha writes only its own segment
+    assert.equal(envStatus.clusters.length, 1);
+
     const e = await waitWarm('e2b-1c2gi', 2, 'samples');
     for (const p of e.ps) assert.equal(p.spec.containers[0].image, IDLE, 'idle Pods run the idle image');
     await waitFor(() => /demo-1c0gi\s+2/.test(watchOut) && /e2b-1c2gi\s+2/.test(watchOut), { what: `kubectl get -w shows the pools warm: ${watchOut}` });

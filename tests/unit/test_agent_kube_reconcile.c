@@ -461,6 +461,52 @@ static void events(void **state)
     assert_string_equal(kube_phase_name(KUBE_PH_STOPPING), "stopping");
 }
 
+static void env_status(void **state)
+{
+    (void)state;
+    struct kube_member_obs m[2];
+    memset(m, 0, sizeof(m));
+    snprintf(m[0].name, sizeof(m[0].name), "e-1c2gi");
+    snprintf(m[0].scaling_group, sizeof(m[0].scaling_group), "1c2gi");
+    m[0].present = true;
+    m[0].desired = m[0].current = 2;
+    m[0].idle = 1;
+    m[0].running = 1;
+    snprintf(m[1].name, sizeof(m[1].name), "e-2c4gi");
+    m[1].desired = 1;
+    json_t *prev =
+        jparse("{\"clusters\":[{\"clusterID\":\"beta\",\"isLocal\":false,"
+               "\"observedMembers\":[{\"name\":\"e-1c2gi\"}]},"
+               "{\"clusterID\":\"alpha\",\"isLocal\":true,"
+               "\"lastSnapshotTime\":\"2026-01-01T00:00:00Z\",\"observedMembers\":[]}]}");
+    json_t *st = kube_env_status(prev, "alpha", m, 2, 5000);
+    json_t *cl = json_object_get(st, "clusters");
+    assert_int_equal(json_array_size(cl), 2);
+    /* beta's segment is beta's: kept as it was */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(cl, 0), "clusterID")),
+                        "beta");
+    json_t *mine = json_array_get(cl, 1);
+    assert_true(json_is_true(json_object_get(mine, "isLocal")));
+    json_t *obs = json_object_get(mine, "observedMembers");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(obs, 0), "state")),
+                        "Active");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(obs, 1), "state")),
+                        "Missing");
+    assert_int_equal(json_integer_value(json_object_get(st, "memberCount")), 3);
+    assert_int_equal(json_integer_value(json_object_get(st, "desiredReplicas")), 3);
+    assert_int_equal(json_integer_value(json_object_get(st, "idleReplicas")), 1);
+    json_t *ready = json_array_get(json_object_get(st, "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(ready, "status")), "False");
+    assert_true(kube_status_differs(prev, st));
+    /* observed again later, nothing moved: the snapshot time stays, no write */
+    json_t *again = kube_env_status(st, "alpha", m, 2, 999999);
+    assert_false(kube_status_differs(st, again));
+    assert_true(json_equal(st, again));
+    json_decref(again);
+    json_decref(st);
+    json_decref(prev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,6 +515,7 @@ int main(void)
         cmocka_unit_test(roll),           cmocka_unit_test(dead_and_deleting),
         cmocka_unit_test(status_numbers), cmocka_unit_test(pod_body),
         cmocka_unit_test(member_pool),    cmocka_unit_test(events),
+        cmocka_unit_test(env_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -191,6 +191,7 @@ struct krt {
     json_t *objs[K_NKINDS];
     json_t *expect_add; /* "ns/name" of created Pods not yet seen → deadline ms */
     json_t *expect_del; /* "ns/name" of deleted Pods still seen → deadline ms */
+    json_t *env_writes; /* "ns/name" of an Env → ms before which its status is not written */
     unsigned crd_gen, set_gen;
     struct mf_set *set;
 
@@ -204,6 +205,7 @@ struct krt {
 
 static void schedule(struct krt *rt);
 static void gap_fn(struct loop_timer *t);
+static void reconcile_env_status(struct krt *rt);
 static void retry_fn(struct loop_timer *t);
 static void serve_waiters(struct krt *rt, struct kpool *p);
 static void ksb_release(struct ksb *s, const char *why);
@@ -1616,8 +1618,10 @@ static void reconcile(struct krt *rt)
         reconcile_pool(rt, p, v);
         serve_waiters(rt, p);
     }
-    if (rt->leading)
+    if (rt->leading) {
         gc_orphan_pods(rt);
+        reconcile_env_status(rt);
+    }
     for (struct kpool *p = rt->pools; p; p = p->next) {
         if (p->seen || p->removed)
             continue;
@@ -1627,6 +1631,82 @@ static void reconcile(struct krt *rt)
             waiter_unlink(p, w);
             claim_fail(w, AB_ENOENT, "the pool was deleted while the claim waited");
         }
+    }
+}
+
+static void env_status_done(struct krt *rt, void *arg, int rc, struct kube_response *resp)
+{
+    char *key = arg;
+    if (rc != AB_ECLOSED) {
+        if (rc == 0 && resp->code != 200 && resp->code != 409)
+            LOG_WARN("Env status not written", "env", key, "code", code_s(resp->code), "message",
+                     resp->status.message);
+        if (rc == 0 && resp->code == 409) /* the watch brings the newer one; write again */
+            json_object_set_new(rt->env_writes, key, json_integer(0));
+        schedule(rt);
+    }
+    free(key);
+}
+
+/* Each Env's segment for this cluster (§4.5): its members as observed,
+ * written through /status when it moved, at most once a second. */
+static void reconcile_env_status(struct krt *rt)
+{
+    struct mf_pool_view views[POOLS_MAX];
+    struct kube_member_obs obs[MF_MEMBERS_MAX];
+    int n = 0;
+    const char *k;
+    json_t *v;
+    int64_t now = ab_now_ms();
+
+    if (!rt->set || mf_set_pools(rt->set, rt->cluster, views, POOLS_MAX, &n) != 0)
+        return;
+    json_object_foreach(rt->objs[K_ENV], k, v)
+    {
+        const json_t *md = json_object_get(v, "metadata");
+        const char *ns = jstr(md, "namespace"), *name = jstr(md, "name");
+        int m = 0;
+        json_t *next = json_object_get(rt->env_writes, k);
+        if (!mf_set_find(rt->set, MF_ENV, ns, name) || (next && json_integer_value(next) > now))
+            continue;
+        for (int i = 0; i < n && i < POOLS_MAX && m < MF_MEMBERS_MAX; i++) {
+            const struct mf_pool_view *w = &views[i];
+            if (!w->member || strcmp(w->ns, ns) != 0 || strcmp(w->obj->name, name) != 0)
+                continue;
+            struct kube_member_obs *o = &obs[m++];
+            struct kpool *p = pool_find(rt, ns, w->name);
+            memset(o, 0, sizeof(*o));
+            ab_strlcpy(o->name, w->name, sizeof(o->name));
+            ab_strlcpy(o->scaling_group, w->scaling_group, sizeof(o->scaling_group));
+            o->desired = w->replicas;
+            if (p) {
+                o->present = true;
+                o->current = p->replicas;
+                o->idle = p->counts.idle;
+                o->running = p->counts.running;
+                o->pending = p->nwaiters;
+                o->updated = p->counts.updated;
+                ab_strlcpy(o->revision, p->revision, sizeof(o->revision));
+            }
+        }
+        const json_t *prev = json_object_get(v, "status");
+        json_t *st = kube_env_status(prev, rt->cluster, obs, m, ab_wall_ms());
+        if (st && kube_status_differs(prev, st)) {
+            json_t *body = json_deep_copy(v);
+            json_object_set(body, "status", st);
+            char *arg = strdup(k);
+            struct kube_ref r = ref_of(K_ENV, ns, name, "status");
+            if (arg && send_req(rt, "PUT", &r, NULL, body, env_status_done, arg) == 0) {
+                json_object_set_new(rt->env_writes, k, json_integer(now + STATUS_GAP_MS));
+                if (!rt->gap_on) { /* a change meanwhile is written when the gap ends */
+                    rt->gap_on = true;
+                    loop_timer_start(rt->loop, &rt->gap, STATUS_GAP_MS, gap_fn, rt);
+                }
+            } else
+                free(arg);
+            json_decref(body);
+        }
+        json_decref(st);
     }
 }
 
@@ -2021,6 +2101,7 @@ static void krt_destroy(struct krt *rt)
         json_decref(rt->objs[i]);
     json_decref(rt->expect_add);
     json_decref(rt->expect_del);
+    json_decref(rt->env_writes);
     mf_set_free(rt->set);
     kube_client_free(rt->c);
     pthread_mutex_destroy(&rt->mu);
@@ -2167,6 +2248,7 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
         rt->objs[i] = json_object();
     rt->expect_add = json_object();
     rt->expect_del = json_object();
+    rt->env_writes = json_object();
     for (int i = 0; i < K_NKINDS; i++) {
         rt->refl[i].rt = rt;
         rt->refl[i].kind = i;

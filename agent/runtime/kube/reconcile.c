@@ -404,13 +404,25 @@ json_t *kube_pool_status(const struct kube_pool_counts *c, int replicas, int pen
     return st;
 }
 
-/* A copy without lastTransitionTime in the conditions. */
+/* A copy without the times that move on their own. */
+static void strip_times(json_t *v)
+{
+    const char *k;
+    json_t *x;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_del(v, "lastTransitionTime");
+        json_object_del(v, "lastSnapshotTime");
+        json_object_foreach(v, k, x) strip_times(x);
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, x) strip_times(x);
+    }
+}
+
 static json_t *status_key(const json_t *s)
 {
-    json_t *c = s ? json_deep_copy(s) : json_object(), *v;
-    size_t i;
-    json_array_foreach(json_object_get(c, "conditions"), i, v)
-        json_object_del(v, "lastTransitionTime");
+    json_t *c = s ? json_deep_copy(s) : json_object();
+    strip_times(c);
     return c;
 }
 
@@ -602,6 +614,63 @@ bool kube_pool_matches(const json_t *live, const json_t *want)
            covers(json_object_get(lm, "annotations"), json_object_get(wm, "annotations")) &&
            json_equal(json_object_get(lm, "ownerReferences"),
                       json_object_get(wm, "ownerReferences"));
+}
+
+json_t *kube_env_status(const json_t *prev, const char *cluster, const struct kube_member_obs *m,
+                        int n, int64_t now_ms)
+{
+    char now[32];
+    const json_t *c;
+    size_t i;
+    int members = 0, desired = 0, running = 0, idle = 0, active = 0;
+    const char *snap = NULL;
+
+    kube_time_format(now_ms, false, now);
+    json_t *clusters = json_array();
+    json_t *obs = json_array();
+    for (int k = 0; k < n; k++) {
+        json_array_append_new(
+            obs, json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:s,s:s,s:i}", "name", m[k].name, "state",
+                           m[k].present ? "Active" : "Missing", "idleCount", m[k].idle,
+                           "runningCount", m[k].running, "desiredReplicas", m[k].desired,
+                           "currentReplicas", m[k].current, "pendingRequests", m[k].pending,
+                           "scalingGroup", m[k].scaling_group, "updateRevision", m[k].revision,
+                           "updatedReplicas", m[k].updated));
+        desired += m[k].desired;
+        running += m[k].running;
+        idle += m[k].idle;
+        active += m[k].present;
+    }
+    json_array_foreach(json_object_get(prev, "clusters"), i, c)
+    {
+        const char *id = json_string_value(json_object_get(c, "clusterID"));
+        if (id && strcmp(id, cluster) == 0) {
+            snap = json_string_value(json_object_get(c, "lastSnapshotTime"));
+            continue;
+        }
+        json_array_append_new(clusters, json_deep_copy(c));
+        members += (int)json_array_size(json_object_get(c, "observedMembers"));
+    }
+    json_t *mine = json_pack("{s:s,s:b,s:s,s:o}", "clusterID", cluster, "isLocal", 1,
+                             "lastSnapshotTime", now, "observedMembers", obs);
+    json_array_append_new(clusters, mine);
+    members += n;
+    bool ok = active == n;
+    char msg[96];
+    snprintf(msg, sizeof(msg), "%d of %d members on cluster %.40s are active", active, n, cluster);
+    json_t *st =
+        json_pack("{s:o,s:i,s:i,s:i,s:i}", "clusters", clusters, "memberCount", members,
+                  "desiredReplicas", desired, "runningReplicas", running, "idleReplicas", idle);
+    json_object_set_new(
+        st, "conditions",
+        json_pack("[o]",
+                  cond("Ready", ok, ok ? "AllMembersActive" : "MembersMissing", msg, prev, now)));
+    /* The snapshot time moves only with the rest (no write per pass). */
+    if (snap && !kube_status_differs(prev, st)) {
+        json_t *last = json_array_get(clusters, json_array_size(clusters) - 1);
+        json_object_set_new(last, "lastSnapshotTime", json_string(snap));
+    }
+    return st;
 }
 
 json_t *kube_event_body(const char *kind, const char *ns, const char *name, const char *uid,

@@ -155,7 +155,8 @@ json_t *kube_pool_status(const struct kube_pool_counts *c, int replicas, int pen
                          const char *pool, const char *revision, bool deleting, const json_t *prev,
                          int64_t now_ms);
 
-/* Whether two status objects differ in anything but lastTransitionTime. */
+/* Whether two status objects differ in anything but lastTransitionTime and
+ * lastSnapshotTime (at any depth). */
 bool kube_status_differs(const json_t *a, const json_t *b);
 
 /* A new idle Pod of the pool (POST body): the pool's template (metadata +
@@ -178,6 +179,26 @@ json_t *kube_member_pool(const json_t *env, const json_t *tpl, const char *membe
 /* Whether a live pool already carries what kube_member_pool rendered (spec,
  * labels, owner): no write needed. */
 bool kube_pool_matches(const json_t *live, const json_t *want);
+
+/* One member of an Env on this cluster, as observed (§4.5). */
+struct kube_member_obs {
+    char name[64];
+    char scaling_group[64];
+    bool present; /* its SandboxPool exists: Active, else Missing */
+    int desired;  /* spec.replicas the Env asks for */
+    int current;  /* the live pool's spec.replicas */
+    int idle, running, pending, updated;
+    char revision[KUBE_REV_LEN + 1];
+};
+
+/* The Env's status with this cluster's segment (isLocal) replaced by the
+ * members observed; other clusters' segments are kept as they were. Sums
+ * (memberCount over every segment, the replica roll-ups over this one) and
+ * the Ready condition (every local member Active). lastSnapshotTime and
+ * condition times move only when the rest changes (compare with
+ * kube_status_differs, which ignores them too). New reference. */
+json_t *kube_env_status(const json_t *prev, const char *cluster, const struct kube_member_obs *m,
+                        int n, int64_t now_ms);
 
 /* An Event (core/v1) about obj (kind/ns/name/uid) for operators. */
 json_t *kube_event_body(const char *kind, const char *ns, const char *name, const char *uid,
