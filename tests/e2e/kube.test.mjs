@@ -373,8 +373,10 @@ test('claimed without a swap (idle image = running image): kill replaces the Pod
     assert.equal((await first.commands.run('echo one')).stdout, 'one\n');
     const t0 = Date.now();
     assert.equal(await Sandbox.kill(first.sandboxId), true);
-    // kill answers once the Pod (and the sandbox's processes) are gone
-    assert.ok(!(await listPods('demo-1c0gi')).some((p) => p.metadata.uid === pod.metadata.uid), `the Pod is gone when kill answers (${Date.now() - t0} ms)`);
+    // kill answers once the sandbox's processes are gone: the Pod stopped (or removed)
+    const old = (await listPods('demo-1c0gi')).find((p) => p.metadata.uid === pod.metadata.uid);
+    assert.ok(!old || ['Succeeded', 'Failed'].includes(old.status?.phase), `the Pod stopped when kill answers (${Date.now() - t0} ms): ${JSON.stringify(old?.status?.phase)}`);
+    assert.ok(!api.envdPids().has(pod.metadata.uid), 'its envd is gone');
     await waitWarm('demo-1c0gi', 2, 'replaced');
     const two = await Promise.all([Sandbox.create('demo', { timeoutMs: 60000 }), Sandbox.create('demo', { timeoutMs: 60000 })]);
     for (const s of two) assert.equal((await s.commands.run('echo again')).stdout, 'again\n');
