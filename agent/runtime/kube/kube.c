@@ -39,6 +39,7 @@
 #define CLIENT_QPS 100
 #define CLIENT_BURST 200
 #define PODS_PER_POOL_MAX 2048
+#define CREATES_PER_PASS 100
 
 enum { K_TPL = 0, K_ENV, K_POOL, K_POD, K_NKINDS };
 
@@ -1517,6 +1518,16 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
         return;
 
     json_t *eff = effective_spec(rt, obj);
+    /* Bounded per pass (the next pass creates the rest); never past what
+     * the cache holds of the pool, or a pool we cannot count would grow
+     * without end. */
+    if (n >= PODS_PER_POOL_MAX) {
+        if (plan.create > 0)
+            LOG_WARN("pool has more Pods than the reconciler counts; not creating more", "pool",
+                     p->name);
+        plan.create = 0;
+    }
+    plan.create = AB_MIN(plan.create, CREATES_PER_PASS);
     for (int i = 0; i < plan.create && !deleting; i++) {
         json_t *body = kube_pod_body(p->name, p->uid, p->env, eff, p->revision, NULL);
         if (!body) {
