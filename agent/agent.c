@@ -7,6 +7,7 @@
 #include "agent/hub_link.h"
 #include "agent/native/native.h"
 #include "agent/route_client.h"
+#include "agent/runtime/kube/kube.h"
 #include "agent/runtime/local/local.h"
 #include "agent/runtime/runtime.h"
 #include "agent/tunnel_client.h"
@@ -48,6 +49,14 @@ const struct cfg_option agent_serve_options[] = {
      "local runtime: directory of SandboxTemplate/SandboxEnv/SandboxPool YAML", NULL},
     {"envd_path", CFG_STRING, NULL, false, AOPT(envd_path),
      "local runtime: the agentbox-envd binary (default: next to agentbox-agent)", NULL},
+    {"kubeconfig", CFG_STRING, NULL, false, AOPT(kubeconfig),
+     "kube runtime: kubeconfig file (default: in-cluster service account, then $KUBECONFIG, "
+     "then ~/.kube/config)",
+     NULL},
+    {"namespace", CFG_STRING, NULL, false, AOPT(kube_namespace),
+     "kube runtime: namespace of the SandboxEnvs, SandboxPools and Pods (default: the "
+     "kubeconfig's, else default)",
+     NULL},
     {"uid_base", CFG_INT, "100000", false, AOPT(uid_base),
      "local runtime: sandbox uids and gids 0-65535 are host ids uid_base..uid_base+65535 "
      "(an unprivileged range nobody else uses; at least 65536)",
@@ -324,6 +333,26 @@ struct http_router *agent_router(struct agent *a, enum agent_listener which)
     return a->l[which].router;
 }
 
+/* runtime=kube: Pods through the API server of the kubeconfig (or the
+ * in-cluster service account). The reconciler leads at once: with one
+ * replica there is nobody to elect (the Lease elector calls krt_set_leader). */
+static int agent_kube_new(struct agent *a, char *err, size_t errlen)
+{
+    const struct agent_config *cfg = a->cfg;
+    struct krt_options o = {
+        .loop = a->loop,
+        .cluster_id = cfg->cluster_id,
+        .kubeconfig = cfg->kubeconfig,
+        .ns = cfg->kube_namespace,
+        .lead_now = true,
+    };
+    if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
+        snprintf(err, errlen, "out of memory");
+        return AB_ENOMEM;
+    }
+    return krt_new(&o, &a->rt, err, errlen);
+}
+
 /* runtime=local: the local runtime over <state_dir>, with the manifests
  * directory (absent: <state_dir>/manifests, empty unless the operator adds
  * files) and agentbox-envd (default: next to this binary). */
@@ -333,12 +362,8 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
     char self[PATH_MAX], envd[PATH_MAX], mdir[PATH_MAX];
     const char *envd_path = cfg->envd_path, *manifests = cfg->manifests_dir;
 
-    if (strcmp(cfg->runtime, "kube") == 0) {
-        snprintf(err, errlen,
-                 "runtime 'kube' is not available yet: run with --runtime local "
-                 "(Linux namespaces on this host)");
-        return AB_EINVAL;
-    }
+    if (strcmp(cfg->runtime, "kube") == 0)
+        return agent_kube_new(a, err, errlen);
     if (!envd_path) {
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
         char *slash;

@@ -38,7 +38,9 @@ struct agent_config {
     char *state_dir;
     char *manifests_dir;
     char *envd_path;
-    int64_t uid_base; /* local runtime: host uid of sandbox uid 0 */
+    char *kubeconfig;     /* kube runtime: NULL → in-cluster, $KUBECONFIG, ~/.kube/config */
+    char *kube_namespace; /* kube runtime: NULL → the config's, else "default" */
+    int64_t uid_base;     /* local runtime: host uid of sandbox uid 0 */
     char *data_domain;
     char *prometheus_url;  /* e2b metrics backend (NULL: 501) */
     char *log_service_url; /* e2b logs of ended sandboxes (NULL: 501) */

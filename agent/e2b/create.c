@@ -328,6 +328,7 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         .allow_private_networks = res.private_networks,
         .team = p->team,
         .owner = p->user,
+        .image = res.image[0] ? res.image : NULL,
     };
     rc = claim_start(&d, &req, claimed, c, err, sizeof(err));
     if (rc != 0) {

@@ -62,6 +62,9 @@ struct rt_claim_options {
     const char *access_token; /* envd access token, or NULL: the runtime's own random one */
     const char *team;         /* owner, recorded for list filters; may be NULL */
     const char *owner;
+    /* The image the sandbox runs (`env//image`, the reserved image metadata
+     * key), or NULL: the env's. Only with RT_CAP_IMAGE_OVERRIDE. */
+    const char *image;
 };
 
 enum rt_state { RT_STARTING = 1, RT_IDLE, RT_RUNNING, RT_STOPPING };

@@ -51,6 +51,7 @@ benchmarks=(
     "envd-upload|node bench/envd_upload.mjs"
     "egress|node bench/egress.mjs"
     "native-api|node bench/native_api.mjs"
+    "kube-claim|node bench/kube_claim.mjs"
 )
 
 status=0

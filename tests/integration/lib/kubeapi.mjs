@@ -10,11 +10,16 @@
 // pruning below spec's first level,
 // CRD schemas beyond required/enum/minimum/defaults of the three agentbox
 // CRDs, garbage collection. The simulated kubelet (option `kubelet`) runs no
-// real processes yet: Pods become Running/Ready on 127.0.0.1.
+// real processes unless given `envd`: then every Pod gets its own loopback
+// address (127.0.a.b) and its first container is a real agentbox-envd bound
+// there (restarted, fresh, on every image change; Ready once /health answers).
 //
 //   const api = await startKubeApi({ token: 'sekret', historyLimit: 100 });
 //   api.url; api.kubeconfig(dir); api.compact(); api.inject({...}); await api.close();
+import { spawn } from 'node:child_process';
 import { randomUUID, randomBytes } from 'node:crypto';
+import net from 'node:net';
+import os from 'node:os';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -453,8 +458,10 @@ function prune(r, obj, mode) {
 //   watchTimeoutSec  default server-side end of a watch
 //   podGraceMs       how long a deleted scheduled Pod lingers without a kubelet
 //   kubelet          true or {node, podIP, pullDelayMs, readyDelayMs, stopDelayMs,
-//                    failImages (RegExp or list), normalise}: the simulated node;
-//                    api.options.kubelet may be changed while running
+//                    failImages (RegExp or list), normalise, envd (path of
+//                    agentbox-envd: a real one per Pod), envdPort (49983)}:
+//                    the simulated node; api.options.kubelet may be changed
+//                    while running
 export async function startKubeApi(opts = {}) {
     const o = {
         token: null, historyLimit: 1000, bookmarkMs: 1000, watch410: 'event', watchTimeoutSec: 1800,
@@ -481,6 +488,7 @@ export async function startKubeApi(opts = {}) {
         while (history.length > o.historyLimit) compactedRv = history.shift().rv;
         for (const w of watchers) if (w.r === r) w.deliver(ev);
         if (o.kubelet && r.name === 'pods' && type !== 'DELETED') kubeletKick(obj);
+        if (r.name === 'pods' && type === 'DELETED') void envdStop(obj.metadata.uid);
     }
 
     function persist(r, obj, prev) {
@@ -699,6 +707,82 @@ export async function startKubeApi(opts = {}) {
         const t = setTimeout(() => { timers.delete(t); res(); }, ms);
         timers.add(t);
     });
+
+    // --- envd per Pod (kubelet.envd) ---
+    // A Pod's address: its own 127.0.a.b, so the agent's data plane reaches
+    // envd and any other port of "the Pod" there, and Pods never share one.
+    const podIPs = new Map(); // uid → ip
+    let ipNext = 0;
+    const ipNet = 100 + (process.pid % 150); // apart from other servers on this machine
+    const allocIP = (uid) => {
+        if (!podIPs.has(uid)) {
+            const n = ipNext++;
+            podIPs.set(uid, `127.${ipNet}.${1 + Math.floor(n / 250) % 250}.${1 + (n % 250)}`);
+        }
+        return podIPs.get(uid);
+    };
+    const envds = new Map(); // uid → {proc, dir, exited, fwd, socks}
+    async function envdStop(uid) {
+        const e = envds.get(uid);
+        if (!e) return;
+        envds.delete(uid);
+        for (const so of e.socks) so.destroy();
+        await new Promise((res) => e.fwd.close(() => res()));
+        if (e.proc.exitCode === null && e.proc.signalCode === null) {
+            e.proc.kill('SIGKILL');
+            await e.exited;
+        }
+        fs.rmSync(e.dir, { recursive: true, force: true });
+    }
+    const freeLoopbackPort = () => new Promise((res, rej) => {
+        const srv = net.createServer();
+        srv.once('error', rej);
+        srv.listen(0, '127.0.0.1', () => {
+            const { port } = srv.address();
+            srv.close(() => res(port));
+        });
+    });
+    // Starts a fresh envd for the Pod (the container's restart) and waits,
+    // with a deadline, until /health answers at the Pod's address. envd
+    // serves on a port of its own and a forwarder owns <podIP>:<envdPort>
+    // (our HTTP server binds every interface whatever the host it is
+    // given, so envds could not share one port on different addresses).
+    async function envdStart(uid, ip, name, container) {
+        await envdStop(uid);
+        const kl = kubeletOpts();
+        // the container's port named envd, as a Service would target it
+        const port = (container.ports ?? []).find((x) => x.name === 'envd')?.containerPort ?? kl.envdPort ?? 49983;
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), `kpod-${name.slice(0, 40)}-`));
+        // The simulated container shares the host's filesystem; an image
+        // would have the sandbox user's home (the default workdir).
+        fs.mkdirSync('/home/user', { recursive: true });
+        const inner = await freeLoopbackPort();
+        const proc = spawn(kl.envd, ['--listen', `127.0.0.1:${inner}`, '--state-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+        let log = '';
+        proc.stderr.on('data', (d) => { log = (log + d).slice(-4000); });
+        const exited = new Promise((res) => proc.once('exit', res));
+        const socks = new Set();
+        const fwd = net.createServer((c) => {
+            const up = net.connect(inner, '127.0.0.1');
+            socks.add(c);
+            socks.add(up);
+            const done = () => { c.destroy(); up.destroy(); socks.delete(c); socks.delete(up); };
+            c.on('error', done).on('close', done);
+            up.on('error', done).on('close', done);
+            c.pipe(up);
+            up.pipe(c);
+        });
+        envds.set(uid, { proc, dir, exited, fwd, socks, log: () => log });
+        await new Promise((res, rej) => { fwd.once('error', rej); fwd.listen(port, ip, res); });
+        const deadline = Date.now() + 10000;
+        for (;;) {
+            const ok = await fetch(`http://${ip}:${port}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 204, () => false);
+            if (ok) break;
+            if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`envd of Pod ${name} did not answer at ${ip}:${port}: ${log}`);
+            await new Promise((r) => setTimeout(r, 10));
+        }
+    }
+
     const hash = (s) => {
         let h = 0x811c9dc5;
         for (const ch of s) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
@@ -794,6 +878,7 @@ export async function startKubeApi(opts = {}) {
             }
             for (const c of pod.spec.containers) kubeletEvent(pod, 'Normal', 'Killing', `Stopping container ${c.name}`, c.name);
             await sleep(kl.stopDelayMs);
+            await envdStop(uid);
             pod = podNow(ns, name, uid);
             if (!pod) return;
             writeStatus(ns, name, uid, (st) => {
@@ -816,8 +901,9 @@ export async function startKubeApi(opts = {}) {
                 s.phase = 'Pending';
                 s.hostIP = '127.0.0.1';
                 s.hostIPs = [{ ip: '127.0.0.1' }];
-                s.podIP = kl.podIP;
-                s.podIPs = [{ ip: kl.podIP }];
+                const ip = kl.envd ? allocIP(uid) : kl.podIP;
+                s.podIP = ip;
+                s.podIPs = [{ ip }];
                 s.startTime = nowTime();
                 setCond(s, 'PodReadyToStartContainers', 'True');
                 setCond(s, 'Initialized', 'True');
@@ -840,6 +926,7 @@ export async function startKubeApi(opts = {}) {
             const wasRunning = !!cs.state?.running;
             if (wasRunning) {
                 kubeletEvent(pod, 'Normal', 'Killing', `Container ${c.name} definition changed, will be restarted`, c.name);
+                if (kl.envd && c.name === pod.spec.containers[0].name) await envdStop(uid);
                 writeStatus(ns, name, uid, (s) => {
                     const x = s.containerStatuses.find((y) => y.name === c.name);
                     x.lastState = { terminated: { exitCode: 137, reason: 'Error', startedAt: x.state.running.startedAt, finishedAt: nowTime(), containerID: x.containerID } };
@@ -876,6 +963,28 @@ export async function startKubeApi(opts = {}) {
                 continue;
             }
             kubeletEvent(pod, 'Normal', 'Pulled', `Successfully pulled image "${c.image}"`, c.name);
+            if (kubeletOpts().envd && c.name === pod.spec.containers[0].name) {
+                try {
+                    await envdStart(uid, pod.status?.podIP || allocIP(uid), name, c);
+                } catch (e) {
+                    // visible as a container that does not start, not a hang
+                    await envdStop(uid);
+                    kubeletEvent(pod, 'Warning', 'Failed', `Error: ${e.message}`.slice(0, 1000), c.name);
+                    writeStatus(ns, name, uid, (s) => {
+                        const x = s.containerStatuses.find((y) => y.name === c.name);
+                        x.image = c.image;
+                        x.state = { waiting: { reason: 'RunContainerError', message: String(e.message).slice(0, 1000) } };
+                        x.ready = false;
+                        recomputeReady(s);
+                    });
+                    continue;
+                }
+                pod = podNow(ns, name, uid);
+                if (!pod || pod.metadata.deletionTimestamp) {
+                    await envdStop(uid);
+                    return void (pod && kubeletKick(pod));
+                }
+            }
             const id = containerID();
             writeStatus(ns, name, uid, (s) => {
                 const x = s.containerStatuses.find((y) => y.name === c.name);
@@ -1383,8 +1492,13 @@ ${token !== null ? `    token: ${token}\n` : '    {}\n'}contexts:
                 server.listen(api.port, '127.0.0.1', resolve);
             });
         },
+        // The envd processes the kubelet runs: Pod uid → pid.
+        envdPids() {
+            return new Map([...envds].map(([uid, e]) => [uid, e.proc.pid]));
+        },
         async close() {
             closed = true;
+            await Promise.all([...envds.keys()].map((uid) => envdStop(uid)));
             for (const w of [...watchers]) w.end();
             for (const t of timers) clearTimeout(t);
             await new Promise((resolve) => {
