@@ -689,6 +689,8 @@ int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_
     info.protocols = ts->protocols;
     info.port = (int)port;
     info.iface = ts->iface[0] ? ts->iface : NULL;
+    if (http_listen_host_is_ipv4(ts->iface))
+        info.options |= LWS_SERVER_OPTION_DISABLE_IPV6; /* see http_listen_host_is_ipv4 */
     info.user = ts;
     if (o->tls_cert && o->tls_key) {
         info.ssl_cert_filepath = o->tls_cert;

@@ -438,6 +438,12 @@ static int parse_listen(const char *listen, char *host, size_t hostlen, int *por
     return 0;
 }
 
+bool http_listen_host_is_ipv4(const char *host)
+{
+    struct in_addr a;
+    return host && inet_pton(AF_INET, host, &a) == 1;
+}
+
 int http_server_start(struct loop *l, const struct http_server_options *o, struct http_server **out,
                       char *err, size_t errlen)
 {
@@ -479,6 +485,10 @@ int http_server_start(struct loop *l, const struct http_server_options *o, struc
         info.listen_accept_protocol = "ab-http";
         info.iface = host[0] ? host : NULL;
         info.port = port;
+        /* lws 4.1 binds an IPv6 wildcard socket for an IPv4 iface (it listened
+         * on every interface for "127.0.0.1:port"); an IPv4 vhost binds it */
+        if (http_listen_host_is_ipv4(host))
+            info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     }
     s->vh = lws_create_vhost(loop_lws(l), &info);
     if (!s->vh) {

@@ -264,3 +264,19 @@ test('every listener of hub and agent binds loopback unless configured otherwise
     for (const [flag, v] of [...Object.entries(h), ...Object.entries(a)])
         assert.match(v, /^127\.0\.0\.1:\d+$/, `--${flag} defaults to ${v}`);
 });
+
+// What the sockets are bound to, not what the flags say: lws binds an IPv6
+// wildcard socket for an IPv4 iface unless the vhost disables IPv6, so a
+// "127.0.0.1:port" listener once accepted connections on every interface.
+test('every TCP socket hub and agent listen on is bound to loopback', async () => {
+    const r = await run('ss', ['-ltnpH']);
+    assert.equal(r.code, 0, r.stderr);
+    for (const [who, pid] of [['hub', stack.hub.proc.pid], ['alpha', alpha.proc.pid], ['gamma', gamma.proc.pid]]) {
+        const mine = r.stdout.split('\n').filter((l) => l.includes(`pid=${pid},`));
+        assert.ok(mine.length >= 3, `${who} listens on ${mine.length} sockets:\n${r.stdout}`);
+        for (const l of mine) {
+            const local = l.trim().split(/\s+/)[3];
+            assert.match(local, /^(127\.0\.0\.1|\[::1\]|\[::ffff:127\.0\.0\.1\]):\d+$/, `${who}: ${l}`);
+        }
+    }
+});

@@ -180,6 +180,10 @@ bool http_exchange_is_finished(struct http_exchange *ex);
 
 /* --- server ----------------------------------------------------------------- */
 
+/* Is host an IPv4 literal? lws 4.1 binds such a listener only when its vhost
+ * disables IPv6; otherwise it binds the IPv6 wildcard (every interface). */
+bool http_listen_host_is_ipv4(const char *host);
+
 struct http_server;
 struct http_server_options {
     const char *listen; /* "127.0.0.1:8090", ":8090", "unix:/path/sock" */
