@@ -230,7 +230,16 @@ static int head_done(struct egress_intercept *x, const struct egress_http_head *
     if (strcmp(h->host, x->host) != 0)
         return fail(x, "request Host %.100s on a connection intercepted for %.100s", h->host,
                     x->host);
-    size_t cap = EGRESS_HEAD_OUT_MAX, n;
+    /* Sized for this head and these values, not for the worst case: a
+     * request's buffer then stays small (and off mmap). */
+    size_t cap = h->head_len + 2, n;
+    for (size_t i = 0; i < x->rule->n_headers; i++) {
+        size_t fl = egress_secrets_fill_len(x->secrets, x->rule->headers[i].value);
+        cap += strlen(x->rule->headers[i].name) + 4 +
+               (fl == (size_t)-1 || fl > EGRESS_FILLED_MAX ? EGRESS_FILLED_MAX : fl) + 1;
+    }
+    if (cap > EGRESS_HEAD_OUT_MAX)
+        cap = EGRESS_HEAD_OUT_MAX;
     uint8_t *out = malloc(cap);
     if (!out)
         return fail(x, "egress: out of memory for a request head");

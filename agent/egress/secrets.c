@@ -165,3 +165,23 @@ fail:
     OPENSSL_cleanse(out, cap);
     return rc;
 }
+
+size_t egress_secrets_fill_len(const struct egress_secrets *s, const char *tmpl)
+{
+    static const char REF[] = "${e2b.secrets.";
+    size_t n = 0;
+    const char *p = tmpl;
+    for (;;) {
+        const char *q = strstr(p, REF);
+        if (!q)
+            return n + strlen(p);
+        n += (size_t)(q - p);
+        const char *name = q + sizeof(REF) - 1;
+        size_t nl = strspn(name, NAME_CHARS);
+        const struct secret *e = name[nl] == '}' ? find(s, name, nl) : NULL;
+        if (!e)
+            return (size_t)-1;
+        n += e->len;
+        p = name + nl + 1;
+    }
+}

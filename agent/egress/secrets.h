@@ -39,4 +39,8 @@ size_t egress_secrets_count(const struct egress_secrets *s);
 int egress_secrets_fill(const struct egress_secrets *s, const char *tmpl, char *out, size_t cap,
                         size_t *outlen, char *err, size_t errlen);
 
+/* The length tmpl has once filled, or (size_t)-1 when a name is not held;
+ * for sizing the buffer of egress_secrets_fill. */
+size_t egress_secrets_fill_len(const struct egress_secrets *s, const char *tmpl);
+
 #endif
