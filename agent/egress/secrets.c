@@ -51,6 +51,23 @@ size_t egress_secrets_count(const struct egress_secrets *s)
     return s ? s->n : 0;
 }
 
+struct egress_secrets *egress_secrets_dup(const struct egress_secrets *s)
+{
+    struct egress_secrets *d = egress_secrets_new();
+    for (size_t i = 0; d && s && i < s->n; i++) {
+        char *v = malloc(s->v[i].len + 1);
+        if (!v) {
+            egress_secrets_free(d);
+            return NULL;
+        }
+        memcpy(v, s->v[i].value, s->v[i].len + 1);
+        d->v[i] = s->v[i];
+        d->v[i].value = v;
+        d->n++;
+    }
+    return d;
+}
+
 static int bad_byte(unsigned char c)
 {
     return (c < 0x20 && c != '\t') || c == 0x7f;

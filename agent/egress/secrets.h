@@ -31,6 +31,10 @@ void egress_secrets_free(struct egress_secrets *s);
 int egress_secrets_set(struct egress_secrets *s, const char *name, const char *value, size_t len,
                        char *err, size_t errlen);
 size_t egress_secrets_count(const struct egress_secrets *s);
+/* A copy (a connection keeps its own, so replacing a sandbox's secrets never
+ * pulls them from under a request in flight); NULL s gives an empty set.
+ * NULL when out of memory. */
+struct egress_secrets *egress_secrets_dup(const struct egress_secrets *s);
 
 /* Fills a header template (policy.h: text and ${e2b.secrets.NAME}) into out
  * (cap bytes, NUL-terminated; *outlen without the NUL). AB_ENOENT when a name

@@ -42,7 +42,7 @@ const char *egress_socks5_fail_label(enum egress_socks5_fail f)
     case EGRESS_SOCKS5_OK:
         return "ok";
     case EGRESS_SOCKS5_NOT_SOCKS5:
-        return "proxy_not_socks5";
+        return "proxy_not_socks";
     case EGRESS_SOCKS5_AUTH:
         return "proxy_auth";
     case EGRESS_SOCKS5_REFUSED:

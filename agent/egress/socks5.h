@@ -23,7 +23,7 @@
 /* Why a proxied connection failed (a label for the gateway's refusal count). */
 enum egress_socks5_fail {
     EGRESS_SOCKS5_OK = 0,
-    EGRESS_SOCKS5_NOT_SOCKS5, /* "proxy_not_socks5": wrong version or a malformed reply */
+    EGRESS_SOCKS5_NOT_SOCKS5, /* "proxy_not_socks": wrong version or a malformed reply */
     EGRESS_SOCKS5_AUTH,       /* "proxy_auth": no acceptable method, or the login refused */
     EGRESS_SOCKS5_REFUSED,    /* "proxy_refused": CONNECT answered with an error code */
 };
