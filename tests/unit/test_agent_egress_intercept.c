@@ -5,7 +5,16 @@
  * filled in and never the decoy; every request of a keep-alive connection is
  * rewritten; bodies pass intact; an untrusted or misnamed upstream, a Host
  * other than the rule's, and smuggling shapes end the connection before any
- * request byte reaches the upstream. Plain HTTP gets the same rewrite. */
+ * request byte reaches the upstream. Plain HTTP gets the same rewrite.
+ *
+ * With arguments it is the gateway (with interception and the proxy) that
+ * tests/integration/egress_intercept.test.mjs runs as root, like
+ * test_agent_egress_gateway's driver:
+ *   serve NAME RANGE TCP DNS NETWORK_JSON RESOLVER:PORT UPSTREAM_CA SECRETS_JSON CA_OUT
+ * Every sandbox of RANGE gets the one policy (internet on), the one CA (its
+ * certificate written to CA_OUT) and the secrets of SECRETS_JSON ({name:
+ * value}); UPSTREAM_CA is the extra bundle for upstreams ("-": none). Prints
+ * "ready", then a JSON line per refusal; SIGTERM stops. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -540,8 +549,182 @@ static void test_head_parse_table(void **state)
     free(big);
 }
 
-int main(void)
+/* --- the driver ----------------------------------------------------------------------- */
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <signal.h>
+
+#include "agent/egress/gateway.h"
+#include "agentbox/loop.h"
+
+static struct loop *g_loop;
+static struct egress_policy *g_policy;
+static struct egress_cidr g_range;
+static struct egress_ca *g_ca;
+static struct egress_secrets *g_secrets;
+
+static void on_term(int sig)
 {
+    (void)sig;
+    if (g_loop)
+        loop_stop(g_loop);
+}
+
+static int sandbox_of(void *arg, const struct egress_addr *peer, struct egress_sandbox_ref *ref)
+{
+    (void)arg;
+    if (!egress_cidr_contains(&g_range, peer))
+        return AB_ENOENT;
+    ref->policy = g_policy;
+    ref->key = peer->a[3] / 4;
+    ref->ca = g_ca;
+    ref->secrets = g_secrets;
+    return 0;
+}
+
+static void denied(void *arg, uint64_t key, enum egress_reason why, const struct egress_dest *d)
+{
+    char ip[INET6_ADDRSTRLEN] = "-";
+    (void)arg;
+    if (d)
+        inet_ntop(d->addr.family, d->addr.a, ip, sizeof(ip));
+    printf("{\"denied\":\"%s\",\"dst\":\"%s:%u\",\"slot\":%llu}\n", egress_reason_label(why), ip,
+           d ? d->port : 0, (unsigned long long)key);
+    fflush(stdout);
+}
+
+static size_t host_addrs(struct egress_addr *out, size_t max)
+{
+    struct ifaddrs *ifa, *i;
+    size_t n = 0;
+    if (getifaddrs(&ifa) != 0)
+        return 0;
+    for (i = ifa; i && n < max; i = i->ifa_next) {
+        if (!i->ifa_addr)
+            continue;
+        memset(&out[n], 0, sizeof(out[n]));
+        if (i->ifa_addr->sa_family == AF_INET) {
+            out[n].family = AF_INET;
+            memcpy(out[n].a, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
+            n++;
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+            out[n].family = AF_INET6;
+            memcpy(out[n].a, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
+            n++;
+        }
+    }
+    freeifaddrs(ifa);
+    return n;
+}
+
+static int serve(char **argv)
+{
+    char err[512] = "";
+    struct egress_addr self[256];
+    struct egress_netns_config c = {
+        .name = argv[2], .tcp_port = (uint16_t)atoi(argv[4]), .dns_port = (uint16_t)atoi(argv[5])};
+    struct egress_opts o = {.internet = true};
+    json_t *net = json_loads(argv[6], JSON_DECODE_ANY, NULL);
+    json_t *secrets = json_loads(argv[9], 0, NULL);
+    if (egress_cidr_parse(argv[3], &c.range) || !net || !json_is_object(secrets) ||
+        egress_policy_parse(net, &o, &g_policy, err, sizeof(err))) {
+        fprintf(stderr, "bad arguments: %s\n", err);
+        return 2;
+    }
+    json_decref(net);
+    g_secrets = egress_secrets_new();
+    const char *k;
+    json_t *v;
+    json_object_foreach(secrets, k, v)
+    {
+        if (egress_secrets_set(g_secrets, k, json_string_value(v), json_string_length(v), err,
+                               sizeof(err)) != 0) {
+            fprintf(stderr, "bad secret: %s\n", err);
+            return 2;
+        }
+    }
+    json_decref(secrets);
+    struct egress_ca_deps cd = {.sandbox_id = "isbx-itest"};
+    g_ca = egress_ca_new(&cd);
+    FILE *f = fopen(argv[10], "w");
+    if (!g_ca || !f) {
+        fprintf(stderr, "cannot make the CA\n");
+        return 1;
+    }
+    fputs(egress_ca_cert_pem(g_ca), f);
+    fclose(f);
+    SSL_CTX *up =
+        egress_intercept_client_ctx(strcmp(argv[8], "-") ? argv[8] : NULL, err, sizeof(err));
+    if (!up) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    g_range = c.range;
+    g_loop = loop_new(NULL);
+    if (!g_loop)
+        return 1;
+    int fd = egress_gateway_listen(&c, c.tcp_port, err, sizeof(err));
+    int dns = fd >= 0 ? egress_gateway_listen_dns(&c, c.dns_port, err, sizeof(err)) : -1;
+    if (fd < 0 || dns < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    struct egress_gateway_deps d = {
+        .loop = g_loop,
+        .dns_fd = dns,
+        .sandbox_of = sandbox_of,
+        .denied = denied,
+        .self = self,
+        .n_self = host_addrs(self, AB_ARRAY_LEN(self)),
+        .upstream_ctx = up,
+    };
+    char host[64];
+    const char *colon = strrchr(argv[7], ':');
+    size_t hn = colon ? (size_t)(colon - argv[7]) : 0;
+    if (!colon || hn >= sizeof(host)) {
+        fprintf(stderr, "resolver must be ip:port\n");
+        return 2;
+    }
+    memcpy(host, argv[7], hn);
+    host[hn] = '\0';
+    if (egress_addr_parse(host, &d.resolver) != 0) {
+        fprintf(stderr, "resolver must be ip:port\n");
+        return 2;
+    }
+    d.resolver_port = (uint16_t)atoi(colon + 1);
+    struct egress_gateway *g = egress_gateway_new(&d, fd, err, sizeof(err));
+    if (!g) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    signal(SIGTERM, on_term);
+    signal(SIGINT, on_term);
+    signal(SIGPIPE, SIG_IGN);
+    printf("ready\n");
+    fflush(stdout);
+    loop_run(g_loop);
+    egress_gateway_free(g);
+    loop_free(g_loop);
+    SSL_CTX_free(up);
+    egress_ca_free(g_ca);
+    egress_secrets_free(g_secrets);
+    egress_policy_free(g_policy);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) {
+        if (strcmp(argv[1], "serve") != 0 || argc != 11) {
+            fprintf(stderr,
+                    "usage: %s serve NAME RANGE TCP DNS NETWORK_JSON RESOLVER:PORT UPSTREAM_CA "
+                    "SECRETS_JSON CA_OUT\n",
+                    argv[0]);
+            return 2;
+        }
+        return serve(argv);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inject_tls),
         cmocka_unit_test(test_keepalive_bodies),
