@@ -2,8 +2,8 @@
 // egress gateway (agent/egress/gateway.c with intercept.c, ca.c, socks5.c)
 // between namespaces made here, as egress_gateway.test.mjs does: a "sandbox"
 // netns behind the egress netns, the gateway (test_agent_egress_intercept's
-// driver) in this namespace, and an "internet" netns holding 198.51.100.2 and
-// .3 (TEST-NET-2: public by the policy, reachable only on this machine).
+// driver) in this namespace, and an "internet" netns holding 203.0.113.202 and
+// .203 (TEST-NET-3: public by the policy, reachable only on this machine).
 // In the internet: an HTTPS server with a certificate from a test CA (the
 // gateway is given that CA as its extra upstream bundle), one on .3 with a
 // certificate from a CA nobody trusts, an HTTP server, an echo port, a SOCKS5
@@ -35,9 +35,11 @@ const RANGE = '10.217.0.0/24';
 const TCP = 15201;
 const DNS = 15253;
 const cfg = [EG, RANGE, String(TCP), String(DNS)];
-const PUBLIC = '198.51.100.2';
-const ROGUE = '198.51.100.3';
-const HOST = '198.51.100.1';
+// TEST-NET-3, a /29 of its own: other tests' veths hold 198.51.100.0/24, and a
+// second route to the same subnet would send this test's packets into theirs
+const PUBLIC = '203.0.113.202';
+const ROGUE = '203.0.113.203';
+const HOST = '203.0.113.201';
 const SECRET = `sk-live-${tag}-9f8e7d6c5b4a39281706`;
 const DECOY = 'sk-decoy-not-the-secret';
 
@@ -104,14 +106,16 @@ async function setup() {
     await sh(netnsDriver, ['create', ...cfg]);
     await sh(netnsDriver, ['attach', ...cfg, '2', `/run/netns/${SB}`]);
     await sh('ip', ['link', 'add', HOSTIF, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', INET]);
-    await sh('ip', ['addr', 'add', `${HOST}/24`, 'dev', HOSTIF]);
+    await sh('ip', ['addr', 'add', `${HOST}/29`, 'dev', HOSTIF]);
     await sh('ip', ['link', 'set', HOSTIF, 'up']);
-    for (const a of [PUBLIC, ROGUE]) await sh('ip', ['netns', 'exec', INET, 'ip', 'addr', 'add', `${a}/24`, 'dev', 'eth0']);
+    for (const a of [PUBLIC, ROGUE]) await sh('ip', ['netns', 'exec', INET, 'ip', 'addr', 'add', `${a}/29`, 'dev', 'eth0']);
     await sh('ip', ['netns', 'exec', INET, 'ip', 'link', 'set', 'eth0', 'up']);
     await sh('ip', ['netns', 'exec', INET, 'ip', 'link', 'set', 'lo', 'up']);
     const server = spawnProc('internet', 'ip', ['netns', 'exec', INET, process.execPath, '-e', `
         const fs = require('fs'), net = require('net'), http = require('http'), https = require('https');
         const rd = (f) => fs.readFileSync(${JSON.stringify(dir)} + '/' + f);
+        const big = Buffer.alloc(4 << 20);
+        for (let i = 0; i < big.length; i++) big[i] = (i * 7 + (i >> 12)) & 255;
         // Every request is logged (headers and the connection's port); the answer never echoes them.
         const handler = (tag) => (req, res) => {
             let body = '';
@@ -119,7 +123,8 @@ async function setup() {
             req.on('end', () => {
                 console.log('REQ ' + JSON.stringify({ tag, host: req.headers.host, url: req.url,
                     auth: req.headers.authorization || null, org: req.headers['x-org'] || null,
-                    port: req.socket.remotePort, body }));
+                    port: req.socket.remotePort, body: body.length > 200 ? body.length : body }));
+                if (req.url === '/big') return res.end(big);
                 res.end('answer for ' + req.url);
             });
         };
@@ -226,15 +231,14 @@ async function stopClean(gw) {
 // to it), then HTTPS / HTTP with the decoy in the Authorization header.
 const client = (caFile) => `
 const dns = require('dns'), https = require('https'), http = require('http'), net = require('net'), fs = require('fs');
-const r0 = new dns.promises.Resolver(); r0.setServers(['10.217.0.1']);
-// a resolver retries, as libc's does: the first query on a fresh veth can be lost
-const r = { resolve4: async (n) => { for (let i = 0; ; i++) { try { return await r0.resolve4(n); } catch (e) { if (i === 2) throw e; } } } };
+const r = new dns.promises.Resolver(); r.setServers(['10.217.0.1']);
 const ca = fs.readFileSync(${JSON.stringify(caFile)});
 const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
 const get = (mod, opts) => new Promise((res) => {
     const req = mod.request(opts, (resp) => {
         let body = '';
         const issuer = resp.socket.getPeerCertificate ? (resp.socket.getPeerCertificate().issuer || {}).CN : undefined;
+        resp.setEncoding('latin1');
         resp.on('data', (d) => (body += d));
         resp.on('end', () => res({ status: resp.statusCode, body, issuer }));
     });
@@ -272,8 +276,12 @@ test('intercept: the rule injects the vault secret into every HTTPS request; the
         const r = await inSandbox(`${client(gw.caOut)}
             (async () => {
                 const a = await tls('api.test', { path: '/v1/one' });
-                const b = await tls('api.test', { path: '/v1/two', body: 'x'.repeat(100000) });
-                console.log(JSON.stringify({ a, b }));
+                const b = await tls('api.test', { path: '/v1/two', body: 'x'.repeat(3 << 20) });
+                const big = await tls('api.test', { path: '/big' });
+                big.sha = require('crypto').createHash('sha256').update(Buffer.from(big.body, 'latin1')).digest('hex');
+                big.len = big.body.length;
+                delete big.body;
+                console.log(JSON.stringify({ a, b, big }));
             })();`);
         assert.equal(r.a.status, 200, JSON.stringify(r));
         assert.equal(r.a.body, 'answer for /v1/one');
@@ -282,14 +290,21 @@ test('intercept: the rule injects the vault secret into every HTTPS request; the
         assert.equal(r.a.issuer, 'agentbox egress CA isbx-itest');
         assert.equal(JSON.stringify(r).includes(SECRET), false, 'the sandbox never saw the secret');
         const seen = requests().slice(before);
-        assert.equal(seen.length, 2);
+        // 4 MiB down and 3 MiB up through the intercept, intact (backpressure both ways)
+        const crypto = await import('node:crypto');
+        const big = Buffer.alloc(4 << 20);
+        for (let i = 0; i < big.length; i++) big[i] = (i * 7 + (i >> 12)) & 255;
+        assert.equal(r.big.len, 4 << 20);
+        assert.equal(r.big.sha, crypto.createHash('sha256').update(big).digest('hex'));
+        assert.equal(seen.length, 3);
         for (const q of seen) {
             assert.equal(q.tag, 'public');
             assert.equal(q.auth, `Bearer ${SECRET}`, 'the decoy was replaced by the secret');
             assert.equal(q.org, 'org-42');
         }
-        assert.equal(seen[1].body.length, 100000, 'the body passed intact');
-        assert.equal(seen[0].port, seen[1].port, 'both requests on one upstream connection (keep-alive)');
+        assert.equal(seen[1].body, 3 << 20, 'the body passed whole');
+        assert.equal(seen[0].port, seen[1].port, 'the requests on one upstream connection (keep-alive)');
+        assert.equal(seen[0].port, seen[2].port);
         await stopClean(gw);
     } finally {
         await gw.stop();
@@ -381,7 +396,7 @@ test('egressProxy: allowed TCP goes through SOCKS5 with the login; a bad proxy f
     await refusedBy({ address: `${PUBLIC}:1081` }, 'proxy_not_socks');
     await refusedBy({ address: `${PUBLIC}:1082` }, 'proxy_unreachable');
     assert.equal(
-        setup.server.logs().split('\n').slice(0).filter((l) => l.startsWith('SOCKS CONNECT')).length,
+        setup.server.logs().split('\n').filter((l) => l.startsWith('SOCKS CONNECT')).length,
         1,
         'no CONNECT after a failed login',
     );
