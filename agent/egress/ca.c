@@ -29,6 +29,7 @@ struct leaf {
 };
 
 struct egress_ca {
+    int refs;
     int64_t (*now_ms)(void);
     EVP_PKEY *key;      /* the CA's key: signs leaves, never leaves this struct */
     EVP_PKEY *leaf_key; /* one key for every leaf of this CA */
@@ -148,6 +149,7 @@ struct egress_ca *egress_ca_new(const struct egress_ca_deps *deps)
     struct egress_ca *ca = calloc(1, sizeof(*ca));
     if (!ca)
         return NULL;
+    ca->refs = 1;
     ca->now_ms = deps->now_ms ? deps->now_ms : ab_now_ms;
     ca->key = p256_key();
     ca->leaf_key = p256_key();
@@ -167,9 +169,16 @@ fail:
     return NULL;
 }
 
+struct egress_ca *egress_ca_ref(struct egress_ca *ca)
+{
+    if (ca)
+        ca->refs++;
+    return ca;
+}
+
 void egress_ca_free(struct egress_ca *ca)
 {
-    if (!ca)
+    if (!ca || --ca->refs > 0)
         return;
     for (size_t i = 0; i < ca->n_leaves; i++)
         X509_free(ca->leaves[i].cert);

@@ -9,7 +9,8 @@
  * the oldest dropped first) for EGRESS_CA_LEAF_TTL_MS; the leaf is valid for
  * longer than that, so a cached leaf is never served expired.
  *
- * One CA belongs to one sandbox and one thread at a time (the loop's). */
+ * One CA belongs to one sandbox and one thread (the loop's; the reference
+ * count is not atomic). */
 #ifndef AGENTBOX_AGENT_EGRESS_CA_H
 #define AGENTBOX_AGENT_EGRESS_CA_H
 
@@ -30,9 +31,13 @@ struct egress_ca_deps {
 
 struct egress_ca;
 
-/* A new CA with a fresh key; NULL when the sandbox id is empty or too long, or
- * OpenSSL fails. Free with egress_ca_free (which wipes the keys). */
+/* A new CA with a fresh key and one reference; NULL when the sandbox id is
+ * empty or too long, or OpenSSL fails. */
 struct egress_ca *egress_ca_new(const struct egress_ca_deps *deps);
+/* Another reference (an intercepted connection holds one, so the sandbox's
+ * record may let go of the CA while a handshake still needs its leaf). */
+struct egress_ca *egress_ca_ref(struct egress_ca *ca);
+/* Drops a reference; the last one wipes the keys and frees. NULL is a no-op. */
 void egress_ca_free(struct egress_ca *ca);
 
 /* The CA certificate in PEM, NUL-terminated, for the sandbox's trust store.

@@ -85,6 +85,7 @@ struct gw_conn {
     struct egress_intercept *x;
     struct egress_rule *rule;
     struct egress_secrets *secrets;
+    struct egress_ca *ca; /* a reference: the leaf picker needs it during x's handshake */
     /* egressProxy: the SOCKS5 handshake on side 1, until it is done (then NULL). */
     struct egress_socks5 *socks;
     struct gw_conn *prev, *next;
@@ -210,10 +211,12 @@ static void conn_free_extras(struct gw_conn *c)
     egress_intercept_free(c->x);
     egress_socks5_free(c->socks);
     egress_secrets_free(c->secrets);
+    egress_ca_free(c->ca);
     free(c->rule);
     c->x = NULL;
     c->socks = NULL;
     c->secrets = NULL;
+    c->ca = NULL;
     c->rule = NULL;
 }
 
@@ -411,6 +414,7 @@ static int x_start(struct gw_conn *c, const struct egress_sandbox_ref *ref,
     if (!c->rule || !c->secrets)
         return -1;
     *c->rule = *rule;
+    c->ca = tls ? egress_ca_ref(ref->ca) : NULL;
     struct egress_intercept_deps xd = {.host = c->rule->host,
                                        .rule = c->rule,
                                        .secrets = c->secrets,

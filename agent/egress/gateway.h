@@ -42,10 +42,11 @@ struct egress_sandbox_ref {
     const struct egress_policy *policy; /* borrowed; NULL refuses (internet off) */
     uint64_t key;                       /* identifies the sandbox for the limit */
     /* Interception of hosts with rules (intercept.h): the sandbox's CA and the
-     * secret values it holds, both borrowed and alive for as long as the
-     * sandbox's connections (egress_gateway_drop_sandbox first). A connection
-     * keeps its own copy of the rule and the secrets. NULL ca: a rule's host
-     * on port 443 is refused ("intercept"), never spliced unread. */
+     * secret values it holds, borrowed for the call. An intercepted connection
+     * keeps a reference to the CA (egress_ca_ref) and its own copies of the
+     * rule and the secrets, so the owner may replace or free them at any
+     * time. NULL ca: a rule's host on port 443 is refused ("intercept"),
+     * never spliced unread. */
     struct egress_ca *ca;
     const struct egress_secrets *secrets;
 };

@@ -144,6 +144,10 @@ static void test_bounded_and_refusals(void **state)
     assert_int_equal(egress_ca_leaf(ca, "", &leaf, &key), AB_EINVAL);
     assert_int_equal(egress_ca_leaf(ca, "x.com\r\nEvil: 1", &leaf, &key), AB_EINVAL);
 
+    /* A second reference keeps the CA (and its leaves) alive past the first free. */
+    assert_ptr_equal(egress_ca_ref(ca), ca);
+    egress_ca_free(ca);
+    assert_int_equal(egress_ca_leaf(ca, "h0.example.com", &leaf, &key), 0);
     const char *pem = egress_ca_cert_pem(ca);
     assert_non_null(strstr(pem, "BEGIN CERTIFICATE"));
     assert_null(strstr(pem, "PRIVATE"));
