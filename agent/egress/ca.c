@@ -158,8 +158,10 @@ struct egress_ca *egress_ca_new(const struct egress_ca_deps *deps)
     ca->server_ctx = SSL_CTX_new(TLS_server_method());
     if (!ca->server_ctx || SSL_CTX_set_min_proto_version(ca->server_ctx, TLS1_2_VERSION) != 1)
         goto fail;
-    /* No session tickets: a resumed session would skip the servername check. */
+    /* No session tickets (nor TLS 1.3 ones): nothing to resume, every
+     * handshake picks its leaf by SNI. */
     SSL_CTX_set_options(ca->server_ctx, SSL_OP_NO_TICKET);
+    SSL_CTX_set_num_tickets(ca->server_ctx, 0);
     SSL_CTX_set_session_cache_mode(ca->server_ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_tlsext_servername_callback(ca->server_ctx, servername_cb);
     SSL_CTX_set_tlsext_servername_arg(ca->server_ctx, ca);

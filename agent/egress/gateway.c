@@ -190,8 +190,11 @@ static bool can_read(const struct gw_conn *c, int i)
     return c->len[i] < GW_BUF;
 }
 
+static void x_failed(struct gw_conn *c);
+
 /* Moves what the intercept has for each side into that side's buffer
- * (buf[1 - j] is written to side j) and asks to write it. */
+ * (buf[1 - j] is written to side j) and asks to write it. Taking output lets
+ * the intercept go on, which may fail it (then the connection is reset). */
 static void x_fill(struct gw_conn *c)
 {
     for (int j = 0; j < 2; j++) {
@@ -204,6 +207,8 @@ static void x_fill(struct gw_conn *c)
         if (n && c->wsi[j] && !(j == 1 && (c->connecting || c->socks)))
             lws_callback_on_writable(c->wsi[j]);
     }
+    if (egress_intercept_error(c->x) && !c->dying)
+        x_failed(c);
 }
 
 static void conn_free_extras(struct gw_conn *c)
@@ -751,6 +756,8 @@ static void conn_decide(struct gw_conn *c, const char *name)
         conn_refuse(c, EGRESS_DENY_INTERCEPT);
         return;
     }
+    if (c->dying) /* the intercept refused the first bytes */
+        return;
     struct sockaddr_storage to = c->dst;
     socklen_t to_len = c->dst_len;
     if (ref.policy->has_proxy && (why = proxy_start(c, ref.policy, &to, &to_len)) != EGRESS_ALLOW) {
