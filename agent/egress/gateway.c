@@ -35,7 +35,8 @@
 #endif
 
 #define GW_PROTOCOL "agentbox-egress"
-#define GW_BUF (16 * 1024) /* per direction; 32 KiB per connection; holds EGRESS_SNIFF_MAX */
+#define GW_BUF (64 * 1024) /* per direction; 128 KiB per connection; holds EGRESS_SNIFF_MAX */
+#define GW_READ_ROUNDS 8   /* buffers moved per read wakeup, at most */
 #define GW_SNIFF_MS 5000   /* a client that says nothing is judged on its address */
 #define GW_NAMES_MAX 4096  /* DNS answers remembered, all sandboxes together */
 #define GW_NAME_TTL_MIN_S 60
@@ -252,37 +253,55 @@ static void conn_refuse(struct gw_conn *c, enum egress_reason why);
 static int x_read(struct gw_conn *c, int i);
 static int socks_read(struct gw_conn *c);
 
+static int side_write(struct gw_conn *c, int j);
+
 static int side_read(struct gw_conn *c, int i)
 {
     if (i == 1 && c->socks)
         return socks_read(c);
     if (c->x && !c->sniffing)
         return x_read(c, i);
-    if (c->eof[i] || c->len[i] == GW_BUF) {
-        set_paused(c, i, true);
-        return 0;
-    }
-    ssize_t r = read(c->fd[i], c->buf[i] + c->len[i], GW_BUF - c->len[i]);
-    if (r < 0)
-        return errno == EAGAIN || errno == EINTR ? 0 : -1;
-    if (r == 0) {
-        c->eof[i] = true;
-        set_paused(c, i, true);
-        if (c->sniffing)
+    /* a bulk transfer drains several buffers per wakeup (read, write at once,
+     * read again) instead of one per loop turn; bounded, so one connection
+     * cannot hold the loop */
+    for (int round = 0; round < GW_READ_ROUNDS; round++) {
+        if (c->eof[i] || c->len[i] == GW_BUF) {
+            set_paused(c, i, true);
+            return 0;
+        }
+        ssize_t r = read(c->fd[i], c->buf[i] + c->len[i], GW_BUF - c->len[i]);
+        if (r < 0)
+            return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        if (r == 0) {
+            c->eof[i] = true;
+            set_paused(c, i, true);
+            if (c->sniffing)
+                conn_sniffed(c);
+            else if (!c->connecting)
+                pass_eof(c, 1 - i);
+            return 0;
+        }
+        c->len[i] += (size_t)r;
+        if (c->sniffing) {
             conn_sniffed(c);
-        else if (!c->connecting)
-            pass_eof(c, 1 - i);
-        return 0;
+            return 0;
+        }
+        if (c->len[i] == GW_BUF)
+            set_paused(c, i, true); /* backpressure: wait for the far side */
+        if (c->connecting || !c->wsi[1 - i])
+            return 0;
+        if (c->orphan[i]) {
+            lws_callback_on_writable(c->wsi[1 - i]);
+            return 0;
+        }
+        /* write at once rather than a loop turn later: the far side is nearly
+         * always writable, and the round trip through WRITEABLE halved the
+         * throughput; EAGAIN leaves the rest to side_write's re-arm */
+        if (side_write(c, 1 - i) < 0)
+            return -1;
+        if (c->len[i] > 0 || c->dying)
+            return 0;
     }
-    c->len[i] += (size_t)r;
-    if (c->sniffing) {
-        conn_sniffed(c);
-        return 0;
-    }
-    if (c->len[i] == GW_BUF)
-        set_paused(c, i, true); /* backpressure: wait for the far side */
-    if (!c->connecting && c->wsi[1 - i])
-        lws_callback_on_writable(c->wsi[1 - i]);
     return 0;
 }
 
@@ -377,7 +396,7 @@ static void x_failed(struct gw_conn *c)
 
 static int x_read(struct gw_conn *c, int i)
 {
-    uint8_t tmp[GW_BUF];
+    uint8_t tmp[16384];
     size_t room = egress_intercept_room(c->x, side_of(i));
     if (c->eof[i] || room == 0) {
         set_paused(c, i, true);
