@@ -541,6 +541,7 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         .data_domain = cfg->data_domain,
         .prometheus_url = cfg->prometheus_url,
         .log_service_url = cfg->log_service_url,
+        .egress_table = a->egress ? egress_wiring_table(a->egress) : NULL,
     };
     if ((rc = e2b_new(&ed, &a->e2b, err, errlen)) != 0)
         return rc;

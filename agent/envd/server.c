@@ -499,7 +499,8 @@ static void init_route(struct http_exchange *ex, void *arg)
     /* The egress gateway's CA for this sandbox (its certificate only; the key
      * stays in the agent): into the trust store before anything runs. */
     if (ca != NULL && ca[0] != '\0') {
-        int rc = envd_trust_install("", ca, strlen(ca), err, sizeof(err));
+        struct envd_trust_paths where;
+        int rc = envd_trust_install("", ca, strlen(ca), &where, err, sizeof(err));
         if (rc != 0) {
             http_respond_error(ex, rc == AB_EIO ? 500 : 400, "%s", err);
             goto out;
@@ -507,7 +508,7 @@ static void init_route(struct http_exchange *ex, void *arg)
         if (e->env_vars == NULL)
             e->env_vars = json_object();
         if (e->env_vars != NULL)
-            envd_trust_env(e->env_vars);
+            envd_trust_env(e->env_vars, &where);
     }
     if (token != NULL) {
         free(e->token);

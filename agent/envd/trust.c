@@ -137,23 +137,18 @@ static char *bundle_without_ours(const char *path, size_t *len, char *err, size_
     return buf;
 }
 
-int envd_trust_install(const char *root, const char *pem, size_t len, char *err, size_t errlen)
+/* The CA at ca_path, and the bundle read from src (less an earlier agentbox
+ * block) with the CA appended, written to dst. */
+static int install_at(const char *root, const char *pem, size_t len, const char *ca_path,
+                      const char *src, const char *dst, char *err, size_t errlen)
 {
     char path[PATH_MAX];
-    if (len > ENVD_TRUST_PEM_MAX) {
-        snprintf(err, errlen, "field 'egressCa' is longer than %d bytes", ENVD_TRUST_PEM_MAX);
-        return AB_ELIMIT;
-    }
-    if (!pem_ok(pem, len)) {
-        snprintf(err, errlen, "field 'egressCa' must hold PEM certificates and nothing else");
-        return AB_EINVAL;
-    }
     int nl = len && pem[len - 1] == '\n';
-    snprintf(path, sizeof(path), "%s%s", root, ENVD_TRUST_CA_FILE);
+    snprintf(path, sizeof(path), "%s%s", root, ca_path);
     int rc = write_atomic(path, pem, len, "\n", nl ? 0 : 1, err, errlen);
     if (rc != 0)
         return rc;
-    snprintf(path, sizeof(path), "%s%s", root, ENVD_TRUST_BUNDLE);
+    snprintf(path, sizeof(path), "%s%s", root, src);
     size_t blen;
     char e2[160] = "";
     char *bundle = bundle_without_ours(path, &blen, e2, sizeof(e2));
@@ -168,16 +163,47 @@ int envd_trust_install(const char *root, const char *pem, size_t len, char *err,
         return AB_ENOMEM;
     }
     snprintf(blk, blk_len + 1, "%s%.*s%s%s", BEGIN_MARK, (int)len, pem, nl ? "" : "\n", END_MARK);
+    snprintf(path, sizeof(path), "%s%s", root, dst);
     rc = write_atomic(path, bundle, blen, blk, strlen(blk), err, errlen);
     free(blk);
     free(bundle);
     return rc;
 }
 
-void envd_trust_env(json_t *vars)
+int envd_trust_install(const char *root, const char *pem, size_t len, struct envd_trust_paths *out,
+                       char *err, size_t errlen)
 {
-    if (!json_object_get(vars, "NODE_EXTRA_CA_CERTS"))
-        json_object_set_new(vars, "NODE_EXTRA_CA_CERTS", json_string(ENVD_TRUST_CA_FILE));
-    if (!json_object_get(vars, "REQUESTS_CA_BUNDLE"))
-        json_object_set_new(vars, "REQUESTS_CA_BUNDLE", json_string(ENVD_TRUST_BUNDLE));
+    if (len > ENVD_TRUST_PEM_MAX) {
+        snprintf(err, errlen, "field 'egressCa' is longer than %d bytes", ENVD_TRUST_PEM_MAX);
+        return AB_ELIMIT;
+    }
+    if (!pem_ok(pem, len)) {
+        snprintf(err, errlen, "field 'egressCa' must hold PEM certificates and nothing else");
+        return AB_EINVAL;
+    }
+    *out = (struct envd_trust_paths){ENVD_TRUST_CA_FILE, ENVD_TRUST_BUNDLE, false};
+    int rc = install_at(root, pem, len, ENVD_TRUST_CA_FILE, ENVD_TRUST_BUNDLE, ENVD_TRUST_BUNDLE,
+                        err, errlen);
+    if (rc != AB_EIO)
+        return rc;
+    /* a read-only /etc: the same files where the sandbox can write */
+    *out = (struct envd_trust_paths){ENVD_TRUST_FALLBACK_CA, ENVD_TRUST_FALLBACK_BUNDLE, true};
+    return install_at(root, pem, len, ENVD_TRUST_FALLBACK_CA, ENVD_TRUST_BUNDLE,
+                      ENVD_TRUST_FALLBACK_BUNDLE, err, errlen);
+}
+
+static void set_default(json_t *vars, const char *k, const char *v)
+{
+    if (!json_object_get(vars, k))
+        json_object_set_new(vars, k, json_string(v));
+}
+
+void envd_trust_env(json_t *vars, const struct envd_trust_paths *where)
+{
+    set_default(vars, "NODE_EXTRA_CA_CERTS", where->ca_file);
+    set_default(vars, "REQUESTS_CA_BUNDLE", where->bundle);
+    if (where->fallback) {
+        set_default(vars, "SSL_CERT_FILE", where->bundle);
+        set_default(vars, "CURL_CA_BUNDLE", where->bundle);
+    }
 }

@@ -50,6 +50,7 @@ static void test_install_and_replace(void **state)
 {
     (void)state;
     char err[256], p[256];
+    struct envd_trust_paths w;
     snprintf(root, sizeof(root), "/tmp/envd-trust-%d", (int)getpid());
     snprintf(p, sizeof(p), "mkdir -p %s/etc/ssl/certs", root);
     assert_int_equal(system(p), 0);
@@ -58,13 +59,13 @@ static void test_install_and_replace(void **state)
     fputs(SYSTEM, f);
     fclose(f);
 
-    assert_int_equal(envd_trust_install(root, CERT_A, strlen(CERT_A), err, sizeof(err)), 0);
+    assert_int_equal(envd_trust_install(root, CERT_A, strlen(CERT_A), &w, err, sizeof(err)), 0);
     assert_string_equal(slurp(ENVD_TRUST_CA_FILE), CERT_A);
     char *b = slurp(ENVD_TRUST_BUNDLE);
     assert_non_null(strstr(b, SYSTEM));
     assert_non_null(strstr(b, CERT_A));
 
-    assert_int_equal(envd_trust_install(root, CERT_B, strlen(CERT_B), err, sizeof(err)), 0);
+    assert_int_equal(envd_trust_install(root, CERT_B, strlen(CERT_B), &w, err, sizeof(err)), 0);
     b = slurp(ENVD_TRUST_BUNDLE);
     assert_int_equal(count(b, "QUFBQQ=="), 0); /* the earlier CA is gone */
     assert_int_equal(count(b, "QkJCQg=="), 1);
@@ -85,15 +86,15 @@ static void test_install_and_replace(void **state)
         "-----BEGIN CERTIFICATE-----\nQU FB\n-----END CERTIFICATE-----\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
-        assert_int_equal(envd_trust_install(root, bad[i], strlen(bad[i]), err, sizeof(err)),
+        assert_int_equal(envd_trust_install(root, bad[i], strlen(bad[i]), &w, err, sizeof(err)),
                          AB_EINVAL);
     assert_int_equal(
-        envd_trust_install(root, "-----BEGIN CERTIFICATE-----\n\0", 29, err, sizeof(err)),
+        envd_trust_install(root, "-----BEGIN CERTIFICATE-----\n\0", 29, &w, err, sizeof(err)),
         AB_EINVAL);
     assert_string_equal(slurp(ENVD_TRUST_CA_FILE), CERT_B);
 
     json_t *vars = json_pack("{s:s}", "NODE_EXTRA_CA_CERTS", "/mine.pem");
-    envd_trust_env(vars);
+    envd_trust_env(vars, &w);
     assert_string_equal(json_string_value(json_object_get(vars, "NODE_EXTRA_CA_CERTS")),
                         "/mine.pem");
     assert_string_equal(json_string_value(json_object_get(vars, "REQUESTS_CA_BUNDLE")),
@@ -107,10 +108,54 @@ static void test_no_bundle_yet(void **state)
 {
     (void)state;
     char err[256], p[256];
+    struct envd_trust_paths w;
     snprintf(root, sizeof(root), "/tmp/envd-trust-empty-%d", (int)getpid());
-    assert_int_equal(envd_trust_install(root, CERT_A, strlen(CERT_A) - 1, err, sizeof(err)), 0);
+    assert_int_equal(envd_trust_install(root, CERT_A, strlen(CERT_A) - 1, &w, err, sizeof(err)), 0);
     assert_string_equal(slurp(ENVD_TRUST_CA_FILE), CERT_A);
     assert_non_null(strstr(slurp(ENVD_TRUST_BUNDLE), CERT_A));
+    snprintf(p, sizeof(p), "rm -rf %s", root);
+    assert_int_equal(system(p), 0);
+}
+
+/* A read-only /etc (the local runtime binds the host's): the CA and a bundle
+ * with it go under /tmp/.agentbox-egress, and the environment points there. */
+static void test_read_only_etc(void **state)
+{
+    (void)state;
+    char err[256], p[512];
+    struct envd_trust_paths w;
+    snprintf(root, sizeof(root), "/tmp/envd-trust-ro-%d", (int)getpid());
+    snprintf(p, sizeof(p),
+             "mkdir -p %s/etc/ssl/certs && printf '%%s' '%s' > %s%s && chmod 555 %s/etc/ssl/certs",
+             root, SYSTEM, root, ENVD_TRUST_BUNDLE, root);
+    assert_int_equal(system(p), 0);
+    if (access(root, W_OK) == 0 && geteuid() == 0) {
+        /* root ignores modes: make the directory truly read-only with a bind */
+        snprintf(p, sizeof(p),
+                 "mount --bind -o ro %s/etc/ssl/certs %s/etc/ssl/certs 2>/dev/null || "
+                 "(mount --bind %s/etc/ssl/certs %s/etc/ssl/certs && mount -o remount,bind,ro "
+                 "%s/etc/ssl/certs)",
+                 root, root, root, root, root);
+        assert_int_equal(system(p), 0);
+    }
+    assert_int_equal(envd_trust_install(root, CERT_A, strlen(CERT_A), &w, err, sizeof(err)), 0);
+    assert_true(w.fallback);
+    assert_string_equal(slurp(ENVD_TRUST_FALLBACK_CA), CERT_A);
+    char *b = slurp(ENVD_TRUST_FALLBACK_BUNDLE);
+    assert_non_null(strstr(b, SYSTEM));
+    assert_non_null(strstr(b, CERT_A));
+    assert_null(strstr(slurp(ENVD_TRUST_BUNDLE), "QUFBQQ=="));
+    json_t *vars = json_object();
+    envd_trust_env(vars, &w);
+    assert_string_equal(json_string_value(json_object_get(vars, "SSL_CERT_FILE")),
+                        ENVD_TRUST_FALLBACK_BUNDLE);
+    assert_string_equal(json_string_value(json_object_get(vars, "NODE_EXTRA_CA_CERTS")),
+                        ENVD_TRUST_FALLBACK_CA);
+    json_decref(vars);
+    if (geteuid() == 0) {
+        snprintf(p, sizeof(p), "umount %s/etc/ssl/certs", root);
+        assert_int_equal(system(p), 0);
+    }
     snprintf(p, sizeof(p), "rm -rf %s", root);
     assert_int_equal(system(p), 0);
 }
@@ -120,6 +165,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_install_and_replace),
         cmocka_unit_test(test_no_bundle_yet),
+        cmocka_unit_test(test_read_only_etc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
