@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct op {
     struct egress_secrets *s;
@@ -65,7 +66,7 @@ int secret_resolve_parse(const char *body, size_t len,
         json_array_foreach(arr, k, e)
         {
             const char *nm = json_string_value(json_object_get(e, "name"));
-            if (nm && strcmp(nm, names[i]) == 0)
+            if (nm && strcasecmp(nm, names[i]) == 0) /* the vault keeps names lower case */
                 hit = e;
         }
         json_t *v = json_object_get(hit, "value");

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct secret {
     char name[EGRESS_SECRET_NAME_MAX + 1];
@@ -94,7 +95,7 @@ int egress_secrets_set(struct egress_secrets *s, const char *name, const char *v
         }
     struct secret *e = NULL;
     for (size_t i = 0; i < s->n && !e; i++)
-        if (strcmp(s->v[i].name, name) == 0)
+        if (strcasecmp(s->v[i].name, name) == 0)
             e = &s->v[i];
     if (!e && s->n == EGRESS_SECRETS_MAX) {
         snprintf(err, errlen, "a sandbox holds at most %d secrets", EGRESS_SECRETS_MAX);
@@ -119,7 +120,7 @@ int egress_secrets_set(struct egress_secrets *s, const char *name, const char *v
 static const struct secret *find(const struct egress_secrets *s, const char *name, size_t nl)
 {
     for (size_t i = 0; s && i < s->n; i++)
-        if (strlen(s->v[i].name) == nl && memcmp(s->v[i].name, name, nl) == 0)
+        if (strlen(s->v[i].name) == nl && strncasecmp(s->v[i].name, name, nl) == 0)
             return &s->v[i];
     return NULL;
 }

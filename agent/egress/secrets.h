@@ -22,7 +22,8 @@ struct egress_secrets *egress_secrets_new(void);
 /* Wipes every value, then frees. NULL is a no-op. */
 void egress_secrets_free(struct egress_secrets *s);
 
-/* Sets name (a secret name of [A-Za-z0-9_-], at most EGRESS_SECRET_NAME_MAX)
+/* Names are case-insensitive, as in the vault (which keeps them lower case).
+ * Sets name (a secret name of [A-Za-z0-9_-], at most EGRESS_SECRET_NAME_MAX)
  * to the len bytes of value, replacing (and wiping) an earlier value. A value
  * holding CR, LF, NUL or another control byte but TAB is refused: it would
  * split the header it is filled into. 0, AB_EINVAL (err names the secret, never

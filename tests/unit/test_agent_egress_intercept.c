@@ -513,7 +513,7 @@ static void test_secret_missing_or_bad(void **state)
     assert_int_equal(egress_secrets_count(s), 1);
     char out[64];
     size_t n;
-    assert_int_equal(egress_secrets_fill(s, "k=${e2b.secrets.A};${e2b.secrets.A}", out, sizeof(out),
+    assert_int_equal(egress_secrets_fill(s, "k=${e2b.secrets.A};${e2b.secrets.a}", out, sizeof(out),
                                          &n, err, sizeof(err)),
                      0);
     assert_string_equal(out, "k=v22;v22");
