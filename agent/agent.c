@@ -513,7 +513,8 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     if ((rc = fed_new(&fd, &a->fed, err, errlen)) != 0)
         return rc;
 
-    const struct native_deps nd = {.rt = a->rt,
+    const struct native_deps nd = {.loop = a->loop,
+                                   .rt = a->rt,
                                    .auth = a->auth,
                                    .hub = a->hub,
                                    .fed = a->fed,
@@ -567,7 +568,9 @@ int agent_start(struct agent *a, char *err, size_t errlen)
             snprintf(err, errlen, "out of memory");
             return AB_ENOMEM;
         }
-        http_router_set_error_format(ls->router, agent_error_json);
+        /* the native API has its own error shape (reference §4.1) */
+        http_router_set_error_format(ls->router,
+                                     i == AGENT_NATIVE ? native_error_json : agent_error_json);
         http_router_set_extra_header(ls->router, "X-AgentBox-Server-Version", AGENTBOX_VERSION);
         struct http_server_options o = {
             .listen = listen[i], .router = ls->router, .name = ls->name};

@@ -17,11 +17,13 @@
  * Loop thread; storage on database workers. */
 #include "dashboard-api/dashboard_api.h"
 
+#include "agentbox/assertion.h"
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/json.h"
 #include "agentbox/sbxid.h"
 #include "agentbox/tunnel_http.h"
+#include "hub/approvals.h"
 #include "hub/audit.h"
 #include "hub/auth.h"
 #include "hub/clusters.h"
@@ -319,25 +321,66 @@ static void api_get(struct http_exchange *ex, void *arg)
 
 /* --- ANY /api/clusters/{id}/v1/...: the cluster's native API over its tunnel --------- */
 
-/* Authenticated here first (no anonymous traffic reaches a tunnel), then
- * again by the agent, which decides what the principal may see there. */
-static void cluster_native_authed(struct http_exchange *ex, const struct keys_principal *p,
-                                  void *arg)
+/* After the gate: relays the request to the cluster. */
+static void cluster_native_pass(struct http_exchange *ex, bool allowed, void *arg)
 {
-    (void)p;
     struct hub *h = arg;
+    if (!allowed)
+        return; /* the gate answered */
     const char *id = http_param(ex, "id");
     const char *target = http_req(ex)->target;
     /* the raw target after /api/clusters/<id>, so escapes reach the agent as sent */
     const char *rest = strstr(target + strlen("/api/clusters/"), "/v1");
     char msg[160];
     snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", id);
+    tun_http_proxy(ex, h->tunnel ? tunnel_server_session(h->tunnel, id) : NULL, "native", rest,
+                   NULL, 0, msg);
+}
+
+/* Authenticated here first (no anonymous traffic reaches a tunnel), then
+ * again by the agent, which decides what the principal may see there. An
+ * agent-mode key's gated writes pass the approval gate first (approvals.h):
+ * the hub's one store of approvals, whichever cluster the write is for. */
+static void cluster_native_authed(struct http_exchange *ex, const struct keys_principal *p,
+                                  void *arg)
+{
+    struct hub *h = arg;
+    const char *id = http_param(ex, "id");
+    const char *target = http_req(ex)->target;
+    const char *rest = strstr(target + strlen("/api/clusters/"), "/v1");
     if (!rest) {
         http_respond_error(ex, 400, "path must be /api/clusters/{id}/v1/...");
         return;
     }
-    tun_http_proxy(ex, h->tunnel ? tunnel_server_session(h->tunnel, id) : NULL, "native", rest,
-                   NULL, 0, msg);
+    /* the gate matches the decoded path, as the agent routes it: an escaped
+     * '/' cannot make a gated route look like another */
+    const char *path = http_req(ex)->path;
+    size_t skip = strlen("/api/clusters/") + (id != NULL ? strlen(id) : 0);
+    if (strlen(path) < skip || strncmp(path + skip, "/v1", 3) != 0) {
+        http_respond_error(ex, 400, "path must be /api/clusters/{id}/v1/...");
+        return;
+    }
+    if (p->kind == KEYS_KIND_SESSION) {
+        /* a human's console session is never gated, and its token means
+         * nothing to an agent: the agent gets the hub's assertion of the
+         * session's principal made for that cluster, and no credential */
+        char tok[ASRT_TOKEN_MAX + 1], why[256], msg[160];
+        if (auth_sign_for(h->auth, p, id, NULL, tok, sizeof(tok), why, sizeof(why)) != 0) {
+            auth_respond_api_error(ex, 500, "INTERNAL", "cannot sign an assertion for '%.64s': %s",
+                                   id, why);
+            return;
+        }
+        const struct tun_header extra[] = {
+            {"X-AgentBox-Assertion", tok}, {"Authorization", ""}, {"Cookie", ""}, {"X-API-Key", ""},
+            {"AGENTBOX-API-KEY", ""},      {"X-CSRF-Token", ""},
+        };
+        snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", id);
+        tun_http_proxy(ex, h->tunnel ? tunnel_server_session(h->tunnel, id) : NULL, "native", rest,
+                       extra, (int)AB_ARRAY_LEN(extra), msg);
+        OPENSSL_cleanse(tok, sizeof(tok));
+        return;
+    }
+    approvals_gate(h->approvals, ex, p, id != NULL ? id : "", path + skip, cluster_native_pass, h);
 }
 
 static void h_cluster_native(struct http_exchange *ex, void *arg)
@@ -354,6 +397,12 @@ int clusters_api_add_routes(struct hub *h, char *err, size_t errlen)
         {"GET", "/api/clusters/{id}", api_get, h, 0},
         {"*", "/api/clusters/{id}/v1/{*rest}", h_cluster_native, h, HTTP_ROUTE_STREAM},
         {"*", "/api/clusters/{id}/v1", h_cluster_native, h, HTTP_ROUTE_STREAM},
+        /* writes are buffered: the approval gate fingerprints their body
+         * (JSON bodies are at most 1 MiB, DESIGN §11a) */
+        {"POST", "/api/clusters/{id}/v1/{*rest}", h_cluster_native, h, 0},
+        {"PUT", "/api/clusters/{id}/v1/{*rest}", h_cluster_native, h, 0},
+        {"PATCH", "/api/clusters/{id}/v1/{*rest}", h_cluster_native, h, 0},
+        {"DELETE", "/api/clusters/{id}/v1/{*rest}", h_cluster_native, h, 0},
         {"POST", "/api/admin/clusters", h_add, h, 0},
         {"POST", "/api/v1/admin/clusters", h_add, h, 0},
     };

@@ -21,5 +21,7 @@ int dashboard_api_add_routes(struct hub *h, char *err, size_t errlen)
         rc = clusters_api_add_routes(h, err, errlen);
     if (rc == 0)
         rc = federation_api_add_routes(h, err, errlen);
+    if (rc == 0)
+        rc = console_api_add_routes(h, err, errlen);
     return rc;
 }

@@ -18,6 +18,8 @@ int dashboard_api_add_routes(struct hub *h, char *err, size_t errlen);
 
 /* GET/POST /api/clusters..., /api/admin/clusters (clusters_api.c). */
 int clusters_api_add_routes(struct hub *h, char *err, size_t errlen);
+/* /api/auth/... (console login) and /api/v1/approvals (console_api.c). */
+int console_api_add_routes(struct hub *h, char *err, size_t errlen);
 /* GET /api/v1/federation, /api/clusters/{id}/federation (federation_api.c). */
 int federation_api_add_routes(struct hub *h, char *err, size_t errlen);
 /* GET /api/v1/sandboxes, /api/v1/statistics/sandboxes (sandboxes.c). */

@@ -10,6 +10,7 @@
 #include "agentbox/common.h"
 #include "agentbox/config.h"
 #include "agentbox/json.h"
+#include "hub/approvals.h"
 #include "hub/auth.h"
 #include "hub/db.h"
 #include "hub/hub.h"
@@ -88,7 +89,16 @@ static void key_op_done(void *arg, int status)
     } else if (status != 0) {
         auth_respond_db_error(o->a, o->ex, AUTH_SURFACE_API, status, o->err);
     } else if (o->kind == OP_LIST) {
-        size_t n = json_array_size(o->out);
+        size_t n = json_array_size(o->out), i;
+        json_t *k;
+        /* an agent-mode key's token is never shown, even to its owner's
+         * session: it would be a way around the gate for whoever reads it */
+        json_array_foreach(o->out, i, k)
+        {
+            const char *mode = json_string_value(json_object_get(k, "mode"));
+            if (mode != NULL && strcmp(mode, "agent") == 0)
+                json_object_del(k, "rawToken");
+        }
         http_respond_json(o->ex, 200,
                           json_pack("{s:O,s:I}", "items", o->out, "total", (json_int_t)n));
     } else if (o->kind == OP_CREATE) {
@@ -218,9 +228,10 @@ static void list_ok(struct http_exchange *ex, const struct keys_principal *p, vo
         return;
     ab_strlcpy(o->team, p->team, sizeof(o->team));
     ab_strlcpy(o->user, p->user, sizeof(o->user));
-    /* an agent-mode key never sees token material (reference §4.5), and no
-     * token crosses a tunnel: only an owner calling the hub directly (the console) */
-    o->with_tokens = p->mode != KEYS_MODE_AGENT && !auth_request_is_bridged(o->a, ex);
+    /* only a human's console session sees token material (issue 16): not
+     * an agent-mode key (reference §4.5), not another key (a leaked key must
+     * not yield its siblings), and no token crosses a tunnel */
+    o->with_tokens = p->kind == KEYS_KIND_SESSION && !auth_request_is_bridged(o->a, ex);
     submit(o);
 }
 
@@ -245,6 +256,10 @@ static void create_ok(struct http_exchange *ex, const struct keys_principal *p, 
                       "summary", "create an API key"));
         return;
     }
+    if (auth_key_churn(arg, p, err, sizeof(err)) != 0) {
+        auth_respond_api_error(ex, 429, "RATE_LIMITED", "%s", err);
+        return;
+    }
     o = op_new(arg, ex, p, OP_CREATE);
     if (o == NULL)
         return;
@@ -264,24 +279,44 @@ static void create_key(struct http_exchange *ex, void *arg)
     auth_request(arg, ex, AUTH_SURFACE_API, create_ok, arg);
 }
 
+static void revoke_pass(struct http_exchange *ex, bool allowed, void *arg)
+{
+    struct key_op *o = arg;
+
+    (void)ex;
+    if (allowed)
+        submit(o);
+    else
+        op_free(o); /* the gate answered */
+}
+
 static void revoke_ok(struct http_exchange *ex, const struct keys_principal *p, void *arg)
 {
-    struct key_op *o = op_new(arg, ex, p, OP_REVOKE);
+    struct hub *h = arg;
     const char *id = http_param(ex, "id");
+    struct key_op *o;
+    char err[256], path[160];
 
+    if (auth_key_churn(h->auth, p, err, sizeof(err)) != 0) {
+        auth_respond_api_error(ex, 429, "RATE_LIMITED", "%s", err);
+        return;
+    }
+    o = op_new(h->auth, ex, p, OP_REVOKE);
     if (o == NULL)
         return;
-    /* TODO(approvals): agent-mode revocation is a gated, once-only operation
-     * (reference §4.5); until the approval gate exists it is allowed. */
     ab_strlcpy(o->id, id != NULL ? id : "", sizeof(o->id));
     ab_strlcpy(o->team, p->team, sizeof(o->team));
     ab_strlcpy(o->user, p->user, sizeof(o->user));
-    submit(o);
+    /* an agent-mode key's revocation is gated and once-only (reference
+     * §4.5, apikey.delete): the hub's own route, so no cluster */
+    snprintf(path, sizeof(path), "/v1/api-keys/%.100s", o->id);
+    approvals_gate(h->approvals, ex, p, "", path, revoke_pass, o);
 }
 
 static void revoke_key(struct http_exchange *ex, void *arg)
 {
-    auth_request(arg, ex, AUTH_SURFACE_API, revoke_ok, arg);
+    struct hub *h = arg;
+    auth_request(h->auth, ex, AUTH_SURFACE_API, revoke_ok, h);
 }
 
 /* --- admin ----------------------------------------------------------------------------------- */
@@ -374,7 +409,7 @@ int identity_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t
         {"GET", "/api/v1/auth/whoami", whoami, a, 0},
         {"GET", "/api/v1/api-keys", list_keys, a, 0},
         {"POST", "/api/v1/api-keys", create_key, a, 0},
-        {"DELETE", "/api/v1/api-keys/{id}", revoke_key, a, 0},
+        {"DELETE", "/api/v1/api-keys/{id}", revoke_key, h, 0},
         {"GET", "/api/v1/admin/api-keys", admin_list, a, 0},
         {"POST", "/api/v1/admin/api-keys", admin_create, a, 0},
         {"DELETE", "/api/v1/admin/api-keys/{id}", admin_revoke, a, 0},

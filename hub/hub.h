@@ -24,6 +24,8 @@ struct auth_ctx;
 struct federation;
 struct e2b_front;
 struct vault_api;
+struct sessions;
+struct approvals;
 
 /* `serve` configuration (flags, AGENTBOX_* environment, YAML keys). */
 struct hub_serve_config {
@@ -46,6 +48,13 @@ struct hub_serve_config {
     char *hub_secret_file;
     bool allow_superuser; /* let serve use a PostgreSQL superuser role */
     char *metrics_listen; /* /metrics on its own listener (default loopback) */
+    /* console login and the approval gate (sessions.h, approvals.h) */
+    int64_t session_ttl_ms;
+    bool cookie_secure;
+    int64_t login_max_failures;
+    int64_t login_max_failures_addr;
+    int64_t login_failure_window_ms;
+    int64_t approval_ttl_ms;
 };
 
 extern const struct cfg_option hub_serve_options[];
@@ -71,6 +80,8 @@ struct hub {
     struct federation *fed;       /* the capacity registry (federation.c) */
     struct e2b_front *front;      /* /e2b and /data (e2b_front.c) */
     struct vault_api *vault;      /* /e2b/secrets and the resolve route (vault_api.c) */
+    struct sessions *sessions;    /* console logins (sessions.c) */
+    struct approvals *approvals;  /* the approval gate (approvals.c) */
     struct tunnel_server *tunnel; /* :7701 (tunnel_server.c), created by hub_start */
 };
 

@@ -39,6 +39,9 @@ struct vault_keyring;
 
 enum keys_role { KEYS_ROLE_TENANT = 0, KEYS_ROLE_ADMIN };
 enum keys_mode { KEYS_MODE_UNRESTRICTED = 0, KEYS_MODE_AGENT };
+/* What authenticated: an API key, or a human's console session
+ * (hub/sessions.h; key_id is then the session id "ses_…"). */
+enum keys_kind { KEYS_KIND_KEY = 0, KEYS_KIND_SESSION };
 
 /* Who a valid key acts as. Plain data, safe to copy across threads. */
 struct keys_principal {
@@ -51,6 +54,7 @@ struct keys_principal {
     enum keys_role role;
     enum keys_mode mode;
     char expires_at[KEYS_TIME_MAX]; /* "" when the key never expires */
+    enum keys_kind kind;            /* KEYS_KIND_KEY unless a session made it */
 };
 
 /* Why a lookup found no valid key. */

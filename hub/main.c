@@ -14,6 +14,8 @@
 #include "hub/vault.h"
 #include "hub/hub.h"
 #include "hub/migrate.h"
+#include "hub/signing_keys.h"
+#include "hub/users.h"
 
 struct migrate_config {
     char *database_url;
@@ -135,7 +137,9 @@ static void usage(FILE *f)
             "  cluster CMD     add, list, rotate-token, disable, enable member clusters\n"
             "  key CMD         create, list, revoke API keys (create prints the key once)\n"
             "  team CMD        set-namespace, clear-namespace, list team namespace overrides\n"
+            "  user CMD        add, passwd, disable, list console users (humans who log in)\n"
             "  vault CMD       rotate-key: re-encrypt the vault under a new key generation\n"
+            "  signing-key CMD rotate, list: the assertion signing key's generations\n"
             "  help [COMMAND]  show this, or a command's flags\n"
             "  version         print the version\n"
             "\n"
@@ -163,8 +167,12 @@ int main(int argc, char **argv)
         return keys_cli_main(argc - 2, argv + 2);
     if (strcmp(cmd, "team") == 0)
         return iam_team_cli_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "user") == 0)
+        return users_cli_main(argc - 2, argv + 2);
     if (strcmp(cmd, "vault") == 0)
         return vault_cli_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "signing-key") == 0)
+        return signing_keys_cli_main(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("agentbox-hub %s\n", AGENTBOX_VERSION);
         return 0;
@@ -183,8 +191,12 @@ int main(int argc, char **argv)
                 return keys_cli_main(1, help_argv);
             if (strcmp(argv[2], "team") == 0)
                 return iam_team_cli_main(1, help_argv);
+            if (strcmp(argv[2], "user") == 0)
+                return users_cli_main(1, help_argv);
             if (strcmp(argv[2], "vault") == 0)
                 return vault_cli_main(1, help_argv);
+            if (strcmp(argv[2], "signing-key") == 0)
+                return signing_keys_cli_main(1, help_argv);
             fprintf(stderr, "agentbox-hub help: unknown command '%s'\n\n", argv[2]);
             usage(stderr);
             return 2;

@@ -13,12 +13,15 @@
 #include "agentbox/loop.h"
 #include "agentbox/version.h"
 #include "dashboard-api/dashboard_api.h" /* the one include of dashboard-api/ in hub/ */
+#include "hub/approvals.h"
 #include "hub/auth.h"
 #include "hub/clusters.h"
 #include "hub/db.h"
 #include "hub/e2b_front.h"
 #include "hub/federation.h"
 #include "hub/sandbox_events.h"
+#include "hub/sessions.h"
+#include "hub/signing_keys.h"
 #include "hub/tunnel_server.h"
 #include "hub/vault.h"
 #include "hub/vault_api.h"
@@ -63,6 +66,20 @@ const struct cfg_option hub_serve_options[] = {
      "/metrics (and /healthz) listener, apart from the API: the page is not authenticated; "
      "loopback by default, :PORT exposes it on every interface",
      NULL},
+    {"session_ttl", CFG_DURATION, "12h", false, OPT(session_ttl_ms),
+     "console sessions (POST /api/auth/login) end this long after login", NULL},
+    {"cookie_secure", CFG_BOOL, "false", false, OPT(cookie_secure),
+     "mark the session cookies Secure (the console is served over TLS, e.g. by a proxy; "
+     "X-Forwarded-Proto: https does it per request)",
+     NULL},
+    {"login_max_failures", CFG_INT, "5", false, OPT(login_max_failures),
+     "failed logins per username within login_failure_window before 429", NULL},
+    {"login_max_failures_addr", CFG_INT, "20", false, OPT(login_max_failures_addr),
+     "failed logins per source address within login_failure_window before 429", NULL},
+    {"login_failure_window", CFG_DURATION, "15m", false, OPT(login_failure_window_ms),
+     "how long failed logins count", NULL},
+    {"approval_ttl", CFG_DURATION, "15m", false, OPT(approval_ttl_ms),
+     "a pending approval request (428 APPROVAL_REQUIRED) expires after this", NULL},
     {"allow_superuser", CFG_BOOL, "false", false, OPT(allow_superuser),
      "run although the PostgreSQL role is a superuser (refused by default: serve needs only "
      "a login role with DML rights)",
@@ -158,6 +175,22 @@ static int create_auth(struct hub *h, char *err, size_t errlen)
     rc = auth_new(&o, &h->auth, err, errlen);
     OPENSSL_cleanse(secret, len);
     free(secret);
+    if (rc == 0) {
+        /* the signing key generation before any agent connects; PostgreSQL
+         * down: generation 0 until the first scan tick reads it */
+        struct db_connect_options co = {.database_url = h->cfg->database_url,
+                                        .connect_timeout_ms = h->cfg->db_connect_timeout_ms,
+                                        .application_name = "agentbox-hub"};
+        struct signing_set set;
+        char why[256];
+        PGconn *c = NULL;
+        if (db_connect(&co, &c, why, sizeof(why)) == 0) {
+            if (signing_keys_load_conn(c, &set, why, sizeof(why)) != 0 ||
+                auth_set_signing(h->auth, &set, why, sizeof(why)) != 0)
+                LOG_WARN("signing key generation not read at start", "error", why);
+            PQfinish(c);
+        }
+    }
     return rc;
 }
 
@@ -179,6 +212,8 @@ static int add_routes(struct hub *h, char *err, size_t errlen)
         rc = e2b_front_add_routes(h->front, h, err, errlen);
     if (rc == 0)
         rc = hub_sandboxes_add_routes(h, err, errlen);
+    if (rc == 0)
+        rc = approvals_add_internal_routes(h, h->approvals, err, errlen);
     if (rc == 0)
         rc = dashboard_api_add_routes(h, err, errlen);
     return rc;
@@ -222,6 +257,24 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     h->fed = federation_new(&fd, err, errlen);
     if (h->fed == NULL)
         return AB_ENOMEM;
+    struct sessions_deps sd = {.loop = h->loop,
+                               .db = h->db,
+                               .auth = h->auth,
+                               .ttl_ms = cfg->session_ttl_ms,
+                               .cookie_secure = cfg->cookie_secure,
+                               .max_failures_user = (int)cfg->login_max_failures,
+                               .max_failures_addr = (int)cfg->login_max_failures_addr,
+                               .failure_window_ms = cfg->login_failure_window_ms};
+    rc = sessions_new(&sd, &h->sessions, err, errlen);
+    if (rc != 0)
+        return rc;
+    /* every auth_request now takes a console session as well as a key */
+    auth_set_session_hook(h->auth, sessions_authenticate, h->sessions);
+    struct approvals_deps ad = {
+        .loop = h->loop, .db = h->db, .auth = h->auth, .ttl_ms = cfg->approval_ttl_ms};
+    rc = approvals_new(&ad, &h->approvals, err, errlen);
+    if (rc != 0)
+        return rc;
     struct e2b_front_deps ed = {.loop = h->loop, .auth = h->auth, .fed = h->fed};
     h->front = e2b_front_new(&ed);
     if (h->front == NULL) {
@@ -305,6 +358,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     tunnel_server_set_session_end_hook(h->tunnel, federation_on_session_end, h->fed);
     e2b_front_set_tunnel(h->front, h->tunnel);
     auth_set_revocation_hook(h->auth, tunnel_server_on_key_revoked, h->tunnel);
+    auth_set_keys_hook(h->auth, tunnel_server_on_assertion_keys, h->tunnel);
     LOG_INFO("hub listening", "listen", h->cfg->listen, "version", AGENTBOX_VERSION);
     return 0;
 }
@@ -328,9 +382,11 @@ void hub_fini(struct hub *h)
      * order of creation, the routers and the loop. */
     db_pool_free(h->db);
     h->db = NULL;
-    if (h->auth != NULL)
+    if (h->auth != NULL) {
         auth_set_revocation_hook(h->auth, NULL, NULL); /* it points at the tunnel */
-    tunnel_server_stop(h->tunnel);                     /* created last, by hub_start */
+        auth_set_keys_hook(h->auth, NULL, NULL);
+    }
+    tunnel_server_stop(h->tunnel); /* created last, by hub_start */
     h->tunnel = NULL;
     http_server_stop(h->api);
     h->api = NULL;
@@ -343,6 +399,12 @@ void hub_fini(struct hub *h)
     h->vault = NULL;
     e2b_front_free(h->front);
     h->front = NULL;
+    approvals_free(h->approvals);
+    h->approvals = NULL;
+    if (h->auth != NULL)
+        auth_set_session_hook(h->auth, NULL, NULL);
+    sessions_free(h->sessions);
+    h->sessions = NULL;
     federation_free(h->fed);
     h->fed = NULL;
     auth_free(h->auth);

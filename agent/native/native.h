@@ -4,6 +4,11 @@
  *                (admin only; a relay never hops twice; diag only with enable_diag)
  *   whoami.c     GET /v1/auth/whoami
  *   sandboxes.c  /v1/sandboxes, /v1/envs (sandboxes.h)
+ *   mgmt.c       /v1/envs/{name}/..., pools, scaling groups, events (put.h: §4.4)
+ *   system.c     /ping, templates, clusters, feature gates, quotas, statistics,
+ *                sandbox timeout/logs/is_ready
+ *   exec.c       POST /v1/sandboxes/{id}/exec (through envd), exec-token (501)
+ *   error.c      the error shape {"error","errorCode","detail"}
  * Owner: struct agent. Loop thread only. */
 #ifndef AGENTBOX_AGENT_NATIVE_H
 #define AGENTBOX_AGENT_NATIVE_H
@@ -11,16 +16,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <stdint.h>
+
+#include <jansson.h>
+
 #include "agentbox/http.h"
 
 struct agent_auth;
 struct fed;
+struct loop;
 struct hub_link;
 struct rt;
 
 /* What the native API may call; borrowed, must outlive it. */
 struct native_deps {
-    struct rt *rt; /* NULL: creates answer 503, lists are empty */
+    struct loop *loop; /* log reads go to its workers */
+    struct rt *rt;     /* NULL: creates answer 503, lists are empty */
     struct agent_auth *auth;
     struct hub_link *hub;
     struct fed *fed;
@@ -28,12 +39,33 @@ struct native_deps {
     bool enable_diag;    /* serve /v1/diag/...; off: those routes do not exist (404) */
 };
 
-#define NATIVE_ROUTES_MAX 16
+#define NATIVE_ROUTES_MAX 64
+#define NATIVE_EVENTS_MAX 2048 /* env events kept (a ring, oldest dropped) */
+
+/* One env event (GET /v1/envs/{name}/events): what a write through this
+ * API did and who asked. */
+struct native_event {
+    int64_t ms; /* wall clock */
+    char ns[64];
+    char env[64];
+    char reason[32];
+    char message[256];
+};
+
+#define NATIVE_WRITES_MAX 256 /* management writes queued (mgmt.c) */
+
+struct native_pending;
 
 struct native {
     struct native_deps d;
     struct http_route routes[NATIVE_ROUTES_MAX];
     size_t nroutes;
+    struct native_event *events; /* NATIVE_EVENTS_MAX entries */
+    size_t nevents;              /* written so far; the ring holds the last MAX */
+    /* management writes, one at a time in arrival order (mgmt.c) */
+    struct native_pending *wq_head, *wq_tail;
+    int wq_len;
+    bool wq_busy;
 };
 
 /* NULL with err set on failure. */
@@ -43,6 +75,10 @@ const struct http_route *native_routes(const struct native *n, size_t *count);
 /* After the listeners stopped and the runtime is freed. NULL is fine. */
 void native_free(struct native *n);
 
+/* The native listener's error format for the router ({"error","errorCode"}),
+ * installed by the agent for every answer of that listener. */
+json_t *native_error_json(int status, const char *message);
+
 /* --- private to agent/native ------------------------------------------------------------ */
 
 /* Appends routes to n's table (AB_ELIMIT past NATIVE_ROUTES_MAX). */
@@ -51,5 +87,34 @@ int native_add(struct native *n, const struct http_route *routes, size_t count, 
 int native_relay_add_routes(struct native *n, char *err, size_t errlen);
 int native_whoami_add_routes(struct native *n, char *err, size_t errlen);
 int native_sandboxes_add_routes(struct native *n, char *err, size_t errlen);
+int native_mgmt_add_routes(struct native *n, char *err, size_t errlen);
+int native_system_add_routes(struct native *n, char *err, size_t errlen);
+int native_exec_add_routes(struct native *n, char *err, size_t errlen);
+/* Answers the writes still queued (native_free calls it). */
+void native_mgmt_free(struct native *n);
+
+/* error.c: answers {"error": fmt…, "errorCode": code (NULL: by status),
+ * "detail": detail (taken; NULL: none)}. */
+void native_error(struct http_exchange *ex, int status, const char *code, json_t *detail,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+const char *native_error_code(int status);
+
+struct agent_principal;
+/* The one place the approval gate of reference §4.5 will be checked, for
+ * every gated native write (op is its op id, e.g. "env.update"). Not built
+ * yet: it lets every caller through (true). When it refuses it has answered
+ * ex itself (428 APPROVAL_REQUIRED / 403 FORBIDDEN_FOR_AGENT). */
+bool native_gate(struct http_exchange *ex, const struct agent_principal *p, const char *op);
+/* The namespace a management request acts in — the one boundary between
+ * tenants' envs: a tenant's own whatever it asks; an admin's asked one or
+ * "default". native_caller_ns takes asked from ?namespace= (buf holds it). */
+const char *native_env_ns(const struct agent_principal *p, const char *asked);
+const char *native_caller_ns(struct http_exchange *ex, const struct agent_principal *p, char *buf,
+                             size_t len);
+/* Whether p may see a SandboxTemplate with this spec (system.c). */
+bool native_template_visible(const struct agent_principal *p, const json_t *spec);
+/* Records an env event (mgmt.c). */
+void native_event_add(struct native *n, const char *ns, const char *env, const char *reason,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #endif

@@ -241,7 +241,9 @@ struct native *native_new(const struct native_deps *deps, char *err, size_t errl
     }
     n->d = *deps;
     if (native_relay_add_routes(n, err, errlen) || native_whoami_add_routes(n, err, errlen) ||
-        native_sandboxes_add_routes(n, err, errlen)) {
+        native_sandboxes_add_routes(n, err, errlen) || native_mgmt_add_routes(n, err, errlen) ||
+        native_system_add_routes(n, err, errlen) || native_exec_add_routes(n, err, errlen)) {
+        free(n->events);
         free(n);
         return NULL;
     }
@@ -256,5 +258,9 @@ const struct http_route *native_routes(const struct native *n, size_t *count)
 
 void native_free(struct native *n)
 {
+    if (n) {
+        native_mgmt_free(n);
+        free(n->events);
+    }
     free(n);
 }

@@ -25,6 +25,8 @@
 #define LIST_MAX 100
 #define TOKEN_BYTES 24
 #define TIMEOUT_MAX_S (366LL * 24 * 3600)
+#define SCALING_GROUP_KEY "agentbox.scitix.ai/scaling-group"
+#define STATUS_FILTER_MAX 128
 
 static void respond_error(struct http_exchange *ex, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -36,7 +38,7 @@ static void respond_error(struct http_exchange *ex, int status, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    http_respond_json(ex, status, json_pack("{s:s}", "error", msg));
+    http_respond_json(ex, status, native_error_json(status, msg));
 }
 
 static int status_of_err(int err)
@@ -116,15 +118,69 @@ static bool may_see(const struct agent_principal *p, const struct rt_sandbox *s)
 
 struct create {
     struct http_exchange *ex;
+    struct native *n;
+    char ns[RT_NAME_MAX + 1];
+    char name[RT_NAME_MAX + 1];
     char token[2 * TOKEN_BYTES + 1];
 };
+
+struct avail_ctx {
+    json_t *pools;
+    const char *name;         /* the env or pool asked for */
+    struct rt_pool_status st; /* its pools' sums */
+};
+
+static void avail_one(void *arg, const struct rt_pool *p)
+{
+    struct avail_ctx *a = arg;
+    json_array_append_new(a->pools, json_pack("{s:s,s:s,s:i,s:i,s:i}", "name", p->name, "namespace",
+                                              p->ns, "idle", p->status.idle, "running",
+                                              p->status.running, "starting", p->status.starting));
+    if (!strcmp(p->name, a->name) || !strcmp(p->env, a->name)) {
+        a->st.idle += p->status.idle;
+        a->st.running += p->status.running;
+        a->st.starting += p->status.starting;
+        a->st.stopping += p->status.stopping;
+    }
+}
+
+/* A refused create, with the detail reference §4.2 gives its status: 404
+ * lists the pools the caller could have meant (detail.availablePools), 429
+ * says how the pool stands (PoolStatusDetail). */
+static void create_refused(struct http_exchange *ex, struct native *n, const char *ns,
+                           const char *name, int err, const char *msg)
+{
+    int status = status_of_err(err);
+    struct avail_ctx a = {json_array(), name, {0}};
+    json_t *body = native_error_json(status, msg);
+
+    if ((status == 404 || status == 429) && n->d.rt)
+        rt_list_pools(n->d.rt, ns, avail_one, &a);
+    if (status == 404) {
+        json_object_set_new(body, "errorCode", json_string("POOL_NOT_FOUND"));
+        json_object_set_new(body, "detail",
+                            json_pack("{s:O,s:s}", "availablePools", a.pools, "hint",
+                                      "poolName names an env or a pool of this namespace; GET "
+                                      "/v1/envs lists them"));
+    } else if (status == 429) {
+        json_object_set_new(
+            body, "detail",
+            json_pack("{s:i,s:i,s:i,s:i,s:i,s:s,s:i}", "idle", a.st.idle, "running", a.st.running,
+                      "starting", a.st.starting, "stopping", a.st.stopping, "failed", 0, "hint",
+                      "every sandbox of the pool is taken or starting; retry, or scale the pool "
+                      "(PUT /v1/envs/{name}/sandboxpools/{pool})",
+                      "retryAfter", 5));
+    }
+    json_decref(a.pools);
+    http_respond_json(ex, status, body);
+}
 
 static void create_done(void *arg, int err, const char *msg, const struct rt_sandbox *s)
 {
     struct create *c = arg;
 
     if (err) {
-        respond_error(c->ex, status_of_err(err), "%s", msg ? msg : ab_strerror(err));
+        create_refused(c->ex, c->n, c->ns, c->name, err, msg ? msg : ab_strerror(err));
     } else {
         json_t *sb = sandbox_json(s, c->token);
         http_respond_json(c->ex, 201, json_pack("{s:o}", "sandbox", sb));
@@ -168,14 +224,32 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     struct create *c = NULL;
     char id[SBXID_MAX + 1], err[RT_ERR_MAX];
     uint8_t raw[TOKEN_BYTES];
-    const char *pool, *ns;
-    json_t *v;
-    int rc;
+    const char *pool, *ns, *g;
+    char group[RT_NAME_MAX + 1] = "";
+    json_t *v, *md = NULL;
+    int rc = AB_EINVAL;
 
     if (!json_is_object(body)) {
         respond_error(ex, 400,
                       "request body must be a JSON object such as "
                       "{\"poolName\": \"demo\", \"timeout\": 300}");
+        goto out;
+    }
+    if (!native_gate(ex, p, "sandbox.create"))
+        goto out;
+    v = json_object_get(body, "image");
+    if (v && !json_is_null(v) && !claim_image_ok(n->d.rt)) {
+        /* refused as the E2B path refuses it: this runtime runs the env's own image */
+        respond_error(ex, 400,
+                      "image overrides need the kube runtime: cluster '%s' runs the %s runtime, "
+                      "where a sandbox runs its env's own image; drop 'image' or create on a "
+                      "cluster running --runtime kube",
+                      n->d.cluster, n->d.rt && n->d.rt->kind ? n->d.rt->kind : "current");
+        goto out;
+    }
+    if (v && !json_is_null(v)) {
+        /* the seam passes no image to a claim yet, whatever the runtime */
+        respond_error(ex, 400, "image overrides on the native create are not supported yet");
         goto out;
     }
     pool = json_string_value(json_object_get(body, "poolName"));
@@ -232,9 +306,32 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     crypto_hex_encode(raw, sizeof(raw), c->token);
     explicit_bzero(raw, sizeof(raw));
     c->ex = ex;
+    c->n = n;
+    ab_strlcpy(c->ns, ns, sizeof(c->ns));
+    ab_strlcpy(c->name, ref.name, sizeof(c->name));
     o.id = id;
     o.env_vars = json_object_get(body, "envVars");
-    o.metadata = json_object_get(body, "metadata");
+    /* the reserved key picks the Env member's scaling group (reference §4.2),
+     * as on the E2B create; it is not the sandbox's metadata */
+    v = json_object_get(body, "metadata");
+    if (v && !json_is_object(v)) {
+        respond_error(ex, 400, "metadata must be an object of strings");
+        goto out;
+    }
+    if ((g = json_string_value(json_object_get(v, SCALING_GROUP_KEY)))) {
+        if (strlen(g) > RT_NAME_MAX) {
+            respond_error(ex, 400, "metadata '" SCALING_GROUP_KEY "' is longer than %d characters",
+                          RT_NAME_MAX);
+            goto out;
+        }
+        ab_strlcpy(group, g, sizeof(group));
+    }
+    if (v && !(md = json_deep_copy(v))) {
+        respond_error(ex, 503, "out of memory");
+        goto out;
+    }
+    json_object_del(md, SCALING_GROUP_KEY);
+    o.metadata = md;
     o.access_token = c->token;
     o.team = p->team;
     o.owner = p->user;
@@ -242,12 +339,16 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     req.ns = ns;
     req.name = ref.name;
     req.o = o;
+    req.group = group;
     rc = claim_start(&d, &req, create_done, c, err, sizeof(err));
-    if (rc != 0) {
-        respond_error(ex, status_of_err(rc), "%s", err);
+    if (rc != 0)
+        create_refused(ex, n, ns, ref.name, rc, err);
+out:
+    if (c && rc != 0) { /* not handed to the claim: nothing else frees it */
+        explicit_bzero(c->token, sizeof(c->token));
         free(c);
     }
-out:
+    json_decref(md);
     json_decref(body);
 }
 
@@ -264,12 +365,17 @@ struct list_ctx {
     const struct agent_principal *p;
     json_t *items;
     long total, offset, limit;
+    char status[STATUS_FILTER_MAX + 3]; /* ",Running,Starting," or "" for any */
 };
 
 static void list_one(void *arg, const struct rt_sandbox *s)
 {
     struct list_ctx *l = arg;
+    char want[24];
     if (!may_see(l->p, s))
+        return;
+    snprintf(want, sizeof(want), ",%s,", state_name(s->state));
+    if (l->status[0] && !strstr(l->status, want))
         return;
     if (l->total >= l->offset && (long)json_array_size(l->items) < l->limit)
         json_array_append_new(l->items, sandbox_json(s, NULL));
@@ -311,6 +417,15 @@ static void list_authed(struct http_exchange *ex, const struct agent_principal *
     }
     if (http_query_get(r, "poolName", pool, sizeof(pool)) == 0 && pool[0])
         f.env_or_pool = pool;
+    char st[STATUS_FILTER_MAX + 1];
+    int src = http_query_get(r, "status", st, sizeof(st));
+    if (src == AB_ELIMIT) {
+        respond_error(ex, 400, "status is a comma list of at most %d characters",
+                      STATUS_FILTER_MAX);
+        return;
+    }
+    if (src == 0 && st[0])
+        snprintf(l.status, sizeof(l.status), ",%s,", st);
     f.ns = p->admin ? NULL : caller_ns(p, NULL);
     l.items = json_array();
     if (n->d.rt)
@@ -388,7 +503,7 @@ static void delete_authed(struct http_exchange *ex, const struct agent_principal
     struct rt_sandbox s;
     struct delete_ctx *d;
 
-    if (!lookup(ex, n, p, &s))
+    if (!native_gate(ex, p, "sandbox.delete") || !lookup(ex, n, p, &s))
         return;
     json_decref(s.metadata);
     if (!(d = calloc(1, sizeof(*d)))) {

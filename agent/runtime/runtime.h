@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <jansson.h>
 
@@ -210,6 +211,40 @@ struct rt_log {
     char *buf;
 };
 
+/* --- Manifest objects (the native management API, reference §4.2/§4.4) -----------
+ *
+ * The objects a runtime runs from — SandboxTemplate, SandboxPool, SandboxEnv
+ * (agents.navix.sh/v1alpha1) — read as JSON {apiVersion, kind, metadata,
+ * spec} and written whole. The local runtime keeps writes in files beside its
+ * manifest directory (persisting across restarts); the kube runtime's writes
+ * are the CRDs. Only with RT_CAP_MANIFEST_WRITE. */
+enum rt_obj_kind { RT_OBJ_TEMPLATE = 1, RT_OBJ_POOL, RT_OBJ_ENV };
+/* An Env's imagePullSecret on a write (§4.4): removed, kept as is, or replaced. */
+enum rt_secret_op { RT_SECRET_DELETE = 0, RT_SECRET_KEEP, RT_SECRET_SET };
+
+struct rt_object {
+    enum rt_obj_kind kind;
+    const char *ns; /* "" for templates */
+    const char *name;
+    const json_t *obj; /* borrowed for the call; Env members carry their rendered names */
+    bool from_api;     /* written through the API (else the operator's seed) */
+    bool pull_secret;  /* an Env whose imagePullSecret is kept */
+};
+
+struct rt_write {
+    enum rt_obj_kind kind;
+    const char *ns;
+    const char *name;
+    const json_t *obj; /* the whole new object; NULL deletes it */
+    enum rt_secret_op secret;
+    const json_t *pull_secret; /* RT_SECRET_SET: {registries:[{registry,username,password}]} */
+};
+
+typedef void (*rt_object_fn)(void *arg, const struct rt_object *o);
+/* A write's end, on the loop thread: err 0 once the change is in effect
+ * (the runtime reconciles to it), else msg says why. */
+typedef void (*rt_write_cb)(void *arg, int err, const char *msg);
+
 struct rt_ops {
     int (*claim)(struct rt *rt, const char *ns, const char *name, enum rt_target target,
                  const char *scaling_group, const struct rt_claim_options *o, rt_claim_cb cb,
@@ -235,6 +270,11 @@ struct rt_ops {
     /* RT_CAP_NETWORK_UPDATE: a running sandbox's new egress policy. */
     int (*set_network)(struct rt *rt, const char *id, const json_t *network, bool internet,
                        char *err, size_t errlen);
+    /* RT_CAP_MANIFEST_WRITE: see rt_objects / rt_object_write. */
+    void (*objects)(struct rt *rt, enum rt_obj_kind kind, const char *ns, const char *name,
+                    rt_object_fn fn, void *arg);
+    int (*object_write)(struct rt *rt, const struct rt_write *w, rt_write_cb cb, void *arg,
+                        char *err, size_t errlen);
 };
 
 /* What a runtime can do beyond the basics. The layers above ask with rt_has;
@@ -246,6 +286,7 @@ enum rt_cap {
     RT_CAP_LOGS = 1u << 3,           /* rt_log_probe / rt_log_read answer */
     RT_CAP_EGRESS = 1u << 4, /* every sandbox's traffic passes an egress gateway that enforces
                                 the claim's network policy (allowOut, denyOut, the tiers) */
+    RT_CAP_MANIFEST_WRITE = 1u << 5, /* rt_objects / rt_object_write answer */
 };
 
 /* Every implementation's object starts with this. */
@@ -385,6 +426,28 @@ int rt_log_from_text(char *text, size_t len, bool partial_first, int64_t default
 enum rt_log_level rt_log_infer_level(const char *s);
 /* Parses a leading RFC 3339 time into *ms; returns its length (0: none). */
 size_t rt_log_leading_time(const char *s, int64_t *ms);
+
+/* The manifest objects of kind in ns (NULL: any) named name (NULL: any),
+ * each once through fn. Nothing without RT_CAP_MANIFEST_WRITE. */
+static inline void rt_objects(struct rt *rt, enum rt_obj_kind kind, const char *ns,
+                              const char *name, rt_object_fn fn, void *arg)
+{
+    if (rt_has(rt, RT_CAP_MANIFEST_WRITE) && rt->ops->objects)
+        rt->ops->objects(rt, kind, ns, name, fn, arg);
+}
+/* The write seam: creates, replaces or (w->obj NULL) deletes one object.
+ * The runtime validates it first: AB_EINVAL with err naming the field
+ * (cb never runs). Otherwise 0 and cb runs later, once, on the loop thread.
+ * AB_EDENIED without RT_CAP_MANIFEST_WRITE. */
+static inline int rt_object_write(struct rt *rt, const struct rt_write *w, rt_write_cb cb,
+                                  void *arg, char *err, size_t errlen)
+{
+    if (!rt_has(rt, RT_CAP_MANIFEST_WRITE) || !rt->ops->object_write) {
+        snprintf(err, errlen, "the %s runtime cannot write manifests", rt ? rt->kind : "absent");
+        return AB_EDENIED;
+    }
+    return rt->ops->object_write(rt, w, cb, arg, err, errlen);
+}
 
 /* Stops timers and in-flight requests; sandboxes keep running (a restarted
  * agent re-adopts them). */

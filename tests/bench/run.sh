@@ -51,6 +51,7 @@ benchmarks=(
     "envd-upload|node bench/envd_upload.mjs"
     "egress|node bench/egress.mjs"
     "egress-intercept|$build/bench_egress_intercept"
+    "native-api|node bench/native_api.mjs"
 )
 
 status=0

@@ -45,10 +45,10 @@ test('agent-side keys: validate, cache, revoke in under a second, grace when the
 
     const missing = await whoami(agent, null);
     assert.equal(missing.status, 401);
-    assert.match(missing.json.message, /missing API key/);
+    assert.match(missing.json.error, /missing API key/);
     const unknown = await whoami(agent, 'agbx_' + 'f'.repeat(64));
     assert.equal(unknown.status, 401);
-    assert.match(unknown.json.message, /invalid API key/);
+    assert.match(unknown.json.error, /invalid API key/);
 
     // revocation through the hub API reaches the agent's cache at once
     const rv = await fetch(`${hub.base}/api/v1/api-keys/${k.id}`, {
@@ -60,7 +60,7 @@ test('agent-side keys: validate, cache, revoke in under a second, grace when the
         timeoutMs: 1000, intervalMs: 20, what: 'the revoked key refused by the agent within 1 s',
     });
     console.log(`revocation reached the agent in ${Date.now() - t0} ms`);
-    assert.match((await whoami(agent, k.token)).json.message, /revoked/);
+    assert.match((await whoami(agent, k.token)).json.error, /revoked/);
 
     // the hub goes away: the cached key keeps working, an unknown one gets 503
     assert.equal((await whoami(agent, other.token)).status, 200);
@@ -70,7 +70,7 @@ test('agent-side keys: validate, cache, revoke in under a second, grace when the
     assert.equal(cached.status, 200, JSON.stringify(cached.json));
     const stranger = await whoami(agent, 'agbx_' + 'e'.repeat(64));
     assert.equal(stranger.status, 503);
-    assert.match(stranger.json.message, /control plane unreachable/);
+    assert.match(stranger.json.error, /control plane unreachable/);
 });
 
 test('an admin key registers a cluster through the hub API and gets its token once', async () => {

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { startPostgres, startHub, runMigrate, run, hubBin, hubSecret, waitFor, psqlAt } from './lib/harness.mjs';
+import { startPostgres, startHub, runMigrate, run, hubBin, hubSecret, waitFor, psqlAt, consoleSession } from './lib/harness.mjs';
 
 let pg;
 let hub;
@@ -160,7 +160,9 @@ test('self-service keys: list with rawToken, create once, revoke own only', asyn
     assert.equal(list.json.total, 1);
     const me = list.json.items[0];
     assert.equal(me.id, carol.id);
-    assert.equal(me.rawToken, carol.token, 'an unrestricted owner can retrieve the key');
+    assert.equal(me.rawToken, undefined, 'a key never sees token material (issue 16: only a console session)');
+    const bySession = await api('GET', '/api/v1/api-keys', { token: await consoleSession(hub.base, 'ml', 'carol') });
+    assert.equal(bySession.json.items.find((k) => k.id === carol.id).rawToken, carol.token, 'the owner\'s console session can retrieve the key');
     assert.equal(me.prefix, carol.token.slice(0, 9));
     assert.equal(me.namespace, 't-ml-carol');
     assert.ok(!list.text.includes(dave.token));

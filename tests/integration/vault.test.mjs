@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import {
-    startPostgres, startHub, runMigrate, run, hubBin, hubSecret, psqlAt, buildDir, tempDir, PG_BIN,
+    startPostgres, startHub, runMigrate, run, hubBin, hubSecret, psqlAt, buildDir, tempDir, PG_BIN, consoleSession,
 } from './lib/harness.mjs';
 
 let pg;
@@ -261,7 +261,8 @@ test('rotate-key re-encrypts every row, keeps metadata, and values still resolve
     const afterList = (await e2b('GET', '/secrets', { key })).json;
     assert.deepEqual(afterList, before, 'names, versions, metadata and timestamps survive rotation');
     // keys still validate, and the owner can still retrieve the token
-    const mine = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${key}` } }).then((r) => r.json());
+    const session = await consoleSession(hub.base, 'ml', 'rotor'); // only a console session sees tokens (issue 16)
+    const mine = await fetch(`${hub.base}/api/v1/api-keys`, { headers: { Authorization: `Bearer ${session}` } }).then((r) => r.json());
     assert.equal(mine.items[0].rawToken, key);
     // new writes use the new generation
     assert.equal((await e2b('POST', '/secrets', { key, body: { name: 'delta', value: canary('rot-delta') } })).status, 201);

@@ -15,9 +15,11 @@
 #include "agentbox/http.h"
 #include "agentbox/loop.h"
 #include "dashboard-api/dashboard_api.h"
+#include "hub/approvals.h"
 #include "hub/auth.h"
 #include "hub/e2b_front.h"
 #include "hub/federation.h"
+#include "hub/sessions.h"
 #include "hub/hub.h"
 #include "hub/sandbox_events.h"
 #include "hub/vault_api.h"
@@ -43,6 +45,21 @@ static const char *const API_ROUTES[] = {
     "POST /api/v1/admin/clusters",
     "GET /api/v1/federation",
     "GET /api/clusters/{id}/federation",
+    "POST /api/clusters/{id}/v1/{*rest}",
+    "PUT /api/clusters/{id}/v1/{*rest}",
+    "PATCH /api/clusters/{id}/v1/{*rest}",
+    "DELETE /api/clusters/{id}/v1/{*rest}",
+    "POST /api/auth/login",
+    "POST /api/auth/logout",
+    "GET /api/auth/session",
+    "GET /api/v1/approvals",
+    "GET /api/v1/approvals/{approvalId}",
+    "POST /api/v1/approvals/{approvalId}/decision",
+    "DELETE /api/v1/approvals/grants/{grantId}",
+    "GET /api/clusters/{id}/v1/approvals",
+    "GET /api/clusters/{id}/v1/approvals/{approvalId}",
+    "POST /api/clusters/{id}/v1/approvals/{approvalId}/decision",
+    "DELETE /api/clusters/{id}/v1/approvals/grants/{grantId}",
 };
 
 static bool is_api(const struct http_route *r)
@@ -103,6 +120,10 @@ static void test_hub_modules_register_no_api_routes(void **state)
     struct e2b_front_deps ed = {.loop = h.loop, .auth = h.auth, .fed = h.fed};
     h.front = e2b_front_new(&ed);
     assert_non_null(h.front);
+    struct sessions_deps sd = {.loop = h.loop, .auth = h.auth};
+    assert_int_equal(sessions_new(&sd, &h.sessions, err, sizeof(err)), 0);
+    struct approvals_deps apd = {.loop = h.loop, .auth = h.auth};
+    assert_int_equal(approvals_new(&apd, &h.approvals, err, sizeof(err)), 0);
 
     assert_int_equal(hub_health_add_routes(&h, err, sizeof(err)), 0);
     assert_int_equal(hub_internal_add_routes(&h, err, sizeof(err)), 0);
@@ -131,6 +152,8 @@ static void test_hub_modules_register_no_api_routes(void **state)
     assert_no_duplicates(h.internal_routes, h.ninternal);
 
     vault_api_free(h.vault);
+    approvals_free(h.approvals);
+    sessions_free(h.sessions);
     e2b_front_free(h.front);
     federation_free(h.fed);
     auth_free(h.auth);
@@ -162,6 +185,8 @@ static void test_hub_init_wires_every_route(void **state)
     assert_non_null(h.fed);
     assert_non_null(h.front);
     assert_non_null(h.clusters);
+    assert_non_null(h.sessions);
+    assert_non_null(h.approvals);
     assert_null(h.tunnel); /* hub_start creates it */
     assert_int_equal(count_api(h.routes, h.nroutes), AB_ARRAY_LEN(API_ROUTES));
     for (size_t i = 0; i < AB_ARRAY_LEN(API_ROUTES); i++)
@@ -172,6 +197,7 @@ static void test_hub_init_wires_every_route(void **state)
     assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/route"));
     assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/keys/validate"));
     assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/sandbox-events"));
+    assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/approvals/gate"));
     assert_no_duplicates(h.routes, h.nroutes);
     assert_no_duplicates(h.internal_routes, h.ninternal);
     hub_fini(&h);

@@ -408,6 +408,7 @@ static void op_free(struct rt *base)
     struct lsb *s, *sn;
 
     rt->closing = true;
+    lrt_writes_close(rt);
     loop_timer_cancel(&rt->tick);
     if (rt->refill_on)
         loop_timer_cancel(&rt->refill);
@@ -437,7 +438,7 @@ static void op_free(struct rt *base)
     }
     /* Leftovers owned by workers keep pointers to rt and pools: leak those few
      * bytes deliberately rather than free under a running worker. */
-    if (rt->sbxs)
+    if (rt->sbxs || rt->writes)
         return;
     while (rt->pools) {
         p = rt->pools;
@@ -466,6 +467,8 @@ static const struct rt_ops lrt_ops = {
     .log_probe = lrt_log_probe,
     .log_read = lrt_log_read,
     .set_network = op_set_network,
+    .objects = lrt_objects,
+    .object_write = lrt_object_write,
 };
 
 /* A veth slot is a host uid slice: held while its sandbox is known. */
@@ -493,7 +496,7 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     rt->base.ops = &lrt_ops;
     rt->base.kind = "local";
     /* no image override; with an egress namespace, policies are enforced and updatable */
-    rt->base.caps = RT_CAP_USAGE | RT_CAP_LOGS;
+    rt->base.caps = RT_CAP_USAGE | RT_CAP_LOGS | RT_CAP_MANIFEST_WRITE;
     if (o->egress && o->egress_table)
         rt->base.caps |= RT_CAP_EGRESS | RT_CAP_NETWORK_UPDATE;
     rt->egress = o->egress_table ? o->egress : NULL;

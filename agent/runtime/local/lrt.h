@@ -144,10 +144,23 @@ struct lrt {
     struct loop_timer tick;
     struct loop_timer refill; /* deferred replacements after claims (op_claim) */
     bool refill_on;
-    int64_t refill_first_ms; /* when the pending refill was first deferred */
+    int64_t refill_first_ms;                /* when the pending refill was first deferred */
+    struct lwrite *write_head, *write_tail; /* manifest writes, one on a worker at a time */
+    int writes;
     bool closing;
     bool adopting; /* no spawns before the state directory has been scanned */
 };
+
+#define LRT_WRITES_MAX 64 /* manifest writes waiting (objects.c) */
+
+/* objects.c: the manifest seam (runtime.h "Manifest objects") */
+struct lwrite;
+void lrt_objects(struct rt *base, enum rt_obj_kind kind, const char *ns, const char *name,
+                 rt_object_fn fn, void *arg);
+int lrt_object_write(struct rt *base, const struct rt_write *w, rt_write_cb cb, void *arg,
+                     char *err, size_t errlen);
+/* op_free: every waiting write is told AB_ECLOSED now. */
+void lrt_writes_close(struct lrt *rt);
 
 /* pool.c: bookkeeping, starting, destroying, replacements, manifests */
 int lrt_count(struct lrt *rt, struct lpool *p, enum lrt_phase a, enum lrt_phase b);
@@ -168,6 +181,9 @@ int lrt_uid_take(struct lsb *s);
  * it is not a slice of this runtime or another sandbox holds it. */
 int lrt_uid_adopt(struct lsb *s, uint32_t uid_base);
 int lrt_load_manifests(struct lrt *rt, bool force);
+/* Swaps in a set loaded (on a worker) from the directory whose signature
+ * was sig before the load; takes set. */
+void lrt_apply_loaded(struct lrt *rt, struct mf_set *set, uint64_t sig);
 /* The reload_ms timer: manifest reload and health check. */
 void lrt_tick(struct loop_timer *t);
 void lrt_refill_later(struct lrt *rt);

@@ -125,6 +125,13 @@ struct mf_object {
     int line;       /* line of the document's first key */
     json_t *labels; /* object of strings, owned; never NULL */
     json_t *annotations;
+    /* The document as JSON ({apiVersion, kind, metadata, spec, ...}), owned,
+     * never NULL: what the native API shows and merges writes into. Env
+     * members without a name get the rendered one (<env>-<key>). */
+    json_t *raw;
+    int64_t mtime_ns; /* of the file it came from (mf_load_dir); 0 when parsed from memory */
+    bool from_api;    /* loaded from the API's overlay directory (mf_write.c) */
+    bool pull_secret; /* an Env whose imagePullSecret the agent keeps (mf_write.c) */
     union {
         struct mf_template tpl;
         struct mf_pool_spec pool;
@@ -164,6 +171,31 @@ int mf_parse_buffer(struct mf_set *s, const char *file, const char *buf, size_t 
  * that exist). *out is always set on 0 (possibly with errors inside). Returns
  * AB_EIO when dir cannot be read (err says why), AB_ENOMEM. */
 int mf_load_dir(const char *dir, struct mf_set **out, char *err, size_t errlen);
+
+/* --- the write side (mf_write.c): the native API's overlay ---------------------------------
+ *
+ * What the API writes lives in <dir>/.agentbox-api/, one file per object;
+ * mf_load_dir and mf_dir_signature include it: an overlay object replaces
+ * the seed's of the same kind/namespace/name unless the seed file is newer,
+ * a tombstone hides a seed object unless its file is newer. Blocking file
+ * operations: workers only. */
+#define MF_OVERLAY_NAME ".agentbox-api"
+#define MF_SECRET_SUFFIX ".pull-secret.json"
+
+/* "<manifests>/.agentbox-api". AB_ELIMIT when it does not fit. */
+int mf_overlay_dir(const char *manifests, char *out, size_t outlen);
+/* Writes obj (a whole manifest object) for kind/ns/name atomically, or
+ * with obj NULL deletes it (a tombstone, so a seed object stays deleted);
+ * *mtime_ns (may be NULL) gets the written file's modification time.
+ * 0, AB_EIO / AB_ELIMIT / AB_ENOMEM with err naming the file. */
+int mf_write_object(const char *overlay, enum mf_kind kind, const char *ns, const char *name,
+                    const json_t *obj, int64_t *mtime_ns, char *err, size_t errlen);
+/* Keeps (secret non-NULL, written 0600) or removes an Env's imagePullSecret. */
+int mf_write_secret(const char *overlay, const char *ns, const char *env, const json_t *secret,
+                    char *err, size_t errlen);
+/* Parses obj as one manifest: on 0 *out holds it (free with mf_set_free);
+ * AB_EINVAL with err the parser's message without its file:line prefix. */
+int mf_validate_json(const json_t *obj, struct mf_set **out, char *err, size_t errlen);
 
 /* Cross-object rules over a set already filled by mf_parse_buffer: drops
  * the offending objects and records an error for each. mf_load_dir calls it. */

@@ -72,13 +72,13 @@ out:
     return 0;
 }
 
-static int load_file(struct mf_set *s, const char *path)
+int mf_load_file(struct mf_set *s, const char *path)
 {
     struct stat st;
     char *buf = NULL;
     char msg[256];
     size_t got = 0;
-    int fd, rc = 0;
+    int fd, rc = 0, first;
 
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0 || fstat(fd, &st) != 0) {
@@ -106,7 +106,10 @@ static int load_file(struct mf_set *s, const char *path)
             break;
         got += (size_t)r;
     }
+    first = s->nobjs;
     rc = mf_parse_buffer(s, path, buf, got);
+    for (int i = first; i < s->nobjs; i++)
+        s->objs[i]->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
 out:
     if (fd >= 0)
         close(fd);
@@ -138,7 +141,7 @@ int mf_load_dir(const char *dir, struct mf_set **out, char *err, size_t errlen)
     for (i = 0; i < n; i++) {
         if (snprintf(path, sizeof(path), "%s/%s", dir, names[i]) >= (int)sizeof(path))
             continue;
-        rc = load_file(s, path);
+        rc = mf_load_file(s, path);
         if (rc == AB_ELIMIT) {
             mf_set_push_error(s, path, 0, "too many objects; the rest of the directory is ignored");
             rc = 0;
@@ -147,6 +150,8 @@ int mf_load_dir(const char *dir, struct mf_set **out, char *err, size_t errlen)
         if (rc != 0)
             goto out;
     }
+    if (mf_overlay_dir(dir, path, sizeof(path)) == 0 && (rc = mf_overlay_apply(s, path)) != 0)
+        goto out;
     mf_set_check(s);
     *out = s;
     s = NULL;
@@ -160,7 +165,8 @@ out:
     return rc;
 }
 
-int mf_dir_signature(const char *dir, uint64_t *sig)
+/* all: every regular file counts (the overlay's tombstones and secrets too). */
+static int signature(const char *dir, bool all, uint64_t *sig)
 {
     DIR *d = opendir(dir);
     struct dirent *de;
@@ -175,7 +181,8 @@ int mf_dir_signature(const char *dir, uint64_t *sig)
         uint64_t f[5];
         size_t i;
 
-        if (!is_manifest_name(de->d_name) || fstatat(dirfd(d), de->d_name, &st, 0) != 0)
+        if ((all ? de->d_name[0] == '.' : !is_manifest_name(de->d_name)) ||
+            fstatat(dirfd(d), de->d_name, &st, 0) != 0 || (all && !S_ISREG(st.st_mode)))
             continue;
         for (p = (const unsigned char *)de->d_name; *p; p++)
             h = (h ^ *p) * 1099511628211ULL;
@@ -192,4 +199,16 @@ int mf_dir_signature(const char *dir, uint64_t *sig)
     closedir(d);
     *sig = sum ^ (count * 0x9e3779b97f4a7c15ULL);
     return 0;
+}
+
+int mf_dir_signature(const char *dir, uint64_t *sig)
+{
+    char overlay[MF_PATH_MAX];
+    uint64_t o = 0;
+    int rc = signature(dir, false, sig);
+
+    if (rc == 0 && mf_overlay_dir(dir, overlay, sizeof(overlay)) == 0 &&
+        signature(overlay, true, &o) == 0)
+        *sig ^= (o << 1) | (o >> 63); /* absent overlay: nothing mixed in */
+    return rc;
 }

@@ -206,7 +206,7 @@ static int member_item(struct mf_walk *w, int i, yaml_node_t *v, void *ctx)
     struct mf_env_ctx *e = ctx;
     struct mf_member *m = &e->cur->members[e->cur->nmembers];
     struct mf_member_in *mi;
-    int j, rc;
+    int rc;
 
     if (e->nins == e->inscap) {
         int cap = e->inscap ? e->inscap * 2 : 16;
@@ -227,11 +227,10 @@ static int member_item(struct mf_walk *w, int i, yaml_node_t *v, void *ctx)
     ab_strlcpy(mi->path, w->path, sizeof(mi->path));
     if ((rc = mfw_each_pair(w, v, member_pair, mi)) != 0)
         return rc;
-    if (!mi->has_name || !m->name[0])
-        return mfw_fail(w, v, "field '%s.name' is required", w->path);
-    for (j = 0; j < e->cur->nmembers; j++)
-        if (!strcmp(e->cur->members[j].name, m->name))
-            return mfw_fail(w, v, "field '%s.name': member '%s' is listed twice", w->path, m->name);
+    if (mi->has_name && !m->name[0])
+        return mfw_fail(w, v,
+                        "field '%s.name' must not be empty (omit it: it is <env>-<resource key>)",
+                        w->path);
     e->cur->nmembers++;
     e->nins++;
     (void)i;
@@ -498,6 +497,16 @@ int mf_env_spec_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void *ctx
     return mfw_unknown(w);
 }
 
+/* Which cluster segment member m is in (members live in per-cluster arrays). */
+static int cluster_of(const struct mf_env *env, const struct mf_member *m)
+{
+    for (int c = 0; c < env->nclusters; c++)
+        if (m >= env->clusters[c].members &&
+            m < env->clusters[c].members + env->clusters[c].nmembers)
+            return c;
+    return -1;
+}
+
 /* Rules that need the whole object: sizing → resource key → pool name (§6.4),
  * scaling groups that some member uses. */
 int mf_env_finish(struct mf_walk *w, struct mf_object *o, struct mf_env_ctx *e, yaml_node_t *spec)
@@ -538,6 +547,8 @@ int mf_env_finish(struct mf_walk *w, struct mf_object *o, struct mf_env_ctx *e, 
                             "non-empty ResourceKey from the supplied resources",
                             mi->path);
         snprintf(pool, sizeof(pool), "%s-%s", o->name, mb->resource_key);
+        if (!mi->has_name)
+            ab_strlcpy(mb->name, pool, sizeof(mb->name)); /* written by the API: rendered here */
         if (strcmp(pool, mb->name) != 0)
             return mfw_fail(w, mi->node,
                             "field '%s.name' must be '%s' (<env>-<resource key>), "
@@ -545,6 +556,11 @@ int mf_env_finish(struct mf_walk *w, struct mf_object *o, struct mf_env_ctx *e, 
                             mi->path, pool, mb->name);
         if (!mi->has_group)
             ab_strlcpy(mb->scaling_group, mb->resource_key, sizeof(mb->scaling_group));
+        for (j = 0; j < i; j++)
+            if (!strcmp(e->ins[j].m->name, mb->name) &&
+                cluster_of(env, e->ins[j].m) == cluster_of(env, mb))
+                return mfw_fail(w, mi->node, "field '%s.name': member '%s' is listed twice",
+                                mi->path, mb->name);
         if (mb->min_replicas >= 0 && mb->max_replicas >= 0 && mb->min_replicas > mb->max_replicas)
             return mfw_fail(w, mi->node,
                             "field '%s.config.minReplicas' (%d) exceeds maxReplicas "

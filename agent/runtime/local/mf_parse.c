@@ -21,6 +21,7 @@ void mf_object_free(struct mf_object *o)
         return;
     json_decref(o->labels);
     json_decref(o->annotations);
+    json_decref(o->raw);
     if (o->kind == MF_ENV) {
         for (c = 0; c < o->u.env.nclusters; c++)
             free(o->u.env.clusters[c].members);
@@ -111,7 +112,7 @@ int mf_set_push_error(struct mf_set *s, const char *file, int line, const char *
     return 0;
 }
 
-static int set_push_object(struct mf_set *s, struct mf_object *o)
+int mf_set_push_object(struct mf_set *s, struct mf_object *o)
 {
     if (s->nobjs >= MF_OBJECTS_MAX)
         return AB_ELIMIT;
@@ -140,11 +141,116 @@ static yaml_node_t *root_get(yaml_document_t *doc, yaml_node_t *root, const char
     return NULL;
 }
 
+/* ---- the document as JSON ------------------------------------------------------------ */
+
+#define RAW_DEPTH_MAX 64
+
+/* A plain scalar as YAML 1.1 reads it: null, bool (yes/on too), integer, else a string.
+ * Quoted scalars are always strings (so "3" stays "3"). */
+static json_t *raw_scalar(const yaml_node_t *n)
+{
+    const char *v = (const char *)n->data.scalar.value;
+    char *end;
+    long long x;
+
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return json_string(v);
+    if (mfw_is_null(n))
+        return json_null();
+    /* the words mfw_bool takes, so a written-back document reads the same */
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
+                                      "YES",  "on",   "On",   "ON"};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No",
+                                     "NO",    "off",   "Off",   "OFF"};
+    for (size_t i = 0; i < AB_ARRAY_LEN(yes); i++) {
+        if (!strcmp(v, yes[i]))
+            return json_true();
+        if (!strcmp(v, no[i]))
+            return json_false();
+    }
+    if ((v[0] >= '0' && v[0] <= '9') || ((v[0] == '-' || v[0] == '+') && v[1])) {
+        x = strtoll(v, &end, 10);
+        if (!*end && (v[0] != '0' || !v[1]))
+            return json_integer(x);
+    }
+    return json_string(v);
+}
+
+#define RAW_NODES_MAX 100000
+
+/* The document under n as JSON; NULL only without memory. Aliases make the
+ * node graph a DAG or even a cycle (in the schemaless `template`, which the
+ * walk never enters): past RAW_DEPTH_MAX levels or RAW_NODES_MAX nodes the
+ * rest is null, so the copy stays bounded whatever the document. */
+static json_t *raw_node(yaml_document_t *doc, yaml_node_t *n, int depth, long *budget)
+{
+    json_t *o;
+
+    if (!n || depth > RAW_DEPTH_MAX || --*budget < 0)
+        return json_null();
+    switch (n->type) {
+    case YAML_SCALAR_NODE:
+        return raw_scalar(n);
+    case YAML_SEQUENCE_NODE:
+        if (!(o = json_array()))
+            return NULL;
+        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+             it++) {
+            json_t *v = raw_node(doc, yaml_document_get_node(doc, *it), depth + 1, budget);
+            if (!v || json_array_append_new(o, v) != 0) {
+                json_decref(o);
+                return NULL;
+            }
+        }
+        return o;
+    case YAML_MAPPING_NODE:
+        if (!(o = json_object()))
+            return NULL;
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top;
+             p++) {
+            yaml_node_t *k = yaml_document_get_node(doc, p->key);
+            json_t *v = raw_node(doc, yaml_document_get_node(doc, p->value), depth + 1, budget);
+            if (!k || k->type != YAML_SCALAR_NODE || !v ||
+                json_object_set_new(o, (const char *)k->data.scalar.value, v) != 0) {
+                json_decref(v);
+                json_decref(o);
+                return NULL;
+            }
+        }
+        return o;
+    default:
+        return NULL;
+    }
+}
+
+/* Env members written without a name (the API writes them so) get the
+ * rendered one, in the same order the parser rendered them. */
+static void raw_name_members(struct mf_object *o)
+{
+    json_t *clusters = json_object_get(json_object_get(o->raw, "spec"), "clusters");
+    size_t ci, mi;
+    json_t *c, *m;
+
+    json_array_foreach(clusters, ci, c)
+    {
+        if ((int)ci >= o->u.env.nclusters)
+            break;
+        json_array_foreach(json_object_get(c, "members"), mi, m)
+        {
+            if ((int)mi >= o->u.env.clusters[ci].nmembers || !json_is_object(m))
+                break;
+            if (!json_is_string(json_object_get(m, "name")))
+                json_object_set_new(m, "name", json_string(o->u.env.clusters[ci].members[mi].name));
+        }
+    }
+}
+
 static int parse_object(struct mf_walk *w, yaml_node_t *root, struct mf_object **out)
 {
     struct root_ctx r = {0};
     struct mf_env_ctx e = {0};
     struct mf_object *o = NULL;
+    long budget = RAW_NODES_MAX;
     yaml_node_t *kn, *av;
     const char *kind, *api;
     int rc;
@@ -255,6 +361,10 @@ static int parse_object(struct mf_walk *w, yaml_node_t *root, struct mf_object *
         break;
     }
     mfw_path_pop(w, 0);
+    if (rc == 0 && !(o->raw = raw_node(w->doc, root, 0, &budget)))
+        rc = AB_ENOMEM;
+    if (rc == 0 && o->kind == MF_ENV)
+        raw_name_members(o);
 out:
     free(e.ins);
     if (rc != 0) {
@@ -302,7 +412,7 @@ int mf_parse_buffer(struct mf_set *s, const char *file, const char *buf, size_t 
         w.doc = &doc;
         rc = parse_object(&w, root, &o);
         if (rc == 0)
-            rc = set_push_object(s, o);
+            rc = mf_set_push_object(s, o);
         else if (rc == AB_EINVAL)
             rc = mf_set_push_error(s, file, w.line, w.msg);
         if (rc != 0)

@@ -34,6 +34,11 @@ int mf_env_spec_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void *ctx
 int mf_env_finish(struct mf_walk *w, struct mf_object *o, struct mf_env_ctx *e, yaml_node_t *spec);
 
 /* mf_parse.c */
+int mf_set_push_object(struct mf_set *s, struct mf_object *o);
+/* mf_dir.c: one file's objects and errors into s; objects get its mtime. */
+int mf_load_file(struct mf_set *s, const char *path);
+/* mf_write.c: the overlay of the directory over the seed objects in s. */
+int mf_overlay_apply(struct mf_set *s, const char *overlay);
 void mf_object_free(struct mf_object *o);
 /* Records an error (beyond MF_ERRORS_MAX only counts it). 0 or AB_ENOMEM. */
 int mf_set_push_error(struct mf_set *s, const char *file, int line, const char *msg);

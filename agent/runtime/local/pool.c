@@ -181,23 +181,25 @@ void lrt_release_done(struct lsb *s, int err, const char *msg)
     cb(s->rel_arg, err, msg);
 }
 
-static void pool_maybe_free(struct lrt *rt, struct lpool *p)
+/* True when p was freed (the caller must not touch it again). */
+static bool pool_maybe_free(struct lrt *rt, struct lpool *p)
 {
     struct lpool **pp;
     struct lsb *s;
 
     if (!p->removed || p->w_head)
-        return;
+        return false;
     for (s = rt->sbxs; s; s = s->next)
         if (s->pool == p)
-            return;
+            return false;
     for (pp = &rt->pools; *pp; pp = &(*pp)->next) {
         if (*pp == p) {
             *pp = p->next;
             free(p);
-            return;
+            return true;
         }
     }
+    return false;
 }
 
 void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
@@ -281,8 +283,8 @@ static void remove_done(void *arg, int status)
     lrt_sbx_unlink_free(s);
     if (rt->closing)
         return;
-    pool_maybe_free(rt, p);
-    lrt_reconcile(rt, p);
+    if (!pool_maybe_free(rt, p)) /* a removed pool's last sandbox: p is gone */
+        lrt_reconcile(rt, p);
 }
 
 static void gone_poll(struct loop_timer *t)
@@ -562,7 +564,6 @@ int lrt_load_manifests(struct lrt *rt, bool force)
     struct mf_set *set = NULL;
     char err[512];
     uint64_t sig = 0;
-    int i;
 
     if (mf_dir_signature(rt->manifests, &sig) != 0) {
         if (force)
@@ -577,10 +578,16 @@ int lrt_load_manifests(struct lrt *rt, bool force)
         if (!(set = mf_set_new()))
             return AB_ENOMEM;
     }
-    for (i = 0; i < set->nerrs; i++)
+    lrt_apply_loaded(rt, set, sig);
+    return 0;
+}
+
+void lrt_apply_loaded(struct lrt *rt, struct mf_set *set, uint64_t sig)
+{
+    rt->sig = sig; /* what set was loaded from: a later change reloads again */
+    for (int i = 0; i < set->nerrs; i++)
         LOG_WARN("manifest refused", "error", set->errs[i].text);
     apply_manifests(rt, set);
-    return 0;
 }
 
 void lrt_reload(struct rt *base)

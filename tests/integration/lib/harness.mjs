@@ -534,3 +534,27 @@ export async function createKey(databaseUrl, team, user, extra = []) {
     const m = /(ak_[0-9a-f]{16})/.exec(r.stdout);
     return { token, id: m ? m[1] : null };
 }
+
+// --- console sessions (issue 16) --------------------------------------------------------
+
+// A console session (POST /api/auth/login) of the human user `user` of team
+// `team`, made with the CLI on first use: resolves the session token
+// (abxs_…, sent as Authorization: Bearer). Only a session sees an
+// unrestricted key's rawToken and decides approvals.
+export async function consoleSession(hubBase, team, user) {
+    const db = hubDatabases.get(hubBase);
+    if (!db) throw new Error(`no hub started at ${hubBase} by this harness`);
+    const password = randomBytes(12).toString('hex');
+    const add = await run(hubBin(), ['user', 'add', user, '--team', team], { env: { ...process.env, DATABASE_URL: db }, input: `${password}\n` });
+    if (add.code !== 0 && !/already exists/.test(add.stderr)) throw new Error(`user add ${user} failed (${add.code}): ${add.stderr}`);
+    if (add.code !== 0) {
+        const pw = await run(hubBin(), ['user', 'passwd', user], { env: { ...process.env, DATABASE_URL: db }, input: `${password}\n` });
+        if (pw.code !== 0) throw new Error(`user passwd ${user} failed (${pw.code}): ${pw.stderr}`);
+    }
+    const res = await fetch(`${hubBase}/api/auth/login`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: user, password }),
+    });
+    const body = await res.json();
+    if (res.status !== 200) throw new Error(`login ${user}: ${res.status} ${JSON.stringify(body)}`);
+    return body.token;
+}
