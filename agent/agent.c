@@ -105,6 +105,10 @@ const struct cfg_option agent_serve_options[] = {
      "local runtime: DNS server (IP or IP:port) the egress gateway relays sandbox queries to "
      "(default: the first nameserver of /etc/resolv.conf)",
      NULL},
+    {"egress_upstream_ca", CFG_STRING, NULL, false, AOPT(egress_upstream_ca),
+     "local runtime: a PEM bundle the egress gateway trusts, besides the system store, for the "
+     "hosts it intercepts to inject network.rules headers (tests: a test server's own CA)",
+     NULL},
     {"egress_conns_per_sandbox", CFG_INT, "1024", false, AOPT(egress_conns_per_sandbox),
      "local runtime: open connections one sandbox may have through the egress gateway; the "
      "next is reset (counted as agentbox_egress_denied_total{reason=\"conn_limit\"})",
@@ -427,6 +431,7 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
         .state_dir = cfg->state_dir,
         .range = cfg->egress_range,
         .resolver = cfg->egress_resolver,
+        .upstream_ca = cfg->egress_upstream_ca,
         .max_conns_per_sandbox = (int)cfg->egress_conns_per_sandbox,
     };
     int erc = egress_wiring_new(&wd, &a->egress, err, errlen);
@@ -562,6 +567,7 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
         .data_domain = cfg->data_domain,
         .prometheus_url = cfg->prometheus_url,
         .log_service_url = cfg->log_service_url,
+        .egress_table = a->egress ? egress_wiring_table(a->egress) : NULL,
     };
     if ((rc = e2b_new(&ed, &a->e2b, err, errlen)) != 0)
         return rc;

@@ -55,10 +55,11 @@ struct agent_config {
     int64_t reconnect_min_ms;
     int64_t reconnect_max_ms;
     int64_t reconnect_reset_ms;
-    bool enable_diag;                 /* /v1/diag/... on the native API (admin only either way) */
-    bool insecure_tunnel;             /* ws:// to a non-loopback hub */
-    char *egress_range;               /* local runtime: IPv4 CIDR of the sandbox veths */
-    char *egress_resolver;            /* DNS server the gateway relays to (NULL: resolv.conf) */
+    bool enable_diag;         /* /v1/diag/... on the native API (admin only either way) */
+    bool insecure_tunnel;     /* ws:// to a non-loopback hub */
+    char *egress_range;       /* local runtime: IPv4 CIDR of the sandbox veths */
+    char *egress_resolver;    /* DNS server the gateway relays to (NULL: resolv.conf) */
+    char *egress_upstream_ca; /* extra PEM bundle for intercepted upstreams (NULL: system only) */
     int64_t egress_conns_per_sandbox; /* open connections per sandbox through the gateway */
 };
 

@@ -15,12 +15,17 @@
 
 #include "agent/auth.h"
 #include "agent/claim.h"
+#include "agent/egress/secrets.h"
+#include "agent/egress/table.h"
 #include "agent/hub_link.h"
 #include "agent/route_client.h"
 #include "agent/runtime/runtime.h"
+#include "agent/secret_resolve.h"
 
+#include "agentbox/assertion.h"
 #include "agentbox/common.h"
 #include "agentbox/json.h"
+#include "agentbox/loop.h"
 #include "agentbox/log.h"
 #include "agentbox/metrics.h"
 #include "agentbox/ref.h"
@@ -44,7 +49,20 @@ struct create {
     char group[RT_NAME_MAX + 1];
     char team[RT_NAME_MAX + 1];
     char user[RT_NAME_MAX + 1];
+    /* network.rules' secrets: resolved from the hub's vault once the sandbox
+     * is armed (the hub answers for a claim it has recorded), with the
+     * principal's assertion; the create answers after that */
+    size_t n_names;
+    char names[SECRET_RESOLVE_NAMES_MAX][EGRESS_SECRET_NAME_MAX + 1];
+    char assertion[ASRT_TOKEN_MAX + 1];
+    json_t *answer; /* the 201 body, kept while the secrets are resolved */
+    struct egress_secrets *secrets;
+    int tries;
+    struct loop_timer retry;
 };
+
+#define RESOLVE_TRIES 40     /* the hub may not have recorded the claim yet ... */
+#define RESOLVE_RETRY_MS 250 /* ... so a "no live claim" is asked again, for 10 s */
 
 static void count(struct e2b *e, const char *result)
 {
@@ -62,11 +80,101 @@ static struct claim_deps deps_of(struct e2b *e)
     return (struct claim_deps){e->d.rt, e->d.fed, e->d.hub, e->cluster};
 }
 
+static void create_free(struct create *c)
+{
+    json_decref(c->answer);
+    egress_secrets_free(c->secrets);
+    free(c);
+}
+
+static void resolve_start(struct create *c);
+
+/* The secrets could not be had: the sandbox goes (its requests would be
+ * refused without them) and the create says why, naming the secret. */
+static void resolve_failed(struct create *c, int rc, const char *why)
+{
+    struct e2b *e = c->e;
+    count(e, "failed");
+    LOG_WARN("e2b create: secrets not resolved", "sandbox", c->id, "error", why);
+    rt_release(e2b_rt(e), c->id);
+    e2b_event_ids(e, "failed", c->id, c->ns, c->name, "", c->team, c->user, NULL, why, NULL);
+    if (c->ex)
+        http_respond_error(c->ex,
+                           rc == AB_ENOENT || rc == AB_EINVAL ? 400
+                           : rc == AB_EDENIED                 ? 403
+                                                              : 503,
+                           "sandbox %s could not be started: %s", c->id, why);
+    create_free(c);
+}
+
+static void resolve_retry(struct loop_timer *t)
+{
+    resolve_start(t->arg);
+}
+
+static void resolved(int rc, struct egress_secrets *s, const char *err, void *arg)
+{
+    struct create *c = arg;
+    struct e2b *e = c->e;
+    (void)s;
+    if (rc == AB_EDENIED && err && strstr(err, "no live claim") && ++c->tries < RESOLVE_TRIES) {
+        loop_timer_start(e2b_loop(e), &c->retry, RESOLVE_RETRY_MS, resolve_retry, c);
+        return;
+    }
+    if (rc != 0) {
+        resolve_failed(c, rc, err ? err : ab_strerror(rc));
+        return;
+    }
+    /* the values live only in the gateway's table, for this sandbox */
+    struct egress_secrets *mine = c->secrets;
+    c->secrets = NULL;
+    if (!e->d.egress_table || egress_table_set_secrets(e->d.egress_table, c->id, mine) != 0) {
+        resolve_failed(c, AB_EIO, "the sandbox's egress record is gone");
+        return;
+    }
+    count(e, "armed");
+    metrics_observe(e->m_create_seconds, NULL, (double)(ab_now_us() - c->t0_us) / 1e6);
+    if (c->ex) {
+        http_respond_json(c->ex, 201, c->answer);
+        c->answer = NULL;
+    }
+    create_free(c);
+}
+
+static void resolve_start(struct create *c)
+{
+    char err[SECRET_RESOLVE_ERR_MAX];
+    egress_secrets_free(c->secrets);
+    c->secrets = egress_secrets_new();
+    int rc = c->secrets ? secret_resolve(e2b_hub(c->e), c->id, c->assertion,
+                                         (const char(*)[EGRESS_SECRET_NAME_MAX + 1]) c->names,
+                                         c->n_names, c->secrets, resolved, c, err, sizeof(err))
+                        : AB_ENOMEM;
+    if (rc != 0)
+        resolve_failed(c, rc, rc == AB_ENOMEM ? "out of memory" : err);
+}
+
 static void claimed(void *arg, int err, const char *msg, const struct rt_sandbox *s)
 {
     struct create *c = arg;
     struct e2b *e = c->e;
 
+    if (err == 0 && c->n_names > 0) {
+        /* the row's metadata keeps the names the vault may resolve (an event's
+         * metadata replaces the row's) */
+        json_t *md = json_deep_copy(s->metadata ? s->metadata : NULL);
+        if (!md)
+            md = json_object();
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < c->n_names; i++)
+            json_array_append_new(arr, json_string(c->names[i]));
+        json_object_set_new(md, MD_PREFIX "secret-names", arr);
+        e2b_event_ids(e, "armed", s->id, s->ns, s->env, s->pool, s->team, s->owner, md, NULL, NULL);
+        json_decref(md);
+        c->answer = e2b_sandbox_json(e, s);
+        resolve_start(c);
+        return;
+    }
     if (err == 0) {
         count(e, "armed");
         metrics_observe(e->m_create_seconds, NULL, (double)(ab_now_us() - c->t0_us) / 1e6);
@@ -83,7 +191,7 @@ static void claimed(void *arg, int err, const char *msg, const struct rt_sandbox
             http_respond_error(c->ex, status_of(err), "sandbox %s could not be started: %s", c->id,
                                msg ? msg : ab_strerror(err));
     }
-    free(c);
+    create_free(c);
 }
 
 static bool env_exists(struct rt *rt, const char *ns, const char *name);
@@ -181,11 +289,16 @@ static int check_strings(json_t *obj, const char *what, char *err, size_t errlen
 #define RULE_SECRETS_MAX 32
 
 struct secret_check {
+    struct e2b *e;
     struct http_exchange *ex;
     char names[RULE_SECRETS_MAX][E2B_SECRET_NAME_MAX + 1];
     size_t n;
-    char refusal[1024]; /* the fail-closed answer when every name exists */
+    char refusal[1024];       /* the fail-closed answer when every name exists ("": go on) */
+    struct agent_principal p; /* for going on with the create */
 };
+
+static void create_body(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                        bool names_checked);
 
 static void secrets_listed(const struct tun_call_result *res, void *arg)
 {
@@ -229,8 +342,16 @@ static void secrets_listed(const struct tun_call_result *res, void *arg)
             return;
         }
     }
+    bool listed = json_is_array(arr);
     json_decref(arr);
-    http_respond_error(c->ex, 400, "%s", c->refusal);
+    if (listed && !c->refusal[0]) /* every name exists: the create goes on */
+        create_body(c->e, c->ex, &c->p, true);
+    else if (!c->refusal[0])
+        http_respond_error(c->ex, 503,
+                           "the hub's vault could not list this user's secrets to check the names "
+                           "network.rules reference; retry");
+    else
+        http_respond_error(c->ex, 400, "%s", c->refusal);
     free(c);
 }
 
@@ -249,8 +370,10 @@ static bool check_secrets(struct e2b *e, struct http_exchange *ex, const struct 
         free(c);
         return false;
     }
+    c->e = e;
     c->ex = ex;
-    ab_strlcpy(c->refusal, refusal, sizeof(c->refusal));
+    c->p = *p;
+    ab_strlcpy(c->refusal, refusal ? refusal : "", sizeof(c->refusal));
     /* the vault is asked with the caller's assertion: the raw key stays on this agent */
     if (e2b_hub_public_call(e, p, "GET", "/e2b/secrets?limit=1000", NULL, 0, 4 * 1024 * 1024,
                             secrets_listed, c) != 0) {
@@ -308,6 +431,20 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
     ab_strlcpy(c->team, p->team, sizeof(c->team));
     ab_strlcpy(c->user, p->user, sizeof(c->user));
     claim_new_id(&d, c->id, sizeof(c->id));
+    if (res.network) {
+        char names[SECRET_RESOLVE_NAMES_MAX + 1][E2B_SECRET_NAME_MAX + 1];
+        size_t n = e2b_rule_secrets((json_t *)res.network, names, SECRET_RESOLVE_NAMES_MAX + 1);
+        if (n > SECRET_RESOLVE_NAMES_MAX) {
+            http_respond_error(ex, 400, "network.rules reference more than %d secrets",
+                               SECRET_RESOLVE_NAMES_MAX);
+            free(c);
+            return;
+        }
+        for (size_t i = 0; i < n; i++)
+            ab_strlcpy(c->names[i], names[i], sizeof(c->names[i]));
+        c->n_names = n;
+        ab_strlcpy(c->assertion, p->assertion, sizeof(c->assertion));
+    }
 
     struct claim_request req = {
         .ns = p->namespace,
@@ -348,9 +485,19 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         free(c);
         return;
     }
-    /* the hub records the claim only with the assertion it made for this create */
-    e2b_event_ids(e, "claimed", c->id, c->ns, c->name, "", c->team, c->user, md, NULL,
+    /* the hub records the claim only with the assertion it made for this create,
+     * and with it the secret names the vault may resolve for it (hub/vault_api.c) */
+    json_t *emd = md;
+    if (c->n_names > 0 && md && (emd = json_deep_copy(md))) {
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < c->n_names; i++)
+            json_array_append_new(arr, json_string(c->names[i]));
+        json_object_set_new(emd, MD_PREFIX "secret-names", arr);
+    }
+    e2b_event_ids(e, "claimed", c->id, c->ns, c->name, "", c->team, c->user, emd ? emd : md, NULL,
                   p->assertion);
+    if (emd != md)
+        json_decref(emd);
     if (res.no_wait) {
         /* answer now; the claim finishes in the background */
         struct rt_sandbox s;
@@ -449,6 +596,14 @@ static bool route_bare(struct e2b *e, struct http_exchange *ex, const struct age
 
 static void create_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
+    create_body(e, ex, p, false);
+}
+
+/* names_checked: the rules' secret names were found in the caller's vault
+ * (check_secrets went first, then called this again). */
+static void create_body(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
+                        bool names_checked)
+{
     char err[1024];
     const char *tmpl = NULL;
     json_t *b, *md = NULL, *envs = NULL;
@@ -493,6 +648,10 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
         count(e, "refused");
         goto out; /* answered once the vault said which names exist */
     }
+    /* rules the gateway will fill: an unknown secret is a 400 naming it before
+     * anything is claimed; every name known, the create goes on from there */
+    if (rc == 0 && !names_checked && check_secrets(e, ex, p, json_object_get(b, "network"), NULL))
+        goto out;
     if (rc != 0) {
         count(e, "refused");
         http_respond_error(ex, 400, "%s", err);

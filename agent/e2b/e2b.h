@@ -34,6 +34,7 @@ struct rt;
 struct rt_sandbox;
 struct metric_family;
 struct e2b_events;
+struct egress_table;
 struct e2b_metrics;
 
 /* What the E2B layer may call, and its settings. Everything is borrowed and
@@ -49,6 +50,9 @@ struct e2b_deps {
     const char *data_domain; /* NULL or "" when unset */
     const char *prometheus_url;
     const char *log_service_url;
+    /* the egress gateway's slot table (local runtime; NULL otherwise): where a
+     * claim's resolved secrets go (agent/egress/table.h) */
+    struct egress_table *egress_table;
 };
 
 /* Builds the E2B layer and its route table (see e2b_routes) into *out.

@@ -53,13 +53,6 @@ int e2b_refuse_network(struct e2b *e, json_t *net, bool internet, bool live, cha
         snprintf(err, errlen, "network must be an object");
         return AB_EINVAL;
     }
-    if (non_empty(json_object_get(net, "egressProxy"))) {
-        snprintf(err, errlen,
-                 "network.egressProxy is not supported: AgentBox filters egress with its own "
-                 "in-sandbox gateway, not a bring-your-own SOCKS5 proxy; use network.allowOut, "
-                 "network.denyOut and network.rules");
-        return AB_EINVAL;
-    }
     if (non_empty(json_object_get(net, "httpsPorts"))) {
         snprintf(err, errlen,
                  "network.httpsPorts is not supported: the egress gateway inspects TLS on every "
@@ -73,8 +66,8 @@ int e2b_refuse_network(struct e2b *e, json_t *net, bool internet, bool live, cha
                  "header as sent; drop the field");
         return AB_EINVAL;
     }
-    /* allow-private-networks only widens what a rule's host may be, and rules
-     * are refused below either way */
+    /* judged without allow-private-networks (only the create has it): a rule
+     * that needs it to name its host is refused, the conservative side */
     const struct egress_opts opts = {.internet = internet};
     struct egress_policy *p = NULL;
     int rc = egress_policy_parse(net, &opts, &p, err, errlen);
@@ -84,19 +77,21 @@ int e2b_refuse_network(struct e2b *e, json_t *net, bool internet, bool live, cha
     rules = json_object_get(net, "rules");
     bool lists =
         non_empty(json_object_get(net, "allowOut")) || non_empty(json_object_get(net, "denyOut"));
-    if (non_empty(rules) && rt_has(e2b_rt(e), RT_CAP_EGRESS)) {
-        /* egress-secrets: once the gateway intercepts TLS for hosts with rules
-         * (agent/egress/gateway.c, conn_decide), this refusal goes */
+    /* network.rules and egressProxy are the gateway's (agent/egress/gateway.c:
+     * interception with the claim's vault secrets, SOCKS5); without one, fail closed */
+    bool proxy = non_empty(json_object_get(net, "egressProxy"));
+    if (live && non_empty(rules)) {
+        /* a running sandbox's trust store and secrets were set at its create */
         snprintf(err, errlen,
-                 "network.rules (vault secrets injected into requests) needs the egress "
-                 "gateway's TLS interception, which this agent does not have yet, so AgentBox "
-                 "refuses rather than send the requests without them; drop network.rules "
-                 "(network.allowOut and network.denyOut are enforced)");
-        return AB_EDENIED;
+                 "network.rules cannot be changed on a running sandbox: the secrets are resolved "
+                 "and the sandbox's CA installed when it is created; create a new sandbox with "
+                 "the rules (allowOut, denyOut and egressProxy may be updated)");
+        return AB_EINVAL;
     }
-    if ((lists || non_empty(rules)) && !rt_has(e2b_rt(e), RT_CAP_EGRESS)) {
+    if ((lists || proxy || non_empty(rules)) && !rt_has(e2b_rt(e), RT_CAP_EGRESS)) {
         snprintf(err, errlen,
-                 "egress filtering (network.allowOut, network.denyOut, network.rules) needs an "
+                 "egress filtering (network.allowOut, network.denyOut, network.rules, "
+                 "network.egressProxy) needs an "
                  "egress gateway, and the %s runtime has none, so AgentBox refuses rather than "
                  "run the sandbox unfiltered; %s use allow_internet_access=false to cut all "
                  "egress, or run on the kube runtime with overrides.gateway.enabled on the "

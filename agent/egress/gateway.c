@@ -4,8 +4,12 @@
  * its source (lws_rx_flow_control) until the far side took the bytes. */
 #include "agent/egress/gateway.h"
 
+#include "agent/egress/ca.h"
 #include "agent/egress/dns.h"
+#include "agent/egress/intercept.h"
+#include "agent/egress/secrets.h"
 #include "agent/egress/sniff.h"
+#include "agent/egress/socks5.h"
 
 #include "agentbox/common.h"
 #include "agentbox/log.h"
@@ -18,6 +22,7 @@
 #include <linux/netfilter_ipv4.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +80,15 @@ struct gw_conn {
     struct sockaddr_storage dst;
     socklen_t dst_len;
     bool dying;
+    /* A host with rules: every byte of both sides passes through x, which
+     * fills buf[] with what each side is to be sent (intercept.h). x has its
+     * own copies of the rule and the secrets. */
+    struct egress_intercept *x;
+    struct egress_rule *rule;
+    struct egress_secrets *secrets;
+    struct egress_ca *ca; /* a reference: the leaf picker needs it during x's handshake */
+    /* egressProxy: the SOCKS5 handshake on side 1, until it is done (then NULL). */
+    struct egress_socks5 *socks;
     struct gw_conn *prev, *next;
 };
 
@@ -159,6 +173,59 @@ static void set_paused(struct gw_conn *c, int i, bool paused)
     lws_rx_flow_control(c->wsi[i], paused ? 0 : 1);
 }
 
+static enum egress_side side_of(int i)
+{
+    return i == 0 ? EGRESS_SIDE_SANDBOX : EGRESS_SIDE_UPSTREAM;
+}
+
+/* Whether side i's socket may be read now: room in its buffer, or in the
+ * intercept for its bytes. */
+static bool can_read(const struct gw_conn *c, int i)
+{
+    if (c->eof[i])
+        return false;
+    if (i == 1 && c->socks)
+        return true;
+    if (c->x && !c->sniffing)
+        return egress_intercept_room(c->x, side_of(i)) > 0;
+    return c->len[i] < GW_BUF;
+}
+
+static void x_failed(struct gw_conn *c);
+
+/* Moves what the intercept has for each side into that side's buffer
+ * (buf[1 - j] is written to side j) and asks to write it. Taking output lets
+ * the intercept go on, which may fail it (then the connection is reset). */
+static void x_fill(struct gw_conn *c)
+{
+    for (int j = 0; j < 2; j++) {
+        int src = 1 - j;
+        if (c->off[src] == c->len[src])
+            c->off[src] = c->len[src] = 0;
+        size_t n = egress_intercept_take(c->x, side_of(j), c->buf[src] + c->len[src],
+                                         GW_BUF - c->len[src]);
+        c->len[src] += n;
+        if (n && c->wsi[j] && !(j == 1 && (c->connecting || c->socks)))
+            lws_callback_on_writable(c->wsi[j]);
+    }
+    if (egress_intercept_error(c->x) && !c->dying)
+        x_failed(c);
+}
+
+static void conn_free_extras(struct gw_conn *c)
+{
+    egress_intercept_free(c->x);
+    egress_socks5_free(c->socks);
+    egress_secrets_free(c->secrets);
+    egress_ca_free(c->ca);
+    free(c->rule);
+    c->x = NULL;
+    c->socks = NULL;
+    c->secrets = NULL;
+    c->ca = NULL;
+    c->rule = NULL;
+}
+
 /* Both directions are finished once each write half was shut. */
 static void maybe_done(struct gw_conn *c)
 {
@@ -170,7 +237,11 @@ static void maybe_done(struct gw_conn *c)
  * i: pass the end on. */
 static void pass_eof(struct gw_conn *c, int to)
 {
-    if (c->shut[to] || c->len[1 - to] > 0 || !c->eof[1 - to])
+    if (to == 1 && (c->connecting || c->socks || c->fd[1] < 0))
+        return;
+    bool done =
+        c->x && !c->sniffing ? egress_intercept_is_finished(c->x, side_of(to)) : c->eof[1 - to];
+    if (c->shut[to] || c->len[1 - to] > c->off[1 - to] || !done)
         return;
     shutdown(c->fd[to], SHUT_WR);
     c->shut[to] = true;
@@ -178,11 +249,18 @@ static void pass_eof(struct gw_conn *c, int to)
 }
 
 static void conn_sniffed(struct gw_conn *c);
+static void conn_refuse(struct gw_conn *c, enum egress_reason why);
+static int x_read(struct gw_conn *c, int i);
+static int socks_read(struct gw_conn *c);
 
 static int side_write(struct gw_conn *c, int j);
 
 static int side_read(struct gw_conn *c, int i)
 {
+    if (i == 1 && c->socks)
+        return socks_read(c);
+    if (c->x && !c->sniffing)
+        return x_read(c, i);
     /* a bulk transfer drains several buffers per wakeup (read, write at once,
      * read again) instead of one per loop turn; bounded, so one connection
      * cannot hold the loop */
@@ -242,21 +320,32 @@ static void want_write_later(struct gw_conn *c, int j)
     loop_timer_start(c->g->deps.loop, &c->rearm[j], 0, rearm_fn, c);
 }
 
+static int socks_write(struct gw_conn *c);
+
 static int side_write(struct gw_conn *c, int j)
 {
     int src = 1 - j;
     if (j == 1 && c->connecting) {
         int e = 0;
         socklen_t el = sizeof(e);
-        if (getsockopt(c->fd[1], SOL_SOCKET, SO_ERROR, &e, &el) != 0 || e != 0)
+        if (getsockopt(c->fd[1], SOL_SOCKET, SO_ERROR, &e, &el) != 0 || e != 0) {
+            if (c->socks) {
+                conn_refuse(c, EGRESS_DENY_PROXY_UNREACHABLE);
+                return 0;
+            }
             return -1; /* the sandbox sees its connection reset */
+        }
         c->connecting = false;
         set_paused(c, 1, false);
-        set_paused(c, 0, c->eof[0] || c->len[0] == GW_BUF);
+        if (c->socks)
+            return socks_write(c); /* nothing of the sandbox's goes before the CONNECT */
+        set_paused(c, 0, !can_read(c, 0));
         if (c->len[1] && c->wsi[0])
             lws_callback_on_writable(c->wsi[0]);
         pass_eof(c, 1);
     }
+    if (j == 1 && c->socks)
+        return socks_write(c);
     for (;;) {
         while (c->len[src] > c->off[src]) {
             ssize_t w =
@@ -279,10 +368,222 @@ static int side_write(struct gw_conn *c, int j)
         if (!c->len[src])
             break;
     }
-    if (!c->orphan[src] && !c->eof[src])
+    if (c->x) {
+        x_fill(c);
+        if (c->len[src] > c->off[src])
+            want_write_later(c, j); /* a request made here would be dropped */
+        for (int k = 0; k < 2; k++)
+            if (!c->orphan[k])
+                set_paused(c, k, !can_read(c, k));
+        pass_eof(c, 1 - j);
+    } else if (!c->orphan[src] && !c->eof[src]) {
         set_paused(c, src, false);
+    }
     pass_eof(c, j);
     return 0;
+}
+
+/* --- interception and the proxy ----------------------------------------------------- */
+
+static void x_failed(struct gw_conn *c)
+{
+    const char *why = egress_intercept_error(c->x);
+    /* the intercept's words name the host and the failure, never a value */
+    LOG_WARN("egress intercepted connection refused", "host", c->rule ? c->rule->host : "-", "why",
+             why ? why : "-");
+    conn_refuse(c, EGRESS_DENY_INTERCEPT);
+}
+
+static int x_read(struct gw_conn *c, int i)
+{
+    uint8_t tmp[16384];
+    size_t room = egress_intercept_room(c->x, side_of(i));
+    if (c->eof[i] || room == 0) {
+        set_paused(c, i, true);
+        return 0;
+    }
+    ssize_t r = read(c->fd[i], tmp, room < sizeof(tmp) ? room : sizeof(tmp));
+    if (r < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    int rc;
+    if (r == 0) {
+        c->eof[i] = true;
+        set_paused(c, i, true);
+        rc = egress_intercept_eof(c->x, side_of(i));
+    } else {
+        rc = egress_intercept_feed(c->x, side_of(i), tmp, (size_t)r);
+    }
+    if (rc != 0) {
+        x_failed(c);
+        return 0;
+    }
+    x_fill(c);
+    if (!can_read(c, i))
+        set_paused(c, i, true);
+    pass_eof(c, 0);
+    pass_eof(c, 1);
+    return 0;
+}
+
+/* A verified name with a rule: the intercept takes over the connection,
+ * starting with the bytes read while the name was sniffed. */
+static int x_start(struct gw_conn *c, const struct egress_sandbox_ref *ref,
+                   const struct egress_rule *rule)
+{
+    bool tls = c->dest.port == 443;
+    if (tls && (!ref->ca || !c->g->deps.upstream_ctx))
+        return -1;
+    c->rule = malloc(sizeof(*c->rule));
+    c->secrets = egress_secrets_dup(ref->secrets);
+    if (!c->rule || !c->secrets)
+        return -1;
+    *c->rule = *rule;
+    c->ca = tls ? egress_ca_ref(ref->ca) : NULL;
+    struct egress_intercept_deps xd = {.host = c->rule->host,
+                                       .rule = c->rule,
+                                       .secrets = c->secrets,
+                                       .tls = tls,
+                                       .server_ctx = tls ? egress_ca_server_ctx(ref->ca) : NULL,
+                                       .client_ctx = c->g->deps.upstream_ctx};
+    c->x = egress_intercept_new(&xd);
+    if (!c->x)
+        return -1;
+    size_t n = c->len[0] - c->off[0];
+    int rc = n ? egress_intercept_feed(c->x, EGRESS_SIDE_SANDBOX, c->buf[0] + c->off[0], n) : 0;
+    c->len[0] = c->off[0] = 0;
+    if (rc == 0 && c->eof[0])
+        rc = egress_intercept_eof(c->x, EGRESS_SIDE_SANDBOX);
+    if (rc != 0) {
+        LOG_WARN("egress intercepted connection refused", "host", c->rule->host, "why",
+                 egress_intercept_error(c->x) ? egress_intercept_error(c->x) : "-");
+        return -1;
+    }
+    x_fill(c);
+    set_paused(c, 0, !can_read(c, 0));
+    return 0;
+}
+
+static void proxy_timeout(struct loop_timer *t)
+{
+    struct gw_conn *c = t->arg;
+    if (c->socks && !c->dying)
+        conn_refuse(c, EGRESS_DENY_PROXY_UNREACHABLE);
+}
+
+static enum egress_reason socks_reason(enum egress_socks5_fail f)
+{
+    switch (f) {
+    case EGRESS_SOCKS5_NOT_SOCKS5:
+        return EGRESS_DENY_PROXY_NOT_SOCKS;
+    case EGRESS_SOCKS5_AUTH:
+        return EGRESS_DENY_PROXY_AUTH;
+    default:
+        return EGRESS_DENY_PROXY_REFUSED;
+    }
+}
+
+/* The handshake's next message; they are small enough for a fresh socket's
+ * send buffer, so a short write means the proxy is gone. */
+static int socks_write(struct gw_conn *c)
+{
+    uint8_t m[600];
+    size_t n = egress_socks5_take(c->socks, m, sizeof(m));
+    if (n && send(c->fd[1], m, n, MSG_NOSIGNAL) != (ssize_t)n)
+        conn_refuse(c, EGRESS_DENY_PROXY_UNREACHABLE);
+    OPENSSL_cleanse(m, sizeof(m)); /* a login carries the password */
+    return 0;
+}
+
+static int socks_read(struct gw_conn *c)
+{
+    uint8_t tmp[1024];
+    size_t used;
+    ssize_t r = read(c->fd[1], tmp, sizeof(tmp));
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (r <= 0) {
+        conn_refuse(c, EGRESS_DENY_PROXY_UNREACHABLE);
+        return 0;
+    }
+    enum egress_socks5_res res = egress_socks5_feed(c->socks, tmp, (size_t)r, &used);
+    if (res == EGRESS_SOCKS5_FAIL) {
+        LOG_WARN("egress proxy refused a connection", "why",
+                 egress_socks5_error(c->socks) ? egress_socks5_error(c->socks) : "-");
+        conn_refuse(c, socks_reason(egress_socks5_failure(c->socks)));
+        return 0;
+    }
+    if (res == EGRESS_SOCKS5_MORE) {
+        if (egress_socks5_pending(c->socks))
+            socks_write(c);
+        return 0;
+    }
+    /* The tunnel is open: what came after the reply is the destination's. */
+    egress_socks5_free(c->socks);
+    c->socks = NULL;
+    loop_timer_cancel(&c->sniff_timer);
+    size_t rest = (size_t)r - used;
+    if (c->x) {
+        if (rest && egress_intercept_feed(c->x, EGRESS_SIDE_UPSTREAM, tmp + used, rest) != 0) {
+            x_failed(c);
+            return 0;
+        }
+        x_fill(c);
+    } else if (rest) {
+        memcpy(c->buf[1] + c->len[1], tmp + used, rest); /* empty until now */
+        c->len[1] += rest;
+    }
+    set_paused(c, 0, !can_read(c, 0));
+    if (c->len[1] > c->off[1] && c->wsi[0])
+        lws_callback_on_writable(c->wsi[0]);
+    if (c->wsi[1])
+        lws_callback_on_writable(c->wsi[1]);
+    pass_eof(c, 1);
+    return 0;
+}
+
+/* egressProxy: where to dial instead, and the handshake to run there. A
+ * proxy named by host name is not resolved by the gateway (refused as
+ * unreachable); an address in the always-denied tier, one of this machine's,
+ * or a private one without allow-private-networks is refused. */
+static enum egress_reason proxy_start(struct gw_conn *c, const struct egress_policy *p,
+                                      struct sockaddr_storage *ss, socklen_t *sl)
+{
+    struct egress_addr a;
+    enum egress_reason why = EGRESS_ALLOW;
+    if (egress_addr_parse(p->proxy.host, &a) != 0)
+        return EGRESS_DENY_PROXY_UNREACHABLE;
+    enum egress_tier tier = egress_addr_tier(&a, &why);
+    if (tier == EGRESS_TIER_DENIED)
+        return why;
+    for (size_t i = 0; i < c->g->deps.n_self; i++)
+        if (c->g->self[i].family == a.family &&
+            memcmp(c->g->self[i].a, a.a, a.family == AF_INET ? 4 : 16) == 0)
+            return EGRESS_DENY_HOST_ADDRESS;
+    if (tier == EGRESS_TIER_PRIVATE && !p->allow_private)
+        return EGRESS_DENY_PRIVATE;
+    struct egress_socks5_deps sd = {.addr = &c->dest.addr,
+                                    .port = c->dest.port,
+                                    .username = p->proxy.username,
+                                    .password = p->proxy.password};
+    c->socks = egress_socks5_new(&sd);
+    if (!c->socks)
+        return EGRESS_DENY_PROXY_UNREACHABLE;
+    memset(ss, 0, sizeof(*ss));
+    if (a.family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(p->proxy.port);
+        memcpy(&s4->sin_addr, a.a, 4);
+        *sl = sizeof(*s4);
+    } else {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(p->proxy.port);
+        memcpy(&s6->sin6_addr, a.a, 16);
+        *sl = sizeof(*s6);
+    }
+    loop_timer_start(c->g->deps.loop, &c->sniff_timer, EGRESS_PROXY_TIMEOUT_MS, proxy_timeout, c);
+    return EGRESS_ALLOW;
 }
 
 /* lws let go of side i. The wsi held a dup of our descriptor, so the socket
@@ -322,6 +623,7 @@ static void conn_side_closed(struct gw_conn *c, int i)
     loop_timer_cancel(&c->rearm[0]);
     loop_timer_cancel(&c->rearm[1]);
     loop_timer_cancel(&c->sniff_timer);
+    conn_free_extras(c);
     close(c->fd[0]);
     if (c->fd[1] >= 0)
         close(c->fd[1]);
@@ -405,8 +707,8 @@ static bool names_has(const struct egress_gateway *g, uint64_t key, const char *
 
 static bool uses_names(const struct egress_policy *p)
 {
-    if (p && p->n_rules > 0)
-        return true; /* a rule's host is known by its name only (see the HOOK in conn_decide) */
+    if (p && p->n_rules > 0) /* a rule's host is found by its name */
+        return true;
     for (size_t i = 0; p && i < p->n_allow; i++)
         if (p->allow[i].kind == EGRESS_ENTRY_HOST || p->allow[i].kind == EGRESS_ENTRY_SUFFIX)
             return true;
@@ -428,13 +730,13 @@ static void conn_refuse(struct gw_conn *c, enum egress_reason why)
 }
 
 /* Dialled from the agent's own namespace: this thread's. */
-static int conn_dial(struct gw_conn *c)
+static int conn_dial(struct gw_conn *c, const struct sockaddr_storage *to, socklen_t to_len)
 {
-    int up = socket(c->dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int up = socket(to->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (up < 0)
         return -1;
     c->fd[1] = up;
-    if (connect(up, (struct sockaddr *)&c->dst, c->dst_len) != 0 && errno != EINPROGRESS)
+    if (connect(up, (const struct sockaddr *)to, to_len) != 0 && errno != EINPROGRESS)
         return -1;
     int d1 = fcntl(up, F_DUPFD_CLOEXEC, 0);
     c->wsi[1] = d1 >= 0 ? adopt(c->g, d1, &c->h[1]) : NULL; /* lws closes d1 on failure */
@@ -465,15 +767,24 @@ static void conn_decide(struct gw_conn *c, const char *name)
         conn_refuse(c, why);
         return;
     }
-    /* HOOK (issue 12 part 2, egress-secrets): the connection is allowed and
-     * about to be spliced unread. Here goes "this host has rules → intercept":
-     * when egress_policy_rule_for(ref.policy, d.name) names the verified
-     * name (ports 80/443; uses_names() is true with rules, so the first bytes
-     * were sniffed and are still in c->buf[0]), hand c to the interception engine
-     * instead of conn_dial; an egressProxy dial (SOCKS5) replaces conn_dial
-     * here as well. Everything else continues below. */
-    if (conn_dial(c) != 0)
-        conn_refuse(c, EGRESS_ALLOW); /* the sandbox sees a reset; not a policy refusal */
+    /* A rule's host, by a name this sandbox resolved to this address: intercepted. */
+    const struct egress_rule *rule = name && d.name_verified && (d.port == 80 || d.port == 443)
+                                         ? egress_policy_rule_for(ref.policy, name)
+                                         : NULL;
+    if (rule && x_start(c, &ref, rule) != 0) {
+        conn_refuse(c, EGRESS_DENY_INTERCEPT);
+        return;
+    }
+    if (c->dying) /* the intercept refused the first bytes */
+        return;
+    struct sockaddr_storage to = c->dst;
+    socklen_t to_len = c->dst_len;
+    if (ref.policy->has_proxy && (why = proxy_start(c, ref.policy, &to, &to_len)) != EGRESS_ALLOW) {
+        conn_refuse(c, why);
+        return;
+    }
+    if (conn_dial(c, &to, to_len) != 0) /* the sandbox sees a reset; not a policy refusal */
+        conn_refuse(c, c->socks ? EGRESS_DENY_PROXY_UNREACHABLE : EGRESS_ALLOW);
 }
 
 static void conn_sniffed(struct gw_conn *c)
@@ -904,6 +1215,7 @@ void egress_gateway_free(struct egress_gateway *g)
         loop_timer_cancel(&c->rearm[0]);
         loop_timer_cancel(&c->rearm[1]);
         loop_timer_cancel(&c->sniff_timer);
+        conn_free_extras(c);
         close(c->fd[0]);
         if (c->fd[1] >= 0)
             close(c->fd[1]);
@@ -924,6 +1236,16 @@ void egress_gateway_free(struct egress_gateway *g)
     free(g->counts);
     free(g->self);
     free(g);
+}
+
+void egress_gateway_drop_sandbox(struct egress_gateway *g, uint64_t key)
+{
+    for (struct gw_conn *c = g ? g->conns : NULL; c; c = c->next)
+        if (c->key == key && !c->dying) {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(c->fd[0], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            conn_kill(c);
+        }
 }
 
 size_t egress_gateway_conns(const struct egress_gateway *g)

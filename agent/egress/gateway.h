@@ -10,6 +10,13 @@
  * a connection is held (not dialled) until its first bytes give a TLS SNI or
  * HTTP Host (sniff.h; at most 16 KiB or 5 s), and that name counts only if
  * this sandbox resolved it, through the gateway, to the address it dialled.
+ *
+ * A verified name with a rule (policy.h) is intercepted (intercept.h): TLS
+ * terminated with the sandbox CA's leaf on 443, plain on 80, every request
+ * rewritten with the rule's headers and secrets. With egressProxy, every
+ * allowed connection is dialled to the proxy and opened with a SOCKS5
+ * CONNECT to the original destination (socks5.h) before any byte of the
+ * sandbox's goes out; a proxy that fails is a refusal with its reason.
  * Loop thread only. */
 #ifndef AGENTBOX_AGENT_EGRESS_GATEWAY_H
 #define AGENTBOX_AGENT_EGRESS_GATEWAY_H
@@ -22,14 +29,26 @@
 
 struct loop;
 struct egress_gateway;
+struct egress_ca;
+struct egress_secrets;
+struct ssl_ctx_st;
 
 #define EGRESS_SPLICE_BUF (64 * 1024) /* bytes held per direction of a connection */
 #define EGRESS_CONNS_PER_SANDBOX 1024 /* default limit of open connections per sandbox */
+#define EGRESS_PROXY_TIMEOUT_MS 10000 /* egressProxy: connect + SOCKS5 handshake */
 
 /* The sandbox a connection came from, as the owner of the gateway knows it. */
 struct egress_sandbox_ref {
     const struct egress_policy *policy; /* borrowed; NULL refuses (internet off) */
     uint64_t key;                       /* identifies the sandbox for the limit */
+    /* Interception of hosts with rules (intercept.h): the sandbox's CA and the
+     * secret values it holds, borrowed for the call. An intercepted connection
+     * keeps a reference to the CA (egress_ca_ref) and its own copies of the
+     * rule and the secrets, so the owner may replace or free them at any
+     * time. NULL ca: a rule's host on port 443 is refused ("intercept"),
+     * never spliced unread. */
+    struct egress_ca *ca;
+    const struct egress_secrets *secrets;
 };
 
 struct egress_gateway_deps {
@@ -49,6 +68,10 @@ struct egress_gateway_deps {
     int dns_fd;
     struct egress_addr resolver;
     uint16_t resolver_port;
+    /* The TLS client context toward intercepted hosts
+     * (egress_intercept_client_ctx: system trust store plus
+     * --egress-upstream-ca); borrowed. NULL: port 443 rules are refused. */
+    struct ssl_ctx_st *upstream_ctx;
 };
 
 #define EGRESS_DNS_PENDING_MAX 1024 /* relayed queries awaiting an answer */
@@ -70,6 +93,10 @@ struct egress_gateway *egress_gateway_new(const struct egress_gateway_deps *deps
                                           char *err, size_t errlen);
 /* Closes the listener and every connection. Loop thread. */
 void egress_gateway_free(struct egress_gateway *g);
+
+/* Kills every connection of the sandbox key (before its CA and secrets are
+ * freed). Loop thread. */
+void egress_gateway_drop_sandbox(struct egress_gateway *g, uint64_t key);
 
 /* Open spliced connections (for tests and a gauge). */
 size_t egress_gateway_conns(const struct egress_gateway *g);

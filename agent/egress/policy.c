@@ -26,6 +26,11 @@ static const char *const reason_labels[EGRESS_REASON_COUNT] = {
     [EGRESS_DENY_NOT_ALLOWED] = "not_allowed",
     [EGRESS_DENY_DENY_OUT] = "deny_out",
     [EGRESS_DENY_CONN_LIMIT] = "conn_limit",
+    [EGRESS_DENY_INTERCEPT] = "intercept",
+    [EGRESS_DENY_PROXY_UNREACHABLE] = "proxy_unreachable",
+    [EGRESS_DENY_PROXY_NOT_SOCKS] = "proxy_not_socks",
+    [EGRESS_DENY_PROXY_AUTH] = "proxy_auth",
+    [EGRESS_DENY_PROXY_REFUSED] = "proxy_refused",
 };
 
 const char *egress_reason_label(enum egress_reason r)

@@ -112,6 +112,13 @@ enum egress_reason {
     EGRESS_DENY_NOT_ALLOWED,  /* "not_allowed": allowOut names something else */
     EGRESS_DENY_DENY_OUT,     /* "deny_out": a denyOut entry matched */
     EGRESS_DENY_CONN_LIMIT,   /* "conn_limit": the sandbox has too many open (gateway) */
+    /* Refusals after the policy allowed the destination (gateway): */
+    EGRESS_DENY_INTERCEPT,         /* "intercept": the upstream's certificate did not verify,
+                                      or a request on an intercepted connection was refused */
+    EGRESS_DENY_PROXY_UNREACHABLE, /* "proxy_unreachable": egressProxy did not accept or answer */
+    EGRESS_DENY_PROXY_NOT_SOCKS,   /* "proxy_not_socks": egressProxy does not speak SOCKS5 */
+    EGRESS_DENY_PROXY_AUTH,        /* "proxy_auth": egressProxy refused our login or methods */
+    EGRESS_DENY_PROXY_REFUSED,     /* "proxy_refused": egressProxy refused the CONNECT */
     EGRESS_REASON_COUNT
 };
 

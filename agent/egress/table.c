@@ -1,6 +1,7 @@
 /* The slot → sandbox map of the egress gateway (table.h). */
 #include "agent/egress/table.h"
 
+#include "agent/egress/ca.h"
 #include "agentbox/common.h"
 
 #include <stdlib.h>
@@ -8,8 +9,10 @@
 #include <sys/socket.h>
 
 struct table_entry {
-    struct egress_policy *policy; /* owned; NULL with used: internet off */
-    uint64_t key;                 /* slot in the low 32 bits, a generation above */
+    struct egress_policy *policy;   /* owned; NULL with used: internet off */
+    struct egress_ca *ca;           /* owned (a reference); made once the policy has rules */
+    struct egress_secrets *secrets; /* owned; the values the rules use */
+    uint64_t key;                   /* slot in the low 32 bits, a generation above */
     bool used;
     char id[EGRESS_TABLE_ID_MAX + 1];
 };
@@ -40,8 +43,11 @@ void egress_table_free(struct egress_table *t)
 {
     if (!t)
         return;
-    for (uint32_t i = 0; i < t->n; i++)
+    for (uint32_t i = 0; i < t->n; i++) {
         egress_policy_free(t->e[i].policy);
+        egress_ca_free(t->e[i].ca);
+        egress_secrets_free(t->e[i].secrets);
+    }
     free(t->e);
     free(t);
 }
@@ -60,7 +66,32 @@ int egress_table_set(struct egress_table *t, uint32_t slot, const char *id, stru
     egress_policy_free(e->policy);
     e->policy = p;
     ab_strlcpy(e->id, id ? id : "", sizeof(e->id));
+    if (p && p->n_rules > 0 && !e->ca) {
+        /* the CA the sandbox trusts for intercepted hosts; its key stays here */
+        const struct egress_ca_deps cd = {.sandbox_id = e->id[0] ? e->id : "sandbox"};
+        if (!(e->ca = egress_ca_new(&cd)))
+            return AB_ENOMEM;
+    }
     return 0;
+}
+
+int egress_table_set_secrets(struct egress_table *t, const char *id, struct egress_secrets *s)
+{
+    for (uint32_t i = 0; id && id[0] && i < t->n; i++)
+        if (t->e[i].used && strcmp(t->e[i].id, id) == 0) {
+            egress_secrets_free(t->e[i].secrets);
+            t->e[i].secrets = s;
+            return 0;
+        }
+    egress_secrets_free(s);
+    return AB_ENOENT;
+}
+
+const char *egress_table_ca_pem(const struct egress_table *t, uint32_t slot)
+{
+    if (slot >= t->n || !t->e[slot].used || !t->e[slot].ca)
+        return NULL;
+    return egress_ca_cert_pem(t->e[slot].ca);
 }
 
 void egress_table_clear(struct egress_table *t, uint32_t slot)
@@ -68,6 +99,9 @@ void egress_table_clear(struct egress_table *t, uint32_t slot)
     if (slot >= t->n)
         return;
     egress_policy_free(t->e[slot].policy);
+    /* open connections keep their own CA reference and secret copies */
+    egress_ca_free(t->e[slot].ca);
+    egress_secrets_free(t->e[slot].secrets);
     memset(&t->e[slot], 0, sizeof(t->e[slot]));
 }
 
@@ -89,6 +123,8 @@ int egress_table_sandbox_of(void *arg, const struct egress_addr *peer,
         return -1;
     ref->policy = t->e[slot].policy;
     ref->key = t->e[slot].key;
+    ref->ca = t->e[slot].ca;
+    ref->secrets = t->e[slot].secrets;
     return 0;
 }
 

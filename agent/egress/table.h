@@ -12,6 +12,7 @@
 #include "agent/egress/gateway.h"
 #include "agent/egress/netns.h"
 #include "agent/egress/policy.h"
+#include "agent/egress/secrets.h"
 
 #include <stdint.h>
 
@@ -34,8 +35,15 @@ int egress_table_set(struct egress_table *t, uint32_t slot, const char *id,
 /* Forgets slot (freeing its policy): its sandbox is gone or going. */
 void egress_table_clear(struct egress_table *t, uint32_t slot);
 
+/* The secret values the sandbox id's rules use (secrets.h; ownership taken,
+ * also on failure), replacing earlier ones. AB_ENOENT when no slot holds id. */
+int egress_table_set_secrets(struct egress_table *t, const char *id, struct egress_secrets *s);
+/* The PEM certificate of slot's CA (made by egress_table_set when the policy
+ * has rules; kept across policy updates, freed with the slot), or NULL. */
+const char *egress_table_ca_pem(const struct egress_table *t, uint32_t slot);
+
 /* gateway.h's sandbox_of, with arg the table: 0 and *ref for the sandbox
- * address of a set slot, -1 otherwise. */
+ * address of a set slot (its policy, CA and secrets), -1 otherwise. */
 int egress_table_sandbox_of(void *arg, const struct egress_addr *peer,
                             struct egress_sandbox_ref *ref);
 /* The id given with the slot of key (from a ref), or NULL. */

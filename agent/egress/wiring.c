@@ -1,6 +1,8 @@
 /* The agent's egress, assembled (wiring.h). */
 #include "agent/egress/wiring.h"
 
+#include "agent/egress/intercept.h"
+
 #include "agentbox/common.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
@@ -27,6 +29,7 @@ struct egress_wiring {
     struct egress_netns_config cfg;
     struct egress_table *table;
     struct egress_gateway *gw;
+    SSL_CTX *upstream_ctx; /* TLS toward intercepted hosts; the gateway borrows it */
     struct metric_family *denied;
     struct seen seen[EGRESS_LOG_SEEN];
     int64_t log_window_ms; /* the second being counted ... */
@@ -266,6 +269,13 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
     gd.n_self = n_self;
     gd.max_conns_per_sandbox = deps->max_conns_per_sandbox;
     gd.dns_fd = dfd;
+    /* TLS toward hosts with rules (intercept.h): verified against this */
+    if (!(w->upstream_ctx = egress_intercept_client_ctx(deps->upstream_ca, why, sizeof(why)))) {
+        snprintf(err, errlen, "egress gateway: %s", why);
+        rc = AB_EINVAL;
+        goto fail;
+    }
+    gd.upstream_ctx = w->upstream_ctx;
     dfd = -1; /* the gateway's now, also on failure */
     w->gw = egress_gateway_new(&gd, lfd, why, sizeof(why));
     lfd = -1;
@@ -296,6 +306,7 @@ fail:
     if (dfd >= 0)
         close(dfd);
     egress_table_free(w->table);
+    SSL_CTX_free(w->upstream_ctx);
     free(w);
     return rc ? rc : AB_EIO;
 }
@@ -314,6 +325,7 @@ void egress_wiring_free(struct egress_wiring *w)
         return;
     egress_wiring_stop(w);
     egress_table_free(w->table);
+    SSL_CTX_free(w->upstream_ctx);
     free(w);
 }
 

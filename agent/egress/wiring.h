@@ -32,6 +32,9 @@ struct egress_wiring_deps {
     const char *state_dir;
     const char *range;    /* IPv4 CIDR of the veths (NULL: EGRESS_DEFAULT_RANGE) */
     const char *resolver; /* "IP", "IP:port" or "[IPv6]:port"; NULL: /etc/resolv.conf's first */
+    /* PEM bundle trusted besides the system store for intercepted upstreams
+     * (--egress-upstream-ca); NULL: the system store only */
+    const char *upstream_ca;
     int max_conns_per_sandbox; /* 0: EGRESS_CONNS_PER_SANDBOX */
 };
 

@@ -18,6 +18,7 @@
 #include "agent/envd/auth.h"
 #include "agent/envd/envd.h"
 #include "agent/envd/envelope.h"
+#include "agent/envd/trust.h"
 
 #define CT_JSON "application/json"
 #define CT_CONNECT_JSON "application/connect+json"
@@ -440,7 +441,7 @@ static void init_route(struct http_exchange *ex, void *arg)
     const struct http_request *r = http_req(ex);
     struct http_header h = {"X-Envd-Version", ENVD_VERSION};
     char err[256] = "out of memory"; /* what is left when json_object() fails */
-    const char *token = NULL, *user = NULL, *workdir = NULL;
+    const char *token = NULL, *user = NULL, *workdir = NULL, *ca = NULL;
     json_t *body, *vars = NULL, *copy = NULL;
     const char *k;
     json_t *v;
@@ -459,7 +460,8 @@ static void init_route(struct http_exchange *ex, void *arg)
         json_get_str(body, "defaultUser", false, 32, &user, err, sizeof(err)) != 0 ||
         json_get_str(body, "defaultWorkdir", false, PATH_MAX - 1, &workdir, err, sizeof(err)) !=
             0 ||
-        json_get_object(body, "envVars", false, &vars, err, sizeof(err)) != 0) {
+        json_get_object(body, "envVars", false, &vars, err, sizeof(err)) != 0 ||
+        json_get_str(body, "egressCa", false, ENVD_TRUST_PEM_MAX, &ca, err, sizeof(err)) != 0) {
         http_respond_error(ex, 400, "%s", err);
         goto out;
     }
@@ -493,6 +495,20 @@ static void init_route(struct http_exchange *ex, void *arg)
         copy = json_deep_copy(vars);
         json_decref(e->env_vars);
         e->env_vars = copy;
+    }
+    /* The egress gateway's CA for this sandbox (its certificate only; the key
+     * stays in the agent): into the trust store before anything runs. */
+    if (ca != NULL && ca[0] != '\0') {
+        struct envd_trust_paths where;
+        int rc = envd_trust_install("", ca, strlen(ca), &where, err, sizeof(err));
+        if (rc != 0) {
+            http_respond_error(ex, rc == AB_EIO ? 500 : 400, "%s", err);
+            goto out;
+        }
+        if (e->env_vars == NULL)
+            e->env_vars = json_object();
+        if (e->env_vars != NULL)
+            envd_trust_env(e->env_vars, &where);
     }
     if (token != NULL) {
         free(e->token);

@@ -50,6 +50,7 @@ benchmarks=(
     "isolation|node bench/isolation.mjs"
     "envd-upload|node bench/envd_upload.mjs"
     "egress|node bench/egress.mjs"
+    "egress-intercept|$build/bench_egress_intercept"
     "native-api|node bench/native_api.mjs"
     "kube-claim|node bench/kube_claim.mjs"
 )

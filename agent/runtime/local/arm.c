@@ -192,6 +192,13 @@ static char *init_body(const struct lrt_waiter *w, const struct lsb *s)
     json_object_set_new(b, "defaultWorkdir", json_string(w->workdir));
     json_object_set_new(b, "timestamp", json_string(ts));
     json_object_set_new(b, "lifecycleID", json_string(w->id));
+    /* the egress gateway's CA for this sandbox (certificate only), when its
+     * rules make the gateway intercept TLS: envd puts it in the trust store */
+    const char *ca = s->rt->egress_table && s->uid_slot > 0
+                         ? egress_table_ca_pem(s->rt->egress_table, (uint32_t)(s->uid_slot - 1))
+                         : NULL;
+    if (ca)
+        json_object_set_new(b, "egressCa", json_string(ca));
     out = json_dumps(b, JSON_COMPACT);
     json_decref(b);
     return out;
