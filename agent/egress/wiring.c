@@ -214,7 +214,8 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
     if (egress_cidr_parse(range, &w->cfg.range) != 0 ||
         egress_netns_config_check(&w->cfg, why, sizeof(why)) != 0) {
         snprintf(err, errlen,
-                 "egress_range '%s' must be a private IPv4 CIDR from /8 to /28 (e.g. %s), one "
+                 "egress_range '%s' must be an IPv4 CIDR from /8 to /28 (a private range such as "
+                 "%s), one "
                  "/30 per sandbox",
                  range, EGRESS_DEFAULT_RANGE);
         rc = AB_EINVAL;
