@@ -236,7 +236,7 @@ test('the routing trick: 127.0.0.1 routed out of the sandbox never reaches the h
     await s.kill();
 });
 
-test('DNS inside goes to the gateway and its resolver; UDP other than DNS is dropped', async () => {
+test('DNS inside goes to the gateway and its resolver; UDP other than DNS and ICMP are dropped', async () => {
     const s = await create();
     const conf = (await s.commands.run('cat /etc/resolv.conf')).stdout;
     assert.match(conf, /^nameserver 10\.200\.\d+\.\d+$/m, conf);
@@ -249,6 +249,29 @@ test('DNS inside goes to the gateway and its resolver; UDP other than DNS is dro
     await s.commands.run(`node -e "const u = require('dgram').createSocket('udp4'); u.send('leak', 9999, '${PUBLIC}', () => setTimeout(() => u.close(), 200))"`);
     await echo(s, PUBLIC); // the TCP path is fine meanwhile
     assert.ok(!world.logs().includes('udp leak'), 'UDP to a non-DNS port never arrives');
+    // ICMP: an echo request from the sandbox's namespace (sent from outside as
+    // root: the sandbox has no NET_RAW) gets no reply; the host's own gets one
+    const icmp = `
+import socket, struct, sys, select
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+def csum(b):
+    t = sum(struct.unpack('!%dH' % (len(b) // 2), b)); t = (t >> 16) + (t & 0xffff); t += t >> 16
+    return ~t & 0xffff
+pkt = struct.pack('!BBHHH', 8, 0, 0, 7, 1) + b'abxegress'
+pkt = pkt[:2] + struct.pack('!H', csum(pkt + b'\\0')) + pkt[4:]
+s.sendto(pkt, (sys.argv[1], 0))
+while True:
+    r, _, _ = select.select([s], [], [], 1.5)
+    if not r: print('none'); break
+    d = s.recv(2048)
+    if d[20] == 0 and d[24:26] == struct.pack('!H', 7): print('reply'); break
+`;
+    fs.writeFileSync('/tmp/abx-icmp.py', icmp);
+    cleanups.push(() => fs.rmSync('/tmp/abx-icmp.py', { force: true }));
+    assert.equal((await sh('python3', ['/tmp/abx-icmp.py', PUBLIC])).trim(), 'reply', 'the probe works from the host');
+    const pid = sandboxPid(s.sandboxId);
+    assert.equal((await sh('nsenter', [`--net=/proc/${pid}/ns/net`, 'python3', '/tmp/abx-icmp.py', PUBLIC])).trim(), 'none',
+        'ICMP from a sandbox is dropped');
     await s.kill();
 });
 
