@@ -432,6 +432,7 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
     int rc = lrt_new(&o, &a->rt, why, sizeof(why));
     if (rc) {
         snprintf(err, errlen, "local runtime: %s", why[0] ? why : ab_strerror(rc));
+        egress_wiring_discard(a->egress); /* nothing will use a namespace made for it */
         return rc;
     }
     LOG_INFO("local runtime started", "state_dir", cfg->state_dir, "manifests", manifests, "envd",

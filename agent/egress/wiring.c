@@ -32,6 +32,7 @@ struct egress_wiring {
     int64_t log_window_ms; /* the second being counted ... */
     int log_lines;         /* ... and the lines written in it */
     uint64_t log_dropped;
+    bool fresh; /* the namespace is this agent's own, not a predecessor's */
 };
 
 static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
@@ -245,6 +246,9 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
                                  METRIC_COUNTER, labels, NULL, 0);
     if (w->denied)
         metrics_add(w->denied, v, 0);
+    char nspath[96];
+    snprintf(nspath, sizeof(nspath), "/run/netns/%s", w->name);
+    w->fresh = access(nspath, F_OK) != 0;
     if ((rc = egress_netns_create(&w->cfg, why, sizeof(why))) != 0) {
         snprintf(err, errlen,
                  "egress namespace %s: %s (the agent needs root, iproute2 and nftables: "
@@ -296,9 +300,20 @@ fail:
         close(lfd);
     if (dfd >= 0)
         close(dfd);
+    if (w->fresh) { /* made here and of no use: not left behind */
+        char e2[128];
+        egress_netns_destroy(&w->cfg, e2, sizeof(e2));
+    }
     egress_table_free(w->table);
     free(w);
     return rc ? rc : AB_EIO;
+}
+
+void egress_wiring_discard(struct egress_wiring *w)
+{
+    char why[256];
+    if (w && w->fresh && egress_netns_destroy(&w->cfg, why, sizeof(why)) != 0)
+        LOG_WARN("cannot remove the egress namespace", "namespace", w->name, "error", why);
 }
 
 void egress_wiring_stop(struct egress_wiring *w)
