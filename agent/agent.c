@@ -295,6 +295,7 @@ void agent_respond_metrics(struct http_exchange *ex, struct agent *a)
 {
     size_t len = 0;
     pool_gauges_refresh(a);
+    egress_wiring_refresh_metrics(a->egress);
     char *txt = metrics_render(metrics_default(), &len);
     http_respond(ex, 200, "text/plain; version=0.0.4; charset=utf-8", txt ? txt : "", txt ? len : 0,
                  NULL, 0);

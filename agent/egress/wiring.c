@@ -28,6 +28,7 @@ struct egress_wiring {
     struct egress_table *table;
     struct egress_gateway *gw;
     struct metric_family *denied;
+    struct metric_family *conns; /* agentbox_egress_connections */
     struct seen seen[EGRESS_LOG_SEEN];
     int64_t log_window_ms; /* the second being counted ... */
     int log_lines;         /* ... and the lines written in it */
@@ -246,6 +247,9 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
                                  METRIC_COUNTER, labels, NULL, 0);
     if (w->denied)
         metrics_add(w->denied, v, 0);
+    w->conns = metrics_register(metrics_default(), "agentbox_egress_connections",
+                                "Sandbox connections the egress gateway splices now", METRIC_GAUGE,
+                                NULL, NULL, 0);
     char nspath[96];
     snprintf(nspath, sizeof(nspath), "/run/netns/%s", w->name);
     w->fresh = access(nspath, F_OK) != 0;
@@ -307,6 +311,12 @@ fail:
     egress_table_free(w->table);
     free(w);
     return rc ? rc : AB_EIO;
+}
+
+void egress_wiring_refresh_metrics(struct egress_wiring *w)
+{
+    if (w && w->gw && w->conns)
+        metrics_set(w->conns, NULL, (double)egress_gateway_conns(w->gw));
 }
 
 void egress_wiring_discard(struct egress_wiring *w)

@@ -189,6 +189,7 @@ test('default policy: the public address works; the host, loopback, private and 
     assert.ok(m >= 1, `private refusals counted: ${m}`);
     assert.ok((await metricValue(alpha.e2b, 'agentbox_egress_denied_total{reason="host_address"}')) >= 1);
     assert.ok((await metricValue(alpha.e2b, 'agentbox_egress_denied_total{reason="metadata"}')) >= 1);
+    assert.equal(await metricValue(alpha.e2b, 'agentbox_egress_connections'), 0, 'no connection left open');
     // one log line per sandbox and destination
     await echo(s, PRIVATE);
     await echo(s, PRIVATE);
