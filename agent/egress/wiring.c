@@ -7,6 +7,7 @@
 #include "agentbox/metrics.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <ifaddrs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +187,32 @@ static void on_denied(void *arg, uint64_t key, enum egress_reason why, const str
              d && d->name ? d->name : "-", "reason", label);
 }
 
+/* Whether a UDP socket can be connected to the resolver (a route exists). */
+static bool resolver_routable(const struct egress_addr *a, uint16_t port)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof(ss));
+    if (a->family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port ? port : 53);
+        memcpy(&s4->sin_addr, a->a, 4);
+        sl = sizeof(*s4);
+    } else {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port ? port : 53);
+        memcpy(&s6->sin6_addr, a->a, 16);
+        sl = sizeof(*s6);
+    }
+    int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&ss, sl) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 static int sandbox_of(void *arg, const struct egress_addr *peer, struct egress_sandbox_ref *ref)
 {
     struct egress_wiring *w = arg;
@@ -265,6 +292,16 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
         snprintf(err, errlen, "egress gateway in namespace %s: %s", w->name, why);
         rc = AB_EIO;
         goto fail;
+    }
+    if (gd.resolver.family && !resolver_routable(&gd.resolver, gd.resolver_port)) {
+        /* an agent in a namespace with no route to it (tests, an isolated
+         * node) still runs: sandbox DNS is refused at once until restarted */
+        char r[64];
+        inet_ntop(gd.resolver.family, gd.resolver.a, r, sizeof(r));
+        LOG_WARN("the egress resolver is unreachable from the agent's namespace: sandbox DNS "
+                 "queries are refused; set --egress-resolver",
+                 "resolver", r);
+        memset(&gd.resolver, 0, sizeof(gd.resolver));
     }
     size_t n_self = self_addrs(self, SELF_MAX);
     gd.loop = deps->loop;

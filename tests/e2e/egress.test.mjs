@@ -262,7 +262,7 @@ pkt = struct.pack('!BBHHH', 8, 0, 0, 7, 1) + b'abxegress'
 pkt = pkt[:2] + struct.pack('!H', csum(pkt + b'\\0')) + pkt[4:]
 s.sendto(pkt, (sys.argv[1], 0))
 while True:
-    r, _, _ = select.select([s], [], [], 1.5)
+    r, _, _ = select.select([s], [], [], 3)
     if not r: print('none'); break
     d = s.recv(2048)
     if d[20] == 0 and d[24:26] == struct.pack('!H', 7): print('reply'); break
@@ -405,7 +405,7 @@ test('teardown leaves no veth; a restarted agent re-adopts its sandboxes and the
     await waitPool(alpha, 'eg-1c0gi', (p) => p.idle === 2, 'eg warm again', 30000);
     // one veth per sandbox: 2 idle and 1 running (an earlier test's killed
     // sandbox may still be going)
-    await waitFor(async () => (await links()) === 3, { what: 'three veths', timeoutMs: 10000 });
+    await waitFor(async () => (await links()) === 3, { what: 'three veths', timeoutMs: 30000 });
     // the host's own namespace holds no veth of the gateway
     assert.ok(!(await sh('ip', ['-o', 'link'])).split('\n').some((l) => /: eg\d+[@:]/.test(l)));
     // a veth of a sandbox that is gone (slot 4000: nobody's), left behind
@@ -421,5 +421,5 @@ test('teardown leaves no veth; a restarted agent re-adopts its sandboxes and the
     assert.ok(!(await echo(s, PRIVATE)).ok, 'and its policy came back with it');
     assert.ok(!(await sh('ip', ['-n', nsName, '-o', 'link'])).includes('eg4000'), 'the leftover veth was removed');
     await s.kill();
-    await waitFor(async () => (await links()) === 2, { what: 'the killed sandbox\'s veth gone', timeoutMs: 10000 });
+    await waitFor(async () => (await links()) === 2, { what: 'the killed sandbox\'s veth gone', timeoutMs: 30000 });
 });
