@@ -1,11 +1,11 @@
 // Sandbox egress through the agent's gateway (issue 12), tried from inside
 // real sandboxes created with the unmodified e2b SDK. A test network
 // namespace behind a veth from the host stands in for the world: it holds a
-// "public" address (198.18.213.2: the benchmarking range, public by the
+// "public" address (198.18.N.2: the benchmarking range, public by the
 // policy, reachable only on this machine, and used by no other test file,
-// since they share the host's routes), a "private network" one (192.168.213.2) and the DNS
+// since they share the host's routes), a "private network" one (192.168.N.2) and the DNS
 // stand-in the agent's --egress-resolver points at. The host's end of the
-// veth (198.18.213.1) and 127.0.0.1 carry listeners standing in for the hub:
+// veth (198.18.N.1) and 127.0.0.1 carry listeners standing in for the hub:
 // they must receive nothing. Every check here fails on the old slirp4netns
 // network (which reached the host's addresses and private networks, and
 // ignored allowOut/denyOut). Nothing leaves this machine. Needs root.
@@ -19,10 +19,12 @@ import { run, spawnProc, waitFor, metricValue } from '../integration/lib/harness
 const tag = `${process.pid % 100000}`;
 const INET = `abx-ine2e-${tag}`;
 const HOSTIF = `abxe${tag}`;
-const PUBLIC = '198.18.213.2';
-const HOST = '198.18.213.1';
-const PRIVATE = '192.168.213.2';
-const PRIVATE_HOST = '192.168.213.1';
+// one /24 per run: the host's routes are shared with any other run of this file
+const NET = 1 + (process.pid % 250);
+const PUBLIC = `198.18.${NET}.2`;
+const HOST = `198.18.${NET}.1`;
+const PRIVATE = `192.168.${NET}.2`;
+const PRIVATE_HOST = `192.168.${NET}.1`;
 const LIMIT = 1100; // --egress-conns-per-sandbox of this agent
 
 let stack;
@@ -297,7 +299,7 @@ test('allowOut / denyOut, row by row', async () => {
     const rows = [
         // [network, metadata, {target: reachable?}]
         [{ allowOut: [PUBLIC] }, {}, { pub: true, pub80: true, priv: false }],
-        [{ allowOut: ['198.18.213.0/24'] }, {}, { pub: true, priv: false }],
+        [{ allowOut: [`198.18.${NET}.0/24`] }, {}, { pub: true, priv: false }],
         [{ allowOut: ['203.0.113.7'] }, {}, { pub: false, priv: false }],
         [{ denyOut: [PUBLIC] }, {}, { pub: false, priv: false }],
         [{ allowOut: ['*'] }, {}, { pub: true, priv: false }],
