@@ -308,6 +308,7 @@ void agent_respond_metrics(struct http_exchange *ex, struct agent *a)
 {
     size_t len = 0;
     pool_gauges_refresh(a);
+    egress_wiring_refresh_metrics(a->egress);
     char *txt = metrics_render(metrics_default(), &len);
     http_respond(ex, 200, "text/plain; version=0.0.4; charset=utf-8", txt ? txt : "", txt ? len : 0,
                  NULL, 0);
@@ -462,6 +463,7 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
     int rc = lrt_new(&o, &a->rt, why, sizeof(why));
     if (rc) {
         snprintf(err, errlen, "local runtime: %s", why[0] ? why : ab_strerror(rc));
+        egress_wiring_discard(a->egress); /* nothing will use a namespace made for it */
         return rc;
     }
     LOG_INFO("local runtime started", "state_dir", cfg->state_dir, "manifests", manifests, "envd",

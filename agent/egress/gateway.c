@@ -286,20 +286,25 @@ static int side_read(struct gw_conn *c, int i)
             conn_sniffed(c);
             return 0;
         }
-        if (c->len[i] == GW_BUF)
-            set_paused(c, i, true); /* backpressure: wait for the far side */
-        if (c->connecting || !c->wsi[1 - i])
-            return 0;
-        if (c->orphan[i]) {
-            lws_callback_on_writable(c->wsi[1 - i]);
+        if (c->connecting || !c->wsi[1 - i] || c->orphan[i]) {
+            if (c->len[i] == GW_BUF)
+                set_paused(c, i, true); /* backpressure: wait for the far side */
+            if (!c->connecting && c->wsi[1 - i])
+                lws_callback_on_writable(c->wsi[1 - i]);
             return 0;
         }
         /* write at once rather than a loop turn later: the far side is nearly
          * always writable, and the round trip through WRITEABLE halved the
-         * throughput; EAGAIN leaves the rest to side_write's re-arm */
+         * throughput; EAGAIN leaves the rest to side_write's re-arm. Reads
+         * are held back only if the buffer stays full (each pause is an
+         * epoll_ctl, twice per buffer when done up front) */
         if (side_write(c, 1 - i) < 0)
             return -1;
-        if (c->len[i] > 0 || c->dying)
+        if (c->dying)
+            return 0;
+        if (c->len[i] == GW_BUF)
+            set_paused(c, i, true);
+        if (c->len[i] > 0)
             return 0;
     }
     return 0;

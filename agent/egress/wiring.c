@@ -9,6 +9,7 @@
 #include "agentbox/metrics.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <ifaddrs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +32,12 @@ struct egress_wiring {
     struct egress_gateway *gw;
     SSL_CTX *upstream_ctx; /* TLS toward intercepted hosts; the gateway borrows it */
     struct metric_family *denied;
+    struct metric_family *conns; /* agentbox_egress_connections */
     struct seen seen[EGRESS_LOG_SEEN];
     int64_t log_window_ms; /* the second being counted ... */
     int log_lines;         /* ... and the lines written in it */
     uint64_t log_dropped;
+    bool fresh; /* the namespace is this agent's own, not a predecessor's */
 };
 
 static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
@@ -187,6 +190,32 @@ static void on_denied(void *arg, uint64_t key, enum egress_reason why, const str
              d && d->name ? d->name : "-", "reason", label);
 }
 
+/* Whether a UDP socket can be connected to the resolver (a route exists). */
+static bool resolver_routable(const struct egress_addr *a, uint16_t port)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof(ss));
+    if (a->family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port ? port : 53);
+        memcpy(&s4->sin_addr, a->a, 4);
+        sl = sizeof(*s4);
+    } else {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port ? port : 53);
+        memcpy(&s6->sin6_addr, a->a, 16);
+        sl = sizeof(*s6);
+    }
+    int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&ss, sl) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 static int sandbox_of(void *arg, const struct egress_addr *peer, struct egress_sandbox_ref *ref)
 {
     struct egress_wiring *w = arg;
@@ -217,7 +246,8 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
     if (egress_cidr_parse(range, &w->cfg.range) != 0 ||
         egress_netns_config_check(&w->cfg, why, sizeof(why)) != 0) {
         snprintf(err, errlen,
-                 "egress_range '%s' must be a private IPv4 CIDR from /8 to /28 (e.g. %s), one "
+                 "egress_range '%s' must be an IPv4 CIDR from /8 to /28 (a private range such as "
+                 "%s), one "
                  "/30 per sandbox",
                  range, EGRESS_DEFAULT_RANGE);
         rc = AB_EINVAL;
@@ -247,6 +277,12 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
                                  METRIC_COUNTER, labels, NULL, 0);
     if (w->denied)
         metrics_add(w->denied, v, 0);
+    w->conns = metrics_register(metrics_default(), "agentbox_egress_connections",
+                                "Sandbox connections the egress gateway splices now", METRIC_GAUGE,
+                                NULL, NULL, 0);
+    char nspath[96];
+    snprintf(nspath, sizeof(nspath), "/run/netns/%s", w->name);
+    w->fresh = access(nspath, F_OK) != 0;
     if ((rc = egress_netns_create(&w->cfg, why, sizeof(why))) != 0) {
         snprintf(err, errlen,
                  "egress namespace %s: %s (the agent needs root, iproute2 and nftables: "
@@ -259,6 +295,16 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
         snprintf(err, errlen, "egress gateway in namespace %s: %s", w->name, why);
         rc = AB_EIO;
         goto fail;
+    }
+    if (gd.resolver.family && !resolver_routable(&gd.resolver, gd.resolver_port)) {
+        /* an agent in a namespace with no route to it (tests, an isolated
+         * node) still runs: sandbox DNS is refused at once until restarted */
+        char r[64];
+        inet_ntop(gd.resolver.family, gd.resolver.a, r, sizeof(r));
+        LOG_WARN("the egress resolver is unreachable from the agent's namespace: sandbox DNS "
+                 "queries are refused; set --egress-resolver",
+                 "resolver", r);
+        memset(&gd.resolver, 0, sizeof(gd.resolver));
     }
     size_t n_self = self_addrs(self, SELF_MAX);
     gd.loop = deps->loop;
@@ -305,10 +351,27 @@ fail:
         close(lfd);
     if (dfd >= 0)
         close(dfd);
+    if (w->fresh) { /* made here and of no use: not left behind */
+        char e2[128];
+        egress_netns_destroy(&w->cfg, e2, sizeof(e2));
+    }
     egress_table_free(w->table);
     SSL_CTX_free(w->upstream_ctx);
     free(w);
     return rc ? rc : AB_EIO;
+}
+
+void egress_wiring_refresh_metrics(struct egress_wiring *w)
+{
+    if (w && w->gw && w->conns)
+        metrics_set(w->conns, NULL, (double)egress_gateway_conns(w->gw));
+}
+
+void egress_wiring_discard(struct egress_wiring *w)
+{
+    char why[256];
+    if (w && w->fresh && egress_netns_destroy(&w->cfg, why, sizeof(why)) != 0)
+        LOG_WARN("cannot remove the egress namespace", "namespace", w->name, "error", why);
 }
 
 void egress_wiring_stop(struct egress_wiring *w)

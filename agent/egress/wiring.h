@@ -41,6 +41,15 @@ struct egress_wiring_deps {
 /* 0 and *out, or an error with err naming the flag or the step that failed. */
 int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wiring **out, char *err,
                       size_t errlen);
+/* Sets agentbox_egress_connections (the gateway's open connections); the
+ * agent calls it when /metrics renders. NULL is a no-op. */
+void egress_wiring_refresh_metrics(struct egress_wiring *w);
+
+/* The agent will not run after all (its runtime refused to start): removes
+ * the namespace if this agent made it (a predecessor's, which may hold live
+ * sandboxes, stays). Then egress_wiring_free as usual. */
+void egress_wiring_discard(struct egress_wiring *w);
+
 /* Closes the gateway (its sockets and connections). Loop thread, before
  * loop_free. The namespace and its veths stay: the sandboxes keep running
  * and the next agent adopts them. */

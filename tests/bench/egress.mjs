@@ -1,6 +1,6 @@
 // Benchmark: what the egress gateway (issue 12, agent/egress/) costs a
 // sandbox's outbound traffic. A test network namespace behind a veth from the
-// host holds a server on 198.19.213.2 (the benchmarking range: "public" by the policy,
+// host holds a server on 198.19.N.2 (the benchmarking range: "public" by the policy,
 // reachable only on this machine); the same client program runs straight
 // from the host and from inside a real sandbox (through its veth, the egress
 // namespace's redirect and the gateway's splice), in one run:
@@ -26,7 +26,8 @@ const CONNECTS = Number(process.env.BENCH_EGRESS_CONNECTS || 300);
 const tag = `${process.pid % 100000}`;
 const INET = `abx-inbench-${tag}`;
 const HOSTIF = `abxb${tag}`;
-const SERVER = '198.19.213.2';
+const NET = 1 + (process.pid % 250); // one /24 per run: the host's routes are shared
+const SERVER = `198.19.${NET}.2`;
 
 const sh = (cmd, args) => {
     const r = spawnSync(cmd, args, { encoding: 'utf8' });
@@ -70,7 +71,7 @@ async function main() {
     cleanups.push(() => spawnSync('ip', ['link', 'del', HOSTIF]));
     sh('ip', ['netns', 'add', INET]);
     sh('ip', ['link', 'add', HOSTIF, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', INET]);
-    sh('ip', ['addr', 'add', '198.19.213.1/24', 'dev', HOSTIF]);
+    sh('ip', ['addr', 'add', `198.19.${NET}.1/24`, 'dev', HOSTIF]);
     sh('ip', ['link', 'set', HOSTIF, 'up']);
     sh('ip', ['netns', 'exec', INET, 'ip', 'addr', 'add', `${SERVER}/24`, 'dev', 'eth0']);
     sh('ip', ['netns', 'exec', INET, 'ip', 'link', 'set', 'eth0', 'up']);

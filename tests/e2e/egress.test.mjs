@@ -1,11 +1,11 @@
 // Sandbox egress through the agent's gateway (issue 12), tried from inside
 // real sandboxes created with the unmodified e2b SDK. A test network
 // namespace behind a veth from the host stands in for the world: it holds a
-// "public" address (198.18.213.2: the benchmarking range, public by the
+// "public" address (198.18.N.2: the benchmarking range, public by the
 // policy, reachable only on this machine, and used by no other test file,
-// since they share the host's routes), a "private network" one (192.168.213.2) and the DNS
+// since they share the host's routes), a "private network" one (192.168.N.2) and the DNS
 // stand-in the agent's --egress-resolver points at. The host's end of the
-// veth (198.18.213.1) and 127.0.0.1 carry listeners standing in for the hub:
+// veth (198.18.N.1) and 127.0.0.1 carry listeners standing in for the hub:
 // they must receive nothing. Every check here fails on the old slirp4netns
 // network (which reached the host's addresses and private networks, and
 // ignored allowOut/denyOut). Nothing leaves this machine. Needs root.
@@ -19,10 +19,12 @@ import { run, spawnProc, waitFor, metricValue } from '../integration/lib/harness
 const tag = `${process.pid % 100000}`;
 const INET = `abx-ine2e-${tag}`;
 const HOSTIF = `abxe${tag}`;
-const PUBLIC = '198.18.213.2';
-const HOST = '198.18.213.1';
-const PRIVATE = '192.168.213.2';
-const PRIVATE_HOST = '192.168.213.1';
+// one /24 per run: the host's routes are shared with any other run of this file
+const NET = 1 + (process.pid % 250);
+const PUBLIC = `198.18.${NET}.2`;
+const HOST = `198.18.${NET}.1`;
+const PRIVATE = `192.168.${NET}.2`;
+const PRIVATE_HOST = `192.168.${NET}.1`;
 const LIMIT = 1100; // --egress-conns-per-sandbox of this agent
 
 let stack;
@@ -189,6 +191,7 @@ test('default policy: the public address works; the host, loopback, private and 
     assert.ok(m >= 1, `private refusals counted: ${m}`);
     assert.ok((await metricValue(alpha.e2b, 'agentbox_egress_denied_total{reason="host_address"}')) >= 1);
     assert.ok((await metricValue(alpha.e2b, 'agentbox_egress_denied_total{reason="metadata"}')) >= 1);
+    assert.equal(await metricValue(alpha.e2b, 'agentbox_egress_connections'), 0, 'no connection left open');
     // one log line per sandbox and destination
     await echo(s, PRIVATE);
     await echo(s, PRIVATE);
@@ -236,7 +239,7 @@ test('the routing trick: 127.0.0.1 routed out of the sandbox never reaches the h
     await s.kill();
 });
 
-test('DNS inside goes to the gateway and its resolver; UDP other than DNS is dropped', async () => {
+test('DNS inside goes to the gateway and its resolver; UDP other than DNS and ICMP are dropped', async () => {
     const s = await create();
     const conf = (await s.commands.run('cat /etc/resolv.conf')).stdout;
     assert.match(conf, /^nameserver 10\.200\.\d+\.\d+$/m, conf);
@@ -249,6 +252,29 @@ test('DNS inside goes to the gateway and its resolver; UDP other than DNS is dro
     await s.commands.run(`node -e "const u = require('dgram').createSocket('udp4'); u.send('leak', 9999, '${PUBLIC}', () => setTimeout(() => u.close(), 200))"`);
     await echo(s, PUBLIC); // the TCP path is fine meanwhile
     assert.ok(!world.logs().includes('udp leak'), 'UDP to a non-DNS port never arrives');
+    // ICMP: an echo request from the sandbox's namespace (sent from outside as
+    // root: the sandbox has no NET_RAW) gets no reply; the host's own gets one
+    const icmp = `
+import socket, struct, sys, select
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+def csum(b):
+    t = sum(struct.unpack('!%dH' % (len(b) // 2), b)); t = (t >> 16) + (t & 0xffff); t += t >> 16
+    return ~t & 0xffff
+pkt = struct.pack('!BBHHH', 8, 0, 0, 7, 1) + b'abxegress'
+pkt = pkt[:2] + struct.pack('!H', csum(pkt + b'\\0')) + pkt[4:]
+s.sendto(pkt, (sys.argv[1], 0))
+while True:
+    r, _, _ = select.select([s], [], [], 3)
+    if not r: print('none'); break
+    d = s.recv(2048)
+    if d[20] == 0 and d[24:26] == struct.pack('!H', 7): print('reply'); break
+`;
+    fs.writeFileSync('/tmp/abx-icmp.py', icmp);
+    cleanups.push(() => fs.rmSync('/tmp/abx-icmp.py', { force: true }));
+    assert.equal((await sh('python3', ['/tmp/abx-icmp.py', PUBLIC])).trim(), 'reply', 'the probe works from the host');
+    const pid = sandboxPid(s.sandboxId);
+    assert.equal((await sh('nsenter', [`--net=/proc/${pid}/ns/net`, 'python3', '/tmp/abx-icmp.py', PUBLIC])).trim(), 'none',
+        'ICMP from a sandbox is dropped');
     await s.kill();
 });
 
@@ -273,7 +299,7 @@ test('allowOut / denyOut, row by row', async () => {
     const rows = [
         // [network, metadata, {target: reachable?}]
         [{ allowOut: [PUBLIC] }, {}, { pub: true, pub80: true, priv: false }],
-        [{ allowOut: ['198.18.213.0/24'] }, {}, { pub: true, priv: false }],
+        [{ allowOut: [`198.18.${NET}.0/24`] }, {}, { pub: true, priv: false }],
         [{ allowOut: ['203.0.113.7'] }, {}, { pub: false, priv: false }],
         [{ denyOut: [PUBLIC] }, {}, { pub: false, priv: false }],
         [{ allowOut: ['*'] }, {}, { pub: true, priv: false }],
@@ -381,7 +407,7 @@ test('teardown leaves no veth; a restarted agent re-adopts its sandboxes and the
     await waitPool(alpha, 'eg-1c0gi', (p) => p.idle === 2, 'eg warm again', 30000);
     // one veth per sandbox: 2 idle and 1 running (an earlier test's killed
     // sandbox may still be going)
-    await waitFor(async () => (await links()) === 3, { what: 'three veths', timeoutMs: 10000 });
+    await waitFor(async () => (await links()) === 3, { what: 'three veths', timeoutMs: 30000 });
     // the host's own namespace holds no veth of the gateway
     assert.ok(!(await sh('ip', ['-o', 'link'])).split('\n').some((l) => /: eg\d+[@:]/.test(l)));
     // a veth of a sandbox that is gone (slot 4000: nobody's), left behind
@@ -397,5 +423,5 @@ test('teardown leaves no veth; a restarted agent re-adopts its sandboxes and the
     assert.ok(!(await echo(s, PRIVATE)).ok, 'and its policy came back with it');
     assert.ok(!(await sh('ip', ['-n', nsName, '-o', 'link'])).includes('eg4000'), 'the leftover veth was removed');
     await s.kill();
-    await waitFor(async () => (await links()) === 2, { what: 'the killed sandbox\'s veth gone', timeoutMs: 10000 });
+    await waitFor(async () => (await links()) === 2, { what: 'the killed sandbox\'s veth gone', timeoutMs: 30000 });
 });

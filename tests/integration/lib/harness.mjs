@@ -50,13 +50,22 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
 // (/run/netns/<the name in dir/egress-netns>) for a successor: a test's is
 // removed with the directory.
 export function removeEgressNetns(dir) {
-    let name = '';
-    try {
-        name = fs.readFileSync(path.join(dir, 'egress-netns'), 'utf8').trim();
+    const files = [path.join(dir, 'egress-netns')];
+    try { // a state directory one level down (<tmp>/s) counts too
+        for (const e of fs.readdirSync(dir, { withFileTypes: true }))
+            if (e.isDirectory()) files.push(path.join(dir, e.name, 'egress-netns'));
     } catch {
         return;
     }
-    if (/^[A-Za-z0-9._-]+$/.test(name)) spawnSync('ip', ['netns', 'delete', name], { stdio: 'ignore' });
+    for (const f of files) {
+        let name = '';
+        try {
+            name = fs.readFileSync(f, 'utf8').trim();
+        } catch {
+            continue;
+        }
+        if (/^[A-Za-z0-9._-]+$/.test(name)) spawnSync('ip', ['netns', 'delete', name], { stdio: 'ignore' });
+    }
 }
 
 // Lazily unmounts whatever is mounted below dir (sandboxes' writable spaces
