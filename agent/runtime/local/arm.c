@@ -173,12 +173,16 @@ static char *init_body(const struct lrt_waiter *w, const struct lsb *s)
 
 static void post_init(struct lsb *s)
 {
-    struct http_header h[] = {{"Content-Type", "application/json"}};
+    /* a sandbox whose start command ran had its /init already: the second
+     * one must carry the token that one set (the sandbox's own) */
+    char old[sizeof(s->x.token)];
+    struct http_header h[] = {{"Content-Type", "application/json"}, {"X-Access-Token", old}};
     struct http_client_options o = {0};
     char addr[RT_ADDR_MAX];
     char *body;
     size_t len;
 
+    ab_strlcpy(old, s->x.token, sizeof(old));
     /* the caller's token when it brought one, else the sandbox's own */
     if (s->armer->token)
         ab_strlcpy(s->x.token, s->armer->token, sizeof(s->x.token));
@@ -194,7 +198,7 @@ static void post_init(struct lsb *s)
     o.method = "POST";
     o.target = "/init";
     o.headers = h;
-    o.nheaders = 1;
+    o.nheaders = 2;
     o.content_length = (int64_t)len;
     o.timeout_ms = 10000;
     s->phase = PH_ARMING;
@@ -208,6 +212,7 @@ static void post_init(struct lsb *s)
     }
     http_client_write(s->hc, body, len);
     http_client_end(s->hc);
+    explicit_bzero(old, sizeof(old));
     explicit_bzero(body, len);
     free(body);
 }
@@ -282,15 +287,20 @@ void lrt_serve_waiters(struct lrt *rt, struct lpool *p)
 void lrt_waiter_timeout(struct loop_timer *t)
 {
     struct lrt_waiter *w = t->arg;
-    char msg[RT_ERR_MAX];
+    char msg[LRT_START_MSG_MAX], why[LRT_START_MSG_MAX];
+    int n;
 
     w->timer_on = false;
     lrt_waiter_unlink(w->pool, w);
-    snprintf(msg, sizeof(msg),
-             "no sandbox of pool '%s' became ready within %lld ms; the pool "
-             "may be at its sandbox limit or failing to start sandboxes",
-             w->pool->name,
-             (long long)(w->pool->startup_ms ? w->pool->startup_ms : DEFAULT_STARTUP_MS));
+    n = snprintf(msg, sizeof(msg), "no sandbox of pool '%s' became ready within %lld ms",
+                 w->pool->name,
+                 (long long)(w->pool->startup_ms ? w->pool->startup_ms : DEFAULT_STARTUP_MS));
+    /* a pool with start commands says which check holds its sandboxes back */
+    if (lrt_start_describe(w->pool, w->rt, why, sizeof(why)))
+        snprintf(msg + n, sizeof(msg) - (size_t)n, ": %s", why);
+    else
+        snprintf(msg + n, sizeof(msg) - (size_t)n,
+                 "; the pool may be at its sandbox limit or failing to start sandboxes");
     lrt_claim_fail(w, AB_ETIMEOUT, msg);
     lrt_reconcile(w->rt, w->pool);
 }
