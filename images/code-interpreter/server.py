@@ -400,6 +400,16 @@ class Handler(BaseHTTPRequestHandler):
         return out
 
 
+class HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        e = sys.exc_info()[1]
+        if isinstance(e, (ConnectionResetError, BrokenPipeError)):
+            return  # a client that hung up: nothing to report
+        log("request failed", client=str(client_address), error=repr(e))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--host", default="0.0.0.0")
@@ -407,8 +417,7 @@ def main():
     ap.add_argument("--cwd", default=os.path.expanduser("~"))
     a = ap.parse_args()
     app = Server(a.cwd)
-    httpd = ThreadingHTTPServer((a.host, a.port), Handler)
-    httpd.daemon_threads = True
+    httpd = HTTPServer((a.host, a.port), Handler)
     httpd.app = app
     # the port listens at once (a tcpSocket check passes); /health waits for the kernel
     threading.Thread(target=app.start_default, daemon=True).start()

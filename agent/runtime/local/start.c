@@ -304,7 +304,7 @@ static void on_event(struct lstart *st, json_t *ev)
             free(raw);
         }
     } else if ((x = json_object_get(e, "end")) != NULL) {
-        char msg[160];
+        char msg[320];
 
         st->exited = true;
         st->exit_code = (int)json_integer_value(json_object_get(x, "exitCode"));
@@ -316,7 +316,13 @@ static void on_event(struct lstart *st, json_t *ev)
                      st->s->x.dir, "exit_code", msg, "output", tail);
         } else if (st->exit_code != 0) {
             /* exit 0 may be a command that started a daemon: keep checking */
-            snprintf(msg, sizeof(msg), "the start command exited before the sandbox was ready");
+            char what[256];
+            if (st->probe_i < st->s->pool->nprobes) {
+                probe_name(st->s->pool, st->probe_i, what, sizeof(what));
+                snprintf(msg, sizeof(msg), "the start command exited before the %s passed", what);
+            } else {
+                snprintf(msg, sizeof(msg), "the start command exited before the sandbox was ready");
+            }
             fail_now(st, msg);
         }
     }
