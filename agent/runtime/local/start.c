@@ -612,11 +612,13 @@ static void probe_next(struct lstart *st)
 /* The sandbox cannot become idle: the pool remembers why (a claim that
  * times out later quotes it), its oldest waiting claim gets the error now,
  * and the pool backs off before starting another. */
-static void start_failed(struct lsb *s, const char *msg)
+static void start_failed(struct lsb *s, const char *why)
 {
     struct lpool *p = s->pool;
     struct lrt_waiter *w = p->w_head;
+    char msg[LRT_START_MSG_MAX];
 
+    ab_strlcpy(msg, why, sizeof(msg)); /* why lives in s->start, which lrt_destroy frees */
     LOG_WARN("a sandbox did not become ready", "pool", p->name, "dir", s->x.dir, "error", msg);
     ab_strlcpy(p->last_start_err, msg, sizeof(p->last_start_err));
     p->retry_after_ms = ab_now_ms() + RETRY_MS;
