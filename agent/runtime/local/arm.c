@@ -301,6 +301,10 @@ void lrt_waiter_timeout(struct loop_timer *t)
     else
         snprintf(msg + n, sizeof(msg) - (size_t)n,
                  "; the pool may be at its sandbox limit or failing to start sandboxes");
-    lrt_claim_fail(w, AB_ETIMEOUT, msg);
-    lrt_reconcile(w->rt, w->pool);
+    {
+        struct lrt *rt = w->rt; /* lrt_claim_fail frees w */
+        struct lpool *p = w->pool;
+        lrt_claim_fail(w, AB_ETIMEOUT, msg);
+        lrt_reconcile(rt, p);
+    }
 }
