@@ -49,6 +49,7 @@ benchmarks=(
     "federation|node bench/federation.mjs"
     "isolation|node bench/isolation.mjs"
     "envd-upload|node bench/envd_upload.mjs"
+    "code-interpreter|node bench/code_interpreter.mjs"
 )
 
 status=0
