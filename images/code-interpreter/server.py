@@ -45,6 +45,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from jupyter_client.manager import KernelManager
 
+# the create's env vars: the local runtime writes them here (as user) before
+# the claim is reported, since this server started before the claim
+CLAIM_ENVS = os.path.expanduser("~/.agentbox/envs.json")
 MAX_BODY = 16 * 1024 * 1024  # request bodies (code) are bounded
 MAX_CONTEXTS = 64
 KERNEL_START_TIMEOUT = 60
@@ -71,6 +74,23 @@ def log(msg, **kv):
     print(json.dumps(rec), file=sys.stderr, flush=True)
 
 
+def claim_envs():
+    """(signature, dict) of the create's env vars file; (None, {}) when absent."""
+    try:
+        st = os.stat(CLAIM_ENVS)
+        sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+        with open(CLAIM_ENVS, encoding="utf-8") as f:
+            v = json.load(f)
+        if isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
+            return sig, v
+        log("ignoring malformed env vars file", path=CLAIM_ENVS)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as e:
+        log("cannot read env vars file", path=CLAIM_ENVS, error=str(e))
+    return None, {}
+
+
 class Context:
     """One kernel and the lock that makes its executions one at a time."""
 
@@ -81,6 +101,17 @@ class Context:
         self.lock = threading.Lock()
         self.km = None
         self.kc = None
+        self.envs_sig = None  # the claim env vars file last applied
+
+    def apply_claim_envs(self):
+        """The create's env vars hold in the kernel like any process's (kept
+        across executions); applied again only when the file changes."""
+        sig, envs = claim_envs()
+        if sig is None or sig == self.envs_sig:
+            return
+        if envs:
+            self.quiet(f"import os as __ab_os\n__ab_os.environ.update({envs!r})\n")
+        self.envs_sig = sig
 
     def start(self):
         # ipykernel's own "python3" spec: this interpreter (sys.executable)
@@ -103,6 +134,7 @@ class Context:
             log("kernel shutdown failed", context=self.id, error=str(e))
 
     def restart(self):
+        self.envs_sig = None  # a new kernel process: apply them again
         self.kc.stop_channels()
         self.km.restart_kernel(now=True)
         self.kc = self.km.blocking_client()
@@ -339,6 +371,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def run(self, ctx, code, env_vars):
         kc = ctx.kc
+        ctx.apply_claim_envs()
         if env_vars:
             ctx.quiet(env_code(env_vars, "__ab_env_saved"))
         mid = kc.execute(code, store_history=True, allow_stdin=False)

@@ -192,13 +192,21 @@ test('contexts: create, list, separate state, restart, remove', async () => {
     }
 });
 
-test('env vars hold for one execution; the kernel runs as user', async () => {
+test('env vars: those of the create hold in every context, those of runCode for one execution; the kernel runs as user', async () => {
     const { Sandbox } = CI;
-    const sbx = await Sandbox.create({ ...ways()['agent alpha'], timeoutMs: 300000 });
+    const sbx = await Sandbox.create({ ...ways()['agent alpha'], envs: { CREATE_VAR: 'from-create' }, timeoutMs: 300000 });
     try {
-        const r = await sbx.runCode('import os; os.environ.get("CI_VAR")', { envs: { CI_VAR: 'set-for-this-call' } });
-        assert.equal(r.text, "'set-for-this-call'");
-        assert.equal((await sbx.runCode('import os; repr(os.environ.get("CI_VAR"))')).text, "'None'");
+        // the server started before the claim; the create's env vars still reach its kernels
+        assert.equal((await sbx.runCode('import os; os.environ.get("CREATE_VAR")')).text, "'from-create'", logs());
+        const ctx = await sbx.createCodeContext();
+        assert.equal((await sbx.runCode('import os; os.environ.get("CREATE_VAR")', { context: ctx })).text, "'from-create'");
+
+        const r = await sbx.runCode('import os; os.environ.get("CI_VAR"), os.environ.get("CREATE_VAR")', {
+            envs: { CI_VAR: 'set-for-this-call', CREATE_VAR: 'overridden' },
+        });
+        assert.equal(r.text, "('set-for-this-call', 'overridden')");
+        const after = await sbx.runCode('import os; repr(os.environ.get("CI_VAR")), os.environ.get("CREATE_VAR")');
+        assert.equal(after.text, "('None', 'from-create')", 'restored after the execution');
         assert.equal((await sbx.runCode('import getpass; getpass.getuser()')).text, "'user'");
     } finally {
         await sbx.kill();

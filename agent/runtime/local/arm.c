@@ -114,7 +114,16 @@ static void init_data(struct http_client *c, const void *d, size_t len, void *ar
     (void)arg;
 }
 
-static void init_end(struct http_client *c, void *arg)
+/* ---- the claim's env vars for a start command ------------------------------------- */
+
+/* A start command ran before the claim (start.c), so it never saw the
+ * claim's env vars; envd's /envs, where E2B's servers read them, is not
+ * reachable from inside our sandboxes (the socket is root's). They are
+ * written, as user, to this file before the claim is reported; servers
+ * started by a start command read it (images/code-interpreter/server.py). */
+#define CLAIM_ENVS_TARGET "/files?path=/home/user/.agentbox/envs.json&username=user"
+
+static void envs_end(struct http_client *c, void *arg)
 {
     struct lsb *s = arg;
     char msg[RT_ERR_MAX];
@@ -123,6 +132,83 @@ static void init_end(struct http_client *c, void *arg)
     s->hc = NULL;
     if (s->http_status >= 200 && s->http_status < 300) {
         armed(s);
+        return;
+    }
+    snprintf(msg, sizeof(msg), "sandbox envd answered %d to writing the claim's env vars",
+             s->http_status);
+    arm_failed(s, msg);
+}
+
+static void envs_error(struct http_client *c, int err, const char *m, void *arg)
+{
+    struct lsb *s = arg;
+    char msg[RT_ERR_MAX];
+
+    (void)c;
+    (void)err;
+    s->hc = NULL;
+    snprintf(msg, sizeof(msg), "sandbox envd did not answer writing the claim's env vars: %s",
+             m ? m : "error");
+    arm_failed(s, msg);
+}
+
+static const struct http_client_handler envs_handler = {
+    .on_head = init_head,
+    .on_data = init_data,
+    .on_end = envs_end,
+    .on_error = envs_error,
+};
+
+static void post_envs(struct lsb *s)
+{
+    struct http_header h[] = {{"Content-Type", "application/octet-stream"},
+                              {"X-Access-Token", s->x.token}};
+    struct http_client_options o = {0};
+    char addr[RT_ADDR_MAX];
+    char *body = json_dumps(s->armer->env_vars, JSON_COMPACT);
+    size_t len = body ? strlen(body) : 0;
+
+    if (!body || len > INIT_BODY_MAX) {
+        if (body)
+            explicit_bzero(body, len);
+        free(body);
+        arm_failed(s, "the claim's env vars could not be written (too large or out of memory)");
+        return;
+    }
+    snprintf(addr, sizeof(addr), "unix:%s", s->x.socket);
+    o.addr = addr;
+    o.method = "POST";
+    o.target = CLAIM_ENVS_TARGET;
+    o.headers = h;
+    o.nheaders = 2;
+    o.content_length = (int64_t)len;
+    o.timeout_ms = 10000;
+    s->http_status = 0;
+    s->hc = http_client_start(s->rt->loop, &o, &envs_handler, s);
+    if (!s->hc) {
+        explicit_bzero(body, len);
+        free(body);
+        arm_failed(s, "cannot start the request to the sandbox's envd");
+        return;
+    }
+    http_client_write(s->hc, body, len);
+    http_client_end(s->hc);
+    explicit_bzero(body, len);
+    free(body);
+}
+
+static void init_end(struct http_client *c, void *arg)
+{
+    struct lsb *s = arg;
+    char msg[RT_ERR_MAX];
+
+    (void)c;
+    s->hc = NULL;
+    if (s->http_status >= 200 && s->http_status < 300) {
+        if (lrt_start_needed(s->pool) && json_object_size(s->armer->env_vars) > 0)
+            post_envs(s);
+        else
+            armed(s);
         return;
     }
     snprintf(msg, sizeof(msg), "sandbox envd answered %d to POST /init", s->http_status);
