@@ -642,7 +642,14 @@ static void step_timer(struct loop_timer *t)
         post_init(st);
         return;
     case ST_START:
-        start_command(st);
+        if (!st->cmd_hc && !st->started) {
+            start_command(st);
+            /* envd answers Start with its "start" event at once; bound the wait */
+            if (st->step == ST_START)
+                later(st, s->deadline_ms - ab_now_ms());
+            return;
+        }
+        fail_now(st, "envd did not start the start command before the startup timeout");
         return;
     case ST_PROBE:
         if (!st->probe_hc)
