@@ -96,7 +96,9 @@ static void ring_put(struct lstart *st, const uint8_t *d, size_t n)
     st->rlen = AB_MIN(st->rlen + n, (size_t)START_RING);
 }
 
-/* The last lines of the command's output, control bytes as '?', into out. */
+/* The last lines of the command's output into out, control bytes and
+ * non-ASCII as '?': the text goes into JSON error bodies, which need valid
+ * UTF-8, and the ring's first bytes may be half a character. */
 static void ring_tail(const struct lstart *st, char *out, size_t outlen)
 {
     char tmp[START_TAIL_MAX + 1];
@@ -117,7 +119,7 @@ static void ring_tail(const struct lstart *st, char *out, size_t outlen)
     }
     for (i = k; i < n; i++) {
         unsigned char c = (unsigned char)tmp[i];
-        tmp[i] = c == '\n' ? '\n' : (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+        tmp[i] = c == '\n' ? '\n' : (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
     }
     tmp[n] = '\0';
     snprintf(out, outlen, "%s", tmp + k);
