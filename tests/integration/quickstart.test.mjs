@@ -63,14 +63,19 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
     // the SDK, unchanged, in a child process with the env file's settings
     const script = `
         import { Sandbox } from 'e2b';
+        import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter';
         const viaHub = { apiUrl: process.env.HUB_E2B_API_URL, sandboxUrl: process.env.HUB_DATA_URL };
         const a = await Sandbox.create('demo');
         await a.files.write('/home/user/x.txt', 'hello');
         const got = await a.files.read('/home/user/x.txt');
         const h = await Sandbox.create('demo', viaHub);
         const r = await h.commands.run('echo from-$((20+22))');
-        console.log(JSON.stringify({ a: a.sandboxId, got, h: h.sandboxId, out: r.stdout.trim() }));
-        await a.kill(); await h.kill();
+        // the quick start's code-interpreter-v1 (the SDK's default template)
+        const ci = await CodeInterpreter.create();
+        await ci.runCode('x = 6 * 7');
+        const cx = await ci.runCode('x');
+        console.log(JSON.stringify({ a: a.sandboxId, got, h: h.sandboxId, out: r.stdout.trim(), ci: cx.text }));
+        await a.kill(); await h.kill(); await ci.kill();
     `;
     const file = path.join(repoRoot(), 'tests', `.qs-sdk-${process.pid}.mjs`);
     fs.writeFileSync(file, script);
@@ -97,6 +102,7 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
     assert.equal(res.got, 'hello');
     assert.match(res.h, /^(alpha|beta)-[a-z0-9]{20}$/);
     assert.equal(res.out, 'from-42');
+    assert.equal(res.ci, '42', 'runCode keeps state on the quick start\'s code-interpreter-v1');
 
     // stop: every process it started is gone, sandboxes included
     const pids = fs.readdirSync(path.join(runDir, 'pids')).map((f) => Number(fs.readFileSync(path.join(runDir, 'pids', f), 'utf8')));
