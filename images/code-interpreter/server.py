@@ -299,7 +299,10 @@ class Handler(BaseHTTPRequestHandler):
             if ctx is None:
                 return self.error(404, f"context '{parts[1]}' not found")
             with ctx.lock:
-                ctx.restart()
+                try:
+                    ctx.restart()
+                except Exception as e:
+                    return self.error(500, f"the kernel did not restart: {e}")
             return self.reply(204)
         self.error(404, f"no route POST {path}")
 
@@ -357,7 +360,15 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             try:
-                self.run(ctx, code, env_vars)
+                try:
+                    self.run(ctx, code, env_vars)
+                except (BrokenPipeError, ConnectionResetError):
+                    raise
+                except Exception as e:  # the kernel's channels failed: say so in-stream
+                    log("execution failed", context=ctx.id, error=repr(e))
+                    self.chunk({"type": "error", "name": type(e).__name__, "value": str(e),
+                                "traceback": ""})
+                    self.chunk({"type": "end_of_execution"})
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
