@@ -24,6 +24,12 @@ code, restored after. A client that goes away mid-execution (the SDK's
 timeoutMs aborts the request) interrupts the kernel, so the context is free
 for the next call.
 
+The create's env vars and the sandbox's access token reach this server
+(started before the claim) through ~/.agentbox/claim.json, which the local
+runtime writes before it reports the claim: env vars hold in every kernel;
+/execute needs X-Access-Token (the SDK sends the envd access token with
+runCode), other routes refuse a wrong one.
+
 Standard library + Debian's python3-jupyter-client only; no pip. Threaded:
 each request has its thread; kernels talk ZeroMQ through jupyter_client's
 blocking client. Logs go to stderr, which the runtime keeps for start-command
@@ -31,6 +37,8 @@ errors.
 """
 
 import argparse
+import hashlib
+import hmac
 import json
 import os
 import queue
@@ -45,9 +53,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from jupyter_client.manager import KernelManager
 
-# the create's env vars: the local runtime writes them here (as user) before
-# the claim is reported, since this server started before the claim
-CLAIM_ENVS = os.path.expanduser("~/.agentbox/envs.json")
+# What the local runtime writes (as user) before it reports a claim, since
+# this server started before the claim: {"envVars": {...},
+# "accessTokenSha256": "<hex of SHA-256 of the sandbox's envd access token>"}
+CLAIM_FILE = os.path.expanduser("~/.agentbox/claim.json")
 MAX_BODY = 16 * 1024 * 1024  # request bodies (code) are bounded
 MAX_CONTEXTS = 64
 KERNEL_START_TIMEOUT = 60
@@ -74,21 +83,43 @@ def log(msg, **kv):
     print(json.dumps(rec), file=sys.stderr, flush=True)
 
 
-def claim_envs():
-    """(signature, dict) of the create's env vars file; (None, {}) when absent."""
+def read_claim():
+    """(signature, env vars, token digest or None) of the claim file."""
     try:
-        st = os.stat(CLAIM_ENVS)
+        st = os.stat(CLAIM_FILE)
         sig = (st.st_mtime_ns, st.st_size, st.st_ino)
-        with open(CLAIM_ENVS, encoding="utf-8") as f:
+        with open(CLAIM_FILE, encoding="utf-8") as f:
             v = json.load(f)
-        if isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
-            return sig, v
-        log("ignoring malformed env vars file", path=CLAIM_ENVS)
+        envs = v.get("envVars") if isinstance(v, dict) else None
+        digest = v.get("accessTokenSha256") if isinstance(v, dict) else None
+        if isinstance(envs, dict) and all(
+            isinstance(k, str) and isinstance(x, str) for k, x in envs.items()
+        ) and (digest is None or isinstance(digest, str)):
+            return sig, envs, digest
+        log("ignoring a malformed claim file", path=CLAIM_FILE)
     except FileNotFoundError:
         pass
     except (OSError, ValueError) as e:
-        log("cannot read env vars file", path=CLAIM_ENVS, error=str(e))
-    return None, {}
+        log("cannot read the claim file", path=CLAIM_FILE, error=str(e))
+    return None, {}, None
+
+
+def claim_envs():
+    sig, envs, _ = read_claim()
+    return sig, envs
+
+
+def token_state(header):
+    """'ok', 'missing' or 'wrong' for an X-Access-Token value. Before any
+    claim (no file) nothing can reach this port: the data plane routes only
+    to claimed sandboxes, so everything is 'ok'."""
+    _, _, digest = read_claim()
+    if not digest:
+        return "ok"
+    if not header:
+        return "missing"
+    got = hashlib.sha256(header.encode("utf-8")).hexdigest()
+    return "ok" if hmac.compare_digest(got, digest) else "wrong"
 
 
 class Context:
@@ -251,9 +282,25 @@ class Handler(BaseHTTPRequestHandler):
 
     # ---- routes ------------------------------------------------------------
 
+    def authorized(self, need):
+        """The sandbox's envd access token, which the SDK sends with runCode:
+        the data plane does not authenticate this port. A wrong token is
+        refused everywhere; a missing one only where code runs (@e2b/code-
+        interpreter 2.8.0 sends none with its context calls)."""
+        state = token_state(self.headers.get("X-Access-Token", ""))
+        if state == "ok" or (state == "missing" and not need):
+            return True
+        n = int(self.headers.get("Content-Length") or 0)
+        if 0 < n <= MAX_BODY:
+            self.rfile.read(n)  # keep the connection usable
+        self.error(401, "Unauthorized: this call needs the sandbox's access token (X-Access-Token)")
+        return False
+
     def do_GET(self):
         path = self.path.split("?", 1)[0]
         srv = self.server.app
+        if path != "/health" and not self.authorized(False):
+            return
         if path == "/health":
             if srv.ready:
                 self.reply(200, "OK")
@@ -269,6 +316,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         path = self.path.split("?", 1)[0]
         srv = self.server.app
+        if not self.authorized(False):
+            return
         parts = path.strip("/").split("/")
         if len(parts) == 2 and parts[0] == "contexts":
             with srv.lock:
@@ -285,6 +334,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         path = self.path.split("?", 1)[0]
         srv = self.server.app
+        if not self.authorized(path == "/execute"):
+            return
         try:
             req = self.body()
         except (ValueError, json.JSONDecodeError) as e:

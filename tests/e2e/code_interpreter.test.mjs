@@ -213,6 +213,37 @@ test('env vars: those of the create hold in every context, those of runCode for 
     }
 });
 
+test('the server runs code only for callers with the sandbox\'s access token (the data plane does not check it)', async () => {
+    const { Sandbox } = CI;
+    const sbx = await Sandbox.create({ ...ways()['agent alpha'], timeoutMs: 300000 });
+    try {
+        const attempt = (token) => fetch(`${alpha.data}/execute`, {
+            method: 'POST',
+            headers: {
+                'Content-Type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49999',
+                ...(token === undefined ? {} : { 'X-Access-Token': token }),
+            },
+            body: JSON.stringify({ code: 'open("/home/user/pwned", "w").write("x")' }),
+        });
+        for (const token of [undefined, '', 'not-the-token', `${sbx.envdAccessToken}x`]) {
+            const r = await attempt(token);
+            assert.equal(r.status, 401, `token ${JSON.stringify(token)}: ${r.status} ${await r.text()}`);
+        }
+        // a wrong token is refused on the context routes too
+        const ctx = await fetch(`${alpha.data}/contexts`, {
+            headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49999', 'X-Access-Token': 'nope' },
+        });
+        assert.equal(ctx.status, 401);
+        assert.equal(await sbx.files.exists('/home/user/pwned'), false, 'no code ran');
+        const ok = await attempt(sbx.envdAccessToken);
+        assert.equal(ok.status, 200);
+        await ok.text();
+        assert.equal(await sbx.files.exists('/home/user/pwned'), true, 'the token holder runs code');
+    } finally {
+        await sbx.kill();
+    }
+});
+
 test('timeoutMs ends a runCode with TimeoutError and frees the context for the next call', async () => {
     const { Sandbox, TimeoutError } = CI;
     const sbx = await Sandbox.create({ ...ways()['agent alpha'], timeoutMs: 300000 });

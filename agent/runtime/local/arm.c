@@ -114,16 +114,19 @@ static void init_data(struct http_client *c, const void *d, size_t len, void *ar
     (void)arg;
 }
 
-/* ---- the claim's env vars for a start command ------------------------------------- */
+/* ---- what a start command's server learns of the claim -------------------------- */
 
 /* A start command ran before the claim (start.c), so it never saw the
- * claim's env vars; envd's /envs, where E2B's servers read them, is not
- * reachable from inside our sandboxes (the socket is root's). They are
- * written, as user, to this file before the claim is reported; servers
- * started by a start command read it (images/code-interpreter/server.py). */
-#define CLAIM_ENVS_TARGET "/files?path=/home/user/.agentbox/envs.json&username=user"
+ * claim's env vars nor its access token; envd's /envs, where E2B's servers
+ * read the former, is not reachable from inside our sandboxes (the socket is
+ * root's). Both are written, as user, to this file before the claim is
+ * reported: {"envVars": {...}, "accessTokenSha256": "<hex>"}. Servers started
+ * by a start command read it (images/code-interpreter/server.py applies the
+ * env vars and refuses code from callers without the sandbox's token: the
+ * data plane does not authenticate ports other than envd's). */
+#define CLAIM_FILE_TARGET "/files?path=/home/user/.agentbox/claim.json&username=user"
 
-static void envs_end(struct http_client *c, void *arg)
+static void claim_file_end(struct http_client *c, void *arg)
 {
     struct lsb *s = arg;
     char msg[RT_ERR_MAX];
@@ -134,12 +137,12 @@ static void envs_end(struct http_client *c, void *arg)
         armed(s);
         return;
     }
-    snprintf(msg, sizeof(msg), "sandbox envd answered %d to writing the claim's env vars",
+    snprintf(msg, sizeof(msg), "sandbox envd answered %d to writing the claim file",
              s->http_status);
     arm_failed(s, msg);
 }
 
-static void envs_error(struct http_client *c, int err, const char *m, void *arg)
+static void claim_file_error(struct http_client *c, int err, const char *m, void *arg)
 {
     struct lsb *s = arg;
     char msg[RT_ERR_MAX];
@@ -147,44 +150,52 @@ static void envs_error(struct http_client *c, int err, const char *m, void *arg)
     (void)c;
     (void)err;
     s->hc = NULL;
-    snprintf(msg, sizeof(msg), "sandbox envd did not answer writing the claim's env vars: %s",
+    snprintf(msg, sizeof(msg), "sandbox envd did not answer writing the claim file: %s",
              m ? m : "error");
     arm_failed(s, msg);
 }
 
-static const struct http_client_handler envs_handler = {
+static const struct http_client_handler claim_file_handler = {
     .on_head = init_head,
     .on_data = init_data,
-    .on_end = envs_end,
-    .on_error = envs_error,
+    .on_end = claim_file_end,
+    .on_error = claim_file_error,
 };
 
-static void post_envs(struct lsb *s)
+static void post_claim_file(struct lsb *s)
 {
     struct http_header h[] = {{"Content-Type", "application/octet-stream"},
                               {"X-Access-Token", s->x.token}};
     struct http_client_options o = {0};
-    char addr[RT_ADDR_MAX];
-    char *body = json_dumps(s->armer->env_vars, JSON_COMPACT);
-    size_t len = body ? strlen(body) : 0;
+    char addr[RT_ADDR_MAX], digest[65];
+    json_t *doc;
+    char *body;
+    size_t len;
 
+    crypto_sha256_hex(s->x.token, digest);
+    doc = json_pack("{s:o, s:s}", "envVars",
+                    s->armer->env_vars ? json_deep_copy(s->armer->env_vars) : json_object(),
+                    "accessTokenSha256", digest);
+    body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    len = body ? strlen(body) : 0;
     if (!body || len > INIT_BODY_MAX) {
         if (body)
             explicit_bzero(body, len);
         free(body);
-        arm_failed(s, "the claim's env vars could not be written (too large or out of memory)");
+        arm_failed(s, "the claim file could not be built (too large or out of memory)");
         return;
     }
     snprintf(addr, sizeof(addr), "unix:%s", s->x.socket);
     o.addr = addr;
     o.method = "POST";
-    o.target = CLAIM_ENVS_TARGET;
+    o.target = CLAIM_FILE_TARGET;
     o.headers = h;
     o.nheaders = 2;
     o.content_length = (int64_t)len;
     o.timeout_ms = 10000;
     s->http_status = 0;
-    s->hc = http_client_start(s->rt->loop, &o, &envs_handler, s);
+    s->hc = http_client_start(s->rt->loop, &o, &claim_file_handler, s);
     if (!s->hc) {
         explicit_bzero(body, len);
         free(body);
@@ -205,8 +216,8 @@ static void init_end(struct http_client *c, void *arg)
     (void)c;
     s->hc = NULL;
     if (s->http_status >= 200 && s->http_status < 300) {
-        if (lrt_start_needed(s->pool) && json_object_size(s->armer->env_vars) > 0)
-            post_envs(s);
+        if (lrt_start_needed(s->pool))
+            post_claim_file(s);
         else
             armed(s);
         return;
