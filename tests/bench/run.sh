@@ -50,6 +50,7 @@ benchmarks=(
     "isolation|node bench/isolation.mjs"
     "envd-upload|node bench/envd_upload.mjs"
     "code-interpreter|node bench/code_interpreter.mjs"
+    "egress|node bench/egress.mjs"
 )
 
 status=0
