@@ -59,7 +59,7 @@ from jupyter_client.manager import KernelManager
 CLAIM_FILE = os.path.expanduser("~/.agentbox/claim.json")
 MAX_BODY = 16 * 1024 * 1024  # request bodies (code) are bounded
 MAX_CONTEXTS = 64
-KERNEL_START_TIMEOUT = 60
+KERNEL_START_TIMEOUT = 110  # below the env's startup timeout (120 s), so a stuck kernel fails the start command first
 ENV_NAME_MAX = 256
 
 # MIME type of a Jupyter display -> the Result field the SDK reads

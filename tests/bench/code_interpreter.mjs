@@ -31,7 +31,7 @@ async function main() {
     const stack = await startStack({ clusters: ['alpha', 'beta'], manifests: manifestsDir([ci.replaceAll(INSTALLED, server)]) });
     try {
         const alpha = stack.agents.alpha;
-        await waitPool(alpha, 'code-interpreter-v1-1c1gi', (s) => s.idle >= 1, 'warm', 120000);
+        await waitPool(alpha, 'code-interpreter-v1-1c1gi', (s) => s.idle >= 1, 'warm', 180000);
         const { Sandbox } = await import('@e2b/code-interpreter');
         const ways = {
             'agent alpha': { apiUrl: alpha.e2b, sandboxUrl: alpha.data, apiKey: stack.key },

@@ -78,8 +78,8 @@ before(async () => {
     stack = await startStack({ clusters: ['alpha', 'beta'], manifests });
     alpha = stack.agents.alpha;
     const plainIdle = waitPool(alpha, 'plain-1c0gi', (s) => s.idle >= 1, 'plain warm', 60000).then(() => Date.now(), (e) => e);
-    await waitPool(alpha, POOL, (s) => s.idle >= 1, 'alpha code interpreter warm', 90000);
-    await waitPool(stack.agents.beta, POOL, (s) => s.idle >= 1, 'beta code interpreter warm', 90000);
+    await waitPool(alpha, POOL, (s) => s.idle >= 1, 'alpha code interpreter warm', 180000);
+    await waitPool(stack.agents.beta, POOL, (s) => s.idle >= 1, 'beta code interpreter warm', 180000);
     plainIdleAt = await plainIdle;
     if (plainIdleAt instanceof Error) throw plainIdleAt;
     CI = await import('@e2b/code-interpreter');
