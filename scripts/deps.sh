@@ -14,6 +14,10 @@ PACKAGES=(
   nodejs npm
   prometheus
   kubernetes-client
+  # the code-interpreter server (images/code-interpreter/server.py): Debian 12
+  # ships python3-ipykernel 6.17.0, python3-jupyter-client 7.4.9,
+  # python3-matplotlib 3.6.3 (plots as PNG)
+  python3-ipykernel python3-jupyter-client python3-matplotlib
   # tests/tools/helmrender (renders helm/ charts in tests; Helm is not packaged):
   # Go in GOPATH mode, sprig and every package sprig imports, and a YAML library
   golang-go golang-github-masterminds-sprig-dev golang-github-masterminds-semver-dev

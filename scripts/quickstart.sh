@@ -134,6 +134,8 @@ for p in "$HUB_PORT" "$HUB_TUNNEL_PORT" "${ALPHA_PORTS[@]}" "${BETA_PORTS[@]}"; 
 done
 
 bash scripts/deps.sh
+# the code-interpreter-v1 env's start command runs this; sandboxes see /usr
+install -D -m 0755 images/code-interpreter/server.py /usr/local/lib/agentbox/code-interpreter/server.py
 say "building into $BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTBOX_TESTS=OFF >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" >/dev/null

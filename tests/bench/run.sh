@@ -49,6 +49,7 @@ benchmarks=(
     "federation|node bench/federation.mjs"
     "isolation|node bench/isolation.mjs"
     "envd-upload|node bench/envd_upload.mjs"
+    "code-interpreter|node bench/code_interpreter.mjs"
     "egress|node bench/egress.mjs"
     "egress-intercept|$build/bench_egress_intercept"
     "native-api|node bench/native_api.mjs"

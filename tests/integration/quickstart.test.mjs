@@ -63,6 +63,7 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
     // the SDK, unchanged, in a child process with the env file's settings
     const script = `
         import { Sandbox } from 'e2b';
+        import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter';
         const viaHub = { apiUrl: process.env.HUB_E2B_API_URL, sandboxUrl: process.env.HUB_DATA_URL };
         const a = await Sandbox.create('demo');
         await a.files.write('/home/user/x.txt', 'hello');
@@ -74,8 +75,12 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
         const route = (await a.commands.run('ip -4 route show default')).stdout.trim();
         const hub = new URL(process.env.AGENTBOX_HUB_URL).port;
         const probe = await a.commands.run(\`node -e "const s = require('net').connect(\${hub}, '10.0.2.2'); s.on('connect', () => console.log('REACHED')); s.on('error', (e) => console.log(e.code)); s.setTimeout(3000, () => { console.log('TIMEOUT'); s.destroy(); })"\`);
-        console.log(JSON.stringify({ a: a.sandboxId, got, h: h.sandboxId, out: r.stdout.trim(), route, probe: probe.stdout.trim() }));
-        await a.kill(); await h.kill();
+        // the quick start's code-interpreter-v1 (the SDK's default template)
+        const ci = await CodeInterpreter.create();
+        await ci.runCode('x = 6 * 7');
+        const cx = await ci.runCode('x');
+        console.log(JSON.stringify({ a: a.sandboxId, got, h: h.sandboxId, out: r.stdout.trim(), route, probe: probe.stdout.trim(), ci: cx.text }));
+        await a.kill(); await h.kill(); await ci.kill();
     `;
     const file = path.join(repoRoot(), 'tests', `.qs-sdk-${process.pid}.mjs`);
     fs.writeFileSync(file, script);
@@ -102,6 +107,7 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
     assert.equal(res.got, 'hello');
     assert.match(res.h, /^(alpha|beta)-[a-z0-9]{20}$/);
     assert.equal(res.out, 'from-42');
+    assert.equal(res.ci, '42', 'runCode keeps state on the quick start\'s code-interpreter-v1');
     assert.match(res.route, /^default via 10\.20[01]\.\d+\.\d+ dev eth0/, res.route);
     assert.notEqual(res.probe, 'REACHED', 'the hub is not reachable from a sandbox');
     const netnsNames = fs.readdirSync(runDir).map((c) => path.join(runDir, c, 'state', 'egress-netns'))

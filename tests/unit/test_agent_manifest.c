@@ -506,6 +506,108 @@ static void test_directory_load_and_signature(void **state)
     }
 }
 
+#define HEAD_RT HEAD_POOL "spec:\n  replicas: 1\n  runtimes:\n"
+
+/* runtimes[].readinessProbe and config.startCommand: what the local runtime
+ * starts and waits for before a sandbox is idle. */
+static void test_start_command_and_readiness(void **state)
+{
+    struct mf_set *s;
+    struct mf_pool_view v[4];
+    int n = 0;
+    const struct mf_runtime *r;
+
+    (void)state;
+    s = parse(HEAD_RT
+              "  - name: envd\n    port: 49983\n"
+              "  - name: app\n    port: 49999\n"
+              "    readinessProbe: {httpGet: {port: 49999, path: /health}, periodSeconds: 2,"
+              " timeoutSeconds: 3, failureThreshold: 5}\n"
+              "    config: {startCommand: \"python3 -m server --port 49999\", other: [1]}\n"
+              "  - name: db\n    readinessProbe: {tcpSocket: {port: 5432}}\n");
+    assert_int_equal(s->nerrs, 0);
+    assert_int_equal(s->nobjs, 1);
+    r = s->objs[0]->u.pool.runtimes;
+    assert_int_equal(s->objs[0]->u.pool.nruntimes, 3);
+    assert_int_equal(r[0].probe.kind, MF_PROBE_NONE);
+    assert_string_equal(r[0].start_command, "");
+    assert_int_equal(r[1].probe.kind, MF_PROBE_HTTP);
+    assert_int_equal(r[1].probe.port, 49999);
+    assert_string_equal(r[1].probe.path, "/health");
+    assert_int_equal(r[1].probe.period_s, 2);
+    assert_int_equal(r[1].probe.timeout_s, 3);
+    assert_string_equal(r[1].start_command, "python3 -m server --port 49999");
+    assert_int_equal(r[2].probe.kind, MF_PROBE_TCP);
+    assert_int_equal(r[2].probe.port, 5432);
+    assert_int_equal(mf_set_pools(s, "any", v, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(v[0].runtimes, r);
+    assert_int_equal(v[0].nruntimes, 3);
+    mf_set_free(s);
+
+    /* httpGet without a path checks "/" */
+    s = parse(HEAD_RT "  - {name: a, readinessProbe: {httpGet: {port: 80}}}\n");
+    assert_int_equal(s->nerrs, 0);
+    assert_string_equal(s->objs[0]->u.pool.runtimes[0].probe.path, "/");
+    mf_set_free(s);
+
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {periodSeconds: 1}}\n", 7,
+                 "field 'spec.runtimes[0].readinessProbe' needs httpGet or tcpSocket");
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {httpGet: {path: /x}}}\n", 7,
+                 "field 'spec.runtimes[0].readinessProbe.httpGet.port' is required");
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {tcpSocket: {port: \"http\"}}}\n", 7,
+                 "field 'spec.runtimes[0].readinessProbe.tcpSocket.port' must be a port number: "
+                 "named ports are not supported");
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {tcpSocket: {port: 0}}}\n", 7,
+                 "field 'spec.runtimes[0].readinessProbe.tcpSocket.port' must be an integer from "
+                 "1 to 65535");
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {httpGet: {port: 1, path: health}}}\n", 7,
+                 "field 'spec.runtimes[0].readinessProbe.httpGet.path' must start with '/'");
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {httpGet: {port: 1, scheme: HTTPS}}}\n", 7,
+                 "field 'spec.runtimes[0].readinessProbe.httpGet.scheme' must be HTTP");
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {exec: {command: [true]}}}\n", 7,
+                 "field 'spec.runtimes[0].readinessProbe.exec' is not supported by the local "
+                 "runtime");
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {tcpSocket: {port: 1}, httpGet: {port: "
+                         "1}}}\n",
+                 7, "field 'spec.runtimes[0].readinessProbe.httpGet' is a second check");
+    expect_error(HEAD_RT
+                 "  - {name: a, readinessProbe: {tcpSocket: {port: 1}, periodSeconds: 0}}\n",
+                 7, "field 'spec.runtimes[0].readinessProbe.periodSeconds' must be");
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {tcpSocket: {port: 1}, period: 1}}\n", 7,
+                 "unknown field 'spec.runtimes[0].readinessProbe.period'");
+    expect_error(HEAD_RT "  - {name: a, config: {startCommand: \"\"}}\n", 7,
+                 "field 'spec.runtimes[0].config.startCommand' must not be empty");
+    expect_error(HEAD_RT "  - {name: a, config: {startCommand: [x]}}\n", 7,
+                 "field 'spec.runtimes[0].config.startCommand' must be a single value");
+    expect_error(HEAD_RT "  - {name: a, config: {startCommand: x}}\n"
+                         "  - {name: b, config: {startCommand: y}}\n",
+                 8, "field 'spec.runtimes[1].config.startCommand': runtime 'a' has one already");
+}
+
+/* A pool without runtimes of its own takes its template's. */
+static void test_pool_takes_template_runtimes(void **state)
+{
+    struct mf_set *s = mf_set_new();
+    struct mf_pool_view v[2];
+    int n = 0;
+    const char *text =
+        "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxTemplate\nmetadata: {name: t}\n"
+        "spec:\n  runtimes:\n  - name: app\n    readinessProbe: {tcpSocket: {port: 8080}}\n"
+        "    config: {startCommand: run-app}\n"
+        "---\n" HEAD_POOL "spec: {replicas: 1, templateName: t}\n";
+
+    (void)state;
+    assert_int_equal(mf_parse_buffer(s, "m.yaml", text, strlen(text)), 0);
+    assert_int_equal(s->nerrs, 0);
+    assert_int_equal(mf_set_pools(s, "any", v, 2, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].nruntimes, 1);
+    assert_string_equal(v[0].runtimes[0].start_command, "run-app");
+    assert_int_equal(v[0].runtimes[0].probe.port, 8080);
+    mf_set_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +623,8 @@ int main(void)
         cmocka_unit_test(test_multi_document_keeps_good_objects),
         cmocka_unit_test(test_aliases_are_bounded),
         cmocka_unit_test(test_directory_load_and_signature),
+        cmocka_unit_test(test_start_command_and_readiness),
+        cmocka_unit_test(test_pool_takes_template_runtimes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

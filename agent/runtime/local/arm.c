@@ -140,7 +140,19 @@ static void init_data(struct http_client *c, const void *d, size_t len, void *ar
     (void)arg;
 }
 
-static void init_end(struct http_client *c, void *arg)
+/* ---- what a start command's server learns of the claim -------------------------- */
+
+/* A start command ran before the claim (start.c), so it never saw the
+ * claim's env vars nor its access token; envd's /envs, where E2B's servers
+ * read the former, is not reachable from inside our sandboxes (the socket is
+ * root's). Both are written, as user, to this file before the claim is
+ * reported: {"envVars": {...}, "accessTokenSha256": "<hex>"}. Servers started
+ * by a start command read it (images/code-interpreter/server.py applies the
+ * env vars and refuses code from callers without the sandbox's token: the
+ * data plane does not authenticate ports other than envd's). */
+#define CLAIM_FILE_TARGET "/files?path=/home/user/.agentbox/claim.json&username=user"
+
+static void claim_file_end(struct http_client *c, void *arg)
 {
     struct lsb *s = arg;
     char msg[RT_ERR_MAX];
@@ -149,6 +161,91 @@ static void init_end(struct http_client *c, void *arg)
     s->hc = NULL;
     if (s->http_status >= 200 && s->http_status < 300) {
         armed(s);
+        return;
+    }
+    snprintf(msg, sizeof(msg), "sandbox envd answered %d to writing the claim file",
+             s->http_status);
+    arm_failed(s, msg);
+}
+
+static void claim_file_error(struct http_client *c, int err, const char *m, void *arg)
+{
+    struct lsb *s = arg;
+    char msg[RT_ERR_MAX];
+
+    (void)c;
+    (void)err;
+    s->hc = NULL;
+    snprintf(msg, sizeof(msg), "sandbox envd did not answer writing the claim file: %s",
+             m ? m : "error");
+    arm_failed(s, msg);
+}
+
+static const struct http_client_handler claim_file_handler = {
+    .on_head = init_head,
+    .on_data = init_data,
+    .on_end = claim_file_end,
+    .on_error = claim_file_error,
+};
+
+static void post_claim_file(struct lsb *s)
+{
+    struct http_header h[] = {{"Content-Type", "application/octet-stream"},
+                              {"X-Access-Token", s->x.token}};
+    struct http_client_options o = {0};
+    char addr[RT_ADDR_MAX], digest[65];
+    json_t *doc;
+    char *body;
+    size_t len;
+
+    crypto_sha256_hex(s->x.token, digest);
+    doc = json_pack("{s:o, s:s}", "envVars",
+                    s->armer->env_vars ? json_deep_copy(s->armer->env_vars) : json_object(),
+                    "accessTokenSha256", digest);
+    body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    len = body ? strlen(body) : 0;
+    if (!body || len > INIT_BODY_MAX) {
+        if (body)
+            explicit_bzero(body, len);
+        free(body);
+        arm_failed(s, "the claim file could not be built (too large or out of memory)");
+        return;
+    }
+    snprintf(addr, sizeof(addr), "unix:%s", s->x.socket);
+    o.addr = addr;
+    o.method = "POST";
+    o.target = CLAIM_FILE_TARGET;
+    o.headers = h;
+    o.nheaders = 2;
+    o.content_length = (int64_t)len;
+    o.timeout_ms = 10000;
+    s->http_status = 0;
+    s->hc = http_client_start(s->rt->loop, &o, &claim_file_handler, s);
+    if (!s->hc) {
+        explicit_bzero(body, len);
+        free(body);
+        arm_failed(s, "cannot start the request to the sandbox's envd");
+        return;
+    }
+    http_client_write(s->hc, body, len);
+    http_client_end(s->hc);
+    explicit_bzero(body, len);
+    free(body);
+}
+
+static void init_end(struct http_client *c, void *arg)
+{
+    struct lsb *s = arg;
+    char msg[RT_ERR_MAX];
+
+    (void)c;
+    s->hc = NULL;
+    if (s->http_status >= 200 && s->http_status < 300) {
+        if (lrt_start_needed(s->pool))
+            post_claim_file(s);
+        else
+            armed(s);
         return;
     }
     snprintf(msg, sizeof(msg), "sandbox envd answered %d to POST /init", s->http_status);
@@ -206,12 +303,16 @@ static char *init_body(const struct lrt_waiter *w, const struct lsb *s)
 
 static void post_init(struct lsb *s)
 {
-    struct http_header h[] = {{"Content-Type", "application/json"}};
+    /* a sandbox whose start command ran had its /init already: the second
+     * one must carry the token that one set (the sandbox's own) */
+    char old[sizeof(s->x.token)];
+    struct http_header h[] = {{"Content-Type", "application/json"}, {"X-Access-Token", old}};
     struct http_client_options o = {0};
     char addr[RT_ADDR_MAX];
     char *body;
     size_t len;
 
+    ab_strlcpy(old, s->x.token, sizeof(old));
     /* the caller's token when it brought one, else the sandbox's own */
     if (s->armer->token)
         ab_strlcpy(s->x.token, s->armer->token, sizeof(s->x.token));
@@ -227,7 +328,7 @@ static void post_init(struct lsb *s)
     o.method = "POST";
     o.target = "/init";
     o.headers = h;
-    o.nheaders = 1;
+    o.nheaders = 2;
     o.content_length = (int64_t)len;
     o.timeout_ms = 10000;
     s->phase = PH_ARMING;
@@ -241,6 +342,7 @@ static void post_init(struct lsb *s)
     }
     http_client_write(s->hc, body, len);
     http_client_end(s->hc);
+    explicit_bzero(old, sizeof(old));
     explicit_bzero(body, len);
     free(body);
 }
@@ -289,15 +391,24 @@ void lrt_serve_waiters(struct lrt *rt, struct lpool *p)
 void lrt_waiter_timeout(struct loop_timer *t)
 {
     struct lrt_waiter *w = t->arg;
-    char msg[RT_ERR_MAX];
+    char msg[LRT_START_MSG_MAX], why[LRT_START_MSG_MAX];
+    int n;
 
     w->timer_on = false;
     lrt_waiter_unlink(w->pool, w);
-    snprintf(msg, sizeof(msg),
-             "no sandbox of pool '%s' became ready within %lld ms; the pool "
-             "may be at its sandbox limit or failing to start sandboxes",
-             w->pool->name,
-             (long long)(w->pool->startup_ms ? w->pool->startup_ms : DEFAULT_STARTUP_MS));
-    lrt_claim_fail(w, AB_ETIMEOUT, msg);
-    lrt_reconcile(w->rt, w->pool);
+    n = snprintf(msg, sizeof(msg), "no sandbox of pool '%s' became ready within %lld ms",
+                 w->pool->name,
+                 (long long)(w->pool->startup_ms ? w->pool->startup_ms : DEFAULT_STARTUP_MS));
+    /* a pool with start commands says which check holds its sandboxes back */
+    if (lrt_start_describe(w->pool, w->rt, why, sizeof(why)))
+        snprintf(msg + n, sizeof(msg) - (size_t)n, ": %s", why);
+    else
+        snprintf(msg + n, sizeof(msg) - (size_t)n,
+                 "; the pool may be at its sandbox limit or failing to start sandboxes");
+    {
+        struct lrt *rt = w->rt; /* lrt_claim_fail frees w */
+        struct lpool *p = w->pool;
+        lrt_claim_fail(w, AB_ETIMEOUT, msg);
+        lrt_reconcile(rt, p);
+    }
 }

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "agent/runtime/local/local.h"
+#include "agent/runtime/local/manifest.h"
 #include "agent/runtime/local/sandbox.h"
 #include "agentbox/loop.h"
 
@@ -24,6 +25,7 @@ struct mf_set;
 #define REFILL_DEFER_MAX_MS 500 /* ... and never later than this after the first one */
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
+#define LRT_START_MSG_MAX 900 /* a start failure; fits an HTTP error body (1024) */
 /* Host uid slices: sandbox k (slot k) maps its ids 0-65535 to
  * uid_base + k * LSBX_UID_COUNT, so two sandboxes never share a host uid. */
 #define UID_SLOTS 4096
@@ -41,6 +43,7 @@ enum lrt_phase {
 
 struct lpool;
 struct lsb;
+struct lstart;
 
 struct lrt_waiter {
     struct lrt_waiter *next;
@@ -83,6 +86,16 @@ struct lpool {
     bool removed;
     bool seen;
     int64_t retry_after_ms; /* spawn failures back off */
+    /* from its runtimes (start.c): the one start command, the readiness
+     * probes other than envd's, and why its last sandbox failed them */
+    char start_cmd[MF_CMD_MAX];
+    char start_rt[RT_NAME_MAX + 1];
+    struct {
+        char rt[RT_NAME_MAX + 1];
+        struct mf_probe p;
+    } probes[MF_RUNTIMES_MAX];
+    int nprobes;
+    char last_start_err[LRT_START_MSG_MAX];
     struct lrt_waiter *w_head, *w_tail;
     int nwaiters;
 };
@@ -102,6 +115,7 @@ struct lsb {
     struct http_client *hc;
     int http_status;
     struct lrt_waiter *armer;
+    struct lstart *start; /* start command + readiness (start.c); NULL when none */
     char err[RT_ERR_MAX];
     int rc;
     /* claimed */
@@ -187,6 +201,23 @@ void lrt_apply_loaded(struct lrt *rt, struct mf_set *set, uint64_t sig);
 /* The reload_ms timer: manifest reload and health check. */
 void lrt_tick(struct loop_timer *t);
 void lrt_refill_later(struct lrt *rt);
+/* A started sandbox whose envd listens (and whose start command and
+ * readiness checks passed) becomes idle and serves waiting claims. */
+void lrt_sbx_idle(struct lsb *s);
+
+/* start.c: start commands and readiness checks before a sandbox is idle */
+bool lrt_start_needed(const struct lpool *p);
+/* Runs them for s (phase PH_STARTING); ends in lrt_sbx_idle or in s's
+ * destruction with the pool's oldest waiter failed. AB_ENOMEM. */
+int lrt_start_begin(struct lsb *s);
+/* Cancels what runs for s, closes the start command's stream (the command
+ * dies with the sandbox) and frees it. Safe when nothing runs. */
+void lrt_start_stop(struct lsb *s);
+/* Why p's sandboxes are not ready yet (a check not passed, the command's
+ * output), or why the last one failed: 1 with out filled, 0 when nothing is known. */
+int lrt_start_describe(const struct lpool *p, const struct lrt *rt, char *out, size_t outlen);
+/* The start command and probes of p from its manifest runtimes. */
+void lrt_pool_set_runtimes(struct lpool *p, const struct mf_runtime *rts, int n);
 
 /* arm.c: the sandbox's egress policy into the gateway's table (parsed from
  * s->network, s->internet, s->allow_private). 0, or AB_EINVAL with err. */

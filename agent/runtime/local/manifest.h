@@ -39,10 +39,30 @@ enum mf_image_policy { MF_IMAGE_IDLE = 0, MF_IMAGE_POOL_DEFAULT };
 enum mf_env_mode { MF_MODE_WARM_POOL = 0, MF_MODE_ON_DEMAND_JOB };
 enum mf_scale_mode { MF_SCALE_DEFAULT = 0, MF_SCALE_CONSERVATIVE, MF_SCALE_AGGRESSIVE };
 
+#define MF_CMD_MAX 1024       /* runtimes[].config.startCommand */
+#define MF_PROBE_PATH_MAX 256 /* readinessProbe.httpGet.path */
+
+/* A runtime's readinessProbe, as far as the local runtime checks one:
+ * tcpSocket (the port accepts a connection) or httpGet (GET path answers
+ * 2xx), on the sandbox's own loopback. */
+enum mf_probe_kind { MF_PROBE_NONE = 0, MF_PROBE_TCP, MF_PROBE_HTTP };
+struct mf_probe {
+    enum mf_probe_kind kind;
+    int32_t port;
+    char path[MF_PROBE_PATH_MAX]; /* httpGet; "/" when absent */
+    int32_t period_s;             /* periodSeconds; 0 = unset (the runtime polls faster) */
+    int32_t timeout_s;            /* timeoutSeconds; 0 = unset (1 s) */
+    int32_t initial_delay_s;      /* initialDelaySeconds */
+};
+
 struct mf_runtime {
     char name[MF_NAME_MAX + 1];
     int32_t port; /* 0 when absent */
     char protocol[8];
+    struct mf_probe probe;
+    /* config.startCommand: a shell command line the local runtime starts
+     * (as the user `user`, through envd) when it makes an idle sandbox; "" none */
+    char start_command[MF_CMD_MAX];
 };
 
 /* SandboxPool.spec, and the `spec` of an Env member. Durations in ms, 0 = unset. */
@@ -234,6 +254,10 @@ struct mf_pool_view {
     int32_t replicas;
     int64_t startup_timeout_ms, idle_timeout_ms; /* 0 = unset */
     bool disable_egress;
+    /* the pool's (or Env member's) runtimes when it lists any, else its
+     * template's; start commands and readiness probes come from these */
+    const struct mf_runtime *runtimes;
+    int nruntimes;
 };
 /* Fills up to max views; *n gets the total found (may exceed max). */
 int mf_set_pools(const struct mf_set *s, const char *cluster_id, struct mf_pool_view *out, int max,

@@ -114,6 +114,22 @@ void mf_set_check(struct mf_set *s)
     }
 }
 
+/* The pool's own runtimes when it lists any, else its template's. */
+static void view_runtimes(const struct mf_set *s, struct mf_pool_view *v,
+                          const struct mf_pool_spec *spec)
+{
+    const struct mf_object *t;
+
+    if (spec && spec->nruntimes > 0) {
+        v->runtimes = spec->runtimes;
+        v->nruntimes = spec->nruntimes;
+    } else if (v->template_name[0] &&
+               (t = mf_set_find(s, MF_TEMPLATE, NULL, v->template_name)) != NULL) {
+        v->runtimes = t->u.tpl.runtimes;
+        v->nruntimes = t->u.tpl.nruntimes;
+    }
+}
+
 int mf_set_pools(const struct mf_set *s, const char *cluster_id, struct mf_pool_view *out, int max,
                  int *n)
 {
@@ -136,6 +152,7 @@ int mf_set_pools(const struct mf_set *s, const char *cluster_id, struct mf_pool_
                 v->startup_timeout_ms = o->u.pool.startup_timeout_ms;
                 v->idle_timeout_ms = o->u.pool.idle_timeout_ms;
                 v->disable_egress = o->u.pool.disable_egress;
+                view_runtimes(s, v, &o->u.pool);
             }
             k++;
             continue;
@@ -166,6 +183,7 @@ int mf_set_pools(const struct mf_set *s, const char *cluster_id, struct mf_pool_
                 v->idle_timeout_ms =
                     o->u.env.idle_timeout_ms ? o->u.env.idle_timeout_ms : mb->spec.idle_timeout_ms;
                 v->disable_egress = o->u.env.disable_egress || mb->spec.disable_egress;
+                view_runtimes(s, v, mb->has_spec ? &mb->spec : NULL);
             }
         }
     }

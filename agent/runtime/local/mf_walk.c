@@ -77,6 +77,11 @@ int mfw_unknown(struct mf_walk *w)
     return mfw_fail(w, w->key, "unknown field '%s' in %s", w->path, w->kind);
 }
 
+int mfw_unsupported(struct mf_walk *w)
+{
+    return mfw_fail(w, w->key, "field '%s' is not supported by the local runtime", w->path);
+}
+
 /* ---- node access -------------------------------------------------------- */
 
 bool mfw_is_null(const yaml_node_t *n)

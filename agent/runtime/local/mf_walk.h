@@ -48,6 +48,8 @@ size_t mfw_path_push(struct mf_walk *w, const char *key);
 size_t mfw_path_push_index(struct mf_walk *w, int i);
 void mfw_path_pop(struct mf_walk *w, size_t old);
 int mfw_unknown(struct mf_walk *w);
+/* A field of the CRD the local runtime cannot honour: refused, not ignored. */
+int mfw_unsupported(struct mf_walk *w);
 
 /* node access */
 bool mfw_is_null(const yaml_node_t *n);

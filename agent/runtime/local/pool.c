@@ -160,6 +160,7 @@ void lrt_sbx_unlink_free(struct lsb *s)
     }
     if (s->timer_on)
         loop_timer_cancel(&s->timer);
+    lrt_start_stop(s);
     lrt_release_done(s, AB_ECLOSED, "the local runtime is shutting down");
     /* at shutdown a live sandbox keeps its veth (the next agent re-adopts it);
      * only the table entry, which dies with this agent, goes */
@@ -333,6 +334,7 @@ void lrt_destroy(struct lsb *s)
         http_client_close(s->hc);
         s->hc = NULL;
     }
+    lrt_start_stop(s);
     s->phase = PH_STOPPING;
     lrt_egress_clear(s); /* nothing new leaves from the moment it is killed */
     lsbx_kill(&s->x);
@@ -369,6 +371,18 @@ static void ready_poll(struct loop_timer *t)
         lrt_destroy(s);
         return;
     }
+    if (lrt_start_needed(s->pool)) {
+        if (lrt_start_begin(s) != 0) {
+            LOG_WARN("out of memory starting a sandbox's start command", "pool", s->pool->name);
+            lrt_destroy(s);
+        }
+        return;
+    }
+    lrt_sbx_idle(s);
+}
+
+void lrt_sbx_idle(struct lsb *s)
+{
     s->phase = PH_IDLE;
     s->seq = ++s->rt->seq;
     lrt_persist(s);
@@ -547,6 +561,7 @@ static void apply_manifests(struct lrt *rt, struct mf_set *set)
         p->startup_ms = v->startup_timeout_ms;
         p->idle_ms = v->idle_timeout_ms;
         p->disable_egress = v->disable_egress;
+        lrt_pool_set_runtimes(p, v->runtimes, v->nruntimes);
     }
     for (p = rt->pools; p; p = p->next)
         if (!p->seen)
