@@ -27,10 +27,11 @@ async function call(url, headers, method, body) {
     return { status: res.status, json, text };
 }
 // abx direct mode: the agent's native listener with the key.
-const direct = (key, method, p, body) => call(`${alpha.native}${p}`, { 'AGENTBOX-API-KEY': key }, method, body);
+const direct = (key, method, p, body, headers = {}) => call(`${alpha.native}${p}`, { 'AGENTBOX-API-KEY': key, ...headers }, method, body);
 // abx console mode: through the hub's relay.
 const viaHub = (key, method, p, body) => call(`${stack.hub.base}/api/clusters/alpha${p}`, { Authorization: `Bearer ${key}` }, method, body);
-const decide = (id, decision) => call(`${stack.hub.base}/api/v1/approvals/${id}/decision`, { Authorization: `Bearer ${owner}` }, 'POST', { decision });
+const decide = (id, decision, scope) => call(`${stack.hub.base}/api/v1/approvals/${id}/decision`, { Authorization: `Bearer ${owner}` }, 'POST',
+    scope ? { decision, scope } : { decision });
 const requests = async () => Number(await psqlAt(stack.pg.url, 'SELECT count(*) FROM approval_requests'));
 const envStatus = async (name) => (await direct(stack.key, 'GET', `/v1/envs/${name}`)).status;
 
@@ -102,6 +103,23 @@ test('deny: the write stays refused and is not done; a retry asks again', async 
     const retry = await direct(agentKey, 'DELETE', '/v1/envs/gw1');
     assert.notEqual(assertChallenge(retry, 'env.delete', 'delete an env (gw1)'), id);
     assert.equal(await envStatus('gw1'), 200, 'a denied delete did not happen');
+});
+
+test('a session grant: the agent passes the caller\'s X-AgentBox-Session-Id to the hub', async () => {
+    const sess = { 'X-AgentBox-Session-Id': 'harness-run-7' };
+    const pool = (n) => direct(agentKey, 'PUT', '/v1/envs/demo/sandboxpools/demo-1c0gi', { replicas: n }, sess);
+    const id = assertChallenge(await pool(0), 'pool.update', 'update a pool (demo/demo-1c0gi)');
+    assert.equal((await psqlAt(stack.pg.url, `SELECT session_id FROM approval_requests WHERE id = '${id}'`)).trim(), 'harness-run-7');
+    const ok = await decide(id, 'approve', 'session');
+    assert.equal(ok.status, 200, ok.text);
+    // that session's pool.update passes now, more than once; without the session, or another, it does not
+    const a = await pool(0);
+    assert.equal(a.status, 200, a.text);
+    assert.equal((await pool(0)).status, 200);
+    assertChallenge(await direct(agentKey, 'PUT', '/v1/envs/demo/sandboxpools/demo-1c0gi', { replicas: 0 }), 'pool.update',
+        'update a pool (demo/demo-1c0gi)');
+    assertChallenge(await direct(agentKey, 'PUT', '/v1/envs/demo/sandboxpools/demo-1c0gi', { replicas: 0 }, { 'X-AgentBox-Session-Id': 'other' }),
+        'pool.update', 'update a pool (demo/demo-1c0gi)');
 });
 
 test('through the hub relay the write is gated once: the hub\'s once-approval is not asked for again by the agent', async () => {
