@@ -214,8 +214,6 @@ static void exec_authed(struct http_exchange *ex, const struct agent_principal *
     char *msg = NULL, tmo[32];
     size_t mlen;
 
-    if (!native_gate(ex, p, "sandbox.exec"))
-        goto out;
     if (!own_sandbox(ex, n, p, &s))
         goto out;
     if (!cmd || !cmd[0] || strlen(cmd) > EXEC_COMMAND_MAX) {
@@ -280,8 +278,6 @@ static void token_authed(struct http_exchange *ex, const struct agent_principal 
     struct native *n = arg;
     struct rt_sandbox s;
 
-    if (!native_gate(ex, p, "sandbox.execToken"))
-        return;
     if (!own_sandbox(ex, n, p, &s))
         return;
     explicit_bzero(s.envd_token, sizeof(s.envd_token));
@@ -291,16 +287,19 @@ static void token_authed(struct http_exchange *ex, const struct agent_principal 
                  n->d.cluster, s.id);
 }
 
+NATIVE_GATED(exec_gated, "sandbox.exec", exec_authed)
+NATIVE_GATED(token_gated, "sandbox.execToken", token_authed)
+
 static void h_exec(struct http_exchange *ex, void *arg)
 {
     struct native *n = arg;
-    agent_auth_request(n->d.auth, ex, exec_authed, n);
+    agent_auth_request(n->d.auth, ex, exec_gated, n);
 }
 
 static void h_token(struct http_exchange *ex, void *arg)
 {
     struct native *n = arg;
-    agent_auth_request(n->d.auth, ex, token_authed, n);
+    agent_auth_request(n->d.auth, ex, token_gated, n);
 }
 
 int native_exec_add_routes(struct native *n, char *err, size_t errlen)

@@ -17,17 +17,23 @@
  *
  * Who may: an admin anywhere (?namespace=, default "default"); a tenant in
  * its own namespace only (envs are namespaced objects; another namespace's
- * env is 404, as if it did not exist). Every write passes native_gate.
+ * env is 404, as if it did not exist). Every write passes native_gate (below).
  * A write answers once the runtime has it in effect. Loop thread only. */
 #include "agent/native/native.h"
 #include "agent/native/put.h"
 
 #include "agent/auth.h"
+#include "agent/hub_link.h"
 #include "agent/runtime/runtime.h"
 
+#include "agentbox/assertion.h"
 #include "agentbox/common.h"
+#include "agentbox/crypto.h"
 #include "agentbox/http.h"
 #include "agentbox/log.h"
+#include "agentbox/relay.h"
+#include "agentbox/tunnel.h"
+#include "agentbox/tunnel_http.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,14 +46,126 @@
 #define EVENTS_DEFAULT 100
 #define EVENTS_MAX 500
 
-bool native_gate(struct http_exchange *ex, const struct agent_principal *p, const char *op)
+/* ---- the approval gate (reference §4.5) ---------------------------------------------------- */
+
+/* The hub answers from one database lookup; past this the write fails closed. */
+#define GATE_TIMEOUT_MS 5000
+#define GATE_ANSWER_MAX (16 * 1024) /* a 428 body is well under 1 KiB */
+#define GATE_PATH "/internal/v1/approvals/gate"
+/* The header an agent harness sets so a session grant applies (hub/approvals.h). */
+#define GATE_SESSION_HEADER "X-AgentBox-Session-Id"
+
+/* A gated write waiting for the hub's answer. */
+struct gate_wait {
+    struct http_exchange *ex;
+    /* a copy: the caller's principal lives only during its call */
+    struct agent_principal p;
+    native_then_fn then;
+    void *arg;
+    char op[32];
+};
+
+/* Whether the hub's /api/clusters/{id}/v1 front door relayed ex: it gated
+ * the write already (dashboard-api/clusters_api.c), and a second gate would
+ * ask a once-approval twice. Another cluster's relay reaches us over the
+ * tunnel too, but always with X-Source-Cluster, which the hub sets from the
+ * session (tunnel_server.c) — a caller can add that header (and be gated
+ * here as well) but never remove it. */
+static bool relayed_by_hub(const struct http_request *r)
 {
-    /* Reference §4.5's approval gate goes here (agent-mode keys: the gated
-     * table, 428 APPROVAL_REQUIRED, FORBIDDEN_FOR_AGENT). Not built yet. */
-    (void)ex;
-    (void)p;
-    (void)op;
-    return true;
+    return r->peer && strcmp(r->peer, "tunnel:hub") == 0 &&
+           !http_header_get(r, RELAY_HDR_SOURCE_CLUSTER);
+}
+
+static void gate_answer(const struct tun_call_result *res, void *arg)
+{
+    struct gate_wait *w = arg;
+    json_t *body =
+        res->status ? json_loadb(res->body ? res->body : "", res->body_len, 0, NULL) : NULL;
+
+    if (res->status == 200 && json_is_true(json_object_get(body, "allowed"))) {
+        w->then(w->ex, &w->p, w->arg);
+    } else if ((res->status == 428 || res->status == 403) && json_is_object(body)) {
+        /* the hub's words for the caller (approvalId, pollUrl), as it made them */
+        http_respond(w->ex, res->status, "application/json", res->body, res->body_len, NULL, 0);
+    } else if (res->status == 0) {
+        native_error(w->ex, 503, NULL, NULL,
+                     "the hub's approval gate could not be asked for %s over the tunnel: %s; the "
+                     "write was not done, retry shortly",
+                     w->op, res->error ? res->error : "tunnel error");
+    } else {
+        const char *why = json_string_value(json_object_get(body, "error"));
+        if (!why)
+            why = json_string_value(json_object_get(body, "message"));
+        native_error(w->ex, 503, NULL, NULL,
+                     "the hub's approval gate answered %d for %s (%s); the write was not done",
+                     res->status, w->op, why ? why : "no reason given");
+    }
+    json_decref(body);
+    explicit_bzero(w->p.assertion, sizeof(w->p.assertion));
+    free(w);
+}
+
+void native_gate(struct native *n, struct http_exchange *ex, const struct agent_principal *p,
+                 const char *op, native_then_fn then, void *arg)
+{
+    const struct http_request *r = http_req(ex);
+    const char *sid = http_header_get(r, GATE_SESSION_HEADER);
+    uint8_t sum[CRYPTO_SHA256_LEN];
+    char sha[65], msg[256];
+    struct gate_wait *w;
+    json_t *q;
+    char *txt;
+    int rc;
+
+    /* the hub's rule (approvals_gated): agent-mode keys that are not admin */
+    if (!p->agent_mode || p->admin || relayed_by_hub(r)) {
+        then(ex, p, arg);
+        return;
+    }
+    if (!p->assertion[0]) {
+        native_error(ex, 503, NULL, NULL,
+                     "the hub gave no assertion for this agent-mode key, so the approval gate "
+                     "for %s cannot be asked; the write was not done (upgrade the hub)",
+                     op);
+        return;
+    }
+    /* exactly the body the handler acts on: ex keeps it while suspended */
+    crypto_sha256(r->body ? r->body : "", r->body ? r->body_len : 0, sum);
+    crypto_hex_encode(sum, sizeof(sum), sha);
+    q = json_pack("{s:s,s:s,s:s}", "method", r->method, "path", r->path, "bodySha256", sha);
+    if (q && sid && sid[0])
+        json_object_set_new(q, "sessionId", json_string(sid));
+    txt = q ? json_dumps(q, JSON_COMPACT) : NULL;
+    json_decref(q);
+    if (!txt || !(w = calloc(1, sizeof(*w)))) {
+        free(txt);
+        native_error(ex, 503, NULL, NULL, "out of memory asking the approval gate for %s", op);
+        return;
+    }
+    w->ex = ex;
+    w->p = *p;
+    w->then = then;
+    w->arg = arg;
+    ab_strlcpy(w->op, op, sizeof(w->op));
+    const struct tun_header h[] = {{ASRT_HEADER, w->p.assertion},
+                                   {"Content-Type", "application/json"}};
+    rc = hub_link_call_within(n->d.hub, GATE_TIMEOUT_MS, "POST", GATE_PATH, h, 2, txt, strlen(txt),
+                              GATE_ANSWER_MAX, gate_answer, w);
+    free(txt);
+    if (rc != 0) {
+        /* never let a gated write through because the hub is away */
+        if (rc == AB_ECLOSED)
+            hub_link_unreachable(n->d.hub, NULL, msg, sizeof(msg));
+        else
+            snprintf(msg, sizeof(msg), "cannot ask the hub over the tunnel: %s", ab_strerror(rc));
+        native_error(ex, 503, NULL, NULL,
+                     "%s; the approval gate for %s cannot be checked, so the "
+                     "write was not done",
+                     msg, op);
+        explicit_bzero(w->p.assertion, sizeof(w->p.assertion));
+        free(w);
+    }
 }
 
 const char *native_env_ns(const struct agent_principal *p, const char *asked)
@@ -745,7 +863,8 @@ static const struct {
     [MOP_POOL_DELETE] = {"pool.delete", "PoolDeleted", AFTER_POOL_DELETED, 202},
 };
 
-/* Queues the write op of request ex for p (answering it itself on refusal). */
+/* Queues the write op of request ex for p (answering it itself on refusal);
+ * the gate passed already. */
 static void wq_add(struct http_exchange *ex, const struct agent_principal *p, struct native *n,
                    enum mop op)
 {
@@ -753,8 +872,6 @@ static void wq_add(struct http_exchange *ex, const struct agent_principal *p, st
     char ns[64];
     const char *in;
 
-    if (!native_gate(ex, p, MOPS[op].gate))
-        return;
     if (!rt_has(n->d.rt, RT_CAP_MANIFEST_WRITE)) {
         native_error(ex, 501, NULL, NULL, "the %s runtime of cluster '%s' cannot write envs yet",
                      n->d.rt ? n->d.rt->kind : "absent", n->d.cluster);
@@ -798,10 +915,11 @@ static void wq_add(struct http_exchange *ex, const struct agent_principal *p, st
 }
 
 #define WRITER(fn, op)                                                                             \
-    static void fn(struct http_exchange *ex, const struct agent_principal *p, void *arg)           \
+    static void fn##_passed(struct http_exchange *ex, const struct agent_principal *p, void *arg)  \
     {                                                                                              \
         wq_add(ex, p, arg, op);                                                                    \
-    }
+    }                                                                                              \
+    NATIVE_GATED(fn, MOPS[op].gate, fn##_passed)
 
 WRITER(env_create, MOP_ENV_CREATE)
 WRITER(env_put, MOP_ENV_PUT)

@@ -100,11 +100,28 @@ void native_error(struct http_exchange *ex, int status, const char *code, json_t
 const char *native_error_code(int status);
 
 struct agent_principal;
-/* The one place the approval gate of reference §4.5 will be checked, for
- * every gated native write (op is its op id, e.g. "env.update"). Not built
- * yet: it lets every caller through (true). When it refuses it has answered
- * ex itself (428 APPROVAL_REQUIRED / 403 FORBIDDEN_FOR_AGENT). */
-bool native_gate(struct http_exchange *ex, const struct agent_principal *p, const char *op);
+/* What runs once a request passed the gate: p is valid during the call only. */
+typedef void (*native_then_fn)(struct http_exchange *ex, const struct agent_principal *p,
+                               void *arg);
+/* The one place the approval gate of reference §4.5 is checked, for every
+ * gated native write (op is its op id, e.g. "env.update"). Runs then(ex, p,
+ * arg) at once for a caller the gate does not apply to (not an agent-mode
+ * key, an admin, or a request the hub relayed from /api/clusters/{id}/v1,
+ * which it gated already); for an agent-mode key it suspends ex, asks the
+ * hub (POST /internal/v1/approvals/gate through the hub link, with the
+ * caller's assertion and the SHA-256 of the body the handler acts on) and
+ * runs then only on {"allowed": true}. Otherwise ex is answered and then
+ * never runs: the hub's 428 APPROVAL_REQUIRED / 403 FORBIDDEN_FOR_AGENT body
+ * as is, or 503 naming the hub when it cannot be asked (fail closed). */
+void native_gate(struct native *n, struct http_exchange *ex, const struct agent_principal *p,
+                 const char *op, native_then_fn then, void *arg);
+/* Defines name, an agent_auth_fn (arg: the struct native) that passes the
+ * gate for op, then runs fn. */
+#define NATIVE_GATED(name, op, fn)                                                                 \
+    static void name(struct http_exchange *ex, const struct agent_principal *p, void *arg)         \
+    {                                                                                              \
+        native_gate(arg, ex, p, op, fn, arg);                                                      \
+    }
 /* The namespace a management request acts in — the one boundary between
  * tenants' envs: a tenant's own whatever it asks; an admin's asked one or
  * "default". native_caller_ns takes asked from ?namespace= (buf holds it). */

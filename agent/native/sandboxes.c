@@ -235,8 +235,6 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
                       "{\"poolName\": \"demo\", \"timeout\": 300}");
         goto out;
     }
-    if (!native_gate(ex, p, "sandbox.create"))
-        goto out;
     v = json_object_get(body, "image");
     if (v && !json_is_null(v) && !claim_image_ok(n->d.rt)) {
         /* refused as the E2B path refuses it: this runtime runs the env's own image */
@@ -352,10 +350,12 @@ out:
     json_decref(body);
 }
 
+NATIVE_GATED(create_gated, "sandbox.create", create_authed)
+
 static void h_create(struct http_exchange *ex, void *arg)
 {
     struct native *n = arg;
-    agent_auth_request(n->d.auth, ex, create_authed, n);
+    agent_auth_request(n->d.auth, ex, create_gated, n);
 }
 
 /* ---- GET /v1/sandboxes ------------------------------------------------------------------------
@@ -503,7 +503,7 @@ static void delete_authed(struct http_exchange *ex, const struct agent_principal
     struct rt_sandbox s;
     struct delete_ctx *d;
 
-    if (!native_gate(ex, p, "sandbox.delete") || !lookup(ex, n, p, &s))
+    if (!lookup(ex, n, p, &s))
         return;
     json_decref(s.metadata);
     if (!(d = calloc(1, sizeof(*d)))) {
@@ -520,10 +520,12 @@ static void delete_authed(struct http_exchange *ex, const struct agent_principal
     }
 }
 
+NATIVE_GATED(delete_gated, "sandbox.delete", delete_authed)
+
 static void h_delete(struct http_exchange *ex, void *arg)
 {
     struct native *n = arg;
-    agent_auth_request(n->d.auth, ex, delete_authed, n);
+    agent_auth_request(n->d.auth, ex, delete_gated, n);
 }
 
 /* ---- GET /v1/envs ------------------------------------------------------------------------------

@@ -225,7 +225,7 @@ static void timeout_authed(struct http_exchange *ex, const struct agent_principa
     struct rt_sandbox s;
     int64_t ms = 0;
 
-    if (!native_gate(ex, p, "sandbox.update") || !own_sandbox(ex, n, p, &s))
+    if (!own_sandbox(ex, n, p, &s))
         goto out;
     if (!t || cfg_parse_duration(t, &ms) != 0 || ms < 0 || ms / 1000 > TIMEOUT_MAX_S) {
         native_error(ex, 400, NULL, NULL,
@@ -353,7 +353,12 @@ AUTHED(gates)
 AUTHED(quotas)
 AUTHED(empty_list)
 AUTHED(stats)
-AUTHED(timeout)
+NATIVE_GATED(timeout_gated, "sandbox.update", timeout_authed)
+static void h_timeout(struct http_exchange *ex, void *arg)
+{
+    struct native *n = arg;
+    agent_auth_request(n->d.auth, ex, timeout_gated, n);
+}
 AUTHED(ready)
 AUTHED(logs)
 
