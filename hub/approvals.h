@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "agentbox/http.h"
+#include "agentbox/relay.h"
 #include "hub/keys.h"
 
 struct loop;
@@ -38,7 +39,7 @@ struct db_pool;
 struct auth_ctx;
 struct approvals;
 
-#define APPROVALS_SESSION_HEADER "X-AgentBox-Session-Id"
+#define APPROVALS_SESSION_HEADER RELAY_HDR_SESSION_ID
 #define APPROVALS_ID_LEN 20 /* "apr_" + 16 hex */
 #define APPROVALS_BODY_HASH_MAX (1024 * 1024)
 

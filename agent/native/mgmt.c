@@ -53,7 +53,6 @@
 #define GATE_ANSWER_MAX (16 * 1024) /* a 428 body is well under 1 KiB */
 #define GATE_PATH "/internal/v1/approvals/gate"
 /* The header an agent harness sets so a session grant applies (hub/approvals.h). */
-#define GATE_SESSION_HEADER "X-AgentBox-Session-Id"
 
 /* A gated write waiting for the hub's answer. */
 struct gate_wait {
@@ -110,7 +109,7 @@ void native_gate(struct native *n, struct http_exchange *ex, const struct agent_
                  const char *op, native_then_fn then, void *arg)
 {
     const struct http_request *r = http_req(ex);
-    const char *sid = http_header_get(r, GATE_SESSION_HEADER);
+    const char *sid = http_header_get(r, RELAY_HDR_SESSION_ID);
     uint8_t sum[CRYPTO_SHA256_LEN];
     char sha[65], msg[256];
     struct gate_wait *w;

@@ -13,6 +13,8 @@
 /* The SHA-256 hex of the caller's API key on calls to the hub's public
  * bridge: the raw key never crosses the tunnel (DESIGN §9). */
 #define RELAY_HDR_KEY_HASH "X-AgentBox-Key-Hash"
+/* The abx session an approval's session grant is for (hub and agent gates). */
+#define RELAY_HDR_SESSION_ID "X-AgentBox-Session-Id"
 
 /* Stream services: the hub's own API, and a relay to another cluster. */
 #define RELAY_SVC_HUB "hub"
