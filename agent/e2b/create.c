@@ -318,6 +318,7 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
     req.o = (struct rt_claim_options){
         .id = c->id,
         .timeout_s = timeout,
+        .timeout_is_idle = true, /* E2B's timeout is the idle timeout (DESIGN §7) */
         .startup_timeout_ms = res.startup_ms,
         .env_vars = envs,
         .metadata = md,

@@ -352,6 +352,9 @@ static void connect_op(struct e2b *e, struct http_exchange *ex, const struct age
     json_decref(b);
     if (!e2b_lookup(e, ex, p, &s))
         return;
+    /* a connect is its owner coming back: activity, like its envd traffic
+     * (reading the sandbox's info or list is not) */
+    rt_touch(e2b_rt(e), s.id);
     if (t > 0 && t <= 366LL * 24 * 3600 && rt_set_timeout(e2b_rt(e), s.id, t) != 0)
         http_respond_error(ex, 404, "sandbox \"%s\" not found", s.id);
     else

@@ -1,7 +1,7 @@
 /* Arming a claimed sandbox: slirp4netns first when it may reach the
  * internet (on a worker), then envd POST /init with token, env vars, user and
  * workdir; only then is the claim reported. Also the claim's end: lifetime
- * timer, startup timeout of waiting claims, failures.
+ * and idle timer, startup timeout of waiting claims, failures.
  *
  * Loop thread only; the slirp attach runs on a loop worker. */
 #include "agent/runtime/local/lrt.h"
@@ -33,12 +33,22 @@ void lrt_claim_fail(struct lrt_waiter *w, int err, const char *msg)
 
 static void end_timer(struct loop_timer *t);
 
+void lrt_update_end(struct lsb *s)
+{
+    int64_t end = s->life_end_ms > 0 ? s->life_end_ms : INT64_MAX;
+
+    if (s->idle_ms > 0)
+        end = AB_MIN(end, s->last_active_ms + s->idle_ms);
+    s->end_ms = end == INT64_MAX ? s->claimed_ms + DEFAULT_TIMEOUT_S * 1000 : end;
+}
+
+/* Activity moves end_ms without touching the timer (op_touch runs for each
+ * second of data-plane traffic): the timer fires at the end it knew and
+ * sleeps again when the end moved meanwhile. */
 void lrt_schedule_end(struct lsb *s)
 {
     int64_t now = ab_wall_ms(), at = s->end_ms;
 
-    if (s->pool->idle_ms > 0)
-        at = AB_MIN(at, s->last_active_ms + s->pool->idle_ms);
     if (s->timer_on)
         loop_timer_cancel(&s->timer);
     s->timer_on = true;
@@ -51,8 +61,10 @@ static void end_timer(struct loop_timer *t)
     int64_t now = ab_wall_ms();
 
     s->timer_on = false;
-    if (now >= s->end_ms || (s->pool->idle_ms > 0 && now >= s->last_active_ms + s->pool->idle_ms)) {
-        LOG_INFO("sandbox timed out", "id", s->id, "pool", s->pool->name);
+    if (now >= s->end_ms) {
+        char idle[32];
+        snprintf(idle, sizeof(idle), "%lld", (long long)(now - s->last_active_ms));
+        LOG_INFO("sandbox timed out", "id", s->id, "pool", s->pool->name, "idle_ms", idle);
         lrt_destroy(s);
         return;
     }
@@ -77,7 +89,14 @@ static void armed(struct lsb *s)
     ab_strlcpy(s->team, w->team, sizeof(s->team));
     ab_strlcpy(s->owner, w->owner, sizeof(s->owner));
     s->claimed_ms = s->last_active_ms = ab_wall_ms();
-    s->end_ms = s->claimed_ms + w->timeout_s * 1000;
+    if (w->timeout_is_idle) {
+        s->life_end_ms = 0;
+        s->idle_ms = w->timeout_s * 1000;
+    } else {
+        s->life_end_ms = s->claimed_ms + w->timeout_s * 1000;
+        s->idle_ms = s->pool->idle_ms;
+    }
+    lrt_update_end(s);
     lrt_persist(s);
     lrt_schedule_end(s);
     lrt_fill(s, &snap, false);

@@ -232,6 +232,8 @@ void lrt_persist(struct lsb *s)
         json_object_set_new(info, "id", json_string(s->id));
         json_object_set_new(info, "claimed_ms", json_integer(s->claimed_ms));
         json_object_set_new(info, "end_ms", json_integer(s->end_ms));
+        json_object_set_new(info, "life_end_ms", json_integer(s->life_end_ms));
+        json_object_set_new(info, "idle_ms", json_integer(s->idle_ms));
         json_object_set_new(info, "team", json_string(s->team));
         json_object_set_new(info, "owner", json_string(s->owner));
         if (s->metadata)
