@@ -94,7 +94,7 @@ struct rt_sandbox {
 };
 
 struct rt_pool_status {
-    int replicas; /* desired idle sandboxes */
+    int replicas; /* maximum concurrency: sandboxes in any state but stopping */
     int idle;
     int running;
     int starting;

@@ -301,15 +301,28 @@ void lrt_serve_waiters(struct lrt *rt, struct lpool *p)
 void lrt_waiter_timeout(struct loop_timer *t)
 {
     struct lrt_waiter *w = t->arg;
+    struct lrt *rt = w->rt;
+    struct lpool *p = w->pool;
     char msg[RT_ERR_MAX];
 
     w->timer_on = false;
     lrt_waiter_unlink(w->pool, w);
-    snprintf(msg, sizeof(msg),
-             "no sandbox of pool '%s' became ready within %lld ms; the pool "
-             "may be at its sandbox limit or failing to start sandboxes",
-             w->pool->name,
-             (long long)(w->pool->startup_ms ? w->pool->startup_ms : DEFAULT_STARTUP_MS));
-    lrt_claim_fail(w, AB_ETIMEOUT, msg);
-    lrt_reconcile(w->rt, w->pool);
+    if (p->replicas == 0)
+        snprintf(msg, sizeof(msg),
+                 "pool '%s' has replicas 0 and never starts a sandbox: none became free within "
+                 "%lld ms; raise the pool's replicas",
+                 p->name, (long long)w->startup_ms);
+    else if (lrt_count(rt, p, PH_ATTACHING, PH_RUNNING) >= p->replicas)
+        snprintf(msg, sizeof(msg),
+                 "no sandbox of pool '%s' became free within %lld ms: all %d of its replicas "
+                 "are in use; release one, raise the pool's replicas or wait longer "
+                 "(startup timeout)",
+                 w->pool->name, (long long)w->startup_ms, w->pool->replicas);
+    else
+        snprintf(msg, sizeof(msg),
+                 "no sandbox of pool '%s' became ready within %lld ms; the pool "
+                 "may be at its sandbox limit or failing to start sandboxes",
+                 w->pool->name, (long long)w->startup_ms);
+    lrt_claim_fail(w, AB_ETIMEOUT, msg); /* frees w */
+    lrt_reconcile(rt, p);
 }

@@ -182,6 +182,7 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
               : p->startup_ms       ? p->startup_ms
                                     : DEFAULT_STARTUP_MS;
     w->timer_on = true;
+    w->startup_ms = startup;
     loop_timer_start(rt->loop, &w->timer, startup, lrt_waiter_timeout, w);
     if (ticket)
         *ticket = w->ticket;

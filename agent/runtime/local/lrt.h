@@ -62,6 +62,7 @@ struct lrt_waiter {
     char team[RT_NAME_MAX + 1];
     char owner[RT_NAME_MAX + 1];
     struct loop_timer timer; /* startup timeout */
+    int64_t startup_ms;
     bool timer_on;
 };
 
