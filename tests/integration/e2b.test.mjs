@@ -140,9 +140,10 @@ test('create (v2, chunked) answers an armed sandbox in the Sandbox shape, with i
         envVars: { FOO: 'bar' }, secure: true, autoPauseMemory: true,
     }, { chunked: true });
     assert.deepEqual(Object.keys(sb).sort(),
-        ['clientID', 'domain', 'envdAccessToken', 'envdVersion', 'sandboxID', 'templateID', 'trafficAccessToken']);
+        ['alias', 'clientID', 'domain', 'envdAccessToken', 'envdVersion', 'sandboxID', 'templateID', 'trafficAccessToken']);
     assert.match(sb.sandboxID, /^alpha-[a-z0-9]{20}$/);
     assert.equal(sb.templateID, 'demo-1c0gi');
+    assert.equal(sb.alias, 'demo', 'alias: the env it was created by (E2B: the template name)');
     assert.equal(sb.clientID, 'default');
     assert.equal(sb.envdVersion, '0.6.13');
     assert.match(sb.envdAccessToken, /^[0-9a-f]{64}$/);
@@ -157,6 +158,8 @@ test('create (v2, chunked) answers an armed sandbox in the Sandbox shape, with i
     assert.equal(g.json.cpuCount, 1);
     assert.equal(g.json.diskSizeMB, 0);
     assert.equal(g.json.domain, null);
+    assert.equal(g.json.alias, 'demo');
+    assert.equal(g.json.envdAccessToken, sb.envdAccessToken, 'the owner gets the token (the 1.x SDK connects with it)');
     assert.match(g.json.startedAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     const life = Date.parse(g.json.endAt) - Date.parse(g.json.startedAt);
     assert.ok(life >= 118000 && life <= 122000, `endAt is timeout after start (${life} ms)`);
