@@ -21,7 +21,7 @@ before(async () => {
     const manifests = manifestsDir([envManifest('demo', ['alpha'], { replicas: 3 })]);
     stack = await startStack({ clusters: ['alpha'], manifests });
     alpha = stack.agents.alpha;
-    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 3, 'alpha warm', 30000);
+    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 3, 'alpha warm', 60000);
     front = await startTlsFront({ domain: 'agentbox.test', api: alpha.e2b, data: alpha.data });
     process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0'; // the front's self-signed certificate
     V1 = await import('e2b-v1');
