@@ -14,6 +14,7 @@ PACKAGES=(
   nodejs npm
   prometheus
   kubernetes-client
+  tmux openssl # the E2B CLI's interactive connect in a PTY; the 1.x SDK test's loopback certificate
 )
 
 missing=()

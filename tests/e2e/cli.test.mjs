@@ -47,7 +47,7 @@ after(async () => {
 });
 
 const e2b = async (...args) => {
-    const r = await run(process.execPath, [CLI, ...args], { env, timeoutMs: 60000 });
+    const r = await run(process.execPath, [CLI, ...args], { env, timeoutMs: 60000, input: '' }); // stdin at EOF, as from /dev/null
     return { ...r, all: `${r.stdout}\n${r.stderr}` };
 };
 
