@@ -343,3 +343,19 @@ int e2b_key_routes(struct e2b *e, char *err, size_t errlen)
     }
     return 0;
 }
+
+bool e2b_hub_list(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    const struct http_request *r = http_req(ex);
+    char path[8192];
+
+    /* the hub's own fan-out asks each cluster for its part: answer that
+     * locally, so a list never loops; without a hub the list is local */
+    if ((r->peer && strncmp(r->peer, "tunnel:", 7) == 0) || !p->assertion[0] ||
+        !hub_link_session(e2b_hub(e)))
+        return false;
+    if ((size_t)snprintf(path, sizeof(path), BRIDGE "/e2b%s", r->target) >= sizeof(path))
+        return false;
+    kcall(e, ex, p, K_RAW, "GET", path, NULL, 0);
+    return true;
+}

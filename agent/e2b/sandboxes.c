@@ -167,8 +167,9 @@ static bool md_filter(struct http_exchange *ex, struct md_pair *pairs, size_t *n
     return true;
 }
 
-/* GET /sandboxes (the 1.x SDK's list): every running one, metadata filter
- * honoured as in /v2/sandboxes. */
+/* GET /sandboxes (the 1.x SDK's list): every running one of the caller's,
+ * on every cluster (e2b_hub_list), metadata filter honoured as in
+ * /v2/sandboxes. */
 static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
     struct md_pair *pairs = calloc(MD_FILTER_MAX, sizeof(*pairs));
@@ -179,7 +180,7 @@ static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_
         http_respond_error(ex, 503, "out of memory");
         return;
     }
-    if (!md_filter(ex, pairs, &npairs))
+    if (!md_filter(ex, pairs, &npairs) || e2b_hub_list(e, ex, p))
         goto out;
     if (collect(e, p, &c) != 0) {
         http_respond_error(ex, 503, "out of memory while listing sandboxes");
@@ -232,6 +233,8 @@ static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct age
     }
     if (http_query_get(r, "nextToken", tok, sizeof(tok)) == 0)
         offset = pagetoken_decode(tok);
+    if (e2b_hub_list(e, ex, p)) /* every cluster's, paged by the hub */
+        goto out;
     if (collect(e, p, &c) != 0) {
         http_respond_error(ex, 503, "out of memory while listing sandboxes");
         goto out;

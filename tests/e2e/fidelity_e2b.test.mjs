@@ -5,7 +5,8 @@
 // its maximum concurrency: a claim that finds nothing idle waits and is
 // served once one is released; `replicas: 0` never starts one. 5: a bare
 // name that is not an env of the agent's cluster is a 400 naming
-// CLUSTER_ID::name, never forwarded. Needs root (namespaces).
+// CLUSTER_ID::name, never forwarded. 9: an agent's lists show the caller's
+// sandboxes on every cluster (the hub's merged list). Needs root (namespaces).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startStack, manifestsDir, envManifest, waitPool, poolStatus } from '../integration/lib/sandboxes.mjs';
@@ -25,9 +26,9 @@ before(async () => {
     ]);
     stack = await startStack({ clusters: ['alpha', 'beta'], manifests });
     alpha = stack.agents.alpha;
-    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2, 'alpha warm', 30000);
-    await waitPool(alpha, 'cap-1c0gi', (s) => s.idle === 2, 'cap warm', 30000);
-    await waitPool(stack.agents.beta, 'onbeta-1c0gi', (s) => s.idle === 1, 'beta onbeta warm', 30000);
+    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2, 'alpha warm', 60000);
+    await waitPool(alpha, 'cap-1c0gi', (s) => s.idle === 2, 'cap warm', 60000);
+    await waitPool(stack.agents.beta, 'onbeta-1c0gi', (s) => s.idle === 1, 'beta onbeta warm', 60000);
     process.env.E2B_API_URL = alpha.e2b;
     process.env.E2B_SANDBOX_URL = alpha.data;
     process.env.E2B_API_KEY = stack.key;
@@ -153,4 +154,27 @@ test('a bare name that is not an env of this cluster is a 400 naming CLUSTER_ID:
     const viaHub = await Sandbox.create('onbeta', { domain: undefined, apiUrl: `${stack.hub.base}/e2b`, sandboxUrl: `${stack.hub.base}/data` });
     assert.match(viaHub.sandboxId, /^beta-/, 'the hub front door places a bare name on any cluster');
     await Sandbox.kill(viaHub.sandboxId, { apiUrl: `${stack.hub.base}/e2b` });
+});
+
+test('an agent\'s lists show the caller\'s sandboxes on every cluster, as the hub\'s do', async () => {
+    const { Sandbox } = E2B;
+    const here = await Sandbox.create('alpha::demo', { metadata: { everywhere: 'yes' } });
+    const there = await Sandbox.create('beta::demo', { metadata: { everywhere: 'yes' } });
+    try {
+        assert.match(there.sandboxId, /^beta-/);
+        const ids = (await Sandbox.list({ query: { metadata: { everywhere: 'yes' } } }).nextItems()).map((s) => s.sandboxId).sort();
+        assert.deepEqual(ids, [here.sandboxId, there.sandboxId].sort(), 'alpha\'s v2 list has beta\'s sandbox too');
+        const v1 = await fetch(`${alpha.e2b}/sandboxes?metadata=${encodeURIComponent('everywhere=yes')}`, { headers: { 'X-API-Key': stack.key } });
+        assert.equal(v1.status, 200);
+        const listed = await v1.json();
+        assert.deepEqual(listed.map((s) => s.sandboxID).sort(), ids, 'and so has its v1 list');
+        const b = listed.find((s) => s.sandboxID === there.sandboxId);
+        assert.equal(b.alias, 'demo');
+        // the hub's list agrees
+        const hub = await fetch(`${stack.hub.base}/e2b/v2/sandboxes?metadata=${encodeURIComponent('everywhere=yes')}`, { headers: { 'X-API-Key': stack.key } });
+        assert.deepEqual((await hub.json()).map((s) => s.sandboxID).sort(), ids);
+    } finally {
+        await Sandbox.kill(here.sandboxId).catch(() => {});
+        await Sandbox.kill(there.sandboxId).catch(() => {});
+    }
 });
