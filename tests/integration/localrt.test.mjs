@@ -57,7 +57,7 @@ const sdk = (sb, agent = alpha) => new Sandbox({
     sandboxUrl: agent.data, apiKey: 'unused',
 });
 
-test('a claim takes a warm sandbox, armed, and a replacement starts', async () => {
+test('a claim takes a warm sandbox, armed; its replacement starts after its release', async () => {
     const envs = await native(alpha, stack.key, 'GET', '/v1/envs');
     assert.equal(envs.status, 200, envs.text);
     const demo = envs.json.items.find((e) => e.name === 'demo');
