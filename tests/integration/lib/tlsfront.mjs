@@ -41,7 +41,8 @@ export async function startTlsFront({ domain, api, data }) {
     resolveToLoopback(domain);
     const server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (req, res) => {
         const host = req.headers.host || '';
-        const to = new URL(host.startsWith('api.') ? api : data);
+        const pick = host.startsWith('api.') ? api : data; // a URL, or a function giving one later
+        const to = new URL(typeof pick === 'function' ? pick() : pick);
         const up = http.request({
             host: to.hostname, port: to.port, method: req.method, path: req.url, headers: req.headers,
         }, (ur) => {
