@@ -3,6 +3,7 @@
 #include "agent/auth.h"
 #include "agent/dataplane.h"
 #include "agent/e2b/e2b.h"
+#include "agent/egress/wiring.h"
 #include "agent/hub_link.h"
 #include "agent/native/native.h"
 #include "agent/route_client.h"
@@ -86,6 +87,18 @@ const struct cfg_option agent_serve_options[] = {
      "a tunnel up this long starts the backoff again from reconnect_min", NULL},
     {"enable_diag", CFG_BOOL, "false", false, AOPT(enable_diag),
      "serve the admin-only tunnel diagnostics /v1/diag/echo and /v1/diag/bytes on the native API",
+     NULL},
+    {"egress_range", CFG_STRING, EGRESS_DEFAULT_RANGE, false, AOPT(egress_range),
+     "local runtime: private IPv4 CIDR the sandboxes' veths into the agent's egress namespace "
+     "take their /30s from (one namespace per agent: two agents may use the same range)",
+     NULL},
+    {"egress_resolver", CFG_STRING, NULL, false, AOPT(egress_resolver),
+     "local runtime: DNS server (IP or IP:port) the egress gateway relays sandbox queries to "
+     "(default: the first nameserver of /etc/resolv.conf)",
+     NULL},
+    {"egress_conns_per_sandbox", CFG_INT, "1024", false, AOPT(egress_conns_per_sandbox),
+     "local runtime: open connections one sandbox may have through the egress gateway; the "
+     "next is reset (counted as agentbox_egress_denied_total{reason=\"conn_limit\"})",
      NULL},
     {"insecure_tunnel", CFG_BOOL, "false", false, AOPT(insecure_tunnel),
      "allow a ws:// hub_url to a non-loopback host (the join token and keys cross in clear)", NULL},
@@ -375,12 +388,33 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
                  "watching", mdir);
         manifests = mdir;
     }
+    if (cfg->egress_conns_per_sandbox < 1 || cfg->egress_conns_per_sandbox > 65536) {
+        snprintf(err, errlen, "egress_conns_per_sandbox must be between 1 and 65536, got %lld",
+                 (long long)cfg->egress_conns_per_sandbox);
+        return AB_EINVAL;
+    }
+    (void)!mkdir(cfg->state_dir, 0700); /* the namespace's name hashes its real path */
+    /* every sandbox's only way out: the egress namespace and gateway, made
+     * (or adopted from a predecessor) before the runtime spawns anything */
+    const struct egress_wiring_deps wd = {
+        .loop = a->loop,
+        .cluster = cfg->cluster_id,
+        .state_dir = cfg->state_dir,
+        .range = cfg->egress_range,
+        .resolver = cfg->egress_resolver,
+        .max_conns_per_sandbox = (int)cfg->egress_conns_per_sandbox,
+    };
+    int erc = egress_wiring_new(&wd, &a->egress, err, errlen);
+    if (erc != 0)
+        return erc;
     struct lrt_options o = {
         .loop = a->loop,
         .cluster_id = cfg->cluster_id,
         .state_dir = cfg->state_dir,
         .manifests_dir = manifests,
         .envd_path = envd_path,
+        .egress = egress_wiring_config(a->egress),
+        .egress_table = egress_wiring_table(a->egress),
     };
     if (cfg->uid_base < 65536 || cfg->uid_base > 4294901759LL) {
         snprintf(err, errlen,
@@ -588,11 +622,13 @@ void agent_fini(struct agent *a)
     }
     rt_free(a->rt); /* sandboxes keep running: the next agent re-adopts them */
     a->rt = NULL;
+    egress_wiring_stop(a->egress); /* the gateway's sockets, while the loop is alive */
     e2b_free(a->e2b);
     native_free(a->native);
     dataplane_free(a->dp);
     free(a->pool_seen);
     loop_free(a->loop);
+    egress_wiring_free(a->egress); /* after the workers' last callbacks cleared their slots */
     for (int i = 0; i < AGENT_NLISTENERS; i++)
         http_router_free(a->l[i].router);
     agent_auth_free(a->auth);

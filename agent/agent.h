@@ -27,6 +27,7 @@ struct hub_link;
 struct native;
 struct rt;
 struct agent_pool_seen;
+struct egress_wiring;
 
 struct agent_config {
     char *cluster_id;
@@ -52,8 +53,11 @@ struct agent_config {
     int64_t reconnect_min_ms;
     int64_t reconnect_max_ms;
     int64_t reconnect_reset_ms;
-    bool enable_diag;     /* /v1/diag/... on the native API (admin only either way) */
-    bool insecure_tunnel; /* ws:// to a non-loopback hub */
+    bool enable_diag;                 /* /v1/diag/... on the native API (admin only either way) */
+    bool insecure_tunnel;             /* ws:// to a non-loopback hub */
+    char *egress_range;               /* local runtime: IPv4 CIDR of the sandbox veths */
+    char *egress_resolver;            /* DNS server the gateway relays to (NULL: resolv.conf) */
+    int64_t egress_conns_per_sandbox; /* open connections per sandbox through the gateway */
 };
 
 /* Whether the host of "host[:port][/...]" is loopback (127.0.0.0/8, ::1,
@@ -82,6 +86,7 @@ struct agent {
     struct loop *loop;
     struct hub_link *hub;              /* every call to the hub and relay through it */
     struct agent_auth *auth;           /* API keys, validated through the hub */
+    struct egress_wiring *egress;      /* local runtime: namespace, gateway, slot table */
     struct rt *rt;                     /* the sandbox runtime */
     struct agent_pool_seen *pool_seen; /* pool gauge series exported so far (agent.c) */
     struct dataplane *dp;

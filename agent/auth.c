@@ -36,7 +36,11 @@ struct agent_auth {
     struct hub_link *hub; /* not owned */
     struct cache_entry cache[CACHE_SLOTS];
     struct asrt_keyring *kr; /* the hub's assertion keys (last WELCOME); NULL: none accepted */
+    /* verified assertions: the hub reuses a caller's for minutes, so a repeat
+     * costs a hash, not an Ed25519 verify (NULL: no cache, still correct) */
+    struct asrt_cache *vcache;
     struct metric_family *m_result;
+    struct metric_family *m_verify; /* assertion verifications by cache=hit|miss */
 };
 
 static unsigned slot_of(const char *hash)
@@ -61,10 +65,16 @@ int agent_auth_new(struct hub_link *hub, struct agent_auth **out)
     au->hub = hub;
     /* an invalid cluster id (a standalone agent) leaves kr NULL: assertions refused */
     au->kr = asrt_keyring_new(hub_link_cluster(hub));
+    au->vcache = asrt_cache_new(ASRT_CACHE_SLOTS);
     static const char *const labels[] = {"result", NULL};
     au->m_result =
         metrics_register(metrics_default(), "agentbox_auth_requests_total",
                          "API-key checks on the agent by result.", METRIC_COUNTER, labels, NULL, 0);
+    static const char *const vlabels[] = {"cache", NULL};
+    au->m_verify = metrics_register(metrics_default(), "agentbox_agent_assertion_verifies_total",
+                                    "Assertions verified on the agent: cache=miss a full "
+                                    "verification (Ed25519), hit a token verified before.",
+                                    METRIC_COUNTER, vlabels, NULL, 0);
     *out = au;
     return 0;
 }
@@ -74,6 +84,7 @@ void agent_auth_free(struct agent_auth *au)
     if (!au)
         return;
     asrt_keyring_free(au->kr);
+    asrt_cache_free(au->vcache);
     free(au);
 }
 
@@ -207,8 +218,16 @@ static void by_assertion(struct agent_auth *au, struct http_exchange *ex, const 
         http_respond_error(ex, 400, "a request carries an assertion or an API key, not both");
         return;
     }
-    rc = au->kr ? asrt_verify(au->kr, tok, strlen(tok), (int64_t)time(NULL), &c, err, sizeof(err))
+    uint64_t hits0 = 0, hits1 = 0, misses;
+    asrt_cache_stats(au->vcache, &hits0, &misses);
+    rc = au->kr ? asrt_verify_cached(au->kr, au->vcache, NULL, tok, strlen(tok),
+                                     (int64_t)time(NULL), &c, err, sizeof(err))
                 : ASRT_EKID;
+    asrt_cache_stats(au->vcache, &hits1, &misses);
+    {
+        const char *v[] = {hits1 > hits0 ? "hit" : "miss"};
+        metrics_add(au->m_verify, v, 1);
+    }
     if (rc != 0) {
         count(au, "invalid");
         LOG_WARN("assertion refused", "error", au->kr ? err : "no assertion keys");
@@ -313,15 +332,22 @@ void agent_auth_on_event(struct agent_auth *au, json_t *event)
     const char *type = json_string_value(json_object_get(event, "type"));
     const char *hash = json_string_value(json_object_get(event, "hash"));
     const char *key_id = json_string_value(json_object_get(event, "keyId"));
-    if (type && strcmp(type, "welcome") == 0) {
+    /* a WELCOME's keys, or the hub's rotation told while connected */
+    if (type && (strcmp(type, "welcome") == 0 || strcmp(type, "assertion_keys") == 0)) {
         on_welcome(au, event);
         return;
     }
     if (!type || strcmp(type, "key_revoked") != 0)
         return;
-    if (au->kr && key_id && *key_id &&
-        asrt_keyring_revoke(au->kr, key_id, (int64_t)time(NULL)) != 0)
-        LOG_WARN("cannot record a revoked key id", "key_id", key_id);
+    if (au->kr && key_id && *key_id) {
+        int rc = asrt_keyring_revoke(au->kr, key_id, (int64_t)time(NULL));
+        if (rc == 1)
+            LOG_WARN("revoked key ids overflow one bucket: its keys' assertions are refused "
+                     "for a lifetime",
+                     "key_id", key_id);
+        else if (rc != 0)
+            LOG_WARN("cannot record a revoked key id", "key_id", key_id);
+    }
     if (!hash)
         return;
     struct cache_entry *e = find(au, hash);

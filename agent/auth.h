@@ -66,8 +66,9 @@ struct http_request;
 const char *agent_auth_presented_key(const struct http_request *r);
 
 /* A hub EVENT (tunnel_client's event hook forwards them here): key
- * revocations, and {"type":"welcome","assertionKeys":[…]} from each WELCOME,
- * which replaces the keys assertions are verified with. */
+ * revocations, and {"type":"welcome","assertionKeys":[…]} from each WELCOME
+ * or {"type":"assertion_keys",…} when the hub rotates its signing key, which
+ * replace the keys assertions are verified with. */
 void agent_auth_on_event(struct agent_auth *au, json_t *event);
 
 #endif

@@ -245,6 +245,10 @@ static void create_ok(struct http_exchange *ex, const struct keys_principal *p, 
                       "summary", "create an API key"));
         return;
     }
+    if (auth_key_churn(arg, p, err, sizeof(err)) != 0) {
+        auth_respond_api_error(ex, 429, "RATE_LIMITED", "%s", err);
+        return;
+    }
     o = op_new(arg, ex, p, OP_CREATE);
     if (o == NULL)
         return;
@@ -266,9 +270,15 @@ static void create_key(struct http_exchange *ex, void *arg)
 
 static void revoke_ok(struct http_exchange *ex, const struct keys_principal *p, void *arg)
 {
-    struct key_op *o = op_new(arg, ex, p, OP_REVOKE);
     const char *id = http_param(ex, "id");
+    struct key_op *o;
+    char err[256];
 
+    if (auth_key_churn(arg, p, err, sizeof(err)) != 0) {
+        auth_respond_api_error(ex, 429, "RATE_LIMITED", "%s", err);
+        return;
+    }
+    o = op_new(arg, ex, p, OP_REVOKE);
     if (o == NULL)
         return;
     /* TODO(approvals): agent-mode revocation is a gated, once-only operation

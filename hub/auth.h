@@ -105,14 +105,49 @@ int auth_validate_hash(struct auth_ctx *a, const char *hash, auth_validate_fn cb
  * "" for a fresh random one. Returns 0, or the asrt_sign error with err. */
 int auth_sign_for(const struct auth_ctx *a, const struct keys_principal *p, const char *aud,
                   const char *rid, char *out, size_t outlen, char *err, size_t errlen);
+/* Request ids say what an assertion may back. A claim row (sandbox_events.c)
+ * is recorded only under an assertion made for that create: one whose rid
+ * starts with AUTH_RID_VALIDATION (made when the cluster validated a key its
+ * client had just presented to it: it speaks for that client's creates), or
+ * one under which the hub forwarded a create to the cluster (a create credit,
+ * used up by one claim). An assertion a cluster received with any other
+ * request (a read through the front door, a relay) backs no claim. No other
+ * assertion ever carries the validation prefix (auth_sign_for re-prefixes a
+ * given rid that has it). */
+#define AUTH_RID_VALIDATION "kv."
+
+/* The assertion of p for aud, from a cache per (principal, audience) reused
+ * until half its lifetime (a new one is signed with rid, or a fresh one when
+ * rid is NULL or ""); create: the request is a create forwarded to aud, which
+ * earns one create credit under the assertion's rid. out: ASRT_TOKEN_MAX + 1
+ * bytes. The cache drops a key's entries when it is revoked. */
+int auth_assertion_for(struct auth_ctx *a, const struct keys_principal *p, const char *aud,
+                       const char *rid, bool create, char *out, size_t outlen, char *err,
+                       size_t errlen);
+/* Whether a claim event from cluster under an assertion with rid (already
+ * verified as made for cluster, of the claim's principal) may make a row:
+ * a validation rid, or a create credit for (cluster, rid), which this uses
+ * up. Credits live in this hub's memory for the assertion's lifetime. */
+bool auth_claim_allowed(struct auth_ctx *a, const char *cluster, const char *rid);
 /* Verifies an assertion that came over cluster's tunnel: it must have been
  * made for that cluster (asrt_verify_for). On success *p is the asserted
  * principal (no hash, name or expiry: an assertion does not carry them) and
  * rid (ASRT_RID_MAX + 1 bytes, may be NULL) its request id. */
 int auth_verify_from(const struct auth_ctx *a, const char *cluster, const char *token,
                      struct keys_principal *p, char *rid, char *err, size_t errlen);
-/* The public key texts for WELCOME, current first: a JSON array of strings. */
+/* The public key texts for WELCOME, current first (then the previous
+ * generation's, while it is published): a JSON array of strings. */
 json_t *auth_assertion_keys_json(const struct auth_ctx *a);
+/* Called on the loop thread when the published keys change (a rotation,
+ * hub/signing_keys.h) with the new auth_assertion_keys_json (borrowed).
+ * serve.c points it at the tunnel server, which tells every agent. */
+typedef void (*auth_keys_fn)(void *arg, json_t *keys);
+/* Signs with generation set->current and publishes it and set->previous
+ * (hub/signing_keys.h) from now on; the scan tick does this on every change,
+ * serve.c once at start. A no-op when unchanged; the hook runs on a change. */
+struct signing_set;
+int auth_set_signing(struct auth_ctx *a, const struct signing_set *set, char *err, size_t errlen);
+void auth_set_keys_hook(struct auth_ctx *a, auth_keys_fn fn, void *arg);
 
 /* {keyId, name, team, user, namespace, role, mode, expiresAt}: no hash, no token. */
 json_t *auth_principal_json(const struct keys_principal *p);
@@ -123,6 +158,17 @@ void auth_set_revocation_hook(struct auth_ctx *a, keys_revocation_fn fn, void *a
 /* Calls the hook, if any: the scan (auth.c) and the key API's revoke. */
 void auth_notify_revoked(struct auth_ctx *a, const char *key_id, const char *hash,
                          const char *reason);
+
+/* Key churn (issue 13): a tenant creating and revoking its own keys at
+ * full speed would flood every agent's set of revoked key ids
+ * (agentbox/assertion.h). Each (team, user) gets AUTH_KEY_CHURN_PER_MIN
+ * self-service creates plus revokes per minute (a fixed window); admins and
+ * the CLI are not limited. */
+#define AUTH_KEY_CHURN_PER_MIN 30
+#define AUTH_KEY_CHURN_USERS 4096 /* distinct users tracked per window */
+/* Counts one create or revoke by p: 0, or AB_ELIMIT with err naming the
+ * limit (answer 429). Admin principals always 0. */
+int auth_key_churn(struct auth_ctx *a, const struct keys_principal *p, char *err, size_t errlen);
 
 /* Records that a key was used (batched into last_used_at). */
 void auth_mark_used(struct auth_ctx *a, const char *key_id);

@@ -58,15 +58,19 @@ static void sub_target(const struct http_request *r, size_t prefix_len, char *ou
  * never the caller's key. Returns how many, or -1 with tok holding the
  * reason when signing failed. */
 static int keep_headers(struct e2b_front *fr, const struct http_request *r,
-                        const struct keys_principal *p, const char *cluster, struct tun_header *h,
-                        char *tok, size_t toklen)
+                        const struct keys_principal *p, const char *cluster, const char *target,
+                        struct tun_header *h, char *tok, size_t toklen)
 {
     char err[200];
     int n = 0;
     const char *ct = http_header_get(r, "Content-Type");
+    /* a create earns the cluster one claim row under the assertion (hub/auth.h) */
+    bool create = strcmp(r->method, "POST") == 0 && strncmp(target, "/sandboxes", 10) == 0 &&
+                  (target[10] == '\0' || target[10] == '?');
     if (ct)
         h[n++] = (struct tun_header){"Content-Type", ct};
-    if (auth_sign_for(fr->d.auth, p, cluster, NULL, tok, toklen, err, sizeof(err)) != 0) {
+    if (auth_assertion_for(fr->d.auth, p, cluster, NULL, create, tok, toklen, err, sizeof(err)) !=
+        0) {
         ab_strlcpy(tok, err, toklen);
         return -1;
     }
@@ -102,7 +106,7 @@ static void send_to(struct e2b_front *fr, struct http_exchange *ex, const struct
     struct tun_session *s = tunnel_server_session(fr->tunnel, cluster);
     struct tun_header h[8];
     char tok[ASRT_TOKEN_MAX + 1];
-    int n = keep_headers(fr, r, p, cluster, h, tok, sizeof(tok));
+    int n = keep_headers(fr, r, p, cluster, target, h, tok, sizeof(tok));
     struct one *o;
 
     if (n < 0) {
@@ -401,7 +405,7 @@ static void fan_pump(struct fan *f)
     while (f->next < f->n && f->inflight < E2B_FRONT_FANOUT) {
         const char *c = f->clusters[f->next++];
         struct tun_session *s = tunnel_server_session(f->fr->tunnel, c);
-        int nh = keep_headers(f->fr, r, &f->p, c, h, tok, sizeof(tok));
+        int nh = keep_headers(f->fr, r, &f->p, c, f->target, h, tok, sizeof(tok));
         if (s && nh >= 0 &&
             tun_call(s, "e2b", "GET", f->target, h, nh, NULL, 0, E2B_FRONT_BODY_MAX, fan_one_done,
                      f) == 0) {

@@ -14,6 +14,7 @@
 #include "hub/vault.h"
 #include "hub/hub.h"
 #include "hub/migrate.h"
+#include "hub/signing_keys.h"
 
 struct migrate_config {
     char *database_url;
@@ -136,6 +137,7 @@ static void usage(FILE *f)
             "  key CMD         create, list, revoke API keys (create prints the key once)\n"
             "  team CMD        set-namespace, clear-namespace, list team namespace overrides\n"
             "  vault CMD       rotate-key: re-encrypt the vault under a new key generation\n"
+            "  signing-key CMD rotate, list: the assertion signing key's generations\n"
             "  help [COMMAND]  show this, or a command's flags\n"
             "  version         print the version\n"
             "\n"
@@ -165,6 +167,8 @@ int main(int argc, char **argv)
         return iam_team_cli_main(argc - 2, argv + 2);
     if (strcmp(cmd, "vault") == 0)
         return vault_cli_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "signing-key") == 0)
+        return signing_keys_cli_main(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("agentbox-hub %s\n", AGENTBOX_VERSION);
         return 0;
@@ -185,6 +189,8 @@ int main(int argc, char **argv)
                 return iam_team_cli_main(1, help_argv);
             if (strcmp(argv[2], "vault") == 0)
                 return vault_cli_main(1, help_argv);
+            if (strcmp(argv[2], "signing-key") == 0)
+                return signing_keys_cli_main(1, help_argv);
             fprintf(stderr, "agentbox-hub help: unknown command '%s'\n\n", argv[2]);
             usage(stderr);
             return 2;

@@ -9,6 +9,7 @@
 #include "hub/db.h"
 #include "hub/hub.h"
 
+#include "agentbox/assertion.h"
 #include "agentbox/common.h"
 #include "agentbox/json.h"
 #include "agentbox/log.h"
@@ -132,15 +133,25 @@ static void done(void *arg, int status)
 static bool claim_asserted(struct hub *h, const char *cluster, json_t *ev)
 {
     struct keys_principal p;
-    char err[256];
+    char err[256], rid[ASRT_RID_MAX + 1];
     const char *tok = str(ev, "assertion");
-    if (!tok[0] || auth_verify_from(h->auth, cluster, tok, &p, NULL, err, sizeof(err)) != 0) {
+    if (!tok[0] || auth_verify_from(h->auth, cluster, tok, &p, rid, err, sizeof(err)) != 0) {
         LOG_WARN("claim event assertion refused", "cluster", cluster, "id", str(ev, "id"), "error",
                  tok[0] ? err : "no assertion");
         return false;
     }
-    return strcmp(p.team, str(ev, "team")) == 0 && strcmp(p.user, str(ev, "user")) == 0 &&
-           strcmp(p.namespace, str(ev, "namespace")) == 0;
+    if (strcmp(p.team, str(ev, "team")) != 0 || strcmp(p.user, str(ev, "user")) != 0 ||
+        strcmp(p.namespace, str(ev, "namespace")) != 0)
+        return false;
+    /* and made for a create (hub/auth.h AUTH_RID_VALIDATION): an assertion
+     * the cluster got with a read, or one whose forwarded create already made
+     * its row, records nothing */
+    if (!auth_claim_allowed(h->auth, cluster, rid)) {
+        LOG_WARN("claim event assertion not made for a create", "cluster", cluster, "id",
+                 str(ev, "id"));
+        return false;
+    }
+    return true;
 }
 
 /* Whether cluster may speak for ev: a sandbox of its own id prefix, in a

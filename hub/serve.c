@@ -19,6 +19,7 @@
 #include "hub/e2b_front.h"
 #include "hub/federation.h"
 #include "hub/sandbox_events.h"
+#include "hub/signing_keys.h"
 #include "hub/tunnel_server.h"
 #include "hub/vault.h"
 #include "hub/vault_api.h"
@@ -158,6 +159,22 @@ static int create_auth(struct hub *h, char *err, size_t errlen)
     rc = auth_new(&o, &h->auth, err, errlen);
     OPENSSL_cleanse(secret, len);
     free(secret);
+    if (rc == 0) {
+        /* the signing key generation before any agent connects; PostgreSQL
+         * down: generation 0 until the first scan tick reads it */
+        struct db_connect_options co = {.database_url = h->cfg->database_url,
+                                        .connect_timeout_ms = h->cfg->db_connect_timeout_ms,
+                                        .application_name = "agentbox-hub"};
+        struct signing_set set;
+        char why[256];
+        PGconn *c = NULL;
+        if (db_connect(&co, &c, why, sizeof(why)) == 0) {
+            if (signing_keys_load_conn(c, &set, why, sizeof(why)) != 0 ||
+                auth_set_signing(h->auth, &set, why, sizeof(why)) != 0)
+                LOG_WARN("signing key generation not read at start", "error", why);
+            PQfinish(c);
+        }
+    }
     return rc;
 }
 
@@ -305,6 +322,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     tunnel_server_set_session_end_hook(h->tunnel, federation_on_session_end, h->fed);
     e2b_front_set_tunnel(h->front, h->tunnel);
     auth_set_revocation_hook(h->auth, tunnel_server_on_key_revoked, h->tunnel);
+    auth_set_keys_hook(h->auth, tunnel_server_on_assertion_keys, h->tunnel);
     LOG_INFO("hub listening", "listen", h->cfg->listen, "version", AGENTBOX_VERSION);
     return 0;
 }
@@ -328,9 +346,11 @@ void hub_fini(struct hub *h)
      * order of creation, the routers and the loop. */
     db_pool_free(h->db);
     h->db = NULL;
-    if (h->auth != NULL)
+    if (h->auth != NULL) {
         auth_set_revocation_hook(h->auth, NULL, NULL); /* it points at the tunnel */
-    tunnel_server_stop(h->tunnel);                     /* created last, by hub_start */
+        auth_set_keys_hook(h->auth, NULL, NULL);
+    }
+    tunnel_server_stop(h->tunnel); /* created last, by hub_start */
     h->tunnel = NULL;
     http_server_stop(h->api);
     h->api = NULL;

@@ -266,6 +266,15 @@ static const char *header_of(const struct tun_head *h, const char *name)
     return NULL;
 }
 
+/* An E2B create: the one relayed request that earns the target a create
+ * credit (a claim row, hub/auth.h). */
+static bool relay_is_create(const char *service, const struct tun_head *head)
+{
+    const char *p = head->path ? head->path : "";
+    return strcmp(service, "e2b") == 0 && head->method && strcmp(head->method, "POST") == 0 &&
+           strncmp(p, "/sandboxes", 10) == 0 && (p[10] == '\0' || p[10] == '?');
+}
+
 static void relay(struct hub_session *hs, struct tun_stream *st, const struct tun_head *head)
 {
     const char *target = header_of(head, H_TARGET_CLUSTER);
@@ -285,15 +294,17 @@ static void relay(struct hub_session *hs, struct tun_stream *st, const struct tu
         return;
     }
     /* The principal travels as an assertion made for the sender; the target
-     * gets one made for itself (same principal and rid), so an assertion is
-     * never valid on a cluster it was not made for. */
+     * gets one made for itself (same principal and rid, from the hub's cache
+     * per principal and target), so an assertion is never valid on a cluster
+     * it was not made for. */
     char tok[ASRT_TOKEN_MAX + 1] = "", why[200], rid[ASRT_RID_MAX + 1];
     const char *in_tok = header_of(head, ASRT_HEADER);
     if (in_tok) {
         struct keys_principal p;
         if (!hs->ts->auth ||
             auth_verify_from(hs->ts->auth, hs->cluster, in_tok, &p, rid, why, sizeof(why)) != 0 ||
-            auth_sign_for(hs->ts->auth, &p, target, rid, tok, sizeof(tok), why, sizeof(why)) != 0) {
+            auth_assertion_for(hs->ts->auth, &p, target, rid, relay_is_create(service, head), tok,
+                               sizeof(tok), why, sizeof(why)) != 0) {
             LOG_WARN("relay refused: bad assertion", "cluster", hs->cluster, "target", target,
                      "error", hs->ts->auth ? why : "no signer");
             char m[260];
@@ -597,6 +608,16 @@ void tunnel_server_on_key_revoked(void *arg, const char *key_id, const char *has
     json_t *ev = json_pack("{s:s,s:s,s:s,s:s}", "type", "key_revoked", "hash", hash, "keyId",
                            key_id ? key_id : "", "reason", reason ? reason : "revoked");
     tunnel_server_broadcast(arg, ev);
+    json_decref(ev);
+}
+
+/* The signing keys changed (a rotation): every agent replaces its keyring
+ * now, as on a WELCOME, without reconnecting. */
+void tunnel_server_on_assertion_keys(void *arg, json_t *keys)
+{
+    json_t *ev = json_pack("{s:s,s:O}", "type", "assertion_keys", "assertionKeys", keys);
+    if (ev)
+        tunnel_server_broadcast(arg, ev);
     json_decref(ev);
 }
 

@@ -56,6 +56,9 @@ typedef void (*tunnel_server_report_fn)(void *arg, const char *cluster_id, json_
 typedef void (*tunnel_server_session_end_fn)(void *arg, const char *cluster_id);
 /* A keys_revocation_fn (keys.h), arg = the tunnel server: sends every
  * session an EVENT {type: key_revoked, hash, reason}. */
+/* auth_keys_fn (hub/auth.h): broadcasts {"type":"assertion_keys",
+ * "assertionKeys":[…]} (current first), which agents treat as a WELCOME's. */
+void tunnel_server_on_assertion_keys(void *arg, json_t *keys);
 void tunnel_server_on_key_revoked(void *arg, const char *key_id, const char *hash,
                                   const char *reason);
 void tunnel_server_set_report_hook(struct tunnel_server *ts, tunnel_server_report_fn fn, void *arg);

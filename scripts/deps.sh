@@ -10,10 +10,18 @@ PACKAGES=(
   libwebsockets-dev libjansson-dev libyaml-dev libpq-dev libcurl4-openssl-dev libssl-dev
   libcmocka-dev libhttp-parser-dev zlib1g-dev libseccomp-dev
   postgresql postgresql-contrib
-  slirp4netns iproute2 nftables util-linux procps curl ca-certificates
+  iproute2 nftables util-linux procps curl ca-certificates
   nodejs npm
   prometheus
   kubernetes-client
+  # tests/tools/helmrender (renders helm/ charts in tests; Helm is not packaged):
+  # Go in GOPATH mode, sprig and every package sprig imports, and a YAML library
+  golang-go golang-github-masterminds-sprig-dev golang-github-masterminds-semver-dev
+  golang-github-masterminds-goutils-dev golang-github-huandu-xstrings-dev
+  golang-github-google-uuid-dev golang-github-imdario-mergo-dev
+  golang-github-shopspring-decimal-dev golang-github-mitchellh-copystructure-dev
+  golang-github-mitchellh-reflectwalk-dev golang-github-spf13-cast-dev
+  golang-golang-x-crypto-dev golang-github-ghodss-yaml-dev golang-gopkg-yaml.v2-dev
   tmux openssl # the E2B CLI's interactive connect in a PTY; the 1.x SDK test's loopback certificate
 )
 

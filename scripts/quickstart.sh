@@ -69,7 +69,7 @@ stop_all() {
     dirs+=("${d%/}")
     f="$d/state.json"
     [ -e "$f" ] || continue
-    for key in pid slirp_pid; do
+    for key in pid; do
       pid=$(grep -o "\"$key\": *[0-9]*" "$f" | grep -o '[0-9]*$' || true)
       start=$(grep -o "\"${key%pid}start[_a-z]*\": *[0-9]*" "$f" | grep -o '[0-9]*$' || true)
       [ -n "$pid" ] && [ "$pid" != 0 ] && [ -r "/proc/$pid/stat" ] || continue
@@ -103,6 +103,12 @@ stop_all() {
     # the sandbox's writable space is a tmpfs mounted on <dir>/data
     mountpoint -q "$d/data" 2>/dev/null && umount -l "$d/data" || true
     rm -rf "$d"
+  done
+  # each agent's egress namespace (kept by an agent for its successor)
+  for f in "$RUN"/*/state/egress-netns; do
+    [ -r "$f" ] || continue
+    ns=$(tr -cd 'A-Za-z0-9._-' < "$f")
+    [ -n "$ns" ] && ip netns delete "$ns" 2>/dev/null || true
   done
   [ -d "$RUN/pg/data" ] && bash scripts/pg.sh stop "$RUN/pg"
   return 0
@@ -227,9 +233,9 @@ start hub "$BUILD/agentbox-hub" serve --listen "127.0.0.1:$HUB_PORT" \
   --tunnel-listen "127.0.0.1:$HUB_TUNNEL_PORT" --metrics-listen "127.0.0.1:$HUB_METRICS_PORT"
 DATABASE_URL=$OWNER_URL
 
-start_agent() { # id, token, e2b, data, native, metrics
-  local id=$1 token=$2
-  shift 2
+start_agent() { # id, token, egress range, e2b, data, native, metrics
+  local id=$1 token=$2 range=$3
+  shift 3
   mkdir -p "$RUN/$id/state"
   # the token goes by environment, not argv, so ps does not show it
   export AGENTBOX_JOIN_TOKEN=$token
@@ -238,11 +244,12 @@ start_agent() { # id, token, e2b, data, native, metrics
     --state-dir "$RUN/$id/state" --manifests-dir "$ROOT/scripts/quickstart-manifests" \
     --envd-path "$BUILD/agentbox-envd" \
     --e2b-listen "127.0.0.1:$1" --data-listen "127.0.0.1:$2" --native-listen "127.0.0.1:$3" \
-    --metrics-listen "127.0.0.1:$4"
+    --metrics-listen "127.0.0.1:$4" --egress-range "$range"
   unset AGENTBOX_JOIN_TOKEN
 }
-start_agent alpha "$ALPHA_TOKEN" "${ALPHA_PORTS[@]}" "$ALPHA_METRICS_PORT"
-start_agent beta "$BETA_TOKEN" "${BETA_PORTS[@]}" "$BETA_METRICS_PORT"
+# each agent its own egress namespace; distinct ranges keep `ip` output readable
+start_agent alpha "$ALPHA_TOKEN" 10.200.0.0/16 "${ALPHA_PORTS[@]}" "$ALPHA_METRICS_PORT"
+start_agent beta "$BETA_TOKEN" 10.201.0.0/16 "${BETA_PORTS[@]}" "$BETA_METRICS_PORT"
 
 wait_healthy() { # name, url [curl args: a key]
   local deadline=$((SECONDS + 60))

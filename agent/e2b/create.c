@@ -126,6 +126,8 @@ struct reserved {
     char group[RT_NAME_MAX + 1];
     bool no_wait;
     bool private_networks;
+    const json_t *network; /* the body's network object (borrowed: the body outlives the claim's
+                              start), already accepted by e2b_refuse_create */
 };
 
 static int take_reserved(json_t *md, struct reserved *r, char *err, size_t errlen)
@@ -335,6 +337,8 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         .env_vars = envs,
         .metadata = md,
         .allow_internet = internet,
+        .network = res.network,
+        .allow_private_networks = res.private_networks,
         .team = p->team,
         .owner = p->user,
     };
@@ -495,6 +499,8 @@ static void create_op(struct e2b *e, struct http_exchange *ex, const struct agen
         md = json_object();
     if (rc == 0)
         rc = take_reserved(md, &res, err, sizeof(err));
+    if (rc == 0)
+        res.network = json_object_get(b, "network");
     if (rc == AB_EDENIED && check_secrets(e, ex, p, json_object_get(b, "network"), err)) {
         count(e, "refused");
         goto out; /* answered once the vault said which names exist */

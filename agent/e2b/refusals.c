@@ -7,6 +7,8 @@
 #include "agent/e2b/e2b.h"
 
 #include "agent/auth.h"
+#include "agent/egress/policy.h"
+#include "agent/runtime/runtime.h"
 
 #include "agentbox/common.h"
 #include "agentbox/metrics.h"
@@ -37,112 +39,9 @@ static bool non_empty(json_t *v)
     return true;
 }
 
-/* One header value of a rule: it must be exactly a template referencing a
- * vault secret, so a literal credential never travels in a create body. */
-static int check_header_value(const char *host, const char *name, json_t *v, char *err,
-                              size_t errlen)
-{
-    const char *s = json_string_value(v);
-    if (!s) {
-        snprintf(err, errlen, "network.rules[\"%.100s\"] header \"%.64s\" must be a string", host,
-                 name);
-        return AB_EINVAL;
-    }
-    if (strstr(s, "{{") || strstr(s, "}}")) {
-        snprintf(err, errlen,
-                 "network.rules[\"%.100s\"] header \"%.64s\" uses the old {{ }} syntax: write "
-                 "${e2b.secrets.<name>}",
-                 host, name);
-        return AB_EINVAL;
-    }
-    if (strstr(s, "${e2b.identity")) {
-        snprintf(err, errlen,
-                 "network.rules[\"%.100s\"] header \"%.64s\": ${e2b.identity...} is not "
-                 "supported; store the credential with POST /secrets and use "
-                 "${e2b.secrets.<name>}",
-                 host, name);
-        return AB_EINVAL;
-    }
-    const char *p = strstr(s, "${e2b.secrets.");
-    if (!p) {
-        snprintf(err, errlen,
-                 "network.rules[\"%.100s\"] header \"%.64s\" is a literal value, which would "
-                 "leak into request bodies and logs: store it with POST /secrets and write "
-                 "${e2b.secrets.<name>}",
-                 host, name);
-        return AB_EINVAL;
-    }
-    /* every ${...} must be a well-formed secret reference */
-    for (p = strstr(s, "${"); p; p = strstr(p + 2, "${")) {
-        const char *q = p + 2;
-        if (strncmp(q, "e2b.secrets.", 12) != 0) {
-            snprintf(err, errlen,
-                     "network.rules[\"%.100s\"] header \"%.64s\" has a reference other than "
-                     "${e2b.secrets.<name>}",
-                     host, name);
-            return AB_EINVAL;
-        }
-        q += 12;
-        size_t n = strspn(q, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
-        if (n == 0 || n > 128 || q[n] != '}') {
-            snprintf(err, errlen,
-                     "network.rules[\"%.100s\"] header \"%.64s\" has a malformed secret "
-                     "reference: write ${e2b.secrets.<name>} with a name of [A-Za-z0-9_-]",
-                     host, name);
-            return AB_EINVAL;
-        }
-    }
-    return 0;
-}
-
-static int check_rules(json_t *rules, char *err, size_t errlen)
-{
-    const char *host;
-    json_t *list;
-
-    if (!json_is_object(rules)) {
-        snprintf(err, errlen, "network.rules must be an object of host → list of rules");
-        return AB_EINVAL;
-    }
-    json_object_foreach(rules, host, list)
-    {
-        if (strchr(host, '*')) {
-            snprintf(err, errlen,
-                     "network.rules host \"%.100s\" is a wildcard: credentials are injected per "
-                     "exact host; list each host by name",
-                     host);
-            return AB_EINVAL;
-        }
-        if (!json_is_array(list)) {
-            snprintf(err, errlen, "network.rules[\"%.100s\"] must be a list of rules", host);
-            return AB_EINVAL;
-        }
-        size_t i;
-        json_t *rule;
-        json_array_foreach(list, i, rule)
-        {
-            json_t *hdrs = json_object_get(json_object_get(rule, "transform"), "headers");
-            const char *name;
-            json_t *v;
-            if (!hdrs)
-                continue;
-            if (!json_is_object(hdrs)) {
-                snprintf(err, errlen,
-                         "network.rules[\"%.100s\"][%zu].transform.headers must be an object", host,
-                         i);
-                return AB_EINVAL;
-            }
-            json_object_foreach(hdrs, name, v)
-            {
-                int rc = check_header_value(host, name, v, err, errlen);
-                if (rc)
-                    return rc;
-            }
-        }
-    }
-    return 0;
-}
-
+/* The network object is judged by the one parser the gateway's policy comes
+ * from (agent/egress/policy.c): the same 400s for a create and an update,
+ * naming the field. Then what this agent cannot honour yet, failing closed. */
 int e2b_refuse_network(struct e2b *e, json_t *net, bool internet, bool live, char *err,
                        size_t errlen)
 {
@@ -174,20 +73,28 @@ int e2b_refuse_network(struct e2b *e, json_t *net, bool internet, bool live, cha
                  "header as sent; drop the field");
         return AB_EINVAL;
     }
+    /* allow-private-networks only widens what a rule's host may be, and rules
+     * are refused below either way */
+    const struct egress_opts opts = {.internet = internet};
+    struct egress_policy *p = NULL;
+    int rc = egress_policy_parse(net, &opts, &p, err, errlen);
+    egress_policy_free(p);
+    if (rc != 0)
+        return rc;
     rules = json_object_get(net, "rules");
-    if (non_empty(rules)) {
-        int rc = check_rules(rules, err, errlen);
-        if (rc)
-            return rc;
-        if (!internet) {
-            snprintf(err, errlen,
-                     "network.rules with allow_internet_access=false: nothing can reach the "
-                     "hosts the rules name; drop the rules or allow internet access");
-            return AB_EINVAL;
-        }
+    bool lists =
+        non_empty(json_object_get(net, "allowOut")) || non_empty(json_object_get(net, "denyOut"));
+    if (non_empty(rules) && rt_has(e2b_rt(e), RT_CAP_EGRESS)) {
+        /* egress-secrets: once the gateway intercepts TLS for hosts with rules
+         * (agent/egress/gateway.c, conn_decide), this refusal goes */
+        snprintf(err, errlen,
+                 "network.rules (vault secrets injected into requests) needs the egress "
+                 "gateway's TLS interception, which this agent does not have yet, so AgentBox "
+                 "refuses rather than send the requests without them; drop network.rules "
+                 "(network.allowOut and network.denyOut are enforced)");
+        return AB_EDENIED;
     }
-    if (non_empty(json_object_get(net, "allowOut")) || non_empty(json_object_get(net, "denyOut")) ||
-        non_empty(rules)) {
+    if ((lists || non_empty(rules)) && !rt_has(e2b_rt(e), RT_CAP_EGRESS)) {
         snprintf(err, errlen,
                  "egress filtering (network.allowOut, network.denyOut, network.rules) needs an "
                  "egress gateway, and the %s runtime has none, so AgentBox refuses rather than "

@@ -390,7 +390,9 @@ static void connect_op(struct e2b *e, struct http_exchange *ex, const struct age
     json_decref(s.metadata);
 }
 
-/* PUT /sandboxes/{id}/network: the same fail-closed rule as create. */
+/* PUT /sandboxes/{id}/network: the body is the sandbox's whole new egress
+ * policy (allowOut, denyOut, ...; allow_internet_access absent keeps the
+ * current switch), judged as a create's. Open connections keep going. */
 static void network_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
 {
     struct rt_sandbox s;
@@ -403,8 +405,25 @@ static void network_op(struct e2b *e, struct http_exchange *ex, const struct age
         return;
     }
     json_t *inet = json_object_get(b, "allow_internet_access");
-    int rc = e2b_refuse_network(e, b, !(inet && json_is_false(inet)), true, err, sizeof(err));
-    if (rc == 0 && inet && json_is_boolean(inet) && json_is_true(inet) != s.internet) {
+    int rc = 0;
+    if (inet && !json_is_null(inet) && !json_is_boolean(inet)) {
+        snprintf(err, sizeof(err), "allow_internet_access must be a boolean");
+        rc = AB_EINVAL;
+    }
+    bool internet = inet && json_is_boolean(inet) ? json_is_true(inet) : s.internet;
+    if (rc == 0)
+        rc = e2b_refuse_network(e, b, internet, true, err, sizeof(err));
+    if (rc == 0 && rt_has(e2b_rt(e), RT_CAP_NETWORK_UPDATE)) {
+        json_t *net = json_deep_copy(b);
+        if (net)
+            json_object_del(net, "allow_internet_access");
+        rc = net ? rt_set_network(e2b_rt(e), s.id, net, internet, err, sizeof(err)) : AB_ENOMEM;
+        if (rc == AB_ENOENT)
+            snprintf(err, sizeof(err), "sandbox \"%s\" not found", s.id);
+        else if (rc == AB_ENOMEM)
+            snprintf(err, sizeof(err), "out of memory");
+        json_decref(net);
+    } else if (rc == 0 && inet && json_is_boolean(inet) && json_is_true(inet) != s.internet) {
         snprintf(err, sizeof(err),
                  "allow_internet_access cannot change on a running sandbox of the %s runtime: "
                  "create a new sandbox with allow_internet_access=%s",
@@ -412,7 +431,7 @@ static void network_op(struct e2b *e, struct http_exchange *ex, const struct age
         rc = AB_EINVAL;
     }
     if (rc != 0)
-        http_respond_error(ex, 400, "%s", err);
+        http_respond_error(ex, rc == AB_ENOENT ? 404 : rc == AB_ENOMEM ? 503 : 400, "%s", err);
     else
         http_respond(ex, 204, NULL, NULL, 0, NULL, 0);
     json_decref(s.metadata);

@@ -7,7 +7,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <sched.h>
+#include <spawn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +20,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define NETNS_DIR "/run/netns"
 #define TOOL_ERR_MAX 512
@@ -185,27 +189,47 @@ static int run(const char *ns_path, const char *const argv[], const char *input,
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         goto out;
     }
-    pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        goto out;
-    }
-    if (pid == 0) {
-        if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) != 0)
-            _exit(126);
-        if (input)
-            dup2(in_pipe[0], 0);
-        else {
-            int dn = open("/dev/null", O_RDONLY);
-            dup2(dn, 0);
+    /* posix_spawn (a vfork) rather than fork + setns: copying the agent's
+     * page tables (large under the sanitizers) was most of an attach's time;
+     * nsenter (util-linux) does the setns and execs the tool in place */
+    {
+        const char *full[16];
+        char netarg[sizeof(pathbuf) + 160], nsenter_buf[64];
+        size_t k = 0;
+        if (ns_path) {
+            const char *ne = tool_path("nsenter", nsenter_buf, sizeof(nsenter_buf));
+            if (!ne) {
+                snprintf(err, errlen, "nsenter not found (Debian: util-linux)");
+                goto out;
+            }
+            snprintf(netarg, sizeof(netarg), "--net=%s", ns_path);
+            full[k++] = ne;
+            full[k++] = netarg;
+            full[k++] = "--";
         }
-        int dn = open("/dev/null", O_WRONLY);
-        dup2(dn, 1);
-        dup2(err_pipe[1], 2);
-        if (keep_fd >= 0)
-            fcntl(keep_fd, F_SETFD, 0);
-        execv(path, (char *const *)argv);
-        _exit(127);
+        full[k++] = path;
+        for (size_t i = 1; argv[i] && k < AB_ARRAY_LEN(full) - 1; i++)
+            full[k++] = argv[i];
+        full[k] = NULL;
+        posix_spawn_file_actions_t fa;
+        if (posix_spawn_file_actions_init(&fa) != 0) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        if (input)
+            posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
+        else
+            posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+        if (keep_fd >= 0) /* dup2 onto itself clears close-on-exec (POSIX 2024, glibc) */
+            posix_spawn_file_actions_adddup2(&fa, keep_fd, keep_fd);
+        int e = posix_spawn(&pid, full[0], &fa, NULL, (char *const *)full, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        if (e != 0) {
+            snprintf(err, errlen, "spawning %s: %s", full[0], strerror(e));
+            goto out;
+        }
     }
     close(err_pipe[1]);
     err_pipe[1] = -1;
@@ -355,25 +379,24 @@ int egress_netns_attach(const struct egress_netns_config *c, uint32_t slot,
     fmt_addr(&l.gateway, 0, gw, sizeof(gw));
     fmt_addr(&l.gateway, 30, gw_cidr, sizeof(gw_cidr));
     fmt_addr(&l.sandbox, 30, sb_cidr, sizeof(sb_cidr));
-    const char *add[] = {"ip",   "link", "add",  l.egress_if,       "type",
-                         "veth", "peer", "name", EGRESS_SANDBOX_IF, "netns",
-                         fdpath, NULL};
-    if ((rc = run(path, add, NULL, sfd, err, errlen)))
-        goto out;
-    const char *const egress_side[][8] = {
-        {"ip", "addr", "add", gw_cidr, "dev", l.egress_if, NULL},
-        {"ip", "link", "set", l.egress_if, "up", NULL},
-    };
-    const char *const sandbox_side[][8] = {
-        {"ip", "link", "set", "lo", "up", NULL},
-        {"ip", "addr", "add", sb_cidr, "dev", EGRESS_SANDBOX_IF, NULL},
-        {"ip", "link", "set", EGRESS_SANDBOX_IF, "up", NULL},
-        {"ip", "route", "replace", "default", "via", gw, NULL},
-    };
-    for (size_t i = 0; i < AB_ARRAY_LEN(egress_side) && !rc; i++)
-        rc = run(path, egress_side[i], NULL, -1, err, errlen);
-    for (size_t i = 0; i < AB_ARRAY_LEN(sandbox_side) && !rc; i++)
-        rc = run(sandbox_netns, sandbox_side[i], NULL, -1, err, errlen);
+    /* two `ip -batch` runs, one per namespace, instead of one process per
+     * step: a fork of the agent is the expensive part of attaching */
+    char egress_cmds[512], sandbox_cmds[512];
+    snprintf(egress_cmds, sizeof(egress_cmds),
+             "link add %s type veth peer name %s netns %s\n"
+             "addr add %s dev %s\n"
+             "link set %s up\n",
+             l.egress_if, EGRESS_SANDBOX_IF, fdpath, gw_cidr, l.egress_if, l.egress_if);
+    snprintf(sandbox_cmds, sizeof(sandbox_cmds),
+             "link set lo up\n"
+             "addr add %s dev %s\n"
+             "link set %s up\n"
+             "route replace default via %s\n",
+             sb_cidr, EGRESS_SANDBOX_IF, EGRESS_SANDBOX_IF, gw);
+    const char *batch[] = {"ip", "-batch", "-", NULL};
+    rc = run(path, batch, egress_cmds, sfd, err, errlen);
+    if (!rc)
+        rc = run(sandbox_netns, batch, sandbox_cmds, -1, err, errlen);
     if (rc) { /* leave nothing half made */
         char e2[64];
         const char *del[] = {"ip", "link", "del", "dev", l.egress_if, NULL};
@@ -439,4 +462,39 @@ int egress_netns_leave(int saved)
     if (saved >= 0)
         close(saved);
     return rc;
+}
+
+int egress_netns_prune(const struct egress_netns_config *c, bool (*keep)(void *arg, uint32_t slot),
+                       void *arg, char *err, size_t errlen)
+{
+    char path[128], names[EGRESS_PRUNE_MAX][IF_NAMESIZE];
+    size_t n = 0;
+    int saved, rc, removed = 0;
+
+    if ((rc = egress_netns_enter(c, &saved, err, errlen)))
+        return rc;
+    struct if_nameindex *ifs = if_nameindex(); /* a netlink dump of this thread's namespace */
+    if (egress_netns_leave(saved) != 0) {
+        snprintf(err, errlen, "could not return from the egress namespace");
+        abort(); /* a thread left in the egress namespace would dial from it */
+    }
+    if (!ifs) {
+        snprintf(err, errlen, "listing the egress namespace's links: %s", strerror(errno));
+        return AB_EIO;
+    }
+    for (struct if_nameindex *i = ifs; i->if_index && n < EGRESS_PRUNE_MAX; i++) {
+        unsigned slot;
+        char tail;
+        if (sscanf(i->if_name, "eg%u%c", &slot, &tail) == 1 && slot < egress_netns_slots(c) &&
+            !keep(arg, slot))
+            ab_strlcpy(names[n++], i->if_name, IF_NAMESIZE);
+    }
+    if_freenameindex(ifs);
+    ns_path_of(c, path, sizeof(path));
+    for (size_t k = 0; k < n; k++) {
+        const char *del[] = {"ip", "link", "del", "dev", names[k], NULL};
+        if (run(path, del, NULL, -1, err, errlen) == 0)
+            removed++;
+    }
+    return removed;
 }

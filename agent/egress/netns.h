@@ -12,7 +12,8 @@
  * (egress_netns_enter) and it dials out from the agent's namespace.
  *
  * Mechanism (recorded choice): the `ip` and `nft` tools of iproute2 and
- * nftables, run with fork + setns + exec (argv, never a shell); the ruleset is
+ * nftables, run with posix_spawn through `nsenter --net=<ns>` (argv, never a
+ * shell; util-linux); an attach is one `ip -batch -` per namespace; the ruleset is
  * written to `nft -f -` on stdin, so it is replaced atomically. Netlink would
  * save the processes, not a line of policy; these calls happen once per
  * sandbox, not per connection. Every function blocks: call them from a worker,
@@ -22,6 +23,7 @@
 
 #include "agent/egress/policy.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,6 +81,13 @@ int egress_netns_attach(const struct egress_netns_config *c, uint32_t slot,
 /* Deletes slot's veth pair (both ends). Absent is not an error. */
 int egress_netns_detach(const struct egress_netns_config *c, uint32_t slot, char *err,
                         size_t errlen);
+
+/* Deletes every sandbox link ("eg<slot>") of the egress namespace whose slot
+ * keep() disowns: what a predecessor left for sandboxes that are gone (at
+ * most EGRESS_PRUNE_MAX a call). Returns how many went, or a negative error. */
+#define EGRESS_PRUNE_MAX 4096
+int egress_netns_prune(const struct egress_netns_config *c, bool (*keep)(void *arg, uint32_t slot),
+                       void *arg, char *err, size_t errlen);
 
 /* Runs on the calling thread inside the egress namespace until
  * egress_netns_leave: for opening the gateway's listening sockets, which stay

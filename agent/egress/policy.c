@@ -332,6 +332,14 @@ static int check_template(const char *host, const char *name, const char *s, cha
                  host, name);
         return AB_EINVAL;
     }
+    if (strstr(s, "${e2b.identity")) { /* E2B's own token source: name the way here */
+        snprintf(err, errlen,
+                 "network.rules[\"%.100s\"] header \"%.64s\": ${e2b.identity...} is not "
+                 "supported; store the credential with POST /secrets and use "
+                 "${e2b.secrets.<name>}",
+                 host, name);
+        return AB_EINVAL;
+    }
     for (p = strstr(s, "${"); p; p = strstr(p + 2, "${")) {
         const char *q = p + 2;
         if (strncmp(q, "e2b.secrets.", 12) != 0) {

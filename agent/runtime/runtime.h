@@ -54,6 +54,12 @@ struct rt_claim_options {
     const json_t *env_vars;     /* object of strings, or NULL; copied */
     const json_t *metadata;     /* object of strings, or NULL; copied */
     bool allow_internet;
+    /* The E2B create's `network` object (allowOut, denyOut, ...), already
+     * accepted by egress_policy_parse, or NULL; copied. With
+     * allow_private_networks (the agentbox.scitix.ai/allow-private-networks
+     * metadata) it is the sandbox's egress policy on a runtime with RT_CAP_EGRESS. */
+    const json_t *network;
+    bool allow_private_networks;
     const char *user;         /* NULL → "user" */
     const char *workdir;      /* NULL → "/home/user" */
     const char *access_token; /* envd access token, or NULL: the runtime's own random one */
@@ -230,6 +236,9 @@ struct rt_ops {
     void (*usage_read)(const struct rt_probe *p, size_t n, struct rt_usage *out);
     int (*log_probe)(struct rt *rt, const char *id, struct rt_probe *out);
     int (*log_read)(const struct rt_probe *p, const struct rt_log_query *q, struct rt_log *out);
+    /* RT_CAP_NETWORK_UPDATE: a running sandbox's new egress policy. */
+    int (*set_network)(struct rt *rt, const char *id, const json_t *network, bool internet,
+                       char *err, size_t errlen);
 };
 
 /* What a runtime can do beyond the basics. The layers above ask with rt_has;
@@ -239,6 +248,8 @@ enum rt_cap {
     RT_CAP_NETWORK_UPDATE = 1u << 1, /* a running sandbox's egress can be changed */
     RT_CAP_USAGE = 1u << 2,          /* rt_usage_probe / rt_usage_read answer */
     RT_CAP_LOGS = 1u << 3,           /* rt_log_probe / rt_log_read answer */
+    RT_CAP_EGRESS = 1u << 4, /* every sandbox's traffic passes an egress gateway that enforces
+                                the claim's network policy (allowOut, denyOut, the tiers) */
 };
 
 /* Every implementation's object starts with this. */
@@ -322,6 +333,18 @@ static inline int rt_pool_status(struct rt *rt, const char *ns, const char *pool
                                  struct rt_pool_status *out)
 {
     return rt->ops->pool_status(rt, ns, pool, out);
+}
+/* Replaces a running sandbox's egress policy: network as in
+ * rt_claim_options (NULL: no lists), internet its allow_internet_access.
+ * Open connections keep going; new ones see the new policy. AB_ENOENT for an
+ * unknown sandbox (or no RT_CAP_NETWORK_UPDATE), AB_EINVAL with err naming
+ * the field. */
+static inline int rt_set_network(struct rt *rt, const char *id, const json_t *network,
+                                 bool internet, char *err, size_t errlen)
+{
+    if (!rt_has(rt, RT_CAP_NETWORK_UPDATE) || !rt->ops->set_network)
+        return AB_ENOENT;
+    return rt->ops->set_network(rt, id, network, internet, err, errlen);
 }
 /* Loop thread: prepares a usage read of claimed sandbox id (see "Usage and
  * logs"). 0, or AB_ENOENT (unknown, not claimed, or no RT_CAP_USAGE). */

@@ -42,17 +42,28 @@ struct asrt_key {
 };
 
 struct asrt_revoked {
-    char key[ASRT_KEY_ID_MAX + 1];
-    int64_t at; /* now_s of the revocation */
+    char key[ASRT_KEY_ID_MAX + 1]; /* "" never used */
+    int64_t at;                    /* now_s of the revocation */
+};
+
+/* The revoked API key ids: ASRT_REVOKED_BUCKETS buckets of
+ * ASRT_REVOKED_BUCKET_SLOTS ids, the bucket picked by a hash keyed with a
+ * per-keyring random seed (a tenant cannot aim its key ids at one bucket). A
+ * slot whose entry is stale is free again. When a bucket has no free slot,
+ * only that bucket fails closed: assertions for its keys issued up to
+ * now + skew are refused (1/ASRT_REVOKED_BUCKETS of the keys for one
+ * lifetime) — never accepting a revoked key, never refusing everyone. */
+struct asrt_revoked_set {
+    uint8_t seed[16];
+    struct asrt_revoked slot[ASRT_REVOKED_MAX];
+    int64_t refuse_until_iat[ASRT_REVOKED_BUCKETS]; /* per bucket, after it overflowed */
 };
 
 struct asrt_keyring {
     char self[AB_CLUSTER_ID_BUF];
     struct asrt_key keys[ASRT_KEYRING_MAX];
     size_t n;
-    struct asrt_revoked revoked[ASRT_REVOKED_MAX];
-    size_t nrevoked;
-    int64_t refuse_until_iat; /* after an overflow: assertions with iat <= this are refused */
+    struct asrt_revoked_set *revoked; /* NULL until the first revocation (about 3 MiB) */
 };
 
 const char *asrt_strerror(int err)
@@ -189,15 +200,28 @@ int asrt_signer_generate(struct asrt_signer **out)
 
 int asrt_signer_from_secret(const void *secret, size_t len, struct asrt_signer **out)
 {
+    return asrt_signer_from_secret_gen(secret, len, 0, out);
+}
+
+int asrt_signer_from_secret_gen(const void *secret, size_t len, int generation,
+                                struct asrt_signer **out)
+{
     uint8_t seed[ED25519_KEY_LEN];
+    char info[sizeof(ASRT_HKDF_INFO) + 16];
     EVP_PKEY *pkey;
-    int rc;
+    int rc, n;
 
     *out = NULL;
-    if (secret == NULL || len == 0)
+    if (secret == NULL || len == 0 || generation < 0 || generation > ASRT_GENERATION_MAX)
         return AB_EINVAL;
-    rc = crypto_hkdf_sha256(secret, len, ASRT_HKDF_SALT, sizeof(ASRT_HKDF_SALT) - 1, ASRT_HKDF_INFO,
-                            sizeof(ASRT_HKDF_INFO) - 1, seed, sizeof(seed));
+    /* generation 0 keeps the original info, so its key is the one hubs had
+     * before generations existed */
+    if (generation == 0)
+        n = snprintf(info, sizeof(info), "%s", ASRT_HKDF_INFO);
+    else
+        n = snprintf(info, sizeof(info), "%s %d", ASRT_HKDF_INFO, generation);
+    rc = crypto_hkdf_sha256(secret, len, ASRT_HKDF_SALT, sizeof(ASRT_HKDF_SALT) - 1, info,
+                            (size_t)n, seed, sizeof(seed));
     if (rc != 0)
         return rc;
     pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, sizeof(seed));
@@ -474,6 +498,7 @@ void asrt_keyring_free(struct asrt_keyring *kr)
         return;
     for (size_t i = 0; i < kr->n; i++)
         key_clear(&kr->keys[i]);
+    free(kr->revoked);
     free(kr);
 }
 
@@ -601,27 +626,81 @@ static bool revoked_is_stale(const struct asrt_revoked *r, int64_t now_s)
     return now_s - r->at > ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S;
 }
 
+static size_t bucket_of(const struct asrt_revoked_set *rs, const char *key_id)
+{
+    uint8_t buf[sizeof(rs->seed) + ASRT_KEY_ID_MAX], d[CRYPTO_SHA256_LEN];
+    size_t n = strnlen(key_id, ASRT_KEY_ID_MAX);
+
+    memcpy(buf, rs->seed, sizeof(rs->seed));
+    memcpy(buf + sizeof(rs->seed), key_id, n);
+    crypto_sha256(buf, sizeof(rs->seed) + n, d);
+    return (((size_t)d[0] << 16) | ((size_t)d[1] << 8) | d[2]) % ASRT_REVOKED_BUCKETS;
+}
+
 int asrt_keyring_revoke(struct asrt_keyring *kr, const char *key_id, int64_t now_s)
 {
-    size_t i, keep = 0;
+    struct asrt_revoked *b, *free_slot = NULL;
+    size_t bk;
 
     if (key_id == NULL || key_id[0] == '\0' || !is_key_id(key_id))
         return AB_EINVAL;
-    for (i = 0; i < kr->nrevoked; i++) {
-        if (!revoked_is_stale(&kr->revoked[i], now_s) && strcmp(kr->revoked[i].key, key_id) != 0)
-            kr->revoked[keep++] = kr->revoked[i];
+    if (kr->revoked == NULL) {
+        kr->revoked = calloc(1, sizeof(*kr->revoked));
+        if (kr->revoked == NULL)
+            return AB_ENOMEM;
+        if (crypto_random(kr->revoked->seed, sizeof(kr->revoked->seed)) != 0) {
+            free(kr->revoked);
+            kr->revoked = NULL;
+            return AB_EIO;
+        }
     }
-    kr->nrevoked = keep;
-    if (kr->nrevoked == ASRT_REVOKED_MAX) {
-        /* Too many to remember: refuse everything that could name any of
-         * them, which is everything issued so far. */
-        kr->refuse_until_iat = AB_MAX(kr->refuse_until_iat, now_s + ASRT_SKEW_S);
-        kr->nrevoked = 0;
+    bk = bucket_of(kr->revoked, key_id);
+    b = &kr->revoked->slot[bk * ASRT_REVOKED_BUCKET_SLOTS];
+    for (size_t i = 0; i < ASRT_REVOKED_BUCKET_SLOTS; i++) {
+        if (b[i].key[0] != '\0' && strcmp(b[i].key, key_id) == 0) {
+            b[i].at = AB_MAX(b[i].at, now_s); /* told again: keep it as long as the latest */
+            return 0;
+        }
+        if (free_slot == NULL && (b[i].key[0] == '\0' || revoked_is_stale(&b[i], now_s)))
+            free_slot = &b[i];
+    }
+    if (free_slot == NULL) {
+        /* Fail closed for this bucket only: every assertion that could name
+         * the key we cannot record was issued by now + skew. */
+        int64_t *w = &kr->revoked->refuse_until_iat[bk];
+        *w = AB_MAX(*w, now_s + ASRT_SKEW_S);
+        return 1;
+    }
+    ab_strlcpy(free_slot->key, key_id, sizeof(free_slot->key));
+    free_slot->at = now_s;
+    return 0;
+}
+
+/* 0, or ASRT_EREVOKED with err. */
+static int revoked_check(const struct asrt_keyring *kr, const struct asrt_claims *c, char *err,
+                         size_t errlen)
+{
+    const struct asrt_revoked *b;
+    size_t bk;
+
+    if (kr->revoked == NULL || c->key[0] == '\0')
         return 0;
+    bk = bucket_of(kr->revoked, c->key);
+    if (c->iat <= kr->revoked->refuse_until_iat[bk]) {
+        snprintf(err, errlen,
+                 "assertion issued while the agent could not record every revoked API key "
+                 "(more than %d revoked in %d s); ask again",
+                 ASRT_REVOKED_BUCKET_SLOTS, ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S);
+        return ASRT_EREVOKED;
     }
-    ab_strlcpy(kr->revoked[kr->nrevoked].key, key_id, sizeof(kr->revoked[0].key));
-    kr->revoked[kr->nrevoked].at = now_s;
-    kr->nrevoked++;
+    b = &kr->revoked->slot[bk * ASRT_REVOKED_BUCKET_SLOTS];
+    for (size_t i = 0; i < ASRT_REVOKED_BUCKET_SLOTS; i++) {
+        /* a stale entry may still match: its key's assertions have all expired */
+        if (b[i].key[0] != '\0' && strcmp(b[i].key, c->key) == 0) {
+            snprintf(err, errlen, "assertion is for API key %s, which was revoked", c->key);
+            return ASRT_EREVOKED;
+        }
+    }
     return 0;
 }
 
@@ -768,6 +847,9 @@ static int verify_sig(EVP_PKEY *pkey, const char *payload64, size_t n,
     return ok ? 0 : ASRT_ESIG;
 }
 
+static int check_signed(const struct asrt_keyring *kr, const char *aud, const struct asrt_claims *c,
+                        int64_t now_s, char *err, size_t errlen);
+
 static int verify(const struct asrt_keyring *kr, const char *aud, const char *token, size_t len,
                   int64_t now_s, struct asrt_claims *c, char *err, size_t errlen)
 {
@@ -821,6 +903,15 @@ static int verify(const struct asrt_keyring *kr, const char *aud, const char *to
     rc = asrt_claims_check(c, err, errlen);
     if (rc != 0)
         return rc;
+    return check_signed(kr, aud, c, now_s, err, errlen);
+}
+
+/* What a signed, well-formed assertion must still pass at now_s: the checks
+ * that depend on the audience asked for, the clock or the revocations (a
+ * cached verification repeats exactly these). */
+static int check_signed(const struct asrt_keyring *kr, const char *aud, const struct asrt_claims *c,
+                        int64_t now_s, char *err, size_t errlen)
+{
     if (strcmp(c->aud, aud) != 0) {
         snprintf(err, errlen, "assertion is for cluster '%s', this is '%s'", c->aud, aud);
         return ASRT_EAUDIENCE;
@@ -836,18 +927,7 @@ static int verify(const struct asrt_keyring *kr, const char *aud, const char *to
                  c->iat - now_s, ASRT_SKEW_S);
         return ASRT_EFUTURE;
     }
-    if (c->iat <= kr->refuse_until_iat) {
-        snprintf(err, errlen,
-                 "assertion issued before the agent's revocation list overflowed; ask again");
-        return ASRT_EREVOKED;
-    }
-    for (size_t i = 0; c->key[0] != '\0' && i < kr->nrevoked; i++) {
-        if (strcmp(kr->revoked[i].key, c->key) == 0) {
-            snprintf(err, errlen, "assertion is for API key %s, which was revoked", c->key);
-            return ASRT_EREVOKED;
-        }
-    }
-    return 0;
+    return revoked_check(kr, c, err, errlen);
 }
 
 int asrt_verify_for(const struct asrt_keyring *kr, const char *aud, const char *token, size_t len,
@@ -884,4 +964,98 @@ int asrt_verify(const struct asrt_keyring *kr, const char *token, size_t len, in
                 struct asrt_claims *out, char *err, size_t errlen)
 {
     return asrt_verify_for(kr, kr != NULL ? kr->self : NULL, token, len, now_s, out, err, errlen);
+}
+
+/* ---- verified-assertion cache ---- */
+
+struct asrt_cache_entry {
+    uint8_t digest[CRYPTO_SHA256_LEN]; /* of the token bytes */
+    bool used;
+    struct asrt_claims c; /* verified for c.aud */
+};
+
+struct asrt_cache {
+    size_t mask;
+    uint64_t hits, misses;
+    struct asrt_cache_entry e[];
+};
+
+struct asrt_cache *asrt_cache_new(size_t slots)
+{
+    struct asrt_cache *c;
+    size_t n = 1;
+
+    if (slots == 0)
+        slots = ASRT_CACHE_SLOTS;
+    if (slots > ((size_t)1 << 20))
+        return NULL;
+    while (n < slots)
+        n <<= 1;
+    c = calloc(1, sizeof(*c) + n * sizeof(c->e[0]));
+    if (c != NULL)
+        c->mask = n - 1;
+    return c;
+}
+
+void asrt_cache_free(struct asrt_cache *c)
+{
+    if (c == NULL)
+        return;
+    OPENSSL_cleanse(c->e, (c->mask + 1) * sizeof(c->e[0]));
+    free(c);
+}
+
+void asrt_cache_stats(const struct asrt_cache *c, uint64_t *hits, uint64_t *misses)
+{
+    *hits = c != NULL ? c->hits : 0;
+    *misses = c != NULL ? c->misses : 0;
+}
+
+int asrt_verify_cached(const struct asrt_keyring *kr, struct asrt_cache *cache, const char *aud,
+                       const char *token, size_t len, int64_t now_s, struct asrt_claims *out,
+                       char *err, size_t errlen)
+{
+    uint8_t d[CRYPTO_SHA256_LEN];
+    struct asrt_cache_entry *e;
+    int rc;
+
+    if (aud == NULL && kr != NULL)
+        aud = kr->self;
+    if (cache == NULL || kr == NULL || token == NULL || aud == NULL || len == 0 ||
+        len > ASRT_TOKEN_MAX)
+        return asrt_verify_for(kr, aud, token, len, now_s, out, err, errlen);
+    if (errlen > 0)
+        err[0] = '\0';
+    crypto_sha256(token, len, d);
+    e = &cache->e[(((size_t)d[0] << 24) | ((size_t)d[1] << 16) | ((size_t)d[2] << 8) | d[3]) &
+                  cache->mask];
+    /* A hit skips decoding and the signature (the costly part), never the
+     * checks that can change: the key still in the ring, audience, clock,
+     * revocations. */
+    if (e->used && CRYPTO_memcmp(e->digest, d, sizeof(d)) == 0 && strcmp(e->c.aud, aud) == 0 &&
+        key_find(kr, e->c.kid) != NULL) {
+        cache->hits++;
+        rc = check_signed(kr, aud, &e->c, now_s, err, errlen);
+        if (out != NULL) {
+            if (rc == 0)
+                *out = e->c;
+            else
+                memset(out, 0, sizeof(*out));
+        }
+        return rc;
+    }
+    cache->misses++;
+    {
+        struct asrt_claims c;
+        rc = asrt_verify_for(kr, aud, token, len, now_s, &c, err, errlen);
+        if (rc == 0) {
+            memcpy(e->digest, d, sizeof(d));
+            e->c = c;
+            e->used = true;
+        }
+        if (out != NULL)
+            *out = c;
+        OPENSSL_cleanse(&c, sizeof(c));
+    }
+    return rc;
 }

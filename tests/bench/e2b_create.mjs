@@ -45,7 +45,7 @@ try {
     }
     const baseP50 = pct(base, 50);
 
-    // BENCH_INTERNET=1: sandboxes with internet access (slirp4netns attached at claim)
+    // BENCH_INTERNET=1: sandboxes with internet access (the policy set in the egress gateway's table at claim)
     const opts = { allowInternetAccess: process.env.BENCH_INTERNET === '1' };
     const timedCreate = async () => {
         const t = performance.now();

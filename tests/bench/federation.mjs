@@ -3,7 +3,9 @@
 //   create     `beta::bench` posted to alpha (forwarded through the hub's
 //              relay to beta) against the same create posted to beta itself,
 //              interleaved in one run, both answered at claim (no-wait); the added
-//              p50/p99 is the forward (target: p50 ≤ 1.5 ms).
+//              p50/p99 is the forward (target: p50 ≤ 1.5 ms); and how many
+//              assertion signs and verifications (full or from the cache) the
+//              hub and beta did meanwhile (their metrics listeners).
 //   data plane commands.run('true') on one beta sandbox with the real SDK,
 //              through alpha's data plane (relayed) against beta's own.
 //
@@ -11,7 +13,8 @@
 //   sudo AGENTBOX_BUILD_DIR=build node tests/bench/federation.mjs   [BENCH_N=30 BENCH_RUNS=100]
 import { performance } from 'node:perf_hooks';
 import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
-import { quantile } from './util.mjs';
+import { quantile, procCpu } from './util.mjs';
+import { metricValue } from '../integration/lib/harness.mjs';
 
 const POOL = 40;
 const N = Number(process.env.BENCH_N || 30);
@@ -48,6 +51,20 @@ try {
         const w = await post(alpha.e2b, '/sandboxes', { templateID: t });
         await del(alpha.e2b, w.id);
     }
+    // Ed25519 work during the loop (absent on builds before the caches: n/a)
+    const SERIES = [
+        ['hub sign', stack.hub.metrics, 'agentbox_hub_assertion_ops_total{op="sign"}'],
+        ['hub verify', stack.hub.metrics, 'agentbox_hub_assertion_ops_total{op="verify"}'],
+        ['hub verify (cached)', stack.hub.metrics, 'agentbox_hub_assertion_ops_total{op="verify_cached"}'],
+        ['beta verify', beta.metrics, 'agentbox_agent_assertion_verifies_total{cache="miss"}'],
+        ['beta verify (cached)', beta.metrics, 'agentbox_agent_assertion_verifies_total{cache="hit"}'],
+    ];
+    const ops = async () => Promise.all(SERIES.map(([, base, series]) => metricValue(base, series).catch(() => null)));
+    const ops0 = await ops();
+    // CPU seconds of hub, alpha and beta over the loop: less at the mercy of a
+    // loaded machine than wall-clock latency (10 ms ticks: read it over N)
+    const cpus = () => [stack.hub.proc.pid, alpha.proc.pid, beta.proc.pid].map((pid) => procCpu(pid).cpu);
+    const cpu0 = cpus();
     const local = [];
     const fwd = [];
     const ids = [];
@@ -59,6 +76,8 @@ try {
         fwd.push(b.ms);
         ids.push(a.id, b.id);
     }
+    const cpu1 = cpus();
+    const ops1 = await ops();
     await Promise.all(ids.map((id) => del(alpha.e2b, id)));
     const lp50 = quantile(local, 0.5), lp99 = quantile(local, 0.99);
     const fp50 = quantile(fwd, 0.5), fp99 = quantile(fwd, 0.99);
@@ -66,6 +85,14 @@ try {
     console.log(`  local  beta::bench on beta    ${fmt(lp50).padStart(6)}   ${fmt(lp99).padStart(6)}`);
     console.log(`  fwd    beta::bench via alpha  ${fmt(fp50).padStart(6)}   ${fmt(fp99).padStart(6)}`);
     console.log(`  added by the forward          ${fmt(fp50 - lp50).padStart(6)}   ${fmt(fp99 - lp99).padStart(6)}   (target p50 <= 1.5)`);
+    const cpuMs = cpu1.map((c, i) => ((c - cpu0[i]) * 1000) / N);
+    console.log(`CPU ms per (local + forwarded) create pair: hub ${fmt(cpuMs[0])}, alpha ${fmt(cpuMs[1])}, beta ${fmt(cpuMs[2])}`);
+    // the claim events of both kinds of create are verified on the hub too (off the request's path)
+    console.log(`assertion work during the ${N} forwarded + ${N} local creates   total   per forward`);
+    SERIES.forEach(([what], i) => {
+        const d = ops0[i] === null || ops1[i] === null ? null : (ops1[i] || 0) - (ops0[i] || 0);
+        console.log(`  ${what.padEnd(24)} ${d === null ? '   n/a' : String(d).padStart(6)}   ${d === null ? '  n/a' : (d / N).toFixed(2).padStart(6)}`);
+    });
 
     const { Sandbox } = await import('e2b');
     const sbx = await Sandbox.create('beta::bench', { apiUrl: beta.e2b, sandboxUrl: beta.data, apiKey: stack.key });

@@ -49,6 +49,7 @@ benchmarks=(
     "federation|node bench/federation.mjs"
     "isolation|node bench/isolation.mjs"
     "envd-upload|node bench/envd_upload.mjs"
+    "egress|node bench/egress.mjs"
     "dataplane-files|node bench/dataplane_files.mjs"
 )
 

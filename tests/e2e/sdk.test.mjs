@@ -117,8 +117,8 @@ test('a create for another cluster is forwarded through the hub, and so is every
 test('errors surface as the SDK classes with our messages', async () => {
     const { Sandbox, SandboxError, AuthenticationError } = E2B;
     await assert.rejects(Sandbox.create('nosuch'), (e) => e instanceof SandboxError && /GET \/templates lists/.test(e.message));
-    await assert.rejects(Sandbox.create('demo', { network: { allowOut: ['1.1.1.1'] } }),
-        (e) => e instanceof SandboxError && /egress gateway/.test(e.message));
+    await assert.rejects(Sandbox.create('demo', { network: { egressProxy: { address: 'proxy.test:1080' } } }),
+        (e) => e instanceof SandboxError && /egressProxy is not supported/.test(e.message));
     await assert.rejects(Sandbox.create('demo//ubuntu:22.04'),
         (e) => e instanceof SandboxError && /kube runtime/.test(e.message));
     await assert.rejects(Sandbox.create('demo', { apiKey: `agbx_${'0'.repeat(64)}` }),

@@ -264,8 +264,9 @@ test('isolation: host pids, other sandboxes and the host loopback are out of rea
         assert.match(noNet.stdout, /refused/);
         const withNet = await sh(c, probe('127.0.0.1'));
         assert.match(withNet.stdout, /refused/);
-        const gw = await sh(c, probe('10.0.2.2'));
-        assert.match(gw.stdout, /refused/);
+        // slirp's host alias is just an address now: the egress gateway takes
+        // the handshake (so bash may say "connected") and resets it unopened
+        await sh(c, probe('10.0.2.2'));
         assert.equal(accepted, 0, 'the host server saw a connection from a sandbox');
     } finally {
         server.close();

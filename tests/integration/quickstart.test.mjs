@@ -69,7 +69,12 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
         const got = await a.files.read('/home/user/x.txt');
         const h = await Sandbox.create('demo', viaHub);
         const r = await h.commands.run('echo from-$((20+22))');
-        console.log(JSON.stringify({ a: a.sandboxId, got, h: h.sandboxId, out: r.stdout.trim() }));
+        // the only way out is the agent's egress gateway: the default route goes
+        // to its end of the veth, and slirp's host alias leads nowhere
+        const route = (await a.commands.run('ip -4 route show default')).stdout.trim();
+        const hub = new URL(process.env.AGENTBOX_HUB_URL).port;
+        const probe = await a.commands.run(\`node -e "const s = require('net').connect(\${hub}, '10.0.2.2'); s.on('connect', () => console.log('REACHED')); s.on('error', (e) => console.log(e.code)); s.setTimeout(3000, () => { console.log('TIMEOUT'); s.destroy(); })"\`);
+        console.log(JSON.stringify({ a: a.sandboxId, got, h: h.sandboxId, out: r.stdout.trim(), route, probe: probe.stdout.trim() }));
         await a.kill(); await h.kill();
     `;
     const file = path.join(repoRoot(), 'tests', `.qs-sdk-${process.pid}.mjs`);
@@ -97,6 +102,11 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
     assert.equal(res.got, 'hello');
     assert.match(res.h, /^(alpha|beta)-[a-z0-9]{20}$/);
     assert.equal(res.out, 'from-42');
+    assert.match(res.route, /^default via 10\.20[01]\.\d+\.\d+ dev eth0/, res.route);
+    assert.notEqual(res.probe, 'REACHED', 'the hub is not reachable from a sandbox');
+    const netnsNames = fs.readdirSync(runDir).map((c) => path.join(runDir, c, 'state', 'egress-netns'))
+        .filter((f) => fs.existsSync(f)).map((f) => fs.readFileSync(f, 'utf8').trim());
+    assert.equal(netnsNames.length, 2, 'one egress namespace per agent');
 
     // stop: every process it started is gone, sandboxes included
     const pids = fs.readdirSync(path.join(runDir, 'pids')).map((f) => Number(fs.readFileSync(path.join(runDir, 'pids', f), 'utf8')));
@@ -125,5 +135,6 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
         }
     }
     assert.deepEqual(leftovers, [], 'processes of the quick start remain after stop');
+    for (const n of netnsNames) assert.ok(!fs.existsSync(`/run/netns/${n}`), `egress namespace ${n} outlived stop`);
     void run;
 });

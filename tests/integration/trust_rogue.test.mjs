@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import {
     startPostgres, startHub, runMigrate, addCluster, startAgent, waitClusterOnline, createKey,
-    hubSecret, waitFor, metricValue,
+    hubSecret, waitFor, metricValue, run, hubBin,
 } from './lib/harness.mjs';
 import { connectTunnel, hubAssertionKey, signAssertion } from './lib/tunnel_client.mjs';
 
@@ -277,4 +277,189 @@ test('the raw key never reaches the owning cluster: front door and cluster:: for
         assert.equal(c.aud, 'rogue');
         assert.equal(c.user, 'victim');
     }
+});
+
+test("a tenant's key churn is limited, so it cannot flood the agents' revoked-key sets", async () => {
+    // every revocation is an entry in every agent's set for ~6 minutes; the
+    // hub caps each user's creates plus revokes per minute (429 naming it)
+    const api = async (method, path, token, body) => {
+        const res = await fetch(`${hub.base}${path}`, {
+            method, headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+            body: body ? JSON.stringify(body) : undefined,
+        });
+        const text = await res.text();
+        let json = null;
+        try { json = JSON.parse(text); } catch { /* not JSON */ }
+        return { status: res.status, text, json };
+    };
+    const k = await createKey(pg.url, 'churn', 'fast');
+    const codes = [];
+    let refused;
+    for (let i = 0; i < 40 && !refused; i++) {
+        const c = await api('POST', '/api/v1/api-keys', k.token, { name: `k${i}` });
+        codes.push(c.status);
+        if (c.status === 201) {
+            const d = await api('DELETE', `/api/v1/api-keys/${c.json.id}`, k.token);
+            codes.push(d.status);
+            if (d.status === 429) refused = d;
+        } else {
+            refused = c;
+        }
+    }
+    assert.ok(refused, `never refused: ${codes.join(',')}`);
+    assert.equal(refused.status, 429);
+    // 30 changes (creates and revokes) went through, the 31st did not
+    assert.equal(codes.filter((s) => s === 201 || s === 204).length, 30, codes.join(','));
+    assert.equal(refused.json.errorCode, 'RATE_LIMITED');
+    assert.match(refused.json.error, /at most 30 creates and revokes per user per minute/);
+    // another user is not affected
+    const o = await createKey(pg.url, 'churn', 'slow');
+    const c = await api('POST', '/api/v1/api-keys', o.token, { name: 'fine' });
+    assert.equal(c.status, 201, c.text);
+});
+
+test('a claim row needs the assertion of that create: one a read delivered, or a create already claimed, records nothing', async () => {
+    // a victim who never created on the rogue, only looked something up there through the hub
+    const v2 = await createKey(pg.url, 'acme', 'victim2');
+    assert.equal((await hubJson('POST', '/e2b/secrets', v2.token, { name: 'BOUND', value: 'bound-victim2' })).status, 201);
+    const ns = (await validate(v2.token)).principal.namespace;
+    rogue.received.length = 0;
+    const peek = await fetch(`${hub.base}/e2b/sandboxes/rogue-${'p'.repeat(20)}`, { headers: { 'X-API-Key': v2.token } });
+    await peek.text();
+    const got = await waitFor(() => rogue.received.find((r) => r.method === 'GET'), { what: 'the read at the rogue' });
+    const readAsrt = got.headers.find(([n]) => n.toLowerCase() === 'x-agentbox-assertion')[1];
+    assert.equal(claimsOf(readAsrt).user, 'victim2');
+    assert.equal(claimsOf(readAsrt).aud, 'rogue');
+    const claimWith = async (id, assertion) => {
+        const ev = await rogue.call('POST', '/internal/v1/sandbox-events', {
+            body: { events: [{ type: 'claimed', id, namespace: ns, team: 'acme', user: 'victim2', at: Date.now(), assertion, metadata: { 'agentbox.scitix.ai/secret-names': ['BOUND'] } }] },
+        });
+        assert.ok(ev.status === 200 || ev.status === 204, ev.text);
+    };
+    const resolve = (id, assertion) => rogue.call('POST', '/internal/v1/vault/resolve',
+        { headers: { 'X-AgentBox-Assertion': assertion }, body: { sandboxId: id, names: ['BOUND'] } });
+    const rows = async (id) => (await pg.psql(`SELECT count(*) FROM sandboxes WHERE id = '${id}'`)).trim();
+    // the read's assertion: valid, for the rogue, of the victim — and no claim
+    const fake = `rogue-${'f'.repeat(20)}`;
+    await claimWith(fake, readAsrt);
+    assert.equal(await rows(fake), '0');
+    const r1 = await resolve(fake, readAsrt);
+    assert.equal(r1.status, 403, r1.text);
+    assert.ok(!r1.text.includes('bound-victim2'));
+    // the victim creates on the rogue once: one claim row, not two
+    rogue.received.length = 0;
+    const cr = await fetch(`${hub.base}/e2b/sandboxes`, {
+        method: 'POST', headers: { 'X-API-Key': v2.token, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ templateID: 'rogue::pool' }),
+    });
+    await cr.text();
+    const post = await waitFor(() => rogue.received.find((r) => r.method === 'POST' && r.path === '/sandboxes'), { what: 'the create at the rogue' });
+    const createAsrt = post.headers.find(([n]) => n.toLowerCase() === 'x-agentbox-assertion')[1];
+    const real = `rogue-${'r'.repeat(20)}`;
+    const extra = `rogue-${'x'.repeat(20)}`;
+    await claimWith(real, createAsrt);
+    await claimWith(extra, createAsrt);
+    assert.equal(await rows(real), '1');
+    assert.equal(await rows(extra), '0');
+    const ok = await resolve(real, createAsrt);
+    assert.equal(ok.status, 200, ok.text);
+    const no = await resolve(extra, createAsrt);
+    assert.equal(no.status, 403, no.text);
+    assert.ok(!no.text.includes('bound-victim2'));
+});
+
+test('signing key rotation: connected agents learn it without reconnecting, the previous key verifies until retired, unknown kids are refused', async () => {
+    const g0 = hubAssertionKey(hubSecret, 0);
+    const g1 = hubAssertionKey(hubSecret, 1);
+    const g2 = hubAssertionKey(hubSecret, 2);
+    assert.deepEqual(rogue.welcome.assertionKeys, [g0.text]);
+    const rotate = (...args) => run(hubBin(), ['signing-key', 'rotate', ...args], {
+        env: { ...process.env, DATABASE_URL: pg.url, AGENTBOX_HUB_SECRET: hubSecret },
+    });
+    const keysEvent = (texts) => waitFor(() => rogue.events.find((e) => e.type === 'assertion_keys' &&
+        JSON.stringify(e.assertionKeys) === JSON.stringify(texts)), { timeoutMs: 30000, what: `assertion_keys ${texts.length}` });
+    const bridge = (tok) => rogue.call('GET', `${B}/e2b/secrets`, { headers: { 'X-AgentBox-Assertion': tok } });
+    const t0 = (await validate(mallory.token)).assertion;
+    assert.equal(claimsOf(t0).kid, g0.kid);
+    const r1 = await rotate();
+    assert.equal(r1.code, 0, r1.stderr);
+    // the hub tells every connected agent: current first, the previous still published
+    await keysEvent([g1.text, g0.text]);
+    const t1 = (await validate(mallory.token)).assertion;
+    assert.equal(claimsOf(t1).kid, g1.kid, 'new assertions are signed with the new key');
+    assert.equal((await bridge(t0)).status, 200, 'an assertion of the previous key verifies within its lifetime');
+    assert.equal((await bridge(t1)).status, 200);
+    // alpha (a real agent, still on its first tunnel) verifies the new key: the front door signs with it
+    const viaFront = await fetch(`${hub.base}/e2b/sandboxes/alpha-${'q'.repeat(20)}`, { headers: { 'X-API-Key': victim.token } });
+    const ft = await viaFront.text();
+    assert.equal(viaFront.status, 404, ft);
+    // a kid the hub never published: refused
+    const stranger = hubAssertionKey('some other secret entirely');
+    const forged = signAssertion(stranger, { key: mallory.id, team: 'evil', user: 'mallory', ns: claimsOf(t1).ns, aud: 'rogue', iat: now(), exp: now() + 60 });
+    const fr = await bridge(forged);
+    assert.equal(fr.status, 401, fr.text);
+    assert.match(fr.text, /unknown signing key id/);
+    // rotating again at once would retire a key with live assertions: refused without --force
+    const early = await rotate();
+    assert.equal(early.code, 1);
+    assert.match(early.stderr, /--force/);
+    const r2 = await rotate('--force');
+    assert.equal(r2.code, 0, r2.stderr);
+    await keysEvent([g2.text, g1.text]);
+    // generation 0 is retired: its assertion is refused although unexpired; generation 1's still verifies
+    const old = await bridge(t0);
+    assert.equal(old.status, 401, old.text);
+    assert.match(old.text, /unknown signing key id/);
+    assert.equal((await bridge(t1)).status, 200);
+    const list = await run(hubBin(), ['signing-key', 'list'], { env: { ...process.env, DATABASE_URL: pg.url } });
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, new RegExp(`^0\\t${g0.kid}\\tretired`, 'm'));
+    assert.match(list.stdout, new RegExp(`^1\\t${g1.kid}\\tprevious`, 'm'));
+    assert.match(list.stdout, new RegExp(`^2\\t${g2.kid}\\tcurrent`, 'm'));
+    // a hub started now publishes the generations in the database, not generation 0
+    const hub2 = await startHub(pg.url);
+    cleanups.push(() => hub2.proc.stop());
+    const t2 = await addCluster(pg.url, 'rogue2');
+    const r2c = await waitFor(async () => {
+        try {
+            return await connectTunnel({ port: hub2.tunnelPort, cluster: 'rogue2', token: t2 });
+        } catch (e) {
+            if (/HTTP 401/.test(e.message)) return null;
+            throw e;
+        }
+    }, { timeoutMs: 15000, what: 'rogue2 on the second hub' });
+    cleanups.push(() => r2c.close());
+    assert.deepEqual(r2c.welcome.assertionKeys, [g2.text, g1.text]);
+});
+
+test('vault resolves are rate-limited per cluster (429 naming the limit), other clusters unaffected', async () => {
+    // sent at once: the bucket (20 a second, bounded burst) cannot refill in between
+    const body = { sandboxId: `rogue-${'z'.repeat(20)}`, names: ['X'] };
+    const answers = await Promise.all(Array.from({ length: 60 }, () =>
+        rogue.call('POST', '/internal/v1/vault/resolve', { body })));
+    const limited = answers.filter((r) => r.status === 429);
+    assert.ok(limited.length > 0, `no 429 among ${answers.map((r) => r.status).join(',')}`);
+    assert.match(limited[0].text, /cluster 'rogue' is over 20 vault resolves per second/);
+    assert.ok(answers.some((r) => r.status === 401), 'the first ones were answered on their merits');
+});
+
+test("a cluster's events for another cluster's sandbox ids are dropped and counted", async () => {
+    const series = 'agentbox_sandbox_events_dropped_total{cluster="rogue",reason="foreign_id"}';
+    const before = (await metricValue(hub.base, series)) || 0;
+    const mv = await validate(mallory.token);
+    const theirs = `alpha-${'e'.repeat(20)}`;
+    await pg.psql(`INSERT INTO sandboxes (id, cluster_id, namespace, team, user_name, state, claimed_at)
+                   VALUES ('${theirs}', 'alpha', '${mv.principal.namespace}', 'evil', 'mallory', 'claimed', now())`);
+    const fresh = `alpha-${'g'.repeat(20)}`;
+    const ev = await rogue.call('POST', '/internal/v1/sandbox-events', {
+        body: { events: [
+            // ending alpha's sandbox, and claiming one in alpha's name (with a good assertion of its own user)
+            { type: 'released', id: theirs, reason: 'ended', at: Date.now() },
+            { type: 'claimed', id: fresh, namespace: mv.principal.namespace, team: 'evil', user: 'mallory', at: Date.now(), assertion: mv.assertion },
+        ] },
+    });
+    assert.ok(ev.status === 200 || ev.status === 204, ev.text);
+    assert.equal(await metricValue(hub.base, series), before + 2);
+    const rows = await pg.psql(`SELECT id || ' ' || cluster_id || ' ' || state FROM sandboxes WHERE id IN ('${theirs}', '${fresh}')`);
+    assert.equal(rows.trim(), `${theirs} alpha claimed`);
 });

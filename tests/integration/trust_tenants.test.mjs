@@ -251,3 +251,16 @@ test('serve refuses a PostgreSQL superuser unless --allow-superuser', async () =
         await hub.proc.stop();
     }
 });
+
+test('every listener of hub and agent binds loopback unless configured otherwise', async () => {
+    // the defaults as the processes apply them (flag > env > config > default)
+    const hubHelp = await run(hubBin(), ['serve', '--help']);
+    const agentHelp = await run(agentBin(), ['serve', '--help']);
+    const defaults = (text) => Object.fromEntries([...text.matchAll(/^\s+--([a-z0-9-]*listen) VALUE\s+\S+(?:, \S+)*\s+\S+\s+(\S+)/gm)].map((m) => [m[1], m[2]]));
+    const h = defaults(hubHelp.stdout);
+    const a = defaults(agentHelp.stdout);
+    for (const f of ['listen', 'metrics-listen', 'tunnel-listen']) assert.ok(f in h, `hub --${f}: ${hubHelp.stdout}`);
+    for (const f of ['data-listen', 'e2b-listen', 'metrics-listen', 'native-listen']) assert.ok(f in a, `agent --${f}: ${agentHelp.stdout}`);
+    for (const [flag, v] of [...Object.entries(h), ...Object.entries(a)])
+        assert.match(v, /^127\.0\.0\.1:\d+$/, `--${flag} defaults to ${v}`);
+});

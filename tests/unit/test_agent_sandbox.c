@@ -266,6 +266,10 @@ static bool have_root(void)
     return geteuid() == 0;
 }
 
+static char test_egress_name[32];
+static struct egress_netns_config test_egress = {
+    .name = test_egress_name, .tcp_port = 15001, .dns_port = 15053};
+
 static void spawn(struct lsbx *s, bool internet)
 {
     const char *argv[] = {self_exe, "--fake-envd", LSBX_INNER_SOCKET, NULL};
@@ -277,7 +281,10 @@ static void spawn(struct lsbx *s, bool internet)
     o.id = id;
     o.dir = dir;
     o.argv = argv;
-    o.internet = internet;
+    if (internet) { /* a veth into a test egress namespace, slot 3 */
+        o.egress = &test_egress;
+        o.egress_slot = 3;
+    }
     if (lsbx_spawn(&o, s, err, sizeof(err)) != 0)
         fail_msg("spawn: %s", err);
 }
@@ -514,29 +521,39 @@ static void test_network_is_isolated(void **state)
     close(l);
 }
 
-static void test_internet_via_slirp_without_host_loopback(void **state)
+/* The sandbox's only interface besides lo is the veth into the egress
+ * namespace, attached before its program ran; it has no route to the host's
+ * loopback, and the veth goes with the sandbox. */
+static void test_egress_veth_and_no_host_loopback(void **state)
 {
     struct lsbx s;
-    char out[256], cmd[64];
+    char out[256], cmd[96], err[512];
     int port, l;
-    pid_t slirp;
 
     (void)state;
-    if (!have_root() || access("/usr/bin/slirp4netns", X_OK) != 0)
+    if (!have_root() || access("/usr/sbin/nft", X_OK) != 0)
         skip();
+    snprintf(test_egress_name, sizeof(test_egress_name), "abx-unit-%d", (int)getpid());
+    assert_int_equal(egress_cidr_parse("10.213.0.0/24", &test_egress.range), 0);
+    if (egress_netns_create(&test_egress, err, sizeof(err)) != 0)
+        fail_msg("egress namespace: %s", err);
     l = host_listener(&port);
     spawn(&s, true);
-    assert_true(s.slirp_pid > 0);
-    slirp = s.slirp_pid;
-    assert_true(lsbx_proc_start_time(slirp) != 0);
+    assert_true(s.egress);
+    snprintf(cmd, sizeof(cmd), "ip netns exec %s ip link show eg3 >/dev/null 2>&1",
+             test_egress_name);
+    assert_int_equal(system(cmd), 0);
     snprintf(cmd, sizeof(cmd), "tcp 127.0.0.1 %d", port);
     ask(&s, cmd, out, sizeof(out));
     assert_int_equal(strncmp(out, "fail", 4), 0);
-    snprintf(cmd, sizeof(cmd), "tcp 10.0.2.2 %d", port);
+    snprintf(cmd, sizeof(cmd), "tcp 10.213.0.13 %d", port); /* its own gateway end */
     ask(&s, cmd, out, sizeof(out));
     assert_int_equal(strncmp(out, "fail", 4), 0);
     assert_int_equal(lsbx_destroy(&s, 5000), 0);
-    assert_int_equal(lsbx_proc_start_time(slirp), 0);
+    snprintf(cmd, sizeof(cmd), "ip netns exec %s ip link show eg3 >/dev/null 2>&1",
+             test_egress_name);
+    assert_int_not_equal(system(cmd), 0);
+    assert_int_equal(egress_netns_destroy(&test_egress, err, sizeof(err)), 0);
     close(l);
 }
 
@@ -975,7 +992,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_namespaces_and_mounts),
         cmocka_unit_test(test_mount_plan_and_confinement),
         cmocka_unit_test(test_network_is_isolated),
-        cmocka_unit_test(test_internet_via_slirp_without_host_loopback),
+        cmocka_unit_test(test_egress_veth_and_no_host_loopback),
         cmocka_unit_test(test_kill_leaves_no_process),
         cmocka_unit_test(test_readopt_or_reap),
         cmocka_unit_test(test_adopted_sandbox_is_killed_without_waitpid),

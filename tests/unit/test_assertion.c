@@ -766,50 +766,93 @@ static void test_revoked_key_replay(void **state)
     asrt_signer_free(s);
 }
 
-/* More revocations than the list holds: nothing revoked gets through, at the
- * price of refusing everything issued before the overflow. */
+/* A tenant that revokes keys as fast as it can: the set holds 65,536 ids,
+ * and when a bucket of it is nevertheless full only that bucket fails
+ * closed. The old 256-entry list dropped everything and refused every
+ * assertion issued so far, for everyone. */
 static void test_revocation_overflow(void **state)
 {
     struct asrt_signer *s = signer(SECRET);
     struct asrt_keyring *kr = ring("alpha", s);
     struct asrt_claims c;
-    char tok[TOKBUF], later[TOKBUF], err[256], id[32];
+    char tok[TOKBUF], err[256], id[40], over[40] = "";
+    int i, rc = 0, fresh_ok = 0;
 
     claims(&c);
     assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
     assert_int_equal(asrt_keyring_revoke(kr, "ak_0123456789abcdef", NOW), 0);
-    for (int i = 1; i < ASRT_REVOKED_MAX; i++) {
+    /* far more than the old list: every one is remembered */
+    for (i = 1; i <= 4096; i++) {
         snprintf(id, sizeof(id), "ak_%016d", i);
         assert_int_equal(asrt_keyring_revoke(kr, id, NOW), 0);
     }
     assert_int_equal(verify_at(kr, tok, NOW, err, sizeof(err)), ASRT_EREVOKED);
-    assert_int_equal(asrt_keyring_revoke(kr, "ak_overflow", NOW), 0);
-    /* the list was dropped: still refused, by the watermark */
+    assert_string_equal(err, "assertion is for API key ak_0123456789abcdef, which was revoked");
+    for (i = 1; i <= 4096; i += 97) {
+        char t[TOKBUF];
+        snprintf(c.key, sizeof(c.key), "ak_%016d", i);
+        assert_int_equal(asrt_sign(s, &c, t, sizeof(t), err, sizeof(err)), 0);
+        assert_int_equal(verify_at(kr, t, NOW, err, sizeof(err)), ASRT_EREVOKED);
+    }
+    /* others' assertions are untouched (the old list refused them all at 256) */
+    for (i = 0; i < 100; i++) {
+        char t[TOKBUF];
+        snprintf(c.key, sizeof(c.key), "ak_fresh%d", i);
+        assert_int_equal(asrt_sign(s, &c, t, sizeof(t), err, sizeof(err)), 0);
+        assert_int_equal(verify_at(kr, t, NOW, err, sizeof(err)), 0);
+    }
+    /* fill until a bucket overflows: by the pigeonhole, at the latest after
+     * ASRT_REVOKED_MAX ids */
+    for (i = 4097; i <= ASRT_REVOKED_MAX + 1; i++) {
+        snprintf(id, sizeof(id), "ak_%016d", i);
+        rc = asrt_keyring_revoke(kr, id, NOW);
+        assert_true(rc == 0 || rc == 1);
+        if (rc == 1) {
+            strcpy(over, id);
+            break;
+        }
+    }
+    assert_int_equal(rc, 1);
+    /* the id that did not fit is refused (its bucket fails closed) ... */
+    snprintf(c.key, sizeof(c.key), "%s", over);
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
     assert_int_equal(verify_at(kr, tok, NOW, err, sizeof(err)), ASRT_EREVOKED);
-    assert_non_null(strstr(err, "overflowed"));
-    /* an unrelated key's assertion issued after the watermark verifies */
-    strcpy(c.key, "ak_fresh");
+    assert_non_null(strstr(err, "could not record every revoked API key"));
+    /* ... as is every recorded one, still ... */
+    snprintf(c.key, sizeof(c.key), "ak_0123456789abcdef");
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
+    assert_int_equal(verify_at(kr, tok, NOW, err, sizeof(err)), ASRT_EREVOKED);
+    /* ... but fresh keys hash elsewhere and verify: one bucket of 1024 is closed */
+    for (i = 0; i < 100; i++) {
+        char t[TOKBUF];
+        snprintf(c.key, sizeof(c.key), "ak_fresh%d", i);
+        assert_int_equal(asrt_sign(s, &c, t, sizeof(t), err, sizeof(err)), 0);
+        fresh_ok += verify_at(kr, t, NOW, err, sizeof(err)) == 0;
+    }
+    assert_true(fresh_ok >= 90);
+    /* an assertion for the overflowed id issued after the watermark verifies:
+     * the hub would not issue one for a revoked key, the watermark only
+     * covers what could have been issued before */
+    snprintf(c.key, sizeof(c.key), "%s", over);
     c.iat = NOW + ASRT_SKEW_S + 1;
     c.exp = c.iat + 60;
-    assert_int_equal(asrt_sign(s, &c, later, sizeof(later), err, sizeof(err)), 0);
-    assert_int_equal(verify_at(kr, later, NOW + ASRT_SKEW_S + 1, err, sizeof(err)), 0);
-    asrt_keyring_free(kr);
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
+    assert_int_equal(verify_at(kr, tok, c.iat, err, sizeof(err)), 0);
 
-    /* stale entries make room: a revocation older than lifetime + 2 skews goes */
-    kr = ring("alpha", s);
-    for (int i = 0; i < ASRT_REVOKED_MAX; i++) {
-        snprintf(id, sizeof(id), "ak_%016d", i);
-        assert_int_equal(asrt_keyring_revoke(kr, id, NOW), 0);
-    }
-    assert_int_equal(asrt_keyring_revoke(kr, "ak_0123456789abcdef",
-                                         NOW + ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S + 1),
+    /* entries age out after lifetime + 2 skews: the full bucket takes the id */
+    assert_int_equal(asrt_keyring_revoke(kr, over, NOW + ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S + 1),
                      0);
     claims(&c);
-    c.iat = NOW + ASRT_LIFETIME_MAX_S;
+    snprintf(c.key, sizeof(c.key), "%s", over);
+    c.iat = NOW + ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S + 1;
     c.exp = c.iat + 60;
     assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
     assert_int_equal(verify_at(kr, tok, c.iat, err, sizeof(err)), ASRT_EREVOKED);
-    assert_string_equal(err, "assertion is for API key ak_0123456789abcdef, which was revoked");
+    {
+        char want[128];
+        snprintf(want, sizeof(want), "assertion is for API key %s, which was revoked", over);
+        assert_string_equal(err, want);
+    }
     asrt_keyring_free(kr);
     asrt_signer_free(s);
 }
@@ -917,6 +960,94 @@ static void test_keyring_limits_and_bad_keys(void **state)
     asrt_signer_free(s);
 }
 
+/* The verified-assertion cache: a repeat skips the signature but never the
+ * checks that change with time, revocations or the keyring. */
+static void test_cache(void **state)
+{
+    struct asrt_signer *s = signer(SECRET);
+    struct asrt_keyring *kr = ring("alpha", s);
+    struct asrt_cache *cache = asrt_cache_new(4);
+    struct asrt_claims c, out;
+    char tok[TOKBUF], bad[TOKBUF], err[256];
+    uint64_t hits, misses;
+
+    assert_non_null(cache);
+    assert_null(asrt_cache_new((size_t)1 << 21));
+    claims(&c);
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(
+            asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)), 0);
+        assert_string_equal(out.user, "alice");
+        assert_string_equal(out.rid, "req-1");
+    }
+    asrt_cache_stats(cache, &hits, &misses);
+    assert_int_equal(misses, 1);
+    assert_int_equal(hits, 2);
+    /* another audience is a miss and refused (the hub checks per tunnel) */
+    assert_int_equal(
+        asrt_verify_cached(kr, cache, "beta", tok, strlen(tok), NOW, &out, err, sizeof(err)),
+        ASRT_EAUDIENCE);
+    assert_string_equal(out.user, "");
+    /* a tampered copy is not the cached token */
+    strcpy(bad, tok);
+    bad[strlen(bad) - 2] = bad[strlen(bad) - 2] == 'A' ? 'B' : 'A';
+    assert_int_not_equal(
+        asrt_verify_cached(kr, cache, NULL, bad, strlen(bad), NOW, &out, err, sizeof(err)), 0);
+    /* the clock still counts on a hit */
+    assert_int_equal(asrt_verify_cached(kr, cache, NULL, tok, strlen(tok),
+                                        NOW + 60 + ASRT_SKEW_S + 1, &out, err, sizeof(err)),
+                     ASRT_EEXPIRED);
+    assert_string_equal(out.user, "");
+    assert_int_equal(asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW - ASRT_SKEW_S - 1,
+                                        &out, err, sizeof(err)),
+                     ASRT_EFUTURE);
+    /* a revocation after caching refuses the cached token */
+    assert_int_equal(asrt_keyring_revoke(kr, "ak_0123456789abcdef", NOW), 0);
+    assert_int_equal(
+        asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)),
+        ASRT_EREVOKED);
+    /* a retired signing key: the cached token is refused at once */
+    strcpy(c.key, "ak_other");
+    assert_int_equal(asrt_sign(s, &c, tok, sizeof(tok), err, sizeof(err)), 0);
+    assert_int_equal(
+        asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)), 0);
+    assert_int_equal(asrt_keyring_remove(kr, asrt_signer_kid(s)), 0);
+    assert_int_equal(
+        asrt_verify_cached(kr, cache, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)),
+        ASRT_EKID);
+    /* no cache: plain verification */
+    assert_int_equal(
+        asrt_verify_cached(kr, NULL, NULL, tok, strlen(tok), NOW, &out, err, sizeof(err)),
+        ASRT_EKID);
+    asrt_cache_free(cache);
+    asrt_keyring_free(kr);
+    asrt_signer_free(s);
+}
+
+/* Generations of the hub secret's key: 0 is the original derivation, each
+ * other one a different key; out of range is refused. */
+static void test_generations(void **state)
+{
+    struct asrt_signer *g0 = NULL, *base = signer(SECRET), *g1 = NULL, *g1b = NULL, *bad = NULL;
+
+    assert_int_equal(asrt_signer_from_secret_gen(SECRET, strlen(SECRET), 0, &g0), 0);
+    assert_int_equal(asrt_signer_from_secret_gen(SECRET, strlen(SECRET), 1, &g1), 0);
+    assert_int_equal(asrt_signer_from_secret_gen(SECRET, strlen(SECRET), 1, &g1b), 0);
+    assert_string_equal(asrt_signer_kid(g0), asrt_signer_kid(base));
+    assert_string_not_equal(asrt_signer_kid(g1), asrt_signer_kid(g0));
+    assert_string_equal(asrt_signer_kid(g1), asrt_signer_kid(g1b));
+    assert_int_equal(asrt_signer_from_secret_gen(SECRET, strlen(SECRET), -1, &bad), AB_EINVAL);
+    assert_null(bad);
+    assert_int_equal(
+        asrt_signer_from_secret_gen(SECRET, strlen(SECRET), ASRT_GENERATION_MAX + 1, &bad),
+        AB_EINVAL);
+    asrt_signer_free(g0);
+    asrt_signer_free(g1);
+    asrt_signer_free(g1b);
+    asrt_signer_free(base);
+}
+
 static void test_strerror(void **state)
 {
     const int codes[] = {ASRT_ETOOLONG, ASRT_EENCODING, ASRT_EPAYLOAD,  ASRT_EFIELD,
@@ -935,6 +1066,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_generations),
         cmocka_unit_test(test_wire_format_matches_spec),
         cmocka_unit_test(test_kid_and_public_text),
         cmocka_unit_test(test_hkdf_derivation_is_deterministic),

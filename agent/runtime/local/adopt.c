@@ -96,6 +96,20 @@ static void adopt_or_reap(struct lrt *rt, const char *dir, const char *name)
         }
         lrt_update_end(s);
         s->metadata = json_is_object(md) ? json_incref(md) : NULL;
+        json_t *net = json_object_get(x.info, "network");
+        s->network = json_is_object(net) ? json_incref(net) : NULL;
+        s->allow_private = json_is_true(json_object_get(x.info, "allow_private"));
+        char why[RT_ERR_MAX];
+        /* its policy is back in the new gateway's table; one that no longer
+         * parses (a newer agent's) fails closed: nothing leaves */
+        if (lrt_egress_apply(s, why, sizeof(why)) != 0) {
+            LOG_WARN("a re-adopted sandbox's egress policy is refused; its egress is cut", "id",
+                     s->id, "error", why);
+            json_decref(s->network);
+            s->network = NULL;
+            s->x.internet = false;
+            lrt_egress_apply(s, why, sizeof(why));
+        }
         lrt_schedule_end(s);
     } else {
         s->phase = PH_IDLE;

@@ -1,10 +1,14 @@
-/* Arming a claimed sandbox: slirp4netns first when it may reach the
- * internet (on a worker), then envd POST /init with token, env vars, user and
- * workdir; only then is the claim reported. Also the claim's end: lifetime
- * and idle timer, startup timeout of waiting claims, failures.
+/* Arming a claimed sandbox: its egress policy into the gateway's table
+ * first (the veth has been there since spawn), then envd POST /init with
+ * token, env vars, user and workdir; only then is the claim reported. Also
+ * the claim's end: lifetime and idle timer, startup timeout of waiting
+ * claims, failures.
  *
- * Loop thread only; the slirp attach runs on a loop worker. */
+ * Loop thread only. */
 #include "agent/runtime/local/lrt.h"
+
+#include "agent/egress/policy.h"
+#include "agent/egress/table.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
@@ -21,6 +25,28 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+/* ---- the egress policy -------------------------------------------------------------- */
+
+int lrt_egress_apply(struct lsb *s, char *err, size_t errlen)
+{
+    struct egress_policy *p = NULL;
+    const struct egress_opts opts = {.internet = s->x.internet, .allow_private = s->allow_private};
+    int rc;
+
+    if (!s->rt->egress_table || s->uid_slot <= 0)
+        return 0; /* no egress namespace: loopback only, nothing to enforce */
+    if ((rc = egress_policy_parse(s->network, &opts, &p, err, errlen)) != 0)
+        return rc;
+    return egress_table_set(s->rt->egress_table, (uint32_t)(s->uid_slot - 1),
+                            s->id[0] ? s->id : s->sid, p);
+}
+
+void lrt_egress_clear(struct lsb *s)
+{
+    if (s->rt->egress_table && s->uid_slot > 0)
+        egress_table_clear(s->rt->egress_table, (uint32_t)(s->uid_slot - 1));
+}
 
 /* ---- claims finishing ------------------------------------------------------------ */
 
@@ -231,37 +257,6 @@ static void post_init(struct lsb *s)
     free(body);
 }
 
-static void attach_work(void *arg)
-{
-    struct lsb *s = arg;
-
-    s->rc = lsbx_attach_internet(&s->x, s->rt->slirp, s->err, sizeof(s->err));
-}
-
-static void attach_done(void *arg, int status)
-{
-    struct lsb *s = arg;
-
-    if (status != 0) {
-        s->rc = status;
-        ab_strlcpy(s->err, "the runtime is shutting down", sizeof(s->err));
-    }
-    s->phase = PH_ARMING;
-    if (s->doomed || s->rt->closing) {
-        if (s->armer)
-            lrt_claim_fail(s->armer, AB_ECLOSED,
-                           "the sandbox was stopped while it was being armed");
-        s->armer = NULL;
-        lrt_destroy(s);
-        return;
-    }
-    if (s->rc != 0) {
-        arm_failed(s, s->err);
-        return;
-    }
-    post_init(s);
-}
-
 /* Takes the oldest idle sandbox of p for w. */
 static void arm(struct lsb *s, struct lrt_waiter *w)
 {
@@ -270,12 +265,17 @@ static void arm(struct lsb *s, struct lrt_waiter *w)
         loop_timer_cancel(&w->timer);
         w->timer_on = false;
     }
-    if (w->internet && !s->pool->disable_egress) {
-        s->phase = PH_ATTACHING;
-        if (loop_submit(s->rt->loop, attach_work, attach_done, s) != 0) {
-            s->phase = PH_ARMING;
-            arm_failed(s, "too many sandbox operations are queued; try again");
-        }
+    /* the policy is in force before any code of the claim runs */
+    char why[RT_ERR_MAX];
+    ab_strlcpy(s->id, w->id, sizeof(s->id));
+    s->x.internet = w->internet && !s->pool->disable_egress;
+    s->allow_private = w->allow_private;
+    json_decref(s->network);
+    s->network = w->network;
+    w->network = NULL;
+    if (lrt_egress_apply(s, why, sizeof(why)) != 0) {
+        s->phase = PH_ARMING;
+        arm_failed(s, why);
         return;
     }
     post_init(s);

@@ -5,6 +5,8 @@
  * Loop thread only. */
 #include "agent/runtime/local/lrt.h"
 
+#include "agent/egress/netns.h"
+
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/http.h"
@@ -163,6 +165,11 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
     w->env_vars = o->env_vars ? json_deep_copy(o->env_vars) : NULL;
     w->metadata = o->metadata ? json_deep_copy(o->metadata) : NULL;
     w->internet = o->allow_internet;
+    w->allow_private = o->allow_private_networks;
+    if (o->network && !json_is_null(o->network) && !(w->network = json_deep_copy(o->network))) {
+        lrt_waiter_free(w);
+        return AB_ENOMEM;
+    }
     ab_strlcpy(w->user, o->user && o->user[0] ? o->user : "user", sizeof(w->user));
     ab_strlcpy(w->workdir, o->workdir && o->workdir[0] ? o->workdir : LSBX_HOME,
                sizeof(w->workdir));
@@ -272,6 +279,36 @@ static void op_touch(struct rt *base, const char *id)
         s->last_active_ms = ab_wall_ms();
         lrt_update_end(s);
     }
+}
+
+/* PUT /sandboxes/{id}/network: the new policy is parsed before anything
+ * changes, so a refused update leaves the old one in force. */
+static int op_set_network(struct rt *base, const char *id, const json_t *network, bool internet,
+                          char *err, size_t errlen)
+{
+    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+    json_t *old, *copy = NULL;
+    bool old_inet;
+    int rc;
+
+    if (!s)
+        return AB_ENOENT;
+    if (network && !json_is_null(network) && !(copy = json_deep_copy(network)))
+        return AB_ENOMEM;
+    old = s->network;
+    old_inet = s->x.internet;
+    s->network = copy;
+    s->x.internet = internet && !s->pool->disable_egress;
+    if ((rc = lrt_egress_apply(s, err, errlen)) != 0) {
+        json_decref(copy);
+        s->network = old;
+        s->x.internet = old_inet;
+        return rc;
+    }
+    json_decref(old);
+    LOG_INFO("sandbox egress policy updated", "id", id, "internet", s->x.internet ? "on" : "off");
+    lrt_persist(s);
+    return 0;
 }
 
 static int op_get(struct rt *base, const char *id, struct rt_sandbox *out)
@@ -420,7 +457,6 @@ static void op_free(struct rt *base)
         free(p);
     }
     mf_set_free(rt->set);
-    free(rt->slirp);
     free(rt);
 }
 
@@ -441,7 +477,15 @@ static const struct rt_ops lrt_ops = {
     .usage_read = lrt_usage_read,
     .log_probe = lrt_log_probe,
     .log_read = lrt_log_read,
+    .set_network = op_set_network,
 };
+
+/* A veth slot is a host uid slice: held while its sandbox is known. */
+static bool slot_held(void *arg, uint32_t slot)
+{
+    const struct lrt *rt = arg;
+    return slot < (uint32_t)rt->uid_slots && (rt->uid_used[slot / 8] & (1u << (slot % 8)));
+}
 
 int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errlen)
 {
@@ -460,8 +504,12 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
         return AB_ENOMEM;
     rt->base.ops = &lrt_ops;
     rt->base.kind = "local";
-    /* no image override; network changes only at create */
+    /* no image override; with an egress namespace, policies are enforced and updatable */
     rt->base.caps = RT_CAP_USAGE | RT_CAP_LOGS;
+    if (o->egress && o->egress_table)
+        rt->base.caps |= RT_CAP_EGRESS | RT_CAP_NETWORK_UPDATE;
+    rt->egress = o->egress_table ? o->egress : NULL;
+    rt->egress_table = o->egress ? o->egress_table : NULL;
     rt->loop = o->loop;
     rt->reload_ms = o->reload_ms > 0 ? o->reload_ms : 2000;
     rt->max_sandboxes = o->max_sandboxes > 0 ? o->max_sandboxes : 256;
@@ -473,8 +521,6 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     /* slices of 65536 ids from uid_base up to 2^32 (lsbx_spawn refuses a bad base) */
     rt->uid_slots = (int)AB_MIN(((uint64_t)UINT32_MAX + 1 - rt->uid_base) / LSBX_UID_COUNT,
                                 (uint64_t)UID_SLOTS);
-    if (o->slirp && !(rt->slirp = strdup(o->slirp)))
-        goto nomem;
     if (ab_strlcpy(rt->state_dir, o->state_dir, sizeof(rt->state_dir)) >= sizeof(rt->state_dir) ||
         snprintf(rt->sbx_dir, sizeof(rt->sbx_dir), "%s/sandboxes", o->state_dir) >=
             (int)sizeof(rt->sbx_dir) - 20) {
@@ -506,6 +552,17 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     rt->adopting = true;
     lrt_load_manifests(rt, true);
     lrt_adopt_all(rt);
+    if (rt->egress) { /* veths of sandboxes the predecessor left and nobody adopted */
+        char why[256];
+        int gone = egress_netns_prune(rt->egress, slot_held, rt, why, sizeof(why));
+        if (gone < 0)
+            LOG_WARN("cannot list the egress namespace's leftover veths", "error", why);
+        else if (gone > 0) {
+            char cnt[16];
+            snprintf(cnt, sizeof(cnt), "%d", gone);
+            LOG_INFO("removed leftover egress veths", "count", cnt);
+        }
+    }
     rt->adopting = false;
     {
         struct lpool *p, *next;
@@ -517,10 +574,7 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     loop_timer_start(rt->loop, &rt->tick, rt->reload_ms, lrt_tick, rt);
     *out = &rt->base;
     return 0;
-nomem:
-    snprintf(err, errlen, "out of memory");
 fail:
-    free(rt->slirp);
     free(rt);
     return AB_EIO;
 }

@@ -12,6 +12,8 @@
 
 struct loop;
 struct mf_set;
+struct egress_netns_config;
+struct egress_table;
 
 struct lrt_options {
     struct loop *loop;
@@ -20,7 +22,12 @@ struct lrt_options {
     const char *manifests_dir;
     const char *envd_path; /* absolute; run as `envd --listen unix:/run/agentbox/envd.sock` */
     const char *const *envd_args; /* extra arguments, NULL-terminated, or NULL */
-    const char *slirp;            /* NULL → slirp4netns from PATH */
+    /* The agent's egress namespace and its slot table (both borrowed, outlive
+     * the runtime): each sandbox gets the veth of slot <its uid slice> at spawn
+     * and its claim's policy in the table. NULL: sandboxes have loopback only
+     * (and creates asking for egress lists are refused: no RT_CAP_EGRESS). */
+    const struct egress_netns_config *egress;
+    struct egress_table *egress_table;
     uint32_t uid_base; /* sandbox k's uids 0-65535 → host uid_base + k * 65536..; each sandbox its
                           own slice (reclaimed when it is gone); 0 → 100000 (--uid-base) */
     int reload_ms;     /* manifest change check and health check; 0 → 2000 */

@@ -56,6 +56,8 @@ struct lrt_waiter {
     json_t *env_vars;
     json_t *metadata;
     bool internet;
+    json_t *network; /* the create's network object (owned), or NULL */
+    bool allow_private;
     char user[RT_NAME_MAX + 1];
     char workdir[256];
     char *token;
@@ -107,6 +109,8 @@ struct lsb {
     /* claimed */
     char id[RT_ID_MAX + 1];
     json_t *metadata;
+    json_t *network;    /* its egress policy as asked (owned; persisted), or NULL */
+    bool allow_private; /* allow-private-networks */
     char team[RT_NAME_MAX + 1];
     char owner[RT_NAME_MAX + 1];
     int64_t claimed_ms, end_ms, last_active_ms; /* wall clock */
@@ -131,7 +135,8 @@ struct lrt {
     char manifests[512];
     char envd[512];
     const char *argv[LSBX_ARGV_MAX + 1];
-    char *slirp;
+    const struct egress_netns_config *egress; /* borrowed; NULL: no egress namespace */
+    struct egress_table *egress_table;        /* borrowed */
     uint32_t uid_base; /* host id of slot 0's uid 0 (LSBX_UID_BASE_DEFAULT when not set) */
     int uid_slots;     /* slices that fit below 2^32 (at most UID_SLOTS) */
     unsigned char uid_used[UID_SLOTS / 8];
@@ -172,6 +177,12 @@ int lrt_load_manifests(struct lrt *rt, bool force);
 /* The reload_ms timer: manifest reload and health check. */
 void lrt_tick(struct loop_timer *t);
 void lrt_refill_later(struct lrt *rt);
+
+/* arm.c: the sandbox's egress policy into the gateway's table (parsed from
+ * s->network, s->internet, s->allow_private). 0, or AB_EINVAL with err. */
+int lrt_egress_apply(struct lsb *s, char *err, size_t errlen);
+/* Takes s's slot out of the table: its traffic is refused from now on. */
+void lrt_egress_clear(struct lsb *s);
 
 /* arm.c: arming, the end of a claim, waiting claims */
 void lrt_claim_fail(struct lrt_waiter *w, int err, const char *msg);

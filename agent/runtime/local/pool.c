@@ -16,6 +16,8 @@
  * touches it. */
 #include "agent/runtime/local/lrt.h"
 
+#include "agent/egress/netns.h"
+
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/http.h"
@@ -73,6 +75,7 @@ void lrt_waiter_free(struct lrt_waiter *w)
         loop_timer_cancel(&w->timer);
     json_decref(w->env_vars);
     json_decref(w->metadata);
+    json_decref(w->network);
     if (w->token) {
         explicit_bzero(w->token, strlen(w->token));
         free(w->token);
@@ -156,8 +159,12 @@ void lrt_sbx_unlink_free(struct lsb *s)
     if (s->timer_on)
         loop_timer_cancel(&s->timer);
     lrt_release_done(s, AB_ECLOSED, "the local runtime is shutting down");
+    /* at shutdown a live sandbox keeps its veth (the next agent re-adopts it);
+     * only the table entry, which dies with this agent, goes */
+    lrt_egress_clear(s);
     uid_give_back(s); /* its processes are gone (or it never started) */
     json_decref(s->metadata);
+    json_decref(s->network);
     lsbx_release(&s->x);
     free(s);
 }
@@ -236,6 +243,9 @@ void lrt_persist(struct lsb *s)
         json_object_set_new(info, "owner", json_string(s->owner));
         if (s->metadata)
             json_object_set(info, "metadata", s->metadata);
+        if (s->network)
+            json_object_set(info, "network", s->network);
+        json_object_set_new(info, "allow_private", json_boolean(s->allow_private));
     }
     json_decref(s->x.info);
     s->x.info = info;
@@ -249,6 +259,13 @@ static void remove_work(void *arg)
 {
     struct lsb *s = arg;
 
+    /* the veth went with the sandbox's namespace; a leftover (its namespace
+     * held open by something) must not greet the slot's next sandbox */
+    if (s->rt->egress && s->uid_slot > 0) {
+        char why[256];
+        if (egress_netns_detach(s->rt->egress, (uint32_t)(s->uid_slot - 1), why, sizeof(why)) != 0)
+            LOG_WARN("cannot remove a sandbox's egress veth", "dir", s->x.dir, "error", why);
+    }
     s->rc = lsbx_remove_dir(&s->x);
 }
 
@@ -315,6 +332,7 @@ void lrt_destroy(struct lsb *s)
         s->hc = NULL;
     }
     s->phase = PH_STOPPING;
+    lrt_egress_clear(s); /* nothing new leaves from the moment it is killed */
     lsbx_kill(&s->x);
     s->timer_on = true;
     loop_timer_start(s->rt->loop, &s->timer, 0, gone_poll, s);
@@ -366,7 +384,8 @@ static void spawn_work(void *arg)
     o.id = s->sid;
     o.dir = dir;
     o.argv = s->rt->argv;
-    o.slirp = s->rt->slirp;
+    o.egress = s->rt->egress;
+    o.egress_slot = (uint32_t)(s->uid_slot - 1);
     o.uid_base = slot_base(s->rt, s->uid_slot - 1);
     o.disk_bytes = (uint64_t)s->pool->disk_bytes;
     o.mem_bytes = s->pool->mem_bytes;

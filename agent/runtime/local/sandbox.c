@@ -10,6 +10,7 @@
 #include "agentbox/common.h"
 #include "agent/runtime/local/seccomp.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -115,6 +116,7 @@ struct child_plan {
     char exec_path[LSBX_DIR_MAX];   /* PROGRAM_DIR/<basename of argv[0]> */
     char passwd[LSBX_DIR_MAX + 16]; /* <dir>/passwd, bound on /etc/passwd */
     char group[LSBX_DIR_MAX + 16];  /* <dir>/group, bound on /etc/group */
+    char resolv[LSBX_DIR_MAX + 16]; /* <dir>/resolv.conf, bound on /etc/resolv.conf; "" none */
     char root_opts[96];             /* tmpfs options of /, owned by the sandbox's root */
     uint32_t uid_base;
     const struct sock_fprog *seccomp;
@@ -258,6 +260,11 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
     if (bind_ro(p, p->passwd, under(p, "/etc/passwd"), false) != 0 ||
         bind_ro(p, p->group, under(p, "/etc/group"), false) != 0)
         child_fail(p, STEP_ETC);
+    /* Best effort: where the host's resolv.conf is a link (systemd-resolved)
+     * there is no file to bind over, and the host's own nameserver line still
+     * reaches the gateway, which takes every port-53 packet (netns.h). */
+    if (p->resolv[0] && lstat("/etc/resolv.conf", &st) == 0 && S_ISREG(st.st_mode))
+        (void)bind_ro(p, p->resolv, under(p, "/etc/resolv.conf"), false);
     const char *dirs[] = {"/home", LSBX_HOME,  "/tmp",     "/run",      LSBX_INNER_RUN, "/proc",
                           "/dev",  "/dev/pts", "/dev/shm", "/.oldroot", "/root",        NULL};
     for (int i = 0; dirs[i]; i++)
@@ -511,38 +518,6 @@ static int mkdir_p1(const char *path, mode_t mode)
     return -1;
 }
 
-static int start_slirp(const char *dir, const char *slirp, pid_t target, int ready_w, pid_t *out)
-{
-    posix_spawn_file_actions_t fa;
-    char ns_s[48], ready_s[32], log[LSBX_DIR_MAX + 16];
-    const char *bin = slirp ? slirp : "slirp4netns";
-    /* By path, not by pid: given a pid, slirp4netns would first join the
-     * sandbox's user namespace and then lack the rights on its network
-     * namespace, which belongs to the host's. */
-    char *argv[] = {(char *)bin,   "--configure", "--disable-host-loopback",
-                    "--mtu=65520", ready_s,       "--netns-type=path",
-                    ns_s,          "tap0",        NULL};
-    int rc;
-
-    snprintf(ns_s, sizeof(ns_s), "/proc/%d/ns/net", (int)target);
-    snprintf(ready_s, sizeof(ready_s), "--ready-fd=3");
-    if (posix_spawn_file_actions_init(&fa) != 0)
-        return AB_ENOMEM;
-    posix_spawn_file_actions_adddup2(&fa, ready_w, 3);
-    snprintf(log, sizeof(log), "%s/slirp.log", dir);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-    rc = posix_spawnp(out, bin, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-        errno = rc;
-        return AB_EIO;
-    }
-    return 0;
-}
-
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
     (void)st;
@@ -583,55 +558,19 @@ static bool id_is_valid(const char *id)
     return n > 0 && n <= LSBX_ID_MAX && strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
 }
 
-/* Starts slirp4netns for s->pid's network namespace and waits until it has
- * configured tap0. ready[] is a pipe; ready[1] is closed here. */
-static int attach(struct lsbx *s, const char *slirp, int ready[2], char *err, size_t errlen)
+/* The sandbox's veth into the agent's egress namespace, before its program
+ * runs: the default route goes to the gateway and DNS to its address. */
+static int attach_egress(struct lsbx *s, const struct lsbx_options *o, char *err, size_t errlen)
 {
-    char c;
+    char ns[48], why[512];
 
-    if (start_slirp(s->dir, slirp, s->pid, ready[1], &s->slirp_pid) != 0) {
-        snprintf(err, errlen,
-                 "cannot start %s: %s (install the slirp4netns package, or "
-                 "create the sandbox without internet access)",
-                 slirp ? slirp : "slirp4netns", strerror(errno));
+    snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)s->pid);
+    if (egress_netns_attach(o->egress, o->egress_slot, ns, NULL, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "cannot attach the sandbox to the egress namespace: %s", why);
         return AB_EIO;
     }
-    close(ready[1]);
-    ready[1] = -1;
-    s->slirp_start = lsbx_proc_start_time(s->slirp_pid);
-    s->internet = true;
-    if (wait_readable(ready[0], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0 ||
-        read(ready[0], &c, 1) != 1) {
-        snprintf(err, errlen, "slirp4netns did not configure the sandbox network within %d ms",
-                 LSBX_SETUP_TIMEOUT_MS);
-        return AB_EIO;
-    }
+    s->egress = true;
     return 0;
-}
-
-int lsbx_attach_internet(struct lsbx *s, const char *slirp, char *err, size_t errlen)
-{
-    int ready[2] = {-1, -1}, rc;
-
-    if (s->slirp_pid > 0)
-        return 0;
-    if (pipe2(ready, O_CLOEXEC) != 0) {
-        snprintf(err, errlen, "cannot create a pipe: %s", strerror(errno));
-        return AB_EIO;
-    }
-    rc = attach(s, slirp, ready, err, errlen);
-    if (rc != 0 && s->slirp_pid > 0) {
-        kill(s->slirp_pid, SIGKILL);
-        waitpid(s->slirp_pid, NULL, 0);
-        s->slirp_pid = 0;
-        s->internet = false;
-    }
-    close(ready[0]);
-    if (ready[1] >= 0)
-        close(ready[1]);
-    if (rc == 0)
-        rc = lsbx_state_write(s);
-    return rc;
 }
 
 /* Sandbox ids 0-65535 are host ids base.. (written by us, host root, while
@@ -688,6 +627,22 @@ static int make_data(const char *dir, const char *data, const char *opts)
     return symlink("data/tmp", link);
 }
 
+/* resolv.conf naming the gateway's end of the sandbox's veth (any address
+ * would do: the egress namespace redirects all of port 53 to the gateway). */
+static int write_resolv(const struct lsbx_options *o, struct child_plan *p)
+{
+    struct egress_link l;
+    char text[96], a[64];
+
+    p->resolv[0] = '\0';
+    if (!o->egress || egress_netns_link(o->egress, o->egress_slot, &l) != 0)
+        return 0;
+    inet_ntop(AF_INET, l.gateway.a, a, sizeof(a));
+    snprintf(text, sizeof(text), "nameserver %s\noptions timeout:2 attempts:2\n", a);
+    snprintf(p->resolv, sizeof(p->resolv), "%s/resolv.conf", o->dir);
+    return write_file(p->resolv, text);
+}
+
 /* The sandbox's own accounts, as on E2B: root and user (uid 1000). */
 static int write_accounts(const struct child_plan *p)
 {
@@ -739,7 +694,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
                                         "/sbin:/bin",
                                         "HOME=" LSBX_HOME, NULL};
     struct child_plan plan;
-    int errp[2] = {-1, -1}, syncp[2] = {-1, -1}, readyp[2] = {-1, -1};
+    int errp[2] = {-1, -1}, syncp[2] = {-1, -1};
     int msg[2] = {0, 0}, i, rc = AB_EIO;
     char data_opts[96];
     uint64_t disk;
@@ -844,15 +799,14 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     if (make_data(o->dir, plan.data, data_opts) != 0 || mkdir_p1(plan.home, 0755) != 0 ||
         mkdir_p1(plan.tmp, 01777) != 0 || mkdir_p1(plan.root, 0755) != 0 ||
         chmod(plan.tmp, 01777) != 0 || mkdir_p1(plan.run, 0755) != 0 || own_dirs(&plan) != 0 ||
-        write_accounts(&plan) != 0) {
+        write_accounts(&plan) != 0 || write_resolv(o, &plan) != 0) {
         snprintf(err, errlen, "cannot create the sandbox's directories under %s: %s", o->dir,
                  strerror(errno));
         goto fail;
     }
     /* sync is a socket so that writing to a dead init is EPIPE, not SIGPIPE */
     if (pipe2(errp, O_CLOEXEC) != 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, syncp) != 0 ||
-        (o->internet && pipe2(readyp, O_CLOEXEC) != 0)) {
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, syncp) != 0) {
         snprintf(err, errlen, "cannot create pipes: %s", strerror(errno));
         goto fail;
     }
@@ -896,7 +850,6 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         }
     }
     rc = AB_EIO;
-    s->internet = o->internet;
     s->created_ms = ab_wall_ms();
     s->uid_base = plan.uid_base;
     close(errp[1]);
@@ -905,7 +858,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     syncp[0] = -1;
     s->start_time = lsbx_proc_start_time(s->pid);
 
-    if (o->internet && attach(s, o->slirp, readyp, err, errlen) != 0)
+    if (o->egress && attach_egress(s, o, err, errlen) != 0)
         goto fail;
     /* A child that failed before reading the byte makes send() fail: its
      * report on errfd below names the step. */
@@ -940,7 +893,12 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
 fail:
     if (rc == 0)
         rc = AB_EIO;
-    if (s->pid > 0 || s->slirp_pid > 0) {
+    if (s->egress) { /* the veth would go with the namespace; not its slot's next owner's */
+        char why[256];
+        egress_netns_detach(o->egress, o->egress_slot, why, sizeof(why));
+        s->egress = false;
+    }
+    if (s->pid > 0) {
         int64_t deadline = ab_now_ms() + LSBX_SETUP_TIMEOUT_MS;
         lsbx_kill(s);
         while (!lsbx_is_gone(s) && ab_now_ms() < deadline)
@@ -953,15 +911,12 @@ fail:
     if (made_dir)
         remove_tree(o->dir);
     s->pid = 0;
-    s->slirp_pid = 0;
 out:
     for (i = 0; i < 2; i++) {
         if (errp[i] >= 0)
             close(errp[i]);
         if (syncp[i] >= 0)
             close(syncp[i]);
-        if (readyp[i] >= 0)
-            close(readyp[i]);
     }
     return rc;
 }
@@ -1050,11 +1005,10 @@ int lsbx_state_write(const struct lsbx *s)
     json_t *j;
     int rc;
 
-    j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b, s:I, s:I}", "id", s->id, "token", s->token,
-                  "pid", (json_int_t)s->pid, "start_time", (json_int_t)s->start_time, "slirp_pid",
-                  (json_int_t)s->slirp_pid, "slirp_start", (json_int_t)s->slirp_start, "internet",
-                  s->internet, "created_ms", (json_int_t)s->created_ms, "uid_base",
-                  (json_int_t)s->uid_base);
+    j = json_pack("{s:s, s:s, s:I, s:I, s:b, s:b, s:I, s:I}", "id", s->id, "token", s->token, "pid",
+                  (json_int_t)s->pid, "start_time", (json_int_t)s->start_time, "internet",
+                  s->internet, "egress", s->egress, "created_ms", (json_int_t)s->created_ms,
+                  "uid_base", (json_int_t)s->uid_base);
     if (!j)
         return AB_ENOMEM;
     if (s->info)
@@ -1084,8 +1038,8 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     json_error_t jerr;
     json_t *j, *info = NULL;
     const char *id = NULL, *token = NULL;
-    json_int_t pid = 0, st = 0, spid = 0, sst = 0, created = 0, ubase = 0;
-    int internet = 0;
+    json_int_t pid = 0, st = 0, created = 0, ubase = 0;
+    int internet = 0, egress = 0;
 
     memset(s, 0, sizeof(*s));
     if (ab_strlcpy(s->dir, dir, sizeof(s->dir)) >= sizeof(s->dir))
@@ -1095,12 +1049,10 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     j = json_load_file(path, 0, &jerr);
     if (!j)
         return access(path, F_OK) == 0 ? AB_EINVAL : AB_ENOENT;
-    if (json_unpack(j, "{s:s, s?s, s:I, s:I, s?I, s?I, s?b, s?I, s?o, s?I}", "id", &id, "token",
-                    &token, "pid", &pid, "start_time", &st, "slirp_pid", &spid, "slirp_start", &sst,
-                    "internet", &internet, "created_ms", &created, "info", &info, "uid_base",
-                    &ubase) != 0 ||
-        !id_is_valid(id) || pid <= 0 || pid > INT32_MAX || spid < 0 || spid > INT32_MAX ||
-        ubase < 0 || ubase > UINT32_MAX) {
+    if (json_unpack(j, "{s:s, s?s, s:I, s:I, s?b, s?b, s?I, s?o, s?I}", "id", &id, "token", &token,
+                    "pid", &pid, "start_time", &st, "internet", &internet, "egress", &egress,
+                    "created_ms", &created, "info", &info, "uid_base", &ubase) != 0 ||
+        !id_is_valid(id) || pid <= 0 || pid > INT32_MAX || ubase < 0 || ubase > UINT32_MAX) {
         json_decref(j);
         return AB_EINVAL;
     }
@@ -1109,9 +1061,8 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
         ab_strlcpy(s->token, token, sizeof(s->token));
     s->pid = (pid_t)pid;
     s->start_time = (uint64_t)st;
-    s->slirp_pid = (pid_t)spid;
-    s->slirp_start = (uint64_t)sst;
     s->internet = internet;
+    s->egress = egress;
     s->created_ms = created;
     s->uid_base = (uint32_t)ubase; /* 0: a record from before per-sandbox slices */
     s->info = info ? json_incref(info) : NULL;
@@ -1177,8 +1128,6 @@ void lsbx_kill(struct lsbx *s)
     /* A reused pid belongs to someone else: only signal the process we started. */
     if (s->pid > 0 && (s->is_child || lsbx_is_alive(s)))
         kill(s->pid, SIGKILL);
-    if (s->slirp_pid > 0 && (s->is_child || lsbx_proc_start_time(s->slirp_pid) == s->slirp_start))
-        kill(s->slirp_pid, SIGKILL);
     /* anything of the sandbox that escaped the pid namespace's end */
     lcg_kill_all(&s->cg);
 }
@@ -1204,10 +1153,7 @@ static bool proc_gone(pid_t *pid, uint64_t start, bool child)
 
 bool lsbx_is_gone(struct lsbx *s)
 {
-    bool a = proc_gone(&s->pid, s->start_time, s->is_child);
-    bool b = proc_gone(&s->slirp_pid, s->slirp_start, s->is_child);
-
-    return a && b && lcg_is_empty(&s->cg);
+    return proc_gone(&s->pid, s->start_time, s->is_child) && lcg_is_empty(&s->cg);
 }
 
 void lsbx_release(struct lsbx *s)

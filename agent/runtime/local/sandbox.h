@@ -11,7 +11,8 @@
  *                (lsbx_lock_socket), so the sandbox cannot swap the socket.
  *   passwd, group  the sandbox's own accounts (root, user 1000), bound on
  *                /etc/passwd and /etc/group
- *   envd.log     stdout and stderr of the program (slirp.log: of slirp4netns)
+ *   envd.log     stdout and stderr of the program
+ *   resolv.conf  names the egress gateway's DNS address; bound on /etc/resolv.conf
  *   state.json   what a restarted agent needs to re-adopt or reap it, and
  *                envd's access token (mode 0600)
  *
@@ -28,9 +29,9 @@
  * every child. Before exec it is a copy of the agent made by clone() that
  * sets up mounts, loopback and hostname as host root, then enters the user
  * namespace (the parent writes the maps) and confines itself. SIGKILL to
- * pid 1 ends the whole namespace. With internet access a slirp4netns
- * process (outside the namespaces) gives the namespace outbound networking,
- * never the host's loopback.
+ * pid 1 ends the whole namespace. With an egress namespace (o->egress) the
+ * sandbox's network namespace gets one veth into it before the program runs
+ * (agent/egress/netns.h): its only way out is the agent's egress gateway.
  *
  * Functions here block for at most a few seconds (spawn waits for setup) and
  * may run on any thread; one thread at a time per struct lsbx. */
@@ -43,6 +44,7 @@
 #include <sys/types.h>
 #include <jansson.h>
 
+#include "agent/egress/netns.h"
 #include "agent/runtime/local/cgroup.h"
 
 #define LSBX_INNER_RUN "/run/agentbox"
@@ -68,15 +70,17 @@ struct lsbx_options {
     const char *hostname;    /* NULL → id */
     const char *const *argv; /* program run as pid 2, NULL-terminated; argv[0] is a path */
     const char *const *envp; /* NULL → empty environment plus PATH and HOME */
-    bool internet;           /* attach slirp4netns */
-    const char *slirp;       /* NULL → "slirp4netns" from PATH */
-    uint32_t uid_base;       /* 0 → LSBX_UID_BASE_DEFAULT; at least 65536; the runtime gives
-                                each sandbox a slice of its own (no host uid shared) */
-    uint64_t disk_bytes;     /* home + /tmp; 0 → LSBX_DISK_DEFAULT (a pool's ephemeral-storage);
-                                at most mem_bytes / 2 (the space is memory) */
-    int64_t mem_bytes;       /* cgroup memory limit; 0 → none beyond the host's */
-    int64_t cpu_milli;       /* cgroup CPU quota in thousandths of a CPU; 0 → none */
-    int64_t pids_max;        /* cgroup pids limit; 0 → LSBX_PIDS_DEFAULT */
+    /* The agent's egress namespace (borrowed) and this sandbox's slot in it:
+     * the veth is attached at spawn. NULL: no network but loopback. */
+    const struct egress_netns_config *egress;
+    uint32_t egress_slot;
+    uint32_t uid_base;   /* 0 → LSBX_UID_BASE_DEFAULT; at least 65536; the runtime gives
+                            each sandbox a slice of its own (no host uid shared) */
+    uint64_t disk_bytes; /* home + /tmp; 0 → LSBX_DISK_DEFAULT (a pool's ephemeral-storage);
+                            at most mem_bytes / 2 (the space is memory) */
+    int64_t mem_bytes;   /* cgroup memory limit; 0 → none beyond the host's */
+    int64_t cpu_milli;   /* cgroup CPU quota in thousandths of a CPU; 0 → none */
+    int64_t pids_max;    /* cgroup pids limit; 0 → LSBX_PIDS_DEFAULT */
 };
 
 struct lsbx {
@@ -85,13 +89,12 @@ struct lsbx {
     char socket[LSBX_DIR_MAX + 32]; /* host path of envd's socket */
     pid_t pid;                      /* pid 1 of the namespace, as the host sees it */
     uint64_t start_time;            /* /proc/<pid>/stat field 22, against pid reuse */
-    pid_t slirp_pid;                /* 0 when no internet */
-    uint64_t slirp_start;
-    bool is_child; /* ours to waitpid (false after re-adoption) */
-    bool internet;
-    int64_t created_ms; /* wall clock */
-    uint32_t uid_base;  /* host id of its uid 0 (its own slice of LSBX_UID_COUNT ids) */
-    struct lcg cg;      /* its cgroups (memory, pids, cpu); located again on re-adoption */
+    bool is_child;                  /* ours to waitpid (false after re-adoption) */
+    bool internet;                  /* its claim allows internet access (the policy's switch) */
+    bool egress;                    /* a veth into the egress namespace was attached */
+    int64_t created_ms;             /* wall clock */
+    uint32_t uid_base;              /* host id of its uid 0 (its own slice of LSBX_UID_COUNT ids) */
+    struct lcg cg; /* its cgroups (memory, pids, cpu); located again on re-adoption */
     /* envd's access token: 64 random hex digits made at spawn, or the one a
      * claim brought; kept in state.json (mode 0600) */
     char token[LSBX_TOKEN_MAX + 1];
@@ -102,10 +105,6 @@ struct lsbx {
  * and state.json is written. On failure nothing is left behind (processes
  * killed, directory removed) and err says which step failed. */
 int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t errlen);
-
-/* Gives a running sandbox outbound networking (slirp4netns, never the host's
- * loopback) and rewrites state.json. No-op when it already has it. */
-int lsbx_attach_internet(struct lsbx *s, const char *slirp, char *err, size_t errlen);
 
 /* Writes <dir>/state.json atomically (also after changing s->info). */
 int lsbx_state_write(const struct lsbx *s);
@@ -133,10 +132,9 @@ int lsbx_lock_socket(const struct lsbx *s);
 int lsbx_check_host(uint32_t uid_base, char *err, size_t errlen);
 
 /* Sends SIGKILL to pid 1 (which ends the namespace), to every process in
- * the sandbox's cgroups and to slirp4netns, after checking their start
- * times. Does not wait. */
+ * the sandbox's cgroups, after checking pid 1's start time. Does not wait. */
 void lsbx_kill(struct lsbx *s);
-/* Non-blocking: true once both processes are gone (reaps our own children)
+/* Non-blocking: true once pid 1 is gone (reaps our own children)
  * and the sandbox's cgroups hold no process. */
 bool lsbx_is_gone(struct lsbx *s);
 /* Removes the cgroups and the directory tree (never following symlinks).

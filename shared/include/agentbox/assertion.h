@@ -49,7 +49,12 @@
 #define ASRT_LIFETIME_MAX_S 300 /* exp - iat */
 #define ASRT_SKEW_S 30          /* tolerated clock difference between hub and agent */
 #define ASRT_KEYRING_MAX 8      /* current key plus the ones being rotated out */
-#define ASRT_REVOKED_MAX 256    /* API keys revoked within the last lifetime + 2 skews */
+/* API keys revoked within the last lifetime + 2 skews: a hashed set of
+ * buckets (see asrt_keyring_revoke). The hub limits each user's key churn
+ * (hub/keys.h KEYS_CHURN_PER_MIN), so filling it takes thousands of users. */
+#define ASRT_REVOKED_BUCKETS 1024
+#define ASRT_REVOKED_BUCKET_SLOTS 64
+#define ASRT_REVOKED_MAX (ASRT_REVOKED_BUCKETS * ASRT_REVOKED_BUCKET_SLOTS) /* 65,536 */
 
 #define ASRT_KID_LEN 16 /* hex characters */
 #define ASRT_TEAM_MAX 253
@@ -123,6 +128,15 @@ int asrt_signer_generate(struct asrt_signer **out);
 /* The key pair of the hub secret (derivation above): the same secret gives
  * the same key on every hub. An empty secret is AB_EINVAL. */
 int asrt_signer_from_secret(const void *secret, size_t len, struct asrt_signer **out);
+/* The key pair of generation g of the hub secret (hub/signing_keys.h:
+ * `agentbox-hub signing-key rotate` moves the hubs to the next one):
+ *     info = ASRT_HKDF_INFO for g = 0 (asrt_signer_from_secret), else
+ *            ASRT_HKDF_INFO " <g in decimal>"
+ * so no private key is ever stored; only the generation numbers are. g
+ * outside 0..ASRT_GENERATION_MAX is AB_EINVAL. */
+#define ASRT_GENERATION_MAX 1000000
+int asrt_signer_from_secret_gen(const void *secret, size_t len, int generation,
+                                struct asrt_signer **out);
 void asrt_signer_free(struct asrt_signer *s);
 /* Borrowed; lives as long as s. */
 const char *asrt_signer_kid(const struct asrt_signer *s);
@@ -158,10 +172,14 @@ size_t asrt_keyring_count(const struct asrt_keyring *kr);
 /* Records that API key key_id was revoked (the hub's "key revoked" EVENT);
  * from then on assertions naming it are ASRT_EREVOKED. An entry is kept for
  * ASRT_LIFETIME_MAX_S + 2 * ASRT_SKEW_S after now_s, by when every assertion
- * made before the revocation has expired. When ASRT_REVOKED_MAX entries are
- * live, the list is dropped and every assertion issued up to now_s +
- * ASRT_SKEW_S is refused instead: refusing too much for a few minutes, never
- * accepting a revoked key. AB_EINVAL for an empty or malformed id. */
+ * made before the revocation has expired; then its slot is free again. Ids
+ * are hashed (keyed by a random per-keyring seed) into one of
+ * ASRT_REVOKED_BUCKETS buckets of ASRT_REVOKED_BUCKET_SLOTS. When that bucket
+ * has no free slot the id is not recorded and the bucket fails closed: every
+ * assertion for a key of that bucket issued up to now_s + ASRT_SKEW_S is
+ * refused (one bucket's keys for a few minutes, never everyone's, never a
+ * revoked key accepted), and the return is 1. 0 when recorded (or already
+ * there), AB_EINVAL for an empty or malformed id, AB_ENOMEM. */
 int asrt_keyring_revoke(struct asrt_keyring *kr, const char *key_id, int64_t now_s);
 bool asrt_keyring_has(const struct asrt_keyring *kr, const char *kid);
 
@@ -181,5 +199,31 @@ int asrt_verify(const struct asrt_keyring *kr, const char *token, size_t len, in
  * id is ASRT_EAUDIENCE. */
 int asrt_verify_for(const struct asrt_keyring *kr, const char *aud, const char *token, size_t len,
                     int64_t now_s, struct asrt_claims *out, char *err, size_t errlen);
+
+/* ---- a cache of verified assertions ----
+ *
+ * A forwarded request is verified on every hop, and a caller's assertion is
+ * the same bytes for minutes: a cache keyed by SHA-256 of the token bytes
+ * keeps what a full verification established (shape, known key, signature,
+ * field checks) so a repeat costs one hash instead of an Ed25519 verify. A hit
+ * still requires the signing key to be in the keyring now (a retired key's
+ * tokens stop verifying at once) and repeats the audience, expiry, issued-at
+ * and revocation checks at now_s; only successes are cached. Direct-mapped:
+ * a colliding token evicts the previous one. Not thread-safe: one cache per
+ * thread (the loop's). */
+#define ASRT_CACHE_SLOTS 1024
+
+struct asrt_cache;
+
+/* slots: rounded up to a power of two, 0 → ASRT_CACHE_SLOTS, at most 2^20
+ * (NULL above, or on allocation failure). */
+struct asrt_cache *asrt_cache_new(size_t slots);
+void asrt_cache_free(struct asrt_cache *c);
+/* asrt_verify_for (aud NULL: the keyring's own, as asrt_verify) through the
+ * cache; the same results and messages. cache NULL: no caching. */
+int asrt_verify_cached(const struct asrt_keyring *kr, struct asrt_cache *cache, const char *aud,
+                       const char *token, size_t len, int64_t now_s, struct asrt_claims *out,
+                       char *err, size_t errlen);
+void asrt_cache_stats(const struct asrt_cache *c, uint64_t *hits, uint64_t *misses);
 
 #endif

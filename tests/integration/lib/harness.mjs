@@ -36,6 +36,7 @@ process.on('exit', () => {
     }
     if (!process.env.AGENTBOX_KEEP_TMP) {
         for (const d of tmpDirs) {
+            removeEgressNetns(d);
             unmountUnder(d);
             fs.rmSync(d, { recursive: true, force: true });
         }
@@ -43,6 +44,19 @@ process.on('exit', () => {
 });
 for (const sig of ['SIGINT', 'SIGTERM']) {
     process.once(sig, () => process.exit(130));
+}
+
+// An agent whose state directory is dir left its egress namespace
+// (/run/netns/<the name in dir/egress-netns>) for a successor: a test's is
+// removed with the directory.
+export function removeEgressNetns(dir) {
+    let name = '';
+    try {
+        name = fs.readFileSync(path.join(dir, 'egress-netns'), 'utf8').trim();
+    } catch {
+        return;
+    }
+    if (/^[A-Za-z0-9._-]+$/.test(name)) spawnSync('ip', ['netns', 'delete', name], { stdio: 'ignore' });
 }
 
 // Lazily unmounts whatever is mounted below dir (sandboxes' writable spaces
@@ -70,6 +84,7 @@ export function tempDir(prefix = 'agentbox-it-') {
 
 export function removeTempDir(d) {
     tmpDirs.delete(d);
+    removeEgressNetns(d);
     if (!process.env.AGENTBOX_KEEP_TMP) fs.rmSync(d, { recursive: true, force: true });
 }
 

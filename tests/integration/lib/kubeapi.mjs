@@ -44,6 +44,36 @@ const RESOURCES = [
         namespaced: true, status: true, scale: true, cr: true, short: ['sbp'],
     },
 ];
+// --- helm: the kinds the charts render (tests/integration/helm.test.mjs) ------------------
+// Stored and served as generic objects (CRUD, list, watch, kubectl apply); no
+// controller acts on them and their spec is not validated. A Secret's
+// stringData folds into base64 data on every write, as the real server does
+// (`normalize`, called by create and update).
+function secretNormalize(obj) {
+    if (isObj(obj.stringData)) {
+        obj.data = { ...(obj.data ?? {}) };
+        for (const [k, v] of Object.entries(obj.stringData)) obj.data[k] = Buffer.from(String(v)).toString('base64');
+    }
+    delete obj.stringData;
+    obj.type ??= 'Opaque';
+}
+RESOURCES.push(
+    { group: '', version: 'v1', kind: 'Service', name: 'services', namespaced: true, short: ['svc'] },
+    { group: '', version: 'v1', kind: 'ServiceAccount', name: 'serviceaccounts', namespaced: true, short: ['sa'] },
+    { group: '', version: 'v1', kind: 'Secret', name: 'secrets', namespaced: true, normalize: secretNormalize },
+    { group: '', version: 'v1', kind: 'ConfigMap', name: 'configmaps', namespaced: true, short: ['cm'] },
+    { group: 'apps', version: 'v1', kind: 'Deployment', name: 'deployments', namespaced: true, short: ['deploy'] },
+    { group: 'apps', version: 'v1', kind: 'StatefulSet', name: 'statefulsets', namespaced: true, short: ['sts'] },
+    { group: 'batch', version: 'v1', kind: 'Job', name: 'jobs', namespaced: true },
+    { group: 'policy', version: 'v1', kind: 'PodDisruptionBudget', name: 'poddisruptionbudgets', namespaced: true, short: ['pdb'] },
+    { group: 'networking.k8s.io', version: 'v1', kind: 'Ingress', name: 'ingresses', namespaced: true, short: ['ing'] },
+    { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'Role', name: 'roles', namespaced: true },
+    { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'RoleBinding', name: 'rolebindings', namespaced: true },
+    { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', name: 'clusterroles', namespaced: false },
+    { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRoleBinding', name: 'clusterrolebindings', namespaced: false },
+);
+// --- end of the helm section ------------------------------------------------------------------
+
 for (const r of RESOURCES) {
     r.apiVersion = r.group ? `${r.group}/${r.version}` : r.version;
     r.prefix = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
@@ -527,6 +557,7 @@ export async function startKubeApi(opts = {}) {
             if (r.name === 'pods') obj.status = { phase: 'Pending', qosClass: 'BestEffort' };
         }
         if (r.name === 'pods') podDefaults(obj);
+        r.normalize?.(obj);
         if (r.cr) fv.warnings = prune(r, obj, fv.mode);
         if (r.cr) crDefaults(r, obj);
         validateMeta(r, obj);
@@ -583,6 +614,7 @@ export async function startKubeApi(opts = {}) {
                         message: 'Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)',
                     }]);
             }
+            r.normalize?.(next);
             if (r.cr) fv.warnings = prune(r, next, fv.mode);
             if (r.cr) crDefaults(r, next);
             validateMeta(r, next);

@@ -49,7 +49,7 @@ export function manifestsDir(envs) {
     return dir;
 }
 
-// Kills every sandbox (namespace init and slirp4netns) recorded under stateDir.
+// Kills every sandbox (its namespace init) recorded under stateDir.
 export function reapSandboxes(stateDir) {
     const root = path.join(stateDir, 'sandboxes');
     if (!fs.existsSync(root)) return;
@@ -60,7 +60,7 @@ export function reapSandboxes(stateDir) {
         } catch {
             /* mid-spawn: no state yet, but maybe its writable space */
         }
-        for (const pid of [st.pid, st.slirp_pid]) {
+        for (const pid of [st.pid]) {
             if (!pid) continue;
             try {
                 process.kill(pid, 'SIGKILL');

@@ -149,10 +149,12 @@ export function connectTunnel({ port, cluster, token, onRequest }) {
 
 const b64u = (b) => Buffer.from(b).toString('base64url');
 
-// The hub's Ed25519 key from its secret: HKDF-SHA256 seed, as asrt_signer_from_secret.
-export function hubAssertionKey(secret) {
+// The hub's Ed25519 key from its secret: HKDF-SHA256 seed, as
+// asrt_signer_from_secret_gen (generation 0: the info has no number).
+export function hubAssertionKey(secret, generation = 0) {
+    const info = generation ? `ed25519 seed ${generation}` : 'ed25519 seed';
     const seed = Buffer.from(crypto.hkdfSync('sha256', Buffer.from(secret), Buffer.from('agentbox assertion signing key v1'),
-        Buffer.from('ed25519 seed'), 32));
+        Buffer.from(info), 32));
     const der = Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), seed]);
     const priv = crypto.createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
     const raw = crypto.createPublicKey(priv).export({ format: 'der', type: 'spki' }).subarray(-32);
