@@ -8,6 +8,7 @@
 #include "agentbox/common.h"
 #include "agentbox/http.h"
 #include "agentbox/log.h"
+#include "agentbox/loop.h"
 #include "agentbox/metrics.h"
 #include "agentbox/relay.h"
 #include "agentbox/sbxid.h"
@@ -88,6 +89,10 @@ struct proxy {
      * nothing authenticates), never counts. */
     bool may_count;
     bool counts;
+    /* an open stream is activity even when nothing flows (DESIGN §7): a
+     * `sleep 600` command's stream keeps its sandbox */
+    struct loop_timer keep;
+    bool keep_on;
 };
 
 static bool is_hop_by_hop(const char *name)
@@ -120,9 +125,19 @@ static void touch(struct proxy *p, bool force)
     }
 }
 
+static void keep_tick(struct loop_timer *t)
+{
+    struct proxy *p = t->arg;
+
+    touch(p, true);
+    loop_timer_start(p->dp->d.loop, &p->keep, DP_TOUCH_EVERY_MS, keep_tick, p);
+}
+
 /* The exchange has been finished: record and free. */
 static void proxy_done(struct proxy *p, const char *outcome)
 {
+    if (p->keep_on)
+        loop_timer_cancel(&p->keep);
     touch(p, true);
     count_bytes(p->dp, "to_sandbox", p->up);
     count_bytes(p->dp, "from_sandbox", p->down);
@@ -154,6 +169,10 @@ static void up_head(struct http_client *c, int status, const struct http_header 
     /* envd checked the token (or signature) by the time it answers */
     p->counts = p->may_count && status != 401 && status != 403;
     touch(p, true);
+    if (p->counts && !p->keep_on) {
+        p->keep_on = true;
+        loop_timer_start(p->dp->d.loop, &p->keep, DP_TOUCH_EVERY_MS, keep_tick, p);
+    }
     http_begin(p->ex, status, out, k, len);
 }
 
@@ -203,6 +222,12 @@ static void up_error(struct http_client *c, int err, const char *msg, void *arg)
         proxy_done(p, "unhealthy");
         return;
     }
+    /* the answer is cut: the client sees a reset, so say which and why */
+    char got[24];
+    snprintf(got, sizeof(got), "%llu", (unsigned long long)p->down);
+    LOG_WARN("the sandbox's answer was cut (upstream reset)", "id", p->id, "port",
+             p->port == DP_ENVD_PORT ? "envd" : "other", "error", msg ? msg : "", "code",
+             ab_strerror(err), "bytes_sent", got);
     http_abort(p->ex);
     proxy_done(p, "upstream_reset");
 }

@@ -109,8 +109,11 @@ static int from_host(const char *h, const char *domain, const char *target, stru
     if (n && host[n - 1] == '.')
         host[--n] = '\0';
     if (domain && domain[0]) {
-        size_t dl = strlen(domain);
-        if (n <= dl + 1 || host[n - dl - 1] != '.' || strcasecmp(host + n - dl, domain) != 0)
+        /* the domain the SDK is given may carry the port its URLs need
+         * ("sandboxes.example:8443"); hosts are compared without it */
+        const char *dc = domain[0] != '[' ? strrchr(domain, ':') : NULL;
+        size_t dl = dc ? (size_t)(dc - domain) : strlen(domain);
+        if (n <= dl + 1 || host[n - dl - 1] != '.' || strncasecmp(host + n - dl, domain, dl) != 0)
             return AB_ENOENT;
         size_t ll = n - dl - 1;
         if (memchr(host, '.', ll)) {

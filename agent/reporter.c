@@ -2,7 +2,7 @@
  *
  * The local runtime has no autoscaler: members report autoscaling false and
  * headroom 0, so only idle members attract forwarded creates. desired is
- * what the pool wants to exist: its running sandboxes plus its warm replicas. */
+ * what the pool wants to exist: its replicas, every state counted. */
 #include "agent/reporter.h"
 
 #include <stdio.h>
@@ -53,7 +53,7 @@ static void add_pool(void *arg, const struct rt_pool *p)
     }
     snprintf(idle, sizeof(idle), "%d", p->status.idle);
     b->sig = mix(mix(mix(mix(mix(b->sig, p->ns), p->env), p->name), p->scaling_group), idle);
-    int desired = p->status.running + p->status.replicas;
+    int desired = p->status.replicas;
     if (!b->recs) { /* a probe: the digest only */
         b->n++;
         return;

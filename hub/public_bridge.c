@@ -2,8 +2,8 @@
  * /internal/v1/public/<path> are dispatched into the hub's own API router as
  * GET/POST/... <path>, headers and body as sent, the answer relayed back.
  * Only the routes an agent relays for its E2B surface pass: /e2b/secrets...
- * (the vault) and /api/v1/api-keys... (self-service keys; never the admin
- * routes).
+ * (the vault), /api/v1/api-keys... (self-service keys; never the admin
+ * routes) and GET /e2b/sandboxes, /e2b/v2/sandboxes (the merged lists).
  *
  * Raw API keys never cross the tunnel (DESIGN §9, §11): the agent presents
  * the principal assertion the hub made for it when it validated its
@@ -124,14 +124,20 @@ static const struct http_transport_ops bridge_ops = {
     .finished = b_finished,
 };
 
-static bool allowed(const char *p)
+static bool allowed(const char *method, const char *p)
 {
     static const char *const ok[] = {"/e2b/secrets", "/api/v1/api-keys"};
+    /* an agent's sandbox lists show the caller's sandboxes on every cluster,
+     * as the front door's do (the merged list, GET only, nothing under it) */
+    static const char *const lists[] = {"/e2b/sandboxes", "/e2b/v2/sandboxes"};
     for (size_t i = 0; i < AB_ARRAY_LEN(ok); i++) {
         size_t n = strlen(ok[i]);
         if (strncmp(p, ok[i], n) == 0 && (p[n] == '\0' || p[n] == '/' || p[n] == '?'))
             return true;
     }
+    for (size_t i = 0; i < AB_ARRAY_LEN(lists); i++)
+        if (strcmp(method, "GET") == 0 && strcmp(p, lists[i]) == 0)
+            return true;
     return false;
 }
 
@@ -195,7 +201,7 @@ static void h_public(struct http_exchange *ex, void *arg)
     struct bridge *b;
     int rc;
 
-    if (strncmp(r->path, PREFIX, pl) != 0 || !allowed(r->path + pl) ||
+    if (strncmp(r->path, PREFIX, pl) != 0 || !allowed(r->method, r->path + pl) ||
         strncmp(r->target, PREFIX, pl) != 0) {
         http_respond_error(ex, 404, "the hub does not bridge %s for agents", r->path);
         return;

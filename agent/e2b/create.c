@@ -199,20 +199,32 @@ static bool env_exists(struct rt *rt, const char *ns, const char *name);
 struct env_find {
     const char *name;
     bool found;
+    bool here; /* with a member pool on this cluster */
 };
 
 static void env_cb(void *arg, const struct rt_env *en)
 {
     struct env_find *f = arg;
-    if (strcmp(en->name, f->name) == 0)
+    if (strcmp(en->name, f->name) == 0) {
         f->found = true;
+        f->here = f->here || en->npools > 0;
+    }
 }
 
 static bool env_exists(struct rt *rt, const char *ns, const char *name)
 {
-    struct env_find f = {name, false};
+    struct env_find f = {name, false, false};
     rt_list_envs(rt, ns, env_cb, &f);
     return f.found;
+}
+
+/* An env of this cluster: the manifests also hold envs whose members are
+ * all on other clusters. */
+static bool env_here(struct rt *rt, const char *ns, const char *name)
+{
+    struct env_find f = {name, false, false};
+    rt_list_envs(rt, ns, env_cb, &f);
+    return f.here;
 }
 
 /* Takes the reserved keys out of md (a copy the caller owns). */
@@ -457,6 +469,7 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
     req.o = (struct rt_claim_options){
         .id = c->id,
         .timeout_s = timeout,
+        .timeout_is_idle = true, /* E2B's timeout is the idle timeout (DESIGN §7) */
         .startup_timeout_ms = res.startup_ms,
         .env_vars = envs,
         .metadata = md,
@@ -666,6 +679,18 @@ static void create_body(struct e2b *e, struct http_exchange *ex, const struct ag
     if (where == CLAIM_REMOTE) {
         count(e, "forwarded");
         e2b_forward(e, ex, p, ref.cluster, http_req(ex)->target);
+        goto out;
+    }
+    /* a bare name is an env of this cluster (DESIGN §6), never forwarded
+     * as it is: only the hub front door places one on any cluster */
+    if (where == CLAIM_PLACE && e2b_rt(e) && !env_here(e2b_rt(e), p->namespace, ref.name)) {
+        count(e, "refused");
+        http_respond_error(ex, 400,
+                           "sandbox env \"%s\" not found in namespace %s on cluster '%s': a bare "
+                           "name is an env of this cluster; for another cluster's env or pool pass "
+                           "CLUSTER_ID::%s, or create through the hub, which places a bare name "
+                           "on any cluster (GET /templates lists the envs you can use)",
+                           ref.name, p->namespace, e->cluster, ref.name);
         goto out;
     }
     /* a bare name: local idle serves here, else the hub places it (DESIGN §6) */

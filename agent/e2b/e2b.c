@@ -105,13 +105,13 @@ json_t *e2b_sandbox_json(struct e2b *e, const struct rt_sandbox *s)
 {
     const char *domain = e2b_domain(e);
     /* the runtime's random per-sandbox token (runtime.h), never derived from the id */
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s}", "sandboxID", s->id, "templateID", s->pool,
-                     "clientID", s->ns, "envdVersion", E2B_ENVD_VERSION, "envdAccessToken",
-                     s->envd_token, "domain", domain ? json_string(domain) : json_null(),
-                     "trafficAccessToken", "");
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:s}", "sandboxID", s->id, "templateID", s->pool,
+                     "alias", s->env[0] ? s->env : s->pool, "clientID", s->ns, "envdVersion",
+                     E2B_ENVD_VERSION, "envdAccessToken", s->envd_token, "domain",
+                     domain ? json_string(domain) : json_null(), "trafficAccessToken", "");
 }
 
-json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_domain)
+json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool one)
 {
     char started[32], end[32];
     int64_t cpu, mem;
@@ -123,16 +123,19 @@ json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_dom
         cpu = (s->cpu_milli + 999) / 1000;
     if (s->mem_bytes > 0)
         mem = s->mem_bytes / (1024 * 1024);
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:i,s:s,s:s}", "sandboxID", s->id,
-                          "templateID", s->pool, "clientID", s->ns, "startedAt", started, "endAt",
-                          end, "cpuCount", (json_int_t)cpu, "memoryMB", (json_int_t)mem,
-                          "diskSizeMB", 0, "envdVersion", E2B_ENVD_VERSION, "state", "running");
+    json_t *o =
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:i,s:s,s:s}", "sandboxID", s->id, "templateID",
+                  s->pool, "alias", s->env[0] ? s->env : s->pool, "clientID", s->ns, "startedAt",
+                  started, "endAt", end, "cpuCount", (json_int_t)cpu, "memoryMB", (json_int_t)mem,
+                  "diskSizeMB", 0, "envdVersion", E2B_ENVD_VERSION, "state", "running");
     if (!o)
         return NULL;
     if (s->metadata && json_object_size(s->metadata) > 0)
         json_object_set_new(o, "metadata", json_deep_copy(s->metadata));
-    if (with_domain)
+    if (one) {
         json_object_set_new(o, "domain", domain ? json_string(domain) : json_null());
+        json_object_set_new(o, "envdAccessToken", json_string(s->envd_token));
+    }
     return o;
 }
 

@@ -126,9 +126,21 @@ bool e2b_owns(const struct agent_principal *p, const struct rt_sandbox *s);
 bool e2b_lookup(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p,
                 struct rt_sandbox *s);
 
-/* Shapes (new references). */
+/* GET /sandboxes and /v2/sandboxes asked of this agent directly: relays them
+ * to the hub's merged list (every cluster's sandboxes of the caller, as the
+ * hub's own list) and returns true; false when the list must be answered
+ * locally (the request is the hub's fan-out over the tunnel, or there is no
+ * hub session or assertion). keys.c. */
+bool e2b_hub_list(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p);
+
+/* Shapes (new references). templateID is the pool, alias the env the
+ * sandbox was claimed from (the pool's name for a pool claimed directly),
+ * as E2B answers the template's id and the name it was asked by. */
 json_t *e2b_sandbox_json(struct e2b *e, const struct rt_sandbox *s);
-json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool with_domain);
+/* SandboxDetail; `one`: GET /sandboxes/{id}, answered to the owner only
+ * (e2b_lookup), with domain and envdAccessToken (the 1.x SDK's connect
+ * takes the token from there); a list's entries carry neither. */
+json_t *e2b_detail_json(struct e2b *e, const struct rt_sandbox *s, bool one);
 
 /* cpuCount and memoryMB from a pool named <env>-<ceil cpu>c<floor GiB>gi (0 otherwise). */
 void e2b_pool_size(const char *pool, int64_t *cpu, int64_t *mem_mb);

@@ -60,7 +60,8 @@ struct kcall {
     struct http_exchange *ex;
     enum kop op;
     int status;
-    char next_token[256]; /* X-Next-Token of a /secrets listing */
+    char next_token[256]; /* X-Next-Token of a /secrets or sandbox listing */
+    char total[32];       /* X-Total-Running of a merged sandbox list */
     bool token_too_long;  /* a cut token would page wrongly: answer 502 instead */
     struct buf body;      /* at most KEYS_BODY_MAX */
     bool finished;
@@ -91,9 +92,14 @@ static void kcall_answer(struct kcall *c, const char *error)
         http_respond_error(c->ex, 502, "the hub answered an X-Next-Token longer than %zu bytes",
                            sizeof(c->next_token) - 1);
     } else if (c->op == K_RAW) {
-        struct http_header h[1] = {{"X-Next-Token", c->next_token}};
+        struct http_header h[2];
+        int nh = 0;
+        if (c->next_token[0])
+            h[nh++] = (struct http_header){"X-Next-Token", c->next_token};
+        if (c->total[0])
+            h[nh++] = (struct http_header){"X-Total-Running", c->total};
         http_respond(c->ex, c->status, len ? "application/json" : NULL, buf_str(&c->body), len, h,
-                     c->next_token[0] ? 1 : 0);
+                     nh);
     } else if (c->status >= 400) {
         const char *m = json_string_value(json_object_get(j, "error"));
         if (!m)
@@ -131,11 +137,14 @@ static void kc_on_response(struct tun_endpoint *ep, struct tun_stream *st, const
     struct kcall *c = (struct kcall *)ep;
     (void)st;
     c->status = h->status;
-    for (int i = 0; i < h->nheaders; i++)
+    for (int i = 0; i < h->nheaders; i++) {
         if (strcasecmp(h->headers[i].name, "X-Next-Token") == 0 &&
             ab_strlcpy(c->next_token, h->headers[i].value, sizeof(c->next_token)) >=
                 sizeof(c->next_token))
             c->token_too_long = true;
+        if (strcasecmp(h->headers[i].name, "X-Total-Running") == 0)
+            ab_strlcpy(c->total, h->headers[i].value, sizeof(c->total)); /* a count: never cut */
+    }
 }
 
 static void kc_on_data(struct tun_endpoint *ep, struct tun_stream *st, const uint8_t *d, size_t n)
@@ -342,4 +351,20 @@ int e2b_key_routes(struct e2b *e, char *err, size_t errlen)
             return rc;
     }
     return 0;
+}
+
+bool e2b_hub_list(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    const struct http_request *r = http_req(ex);
+    char path[8192];
+
+    /* the hub's own fan-out asks each cluster for its part: answer that
+     * locally, so a list never loops; without a hub the list is local */
+    if ((r->peer && strncmp(r->peer, "tunnel:", 7) == 0) || !p->assertion[0] ||
+        !hub_link_session(e2b_hub(e)))
+        return false;
+    if ((size_t)snprintf(path, sizeof(path), BRIDGE "/e2b%s", r->target) >= sizeof(path))
+        return false;
+    kcall(e, ex, p, K_RAW, "GET", path, NULL, 0);
+    return true;
 }

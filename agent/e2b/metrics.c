@@ -6,7 +6,11 @@
  *      GET /sandboxes/{id}/metrics?start=&end=  (unix s; default the last 15 min;
  *          step = window/120 clamped to [15 s, 5 min]) → [SandboxMetric]
  *      GET /sandboxes/metrics?sandbox_ids=a,b   → {"sandboxes": {id: SandboxMetric}}
- *    Without a backend both answer 501 naming the flag.
+ *    Without a backend both answer from the runtime's own usage (the seam's
+ *    rt_usage_probe / rt_usage_read, what the exporter below reads): one
+ *    SandboxMetric of now per sandbox, CPU from two readings LIVE_CPU_MS
+ *    apart on a worker; 501 naming the flag only for a runtime without
+ *    RT_CAP_USAGE.
  *
  * 2. The agent exports those cAdvisor-named series for its own sandboxes on
  *    /metrics, so a Prometheus scraping the agent can answer (1): every 10 s
@@ -34,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PROM_BODY_MAX (4 * 1024 * 1024)
 #define PROM_IDS_MAX 100
@@ -264,6 +269,125 @@ static void sbx_ref_of(const struct rt_sandbox *s, struct sbx_ref *r)
     r->mem_total = mem_mb * 1048576;
 }
 
+/* --- live usage (no Prometheus) ------------------------------------------------------------ */
+
+#define LIVE_CPU_MS 250 /* between the two readings the CPU share is taken from */
+
+struct live_item {
+    struct sbx_ref ref;
+    int64_t disk_total;
+};
+
+/* One read of the runtime's usage; the worker touches only the probes. */
+struct live {
+    struct http_exchange *ex;
+    bool one; /* GET /sandboxes/{id}/metrics: an array; else {"sandboxes": {...}} */
+    size_t n;
+    struct live_item items[PROM_IDS_MAX];
+    struct rt_probe probes[PROM_IDS_MAX];
+    struct rt_usage u0[PROM_IDS_MAX], u1[PROM_IDS_MAX];
+    int64_t t_ms; /* wall clock of the second reading */
+};
+
+static void live_work(void *arg)
+{
+    struct live *l = arg;
+    struct timespec ts = {0, LIVE_CPU_MS * 1000000L};
+
+    rt_usage_read(l->probes, l->n, l->u0);
+    nanosleep(&ts, NULL);
+    rt_usage_read(l->probes, l->n, l->u1);
+    l->t_ms = ab_wall_ms();
+}
+
+static json_t *live_json(const struct live *l, size_t i)
+{
+    const struct live_item *it = &l->items[i];
+    const struct rt_usage *u = &l->u1[i];
+    int64_t cpus = u->cpu_count > 0 ? u->cpu_count : it->ref.cpu_count;
+    int64_t mem_total = u->mem_limit > 0 ? u->mem_limit : it->ref.mem_total;
+    double busy = (u->cpu_seconds - l->u0[i].cpu_seconds) / (LIVE_CPU_MS / 1000.0);
+    double pct = busy / (double)(cpus > 0 ? cpus : 1) * 100.0;
+    char ts[32];
+
+    e2b_time(l->t_ms, ts, sizeof(ts));
+    return json_pack("{s:s,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", ts, "timestampUnix",
+                     (json_int_t)(l->t_ms / 1000), "cpuCount", (json_int_t)cpus, "cpuUsedPct",
+                     pct < 0 ? 0.0 : pct, "memUsed", (json_int_t)u->mem_working_set, "memTotal",
+                     (json_int_t)mem_total, "memCache", (json_int_t)u->mem_cache, "diskUsed",
+                     (json_int_t)u->disk_used, "diskTotal", (json_int_t)it->disk_total);
+}
+
+static void live_done(void *arg, int status)
+{
+    struct live *l = arg;
+
+    if (status != 0) {
+        http_respond_error(l->ex, 503, "the agent is shutting down");
+    } else if (l->one) {
+        json_t *arr = json_array();
+        if (l->n == 1 && l->u1[0].err == 0)
+            json_array_append_new(arr, live_json(l, 0));
+        http_respond_json(l->ex, 200, arr);
+    } else {
+        json_t *m = json_object();
+        for (size_t i = 0; i < l->n; i++)
+            if (l->u1[i].err == 0) /* gone meanwhile: left out, like an unknown id */
+                json_object_set_new(m, l->items[i].ref.id, live_json(l, i));
+        http_respond_json(l->ex, 200, json_pack("{s:o}", "sandboxes", m));
+    }
+    free(l);
+}
+
+/* Adds sandbox s to l when the runtime can measure it. */
+static void live_add(struct e2b *e, struct live *l, const struct rt_sandbox *s)
+{
+    if (l->n >= PROM_IDS_MAX || rt_usage_probe(e2b_rt(e), s->id, &l->probes[l->n]) != 0)
+        return;
+    sbx_ref_of(s, &l->items[l->n].ref);
+    if (s->cpu_milli > 0)
+        l->items[l->n].ref.cpu_count = (s->cpu_milli + 999) / 1000;
+    if (s->mem_bytes > 0)
+        l->items[l->n].ref.mem_total = s->mem_bytes;
+    l->items[l->n].disk_total = s->disk_bytes;
+    l->n++;
+}
+
+static void live_submit(struct e2b *e, struct http_exchange *ex, struct live *l)
+{
+    if (l->n == 0) { /* nothing to read: answer at once */
+        live_done(l, 0);
+        return;
+    }
+    if (loop_submit(e2b_loop(e), live_work, live_done, l) != 0) {
+        free(l);
+        http_respond_error(ex, 503, "too many requests in flight; retry shortly");
+    }
+}
+
+static struct live *live_new(struct http_exchange *ex, bool one)
+{
+    struct live *l = calloc(1, sizeof(*l));
+    if (!l) {
+        http_respond_error(ex, 503, "out of memory");
+        return NULL;
+    }
+    l->ex = ex;
+    l->one = one;
+    return l;
+}
+
+static bool no_backend(struct e2b *e, struct http_exchange *ex, const char *operation)
+{
+    if (rt_has(e2b_rt(e), RT_CAP_USAGE))
+        return false;
+    e2b_unsupported(e, ex, operation, "unimplemented",
+                    "metrics are not enabled: the agent has no metrics backend and its runtime "
+                    "measures no usage; start it with --prometheus-url (and PROMETHEUS_TOKEN if "
+                    "the backend needs one)");
+    return true;
+}
+
 /* A new job for ex against e's backend (NULL after answering 503). */
 static struct prom *prom_new(struct e2b *e, struct http_exchange *ex)
 {
@@ -307,9 +431,11 @@ static void one_op(struct e2b *e, struct http_exchange *ex, const struct agent_p
         return;
     json_decref(s.metadata);
     if (!e2b_prometheus_url(e)) {
-        e2b_unsupported(e, ex, "GetSandboxesSandboxIDMetrics", "unimplemented",
-                        "metrics are not enabled: the agent has no metrics backend; start it "
-                        "with --prometheus-url (and PROMETHEUS_TOKEN if the backend needs one)");
+        struct live *l;
+        if (no_backend(e, ex, "GetSandboxesSandboxIDMetrics") || !(l = live_new(ex, true)))
+            return;
+        live_add(e, l, &s);
+        live_submit(e, ex, l);
         return;
     }
     struct prom *p = prom_new(e, ex);
@@ -332,17 +458,29 @@ static void many_op(struct e2b *e, struct http_exchange *ex, const struct agent_
     char ids[PROM_IDS_MAX * (SBXID_MAX + 1) + 1];
     struct rt *rt = e2b_rt(e);
 
-    if (!e2b_prometheus_url(e)) {
-        e2b_unsupported(e, ex, "GetSandboxesMetrics", "unimplemented",
-                        "metrics are not enabled: the agent has no metrics backend; start it "
-                        "with --prometheus-url (and PROMETHEUS_TOKEN if the backend needs one)");
+    if (!e2b_prometheus_url(e) && no_backend(e, ex, "GetSandboxesMetrics"))
         return;
-    }
     if (http_query_get(r, "sandbox_ids", ids, sizeof(ids)) != 0) {
         http_respond_error(ex, 400,
                            "sandbox_ids is required: a comma-separated list of at most "
                            "%d sandbox ids",
                            PROM_IDS_MAX);
+        return;
+    }
+    if (!e2b_prometheus_url(e)) {
+        struct live *l = live_new(ex, false);
+        if (!l)
+            return;
+        for (char *save = NULL, *id = strtok_r(ids, ",", &save); id;
+             id = strtok_r(NULL, ",", &save)) {
+            struct rt_sandbox s;
+            memset(&s, 0, sizeof(s));
+            /* ids that no longer resolve (or are not the caller's) are skipped */
+            if (rt && rt_get(rt, id, &s) == 0 && e2b_owns(pr, &s) && s.state == RT_RUNNING)
+                live_add(e, l, &s);
+            json_decref(s.metadata);
+        }
+        live_submit(e, ex, l);
         return;
     }
     struct prom *p = prom_new(e, ex);

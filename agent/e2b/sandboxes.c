@@ -82,20 +82,6 @@ static int collect(struct e2b *e, const struct agent_principal *p, struct collec
     return 0;
 }
 
-static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
-{
-    struct collect c;
-    if (collect(e, p, &c) != 0) {
-        http_respond_error(ex, 503, "out of memory while listing sandboxes");
-        return;
-    }
-    json_t *arr = json_array();
-    for (size_t i = 0; i < c.n; i++)
-        json_array_append_new(arr, e2b_detail_json(e, &c.v[i], false));
-    collect_free(&c);
-    http_respond_json(ex, 200, arr);
-}
-
 struct md_pair {
     char k[256];
     char v[1024];
@@ -155,38 +141,78 @@ static bool md_match(const struct rt_sandbox *s, const struct md_pair *pairs, si
     return true;
 }
 
-static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+/* The metadata query parameter of both lists into pairs; false after
+ * answering 400. */
+static bool md_filter(struct http_exchange *ex, struct md_pair *pairs, size_t *npairs)
 {
-    const struct http_request *r = http_req(ex);
-    char q[8192], state[256], tmpl[256], lim[32], tok[64], why[160];
-    struct md_pair *pairs = NULL;
-    size_t npairs = 0;
-    int64_t limit = 0, offset = 0;
-    bool running = true;
-    struct collect c;
-    int rc;
+    char q[8192], why[160];
+    int rc = http_query_get(http_req(ex), "metadata", q, sizeof(q));
 
-    pairs = calloc(MD_FILTER_MAX, sizeof(*pairs));
-    if (!pairs) {
-        http_respond_error(ex, 503, "out of memory");
-        return;
-    }
-    rc = http_query_get(r, "metadata", q, sizeof(q));
+    *npairs = 0;
     if (rc == AB_ELIMIT) {
         http_respond_error(ex, 400,
                            "invalid metadata filter: the metadata parameter is longer than %zu "
                            "bytes or not validly percent-encoded; pass metadata=<url-encoded "
                            "k=v&k2=v2> (at most %d pairs)",
                            sizeof(q) - 1, MD_FILTER_MAX);
-        goto out;
+        return false;
     }
-    if (rc == 0 && parse_md_filter(q, pairs, &npairs, why, sizeof(why)) != 0) {
+    if (rc == 0 && parse_md_filter(q, pairs, npairs, why, sizeof(why)) != 0) {
         http_respond_error(ex, 400,
                            "invalid metadata filter: %s; pass metadata=<url-encoded k=v&k2=v2> "
                            "(at most %d pairs)",
                            why, MD_FILTER_MAX);
+        return false;
+    }
+    return true;
+}
+
+/* GET /sandboxes (the 1.x SDK's list): every running one of the caller's,
+ * on every cluster (e2b_hub_list), metadata filter honoured as in
+ * /v2/sandboxes. */
+static void list_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    struct md_pair *pairs = calloc(MD_FILTER_MAX, sizeof(*pairs));
+    size_t npairs = 0;
+    struct collect c;
+
+    if (!pairs) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    if (!md_filter(ex, pairs, &npairs) || e2b_hub_list(e, ex, p))
+        goto out;
+    if (collect(e, p, &c) != 0) {
+        http_respond_error(ex, 503, "out of memory while listing sandboxes");
         goto out;
     }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < c.n; i++)
+        if (md_match(&c.v[i], pairs, npairs))
+            json_array_append_new(arr, e2b_detail_json(e, &c.v[i], false));
+    collect_free(&c);
+    http_respond_json(ex, 200, arr);
+out:
+    free(pairs);
+}
+
+static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct agent_principal *p)
+{
+    const struct http_request *r = http_req(ex);
+    char state[256], tmpl[256], lim[32], tok[64];
+    struct md_pair *pairs = NULL;
+    size_t npairs = 0;
+    int64_t limit = 0, offset = 0;
+    bool running = true;
+    struct collect c;
+
+    pairs = calloc(MD_FILTER_MAX, sizeof(*pairs));
+    if (!pairs) {
+        http_respond_error(ex, 503, "out of memory");
+        return;
+    }
+    if (!md_filter(ex, pairs, &npairs))
+        goto out;
     if (http_query_get(r, "state", state, sizeof(state)) == 0 && state[0]) {
         /* only running exists here; a filter without it matches nothing */
         running = false;
@@ -207,6 +233,8 @@ static void list_v2_op(struct e2b *e, struct http_exchange *ex, const struct age
     }
     if (http_query_get(r, "nextToken", tok, sizeof(tok)) == 0)
         offset = pagetoken_decode(tok);
+    if (e2b_hub_list(e, ex, p)) /* every cluster's, paged by the hub */
+        goto out;
     if (collect(e, p, &c) != 0) {
         http_respond_error(ex, 503, "out of memory while listing sandboxes");
         goto out;
@@ -352,6 +380,9 @@ static void connect_op(struct e2b *e, struct http_exchange *ex, const struct age
     json_decref(b);
     if (!e2b_lookup(e, ex, p, &s))
         return;
+    /* a connect is its owner coming back: activity, like its envd traffic
+     * (reading the sandbox's info or list is not) */
+    rt_touch(e2b_rt(e), s.id);
     if (t > 0 && t <= 366LL * 24 * 3600 && rt_set_timeout(e2b_rt(e), s.id, t) != 0)
         http_respond_error(ex, 404, "sandbox \"%s\" not found", s.id);
     else

@@ -45,8 +45,12 @@ struct rt;
 enum rt_target { RT_TARGET_ENV = 1, RT_TARGET_POOL, RT_TARGET_ENV_OR_POOL };
 
 struct rt_claim_options {
-    const char *id;             /* sandbox id to give (the caller allocates ids: sbxid.h) */
-    int64_t timeout_s;          /* lifetime from claim; 0 → pool's default idle timeout or 300 */
+    const char *id;    /* sandbox id to give (the caller allocates ids: sbxid.h) */
+    int64_t timeout_s; /* lifetime from claim; 0 → pool's default idle timeout or 300 */
+    /* E2B's `timeout` (DESIGN §7): timeout_s is the sandbox's idle timeout,
+     * counted from its last activity (rt_touch) and replacing the pool's,
+     * instead of a lifetime; rt_set_timeout then sets it anew. */
+    bool timeout_is_idle;
     int64_t startup_timeout_ms; /* wait for a ready sandbox; 0 → pool default or 120000 */
     const json_t *env_vars;     /* object of strings, or NULL; copied */
     const json_t *metadata;     /* object of strings, or NULL; copied */
@@ -100,7 +104,7 @@ struct rt_sandbox {
 };
 
 struct rt_pool_status {
-    int replicas; /* desired idle sandboxes */
+    int replicas; /* maximum concurrency: sandboxes in any state but stopping */
     int idle;
     int running;
     int starting;
@@ -342,7 +346,8 @@ static inline int rt_release_wait(struct rt *rt, const char *id, int64_t timeout
         cb(arg, 0, NULL);
     return rc;
 }
-/* The sandbox now ends timeout_s seconds from now (E2B semantics). */
+/* The sandbox now ends timeout_s seconds from now (E2B semantics); for a
+ * timeout_is_idle claim, timeout_s is its idle timeout from now on. */
 static inline int rt_set_timeout(struct rt *rt, const char *id, int64_t timeout_s)
 {
     return rt->ops->set_timeout(rt, id, timeout_s);

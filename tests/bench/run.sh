@@ -54,6 +54,7 @@ benchmarks=(
     "egress-intercept|$build/bench_egress_intercept"
     "native-api|node bench/native_api.mjs"
     "kube-claim|node bench/kube_claim.mjs"
+    "dataplane-files|node bench/dataplane_files.mjs"
 )
 
 status=0

@@ -102,13 +102,14 @@ before(async () => {
         hubStandIn[host] = srv.address().port;
         cleanups.push(() => srv.close());
     }
-    const manifests = manifestsDir([envManifest('eg', ['alpha'], { replicas: 2 })]);
+    // replicas is the pool's maximum concurrency (issue 14): 2 idle beside a running one
+    const manifests = manifestsDir([envManifest('eg', ['alpha'], { replicas: 3 })]);
     stack = await startStack({
         clusters: ['alpha'], manifests,
         agentArgs: ['--egress-resolver', `${PUBLIC}:53`, '--egress-conns-per-sandbox', String(LIMIT)],
     });
     alpha = stack.agents.alpha;
-    await waitPool(alpha, 'eg-1c0gi', (s) => s.idle === 2, 'eg warm', 30000);
+    await waitPool(alpha, 'eg-1c0gi', (s) => s.idle === 3, 'eg warm', 60000);
     process.env.E2B_API_URL = alpha.e2b;
     process.env.E2B_SANDBOX_URL = alpha.data;
     process.env.E2B_API_KEY = stack.key;
@@ -423,5 +424,8 @@ test('teardown leaves no veth; a restarted agent re-adopts its sandboxes and the
     assert.ok(!(await echo(s, PRIVATE)).ok, 'and its policy came back with it');
     assert.ok(!(await sh('ip', ['-n', nsName, '-o', 'link'])).includes('eg4000'), 'the leftover veth was removed');
     await s.kill();
-    await waitFor(async () => (await links()) === 2, { what: 'the killed sandbox\'s veth gone', timeoutMs: 30000 });
+    // its place is filled again: one veth per sandbox, so the killed one's is gone
+    await waitPool(alpha, 'eg-1c0gi', (p) => p.idle === 3 && p.running === 0 && p.starting === 0 && p.stopping === 0,
+        'eg refilled after the kill', 30000);
+    await waitFor(async () => (await links()) === 3, { what: 'the killed sandbox\'s veth gone', timeoutMs: 10000 });
 });

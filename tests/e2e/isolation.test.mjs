@@ -51,10 +51,11 @@ const made = [];
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
-    const manifests = manifestsDir([envManifest('iso', ['alpha'], { replicas: 2 }), TIGHT, SPILL]);
+    // replicas is the pool's maximum concurrency (DESIGN §7): room for the tests that hold several
+    const manifests = manifestsDir([envManifest('iso', ['alpha'], { replicas: 4 }), TIGHT, SPILL]);
     stack = await startStack({ clusters: ['alpha'], manifests });
     alpha = stack.agents.alpha;
-    await waitPool(alpha, 'iso-1c0gi', (s) => s.idle === 2, 'alpha warm', 30000);
+    await waitPool(alpha, 'iso-1c0gi', (s) => s.idle === 4, 'alpha warm', 60000);
     await waitPool(alpha, 'tight-1c0gi', (s) => s.idle === 1, 'tight warm', 30000);
     process.env.E2B_API_URL = alpha.e2b;
     process.env.E2B_SANDBOX_URL = alpha.data;

@@ -15,10 +15,10 @@ let E2B;
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
-    const manifests = manifestsDir([envManifest('demo', ['alpha', 'beta'], { replicas: 2 })]);
+    const manifests = manifestsDir([envManifest('demo', ['alpha', 'beta'], { replicas: 3 })]);
     stack = await startStack({ clusters: ['alpha', 'beta'], manifests });
     alpha = stack.agents.alpha;
-    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2, 'alpha warm', 30000);
+    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 3, 'alpha warm', 30000);
     await waitPool(stack.agents.beta, 'demo-1c0gi', (s) => s.idle >= 1, 'beta warm', 30000);
     process.env.E2B_API_URL = alpha.e2b;
     process.env.E2B_SANDBOX_URL = alpha.data;
@@ -68,7 +68,7 @@ test('create, getInfo, commands with the env vars of the create, files, setTimeo
 test('list with a metadata query, paginated', async () => {
     const { Sandbox } = E2B;
     const made = [];
-    // pinned to alpha: a bare third create would be placed on beta (alpha has 2 warm)
+    // pinned to alpha: replicas 3 is alpha's concurrency, so all 3 run there
     for (let i = 0; i < 3; i++) made.push(await Sandbox.create('alpha::demo', { metadata: { page: 'yes', i: String(i) } }));
     try {
         const p = Sandbox.list({ query: { metadata: { page: 'yes' } }, limit: 2 });
@@ -125,6 +125,9 @@ test('errors surface as the SDK classes with our messages', async () => {
         (e) => e instanceof AuthenticationError);
     const sbx = await Sandbox.create('demo');
     await assert.rejects(sbx.pause(), (e) => e instanceof SandboxError && /pause and resume are not supported/.test(e.message));
-    await assert.rejects(sbx.getMetrics(), (e) => e instanceof SandboxError && /--prometheus-url/.test(e.message));
+    // no Prometheus: the runtime's own usage, in E2B's shape
+    const metrics = await sbx.getMetrics();
+    assert.equal(metrics.length, 1);
+    assert.ok(metrics[0].memUsed > 0 && metrics[0].cpuCount === 1 && metrics[0].timestamp instanceof Date, JSON.stringify(metrics));
     await sbx.kill();
 });

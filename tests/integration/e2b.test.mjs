@@ -48,12 +48,13 @@ async function hubCli(args) {
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
     assert.ok(fs.existsSync(envdBin()), `build agentbox-envd first (${envdBin()})`);
-    const manifests = manifestsDir([envManifest('demo', ['alpha'], { replicas: 2 }), GROUPED, PLAIN_POOL]);
+    // replicas is the pool's maximum concurrency (DESIGN §7): room for the lists' sandboxes
+    const manifests = manifestsDir([envManifest('demo', ['alpha'], { replicas: 6 }), GROUPED, PLAIN_POOL]);
     stack = await startStack({ clusters: ['alpha'], manifests });
     alpha = stack.agents.alpha;
     other = await hubCli(['key', 'create', '--team', 't2', '--user', 'u2']);
     await hubCli(['team', 'set-namespace', 't2', 'default']);
-    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2, 'two warm sandboxes', 30000);
+    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 6, 'six warm sandboxes', 60000);
 });
 
 let restartedHub; // stack.stop() knows only the hub it started
@@ -140,9 +141,10 @@ test('create (v2, chunked) answers an armed sandbox in the Sandbox shape, with i
         envVars: { FOO: 'bar' }, secure: true, autoPauseMemory: true,
     }, { chunked: true });
     assert.deepEqual(Object.keys(sb).sort(),
-        ['clientID', 'domain', 'envdAccessToken', 'envdVersion', 'sandboxID', 'templateID', 'trafficAccessToken']);
+        ['alias', 'clientID', 'domain', 'envdAccessToken', 'envdVersion', 'sandboxID', 'templateID', 'trafficAccessToken']);
     assert.match(sb.sandboxID, /^alpha-[a-z0-9]{20}$/);
     assert.equal(sb.templateID, 'demo-1c0gi');
+    assert.equal(sb.alias, 'demo', 'alias: the env it was created by (E2B: the template name)');
     assert.equal(sb.clientID, 'default');
     assert.equal(sb.envdVersion, '0.6.13');
     assert.match(sb.envdAccessToken, /^[0-9a-f]{64}$/);
@@ -157,6 +159,8 @@ test('create (v2, chunked) answers an armed sandbox in the Sandbox shape, with i
     assert.equal(g.json.cpuCount, 1);
     assert.equal(g.json.diskSizeMB, 0);
     assert.equal(g.json.domain, null);
+    assert.equal(g.json.alias, 'demo');
+    assert.equal(g.json.envdAccessToken, sb.envdAccessToken, 'the owner gets the token (the 1.x SDK connects with it)');
     assert.match(g.json.startedAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     const life = Date.parse(g.json.endAt) - Date.parse(g.json.startedAt);
     assert.ok(life >= 118000 && life <= 122000, `endAt is timeout after start (${life} ms)`);
@@ -429,7 +433,6 @@ const CATALOGUE = [
     ['GET', '/templates/aliases/demo', 'GetTemplatesAliasesAlias', 'unimplemented', 'Env name'],
     ['GET', '/v2/templates', 'GetV2Templates', 'unimplemented', 'GET /templates'],
     ['PATCH', '/api-keys/k', 'PatchApiKeysApiKeyID', 'unimplemented', 'delete it'],
-    ['GET', '/sandboxes/metrics?sandbox_ids=x', 'GetSandboxesMetrics', 'unimplemented', '--prometheus-url'],
 ];
 
 async function agentMetrics() {
@@ -485,10 +488,23 @@ test('logs: a live sandbox reads its envd output with levels and filters; an end
     expectError(gone, 501, '--log-service-url');
 });
 
-test('metrics: the routes need --prometheus-url; the agent exports cAdvisor-named series of its sandboxes', async () => {
+test('metrics: without --prometheus-url the routes answer the runtime\'s usage; the agent exports cAdvisor-named series', async () => {
     const sb = await create({ templateID: 'demo' });
     const id = sb.sandboxID;
-    expectError(await e2b('GET', `/sandboxes/${id}/metrics`), 501, '--prometheus-url');
+    const one = await e2b('GET', `/sandboxes/${id}/metrics`);
+    assert.equal(one.status, 200, one.text);
+    assert.equal(one.json.length, 1, one.text);
+    const m = one.json[0];
+    assert.deepEqual(Object.keys(m).sort(), ['cpuCount', 'cpuUsedPct', 'diskTotal', 'diskUsed', 'memCache',
+        'memTotal', 'memUsed', 'timestamp', 'timestampUnix']);
+    assert.equal(m.cpuCount, 1);
+    assert.equal(m.memTotal, 512 * 1024 * 1024, 'the member pool\'s memory');
+    assert.ok(m.memUsed > 0, 'envd has resident memory');
+    assert.ok(Math.abs(m.timestampUnix * 1000 - Date.now()) < 10000);
+    const many = await e2b('GET', `/sandboxes/metrics?sandbox_ids=${id},alpha-${'z'.repeat(20)}`);
+    assert.equal(many.status, 200, many.text);
+    assert.deepEqual(Object.keys(many.json.sandboxes), [id], 'unknown ids are left out');
+    assert.ok(many.json.sandboxes[id].memUsed > 0);
     expectError(await e2b('GET', `/sandboxes/${id}/metrics?start=100&end=50`), 400, 'start must be earlier than end');
     const text = await waitFor(async () => {
         const t = await agentMetrics();

@@ -39,12 +39,12 @@ rm -f /home/user/.go
 exec /home/user/.envd "$@"
 `, { mode: 0o755 });
     const manifests = manifestsDir([
-        envManifest('demo', ['alpha'], { replicas: 2 }),
-        envManifest('brief', ['alpha'], { replicas: 1, idleTimeout: '2s' }),
+        envManifest('demo', ['alpha'], { replicas: 3 }), // the isolation test claims 3 at once
+        envManifest('brief', ['alpha'], { replicas: 2, idleTimeout: '2s' }),
     ]);
     stack = await startStack({ clusters: ['alpha'], manifests });
     alpha = stack.agents.alpha;
-    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2, 'two warm sandboxes');
+    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 3, 'three warm sandboxes');
 });
 
 after(async () => {
@@ -57,13 +57,13 @@ const sdk = (sb, agent = alpha) => new Sandbox({
     sandboxUrl: agent.data, apiKey: 'unused',
 });
 
-test('a claim takes a warm sandbox, armed, and a replacement starts', async () => {
+test('a claim takes a warm sandbox, armed; its replacement starts after its release', async () => {
     const envs = await native(alpha, stack.key, 'GET', '/v1/envs');
     assert.equal(envs.status, 200, envs.text);
     const demo = envs.json.items.find((e) => e.name === 'demo');
     assert.ok(demo, envs.text);
     assert.equal(demo.pools[0].name, 'demo-1c0gi');
-    assert.equal(demo.pools[0].idle, 2);
+    assert.equal(demo.pools[0].idle, 3);
 
     const t0 = Date.now();
     const sb = await claim(alpha, stack.key, { poolName: 'demo', timeout: 120 });
@@ -77,10 +77,12 @@ test('a claim takes a warm sandbox, armed, and a replacement starts', async () =
     // armed: envd runs commands for the token holder right away
     const r = await sdk(sb).commands.run('echo armed');
     assert.equal(r.stdout, 'armed\n');
-    // the pool refills to two idle beside the running one
+    // replicas is the pool's maximum concurrency (DESIGN §7): the claimed
+    // one counts, so no replacement starts until it is released
     const s = await waitPool(alpha, 'demo-1c0gi', (x) => x.idle === 2 && x.running === 1,
-        'replacement after a claim');
+        'two idle beside the claimed one');
     assert.equal(s.pending, 0);
+    assert.equal(s.starting, 0, 'no sandbox beyond replicas');
 
     const got = await native(alpha, stack.key, 'GET', `/v1/sandboxes/${sb.sandboxId}`);
     assert.equal(got.status, 200);
@@ -94,6 +96,7 @@ test('a claim takes a warm sandbox, armed, and a replacement starts', async () =
     const gone = await native(alpha, stack.key, 'GET', `/v1/sandboxes/${sb.sandboxId}`);
     assert.equal(gone.status, 404);
     assert.match(gone.json.error, /not found/);
+    await waitPool(alpha, 'demo-1c0gi', (x) => x.idle === 3 && x.running === 0, 'a replacement after the release');
 });
 
 test('native create refuses bad input with messages naming the field', async () => {
@@ -115,7 +118,8 @@ test('native create refuses bad input with messages naming the field', async () 
 
 test('waiting claims are served first in, first out', async () => {
     // a gated pool: its sandboxes start only with a token each
-    const dir = manifestsDir([envManifest('gated', ['gamma'], { replicas: 0 })]);
+    // (replicas 3: the pool starts them at once; each waits for its token)
+    const dir = manifestsDir([envManifest('gated', ['gamma'], { replicas: 3 })]);
     const gated = await stack.launch('gamma', { manifestsDir: dir, envdPath: wrapper });
     try {
         const order = [];
@@ -190,10 +194,10 @@ test('the idle timeout ends a sandbox without traffic; data-plane traffic keeps 
 });
 
 test('kill -9 of the agent, then a restart re-adopts its sandboxes and leaves no orphans', async () => {
-    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2 && s.starting === 0, 'demo settled');
+    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 3 && s.starting === 0, 'demo settled');
     const sb = await claim(alpha, stack.key, { poolName: 'demo', timeout: 300 });
     await sdk(sb).files.write('/home/user/kept.txt', 'survives the agent');
-    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2 && s.starting === 0, 'demo refilled');
+    await waitPool(alpha, 'demo-1c0gi', (s) => s.idle === 2 && s.running === 1 && s.starting === 0, 'demo settled with a claim');
     const before = envdProcesses(alpha.stateDir).map((p) => p.pid).sort();
     assert.ok(before.length >= 3, `envd processes before: ${before}`);
 

@@ -31,6 +31,18 @@ struct row {
 static char long_id[200], long_host[300], long_target[9000], long_label_host[200];
 
 static const struct row rows[] = {
+    /* ---- a domain that carries the port the SDK's URLs need ---- */
+    {.name = "domain with a port",
+     .req = {.target = "/files", .host = "49983-" ID "." DOM ":8443"},
+     .domain = DOM ":8443",
+     .rc = 0,
+     .id = ID,
+     .port = 49983,
+     .path = "/files"},
+    {.name = "domain with a port, another domain",
+     .req = {.target = "/", .host = "49983-" ID ".other.example:8443"},
+     .domain = DOM ":8443",
+     .rc = AB_ENOENT},
     /* ---- headers ---- */
     {.name = "e2b headers",
      .req = {.target = "/files?path=a", .e2b_id = ID, .e2b_port = "49983"},

@@ -86,7 +86,15 @@ static void adopt_or_reap(struct lrt *rt, const char *dir, const char *name)
                    sizeof(s->owner));
         s->claimed_ms = json_integer_value(json_object_get(x.info, "claimed_ms"));
         s->end_ms = json_integer_value(json_object_get(x.info, "end_ms"));
-        s->last_active_ms = ab_wall_ms();
+        s->last_active_ms = ab_wall_ms(); /* the restart: the last activity we know of */
+        if (json_object_get(x.info, "idle_ms")) {
+            s->life_end_ms = json_integer_value(json_object_get(x.info, "life_end_ms"));
+            s->idle_ms = json_integer_value(json_object_get(x.info, "idle_ms"));
+        } else { /* written before idle timeouts: end_ms was the lifetime */
+            s->life_end_ms = s->end_ms;
+            s->idle_ms = p->idle_ms;
+        }
+        lrt_update_end(s);
         s->metadata = json_is_object(md) ? json_incref(md) : NULL;
         json_t *net = json_object_get(x.info, "network");
         s->network = json_is_object(net) ? json_incref(net) : NULL;

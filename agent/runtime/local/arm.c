@@ -1,8 +1,8 @@
 /* Arming a claimed sandbox: its egress policy into the gateway's table
  * first (the veth has been there since spawn), then envd POST /init with
  * token, env vars, user and workdir; only then is the claim reported. Also
- * the claim's end: lifetime timer, startup timeout of waiting claims,
- * failures.
+ * the claim's end: lifetime and idle timer, startup timeout of waiting
+ * claims, failures.
  *
  * Loop thread only. */
 #include "agent/runtime/local/lrt.h"
@@ -59,12 +59,22 @@ void lrt_claim_fail(struct lrt_waiter *w, int err, const char *msg)
 
 static void end_timer(struct loop_timer *t);
 
+void lrt_update_end(struct lsb *s)
+{
+    int64_t end = s->life_end_ms > 0 ? s->life_end_ms : INT64_MAX;
+
+    if (s->idle_ms > 0)
+        end = AB_MIN(end, s->last_active_ms + s->idle_ms);
+    s->end_ms = end == INT64_MAX ? s->claimed_ms + DEFAULT_TIMEOUT_S * 1000 : end;
+}
+
+/* Activity moves end_ms without touching the timer (op_touch runs for each
+ * second of data-plane traffic): the timer fires at the end it knew and
+ * sleeps again when the end moved meanwhile. */
 void lrt_schedule_end(struct lsb *s)
 {
     int64_t now = ab_wall_ms(), at = s->end_ms;
 
-    if (s->pool->idle_ms > 0)
-        at = AB_MIN(at, s->last_active_ms + s->pool->idle_ms);
     if (s->timer_on)
         loop_timer_cancel(&s->timer);
     s->timer_on = true;
@@ -77,8 +87,10 @@ static void end_timer(struct loop_timer *t)
     int64_t now = ab_wall_ms();
 
     s->timer_on = false;
-    if (now >= s->end_ms || (s->pool->idle_ms > 0 && now >= s->last_active_ms + s->pool->idle_ms)) {
-        LOG_INFO("sandbox timed out", "id", s->id, "pool", s->pool->name);
+    if (now >= s->end_ms) {
+        char idle[32];
+        snprintf(idle, sizeof(idle), "%lld", (long long)(now - s->last_active_ms));
+        LOG_INFO("sandbox timed out", "id", s->id, "pool", s->pool->name, "idle_ms", idle);
         lrt_destroy(s);
         return;
     }
@@ -103,7 +115,14 @@ static void armed(struct lsb *s)
     ab_strlcpy(s->team, w->team, sizeof(s->team));
     ab_strlcpy(s->owner, w->owner, sizeof(s->owner));
     s->claimed_ms = s->last_active_ms = ab_wall_ms();
-    s->end_ms = s->claimed_ms + w->timeout_s * 1000;
+    if (w->timeout_is_idle) {
+        s->life_end_ms = 0;
+        s->idle_ms = w->timeout_s * 1000;
+    } else {
+        s->life_end_ms = s->claimed_ms + w->timeout_s * 1000;
+        s->idle_ms = s->pool->idle_ms;
+    }
+    lrt_update_end(s);
     lrt_persist(s);
     lrt_schedule_end(s);
     lrt_fill(s, &snap, false);
@@ -391,24 +410,32 @@ void lrt_serve_waiters(struct lrt *rt, struct lpool *p)
 void lrt_waiter_timeout(struct loop_timer *t)
 {
     struct lrt_waiter *w = t->arg;
+    struct lrt *rt = w->rt;
+    struct lpool *p = w->pool;
     char msg[LRT_START_MSG_MAX], why[LRT_START_MSG_MAX];
-    int n;
 
     w->timer_on = false;
     lrt_waiter_unlink(w->pool, w);
-    n = snprintf(msg, sizeof(msg), "no sandbox of pool '%s' became ready within %lld ms",
-                 w->pool->name,
-                 (long long)(w->pool->startup_ms ? w->pool->startup_ms : DEFAULT_STARTUP_MS));
-    /* a pool with start commands says which check holds its sandboxes back */
-    if (lrt_start_describe(w->pool, w->rt, why, sizeof(why)))
-        snprintf(msg + n, sizeof(msg) - (size_t)n, ": %s", why);
+    if (p->replicas == 0)
+        snprintf(msg, sizeof(msg),
+                 "pool '%s' has replicas 0 and never starts a sandbox: none became free within "
+                 "%lld ms; raise the pool's replicas",
+                 p->name, (long long)w->startup_ms);
+    else if (lrt_count(rt, p, PH_ATTACHING, PH_RUNNING) >= p->replicas)
+        snprintf(msg, sizeof(msg),
+                 "no sandbox of pool '%s' became free within %lld ms: all %d of its replicas "
+                 "are in use; release one, raise the pool's replicas or wait longer "
+                 "(startup timeout)",
+                 p->name, (long long)w->startup_ms, p->replicas);
+    else if (lrt_start_describe(p, rt, why, sizeof(why)))
+        /* a pool with start commands says which check holds its sandboxes back */
+        snprintf(msg, sizeof(msg), "no sandbox of pool '%s' became ready within %lld ms: %s",
+                 p->name, (long long)w->startup_ms, why);
     else
-        snprintf(msg + n, sizeof(msg) - (size_t)n,
-                 "; the pool may be at its sandbox limit or failing to start sandboxes");
-    {
-        struct lrt *rt = w->rt; /* lrt_claim_fail frees w */
-        struct lpool *p = w->pool;
-        lrt_claim_fail(w, AB_ETIMEOUT, msg);
-        lrt_reconcile(rt, p);
-    }
+        snprintf(msg, sizeof(msg),
+                 "no sandbox of pool '%s' became ready within %lld ms; the pool "
+                 "may be at its sandbox limit or failing to start sandboxes",
+                 p->name, (long long)w->startup_ms);
+    lrt_claim_fail(w, AB_ETIMEOUT, msg); /* frees w */
+    lrt_reconcile(rt, p);
 }

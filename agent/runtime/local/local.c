@@ -161,6 +161,7 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
     w->timeout_s = o->timeout_s ? o->timeout_s
                    : p->idle_ms ? (p->idle_ms + 999) / 1000
                                 : DEFAULT_TIMEOUT_S;
+    w->timeout_is_idle = o->timeout_is_idle;
     w->env_vars = o->env_vars ? json_deep_copy(o->env_vars) : NULL;
     w->metadata = o->metadata ? json_deep_copy(o->metadata) : NULL;
     w->internet = o->allow_internet;
@@ -188,6 +189,7 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
               : p->startup_ms       ? p->startup_ms
                                     : DEFAULT_STARTUP_MS;
     w->timer_on = true;
+    w->startup_ms = startup;
     loop_timer_start(rt->loop, &w->timer, startup, lrt_waiter_timeout, w);
     if (ticket)
         *ticket = w->ticket;
@@ -255,7 +257,14 @@ static int op_set_timeout(struct rt *base, const char *id, int64_t timeout_s)
         return AB_ENOENT;
     if (timeout_s < 0 || timeout_s > 366LL * 24 * 3600)
         return AB_EINVAL;
-    s->end_ms = ab_wall_ms() + timeout_s * 1000;
+    if (s->life_end_ms > 0) {
+        s->life_end_ms = ab_wall_ms() + timeout_s * 1000;
+    } else {
+        /* the new idle timeout, counted from now (the call is activity) */
+        s->idle_ms = timeout_s * 1000;
+        s->last_active_ms = ab_wall_ms();
+    }
+    lrt_update_end(s);
     lrt_persist(s);
     lrt_schedule_end(s);
     return 0;
@@ -265,8 +274,11 @@ static void op_touch(struct rt *base, const char *id)
 {
     struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
 
-    if (s)
+    /* the end timer notices the move when it fires */
+    if (s && s->phase == PH_RUNNING) {
         s->last_active_ms = ab_wall_ms();
+        lrt_update_end(s);
+    }
 }
 
 /* PUT /sandboxes/{id}/network: the new policy is parsed before anything

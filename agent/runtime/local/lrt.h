@@ -55,6 +55,7 @@ struct lrt_waiter {
     bool cancelled;
     char id[RT_ID_MAX + 1];
     int64_t timeout_s;
+    bool timeout_is_idle;
     json_t *env_vars;
     json_t *metadata;
     bool internet;
@@ -66,6 +67,7 @@ struct lrt_waiter {
     char team[RT_NAME_MAX + 1];
     char owner[RT_NAME_MAX + 1];
     struct loop_timer timer; /* startup timeout */
+    int64_t startup_ms;
     bool timer_on;
 };
 
@@ -126,7 +128,11 @@ struct lsb {
     char team[RT_NAME_MAX + 1];
     char owner[RT_NAME_MAX + 1];
     int64_t claimed_ms, end_ms, last_active_ms; /* wall clock */
-    int uid_slot;                               /* its host uid slice + 1; 0: none held */
+    /* end_ms is the earlier of life_end_ms (0: none; a native claim's
+     * timeout) and last_active_ms + idle_ms (0: none; an E2B claim's
+     * timeout, else the pool's idle timeout): lrt_update_end */
+    int64_t life_end_ms, idle_ms;
+    int uid_slot; /* its host uid slice + 1; 0: none held */
     /* rt_release_wait: told once every process is gone (gone_poll), or at
      * rel_deadline_ms (monotonic) with AB_ETIMEOUT */
     rt_release_cb rel_cb;
@@ -228,6 +234,8 @@ void lrt_egress_clear(struct lsb *s);
 /* arm.c: arming, the end of a claim, waiting claims */
 void lrt_claim_fail(struct lrt_waiter *w, int err, const char *msg);
 void lrt_schedule_end(struct lsb *s);
+/* Recomputes s->end_ms from its lifetime, idle timeout and last activity. */
+void lrt_update_end(struct lsb *s);
 void lrt_serve_waiters(struct lrt *rt, struct lpool *p);
 void lrt_waiter_timeout(struct loop_timer *t);
 

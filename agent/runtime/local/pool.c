@@ -1,17 +1,15 @@
 /* Pool keeping for the local runtime: bookkeeping over the sandbox list,
- * starting sandboxes until each pool has `replicas` idle plus one per waiting
- * claim, destroying, deferred replacements after claims, and the manifest
- * reload on the tick timer.
+ * starting sandboxes until each pool has `replicas` of them in any state,
+ * destroying, deferred replacements after releases, and the manifest reload
+ * on the tick timer.
  *
- * Each pool keeps `replicas` sandboxes started and idle, plus one more for
- * every waiting claim. The pool starts a replacement once claims pause
- * (REFILL_QUIET_MS without a claim served from idle, at most
- * REFILL_DEFER_MAX_MS after the first; at once when a claim waits or the pool
- * has no idle left): a burst of claims is armed before its replacements'
- * clone + envd start compete with it for the CPU and the process's memory map
- * (clone copies it). A released or timed-out sandbox is destroyed, never
- * reused. Counters are computed by walking the sandboxes, never kept apart,
- * so they cannot drift.
+ * `replicas` is a pool's maximum concurrency (DESIGN §7): idle, starting and
+ * claimed sandboxes all count, and a claim that finds none idle waits (until
+ * its startup timeout) for a release and its replacement; `replicas: 0`
+ * never starts one. A released or timed-out sandbox is destroyed, never
+ * reused; its place is filled again once its directory is gone. Counters
+ * are computed by walking the sandboxes, never kept apart, so they cannot
+ * drift.
  *
  * Loop thread only. Blocking steps (clone + setup, rm -rf) run on the loop's
  * workers; while a worker holds a sandbox its phase says so and nothing else
@@ -242,6 +240,8 @@ void lrt_persist(struct lsb *s)
         json_object_set_new(info, "id", json_string(s->id));
         json_object_set_new(info, "claimed_ms", json_integer(s->claimed_ms));
         json_object_set_new(info, "end_ms", json_integer(s->end_ms));
+        json_object_set_new(info, "life_end_ms", json_integer(s->life_end_ms));
+        json_object_set_new(info, "idle_ms", json_integer(s->idle_ms));
         json_object_set_new(info, "team", json_string(s->team));
         json_object_set_new(info, "owner", json_string(s->owner));
         if (s->metadata)
@@ -485,24 +485,28 @@ static int spawn_one(struct lrt *rt, struct lpool *p)
  * claims (bounded by max_sandboxes); a removed pool drains. */
 void lrt_reconcile(struct lrt *rt, struct lpool *p)
 {
-    int idle, starting, want, total;
+    int idle, live, want, total;
 
     if (rt->closing || rt->adopting)
         return;
+    /* replicas is the pool's maximum concurrency (DESIGN §7): every
+     * sandbox it has counts, starting, idle or claimed, so a claim that
+     * finds nothing idle waits for a release instead of a sandbox beyond
+     * replicas; a free place is kept filled with an idle one */
     idle = lrt_count(rt, p, PH_IDLE, PH_IDLE);
-    starting = lrt_count(rt, p, PH_SPAWNING, PH_STARTING);
-    want = p->removed ? 0 : p->replicas + AB_MAX(p->nwaiters - idle, 0);
+    live = lrt_count(rt, p, PH_SPAWNING, PH_RUNNING);
+    want = p->removed ? 0 : p->replicas;
     total = lrt_count(rt, NULL, PH_SPAWNING, PH_REMOVING);
     if (ab_now_ms() >= p->retry_after_ms) {
-        while (idle + starting < want && total < rt->max_sandboxes) {
+        while (live < want && total < rt->max_sandboxes) {
             if (spawn_one(rt, p) != 0)
                 break;
-            starting++;
+            live++;
             total++;
         }
     }
-    /* Too many idle (replicas lowered, pool removed): stop the newest ones. */
-    while (idle > want && idle > 0) {
+    /* Too many (replicas lowered, pool removed): stop the newest idle ones. */
+    while (live > want && idle > 0) {
         struct lsb *s, *newest = NULL;
         for (s = rt->sbxs; s; s = s->next)
             if (s->pool == p && s->phase == PH_IDLE && (!newest || s->seq > newest->seq))
@@ -511,6 +515,7 @@ void lrt_reconcile(struct lrt *rt, struct lpool *p)
             break;
         lrt_destroy(newest);
         idle--;
+        live--;
     }
     if (p->removed) {
         while (p->w_head) {
