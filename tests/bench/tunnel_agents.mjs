@@ -9,7 +9,7 @@
 // an idle-hub baseline measured the same way in the same run.
 //
 // Environment: AGENTBOX_BUILD_DIR (Release build with bench_tunnel_agents),
-// BENCH_STAGES (default "1000,5000"), BENCH_RATE (default 200),
+// BENCH_STAGES (default "5000,10000"), BENCH_RATE (default 200),
 // BENCH_WINDOW_S (default 30), BENCH_SETTLE_S (default 10).
 import { spawn } from 'node:child_process';
 import http from 'node:http';
@@ -23,7 +23,7 @@ import {
 } from '../integration/lib/harness.mjs';
 import { sampleProcess, procMem, withChildren, mib, fmt, printTable, machineNote, quantile } from './util.mjs';
 
-const STAGES = (process.env.BENCH_STAGES || '1000,5000').split(',').map(Number).filter((n) => n > 0);
+const STAGES = (process.env.BENCH_STAGES || '5000,10000').split(',').map(Number).filter((n) => n > 0);
 const RATE = Number(process.env.BENCH_RATE || 200);
 const WINDOW_S = Number(process.env.BENCH_WINDOW_S || 30);
 const SETTLE_S = Number(process.env.BENCH_SETTLE_S || 10);
