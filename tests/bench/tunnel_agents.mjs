@@ -202,6 +202,8 @@ async function main() {
                 fmt(st.ping_rtt_p50_ms, 2), fmt(st.ping_rtt_p99_ms, 2), fmt(st.ping_rtt_max_ms, 1),
                 fmt(st.lag_p99_ms, 2), fmt(st.lag_max_ms, 1)]);
             if (st.first_error) console.log(`client's first error: ${st.first_error}`);
+            console.log(`${n} tunnels: hub /healthz p50 ${fmt(quantile(hz, 0.5), 2)} ms, p99 ${fmt(quantile(hz, 0.99), 2)} ms; ` +
+                `ws ping p50 ${fmt(st.ping_rtt_p50_ms, 2)} ms, p99 ${fmt(st.ping_rtt_p99_ms, 2)} ms; drops ${st.drops}`);
             const verdict = s.rssMax <= GIB && s.cores <= 1 ? 'within' : 'OUTSIDE';
             console.log(`${n} tunnels: hub RSS ${fmt(mib(s.rssMax), 1)} MiB, CPU ${fmt(s.cores, 3)} cores over ` +
                 `${fmt(s.wall, 1)} s: ${verdict} the targets (<= 1024 MiB, <= 1 core)`);
