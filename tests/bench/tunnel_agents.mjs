@@ -178,9 +178,21 @@ async function main() {
             fmt(idle.cores, 3), fmt(idle.others.postgres, 3), '-', '-', '-', '-', 0]);
 
         client = startClient(hub, agentsFile, dir);
+        let stalled = false;
         for (const n of STAGES) {
             client.send(`target ${n}`);
-            const ready = await client.next('ready', Math.ceil((n / RATE) * 4 + 120) * 1000);
+            let ready;
+            try {
+                ready = await client.next('ready', Math.ceil((n / RATE) * 4 + 120) * 1000);
+            } catch (e) {
+                // a hub that cannot take the stage is a figure too: say how far it got
+                client.send('stats');
+                const st = await client.next('stats', 10000);
+                console.log(`${n} tunnels NOT established: ${st.established} up, ${st.connecting} connecting, ` +
+                    `${st.retrying} retrying, ${st.drops} drops, ${st.refused} refused (${e.message})`);
+                stalled = true;
+                break;
+            }
             console.log(`${n} tunnels established; ramp ${fmt(ready.ramp_ms / 1000, 1)} s ` +
                 `(handshake p50 ${ready.handshake_p50_ms} ms, p99 ${ready.handshake_p99_ms} ms, refused ${ready.refused})`);
             await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
@@ -217,7 +229,7 @@ async function main() {
         const hwm = procMem(hub.proc.pid).hwm;
         console.log(`hub VmHWM (peak RSS over the run): ${fmt(mib(hwm), 1)} MiB`);
         console.log(`per-tunnel RSS above idle at ${N}: ${fmt((procMem(hub.proc.pid).rss - idle.rssEnd) / N / 1024, 1)} KiB`);
-        if (STORM) {
+        if (STORM && !stalled) {
             // The restarted hub starts with every agent knocking: time until
             // all are back, and its loop lag (/healthz) while they do.
             const { port, tunnelPort } = hub;
