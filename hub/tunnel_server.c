@@ -19,6 +19,7 @@
 #include "agentbox/version.h"
 #include "agentbox/assertion.h"
 #include "agentbox/relay.h"
+#include "agentbox/timerwheel.h"
 #include "hub/auth.h"
 #include "hub/clusters.h"
 
@@ -47,7 +48,7 @@ struct hub_session {
     bool begin_pending; /* an epoch allocation is in flight */
     const char *close_reason;
     uint64_t stalls_seen;
-    int64_t next_ping_ms;
+    struct tw_timer ping;            /* on ts->wheel: the next ping and liveness check */
     struct hub_session *hnext;       /* bucket chain */
     struct hub_session *prev, *next; /* all sessions */
 };
@@ -64,7 +65,9 @@ struct tunnel_server {
     struct hub_session *buckets[TS_BUCKETS];
     struct hub_session *all;
     size_t online;
-    struct loop_timer sync_timer, stats_timer, ping_timer;
+    struct loop_timer sync_timer, stats_timer, wheel_timer;
+    struct timerwheel *wheel; /* every session's ping timer (lws timers are O(N) each) */
+    uint32_t ping_seq;        /* spreads first pings over the interval */
     int64_t ping_interval_ms;
     int64_t last_forced_refresh_ms;
     char iface[128];
@@ -74,6 +77,8 @@ struct tunnel_server {
     tunnel_server_session_end_fn end_fn;
     void *end_arg;
 };
+
+static void schedule_first_ping(struct tunnel_server *ts, struct hub_session *hs);
 
 /* --- registry ------------------------------------------------------------------- */
 
@@ -438,7 +443,9 @@ static void established(struct tunnel_server *ts, struct lws *wsi, struct hub_se
         tun_ws_init(&hs->ws, wsi, hs->s) != 0) {
         LOG_ERROR("cannot create a tunnel session", "error", err);
         close_session(hs, "hub out of memory");
+        return;
     }
+    schedule_first_ping(ts, hs);
 }
 
 static void closed(struct hub_session *hs)
@@ -451,6 +458,7 @@ static void closed(struct hub_session *hs)
         clusters_session_end(ts->clusters, hs->cluster, hs->epoch);
     if (was_live)
         LOG_INFO("tunnel session down", "cluster", hs->cluster);
+    timerwheel_cancel(ts->wheel, &hs->ping);
     if (hs->s) {
         tun_session_free(hs->s); /* resets its streams: relays and proxies fail fast */
         hs->s = NULL;
@@ -541,34 +549,47 @@ static void sync_tick(struct loop_timer *t)
 
 /* The hub pings each agent too (lws answers the agent's pings without telling
  * us), so an idle session still proves it is alive, and drops the silent.
- * The tick runs PING_SLICES times per interval and pings only the sessions
- * due, so 5,000 sessions are not all pinged (and their lws timers all
- * rescheduled) in one loop turn. */
-#define PING_SLICES 10
+ * Each session has one timer on the wheel (lws's per-connection timers sit
+ * in one sorted list, O(N) per reschedule); the first ping of a session is
+ * placed by a golden-ratio sequence, so sessions that connect together (a
+ * reconnect storm) still ping spread evenly over the interval, and every
+ * later one an interval after the last. */
+static void ping_due(struct tw_timer *t, void *arg)
+{
+    struct hub_session *hs = arg;
+    struct tunnel_server *ts = hs->ts;
+    if (!hs->s || hs->closed || hs->ws.closing)
+        return;
+    int64_t now = ab_now_ms();
+    if (now - hs->ws.last_rx_ms > ts->timeout_ms) {
+        LOG_WARN("tunnel silent; dropping the session", "cluster", hs->cluster);
+        tun_ws_kill(&hs->ws, "silent");
+        return;
+    }
+    tun_ws_ping(&hs->ws);
+    if (hs->registered)
+        clusters_touch(ts->clusters, hs->cluster, hs->epoch);
+    timerwheel_schedule(ts->wheel, t, now + ts->ping_interval_ms, ping_due, hs);
+}
 
-static void ping_tick(struct loop_timer *t)
+static void schedule_first_ping(struct tunnel_server *ts, struct hub_session *hs)
+{
+    /* frac(k * 0.618...) in 1/65536ths: any run of consecutive k is even */
+    uint32_t frac = (ts->ping_seq++ * 2654435769u) >> 16;
+    int64_t off = (int64_t)frac * ts->ping_interval_ms / 65536;
+    timerwheel_schedule(ts->wheel, &hs->ping, ab_now_ms() + off, ping_due, hs);
+}
+
+/* Resolution of the wheel: pings are at most this late, and a tick fires
+ * about (sessions / interval) * tick of them (20 at 10,000 sessions). */
+#define WHEEL_TICK_MS 20
+#define WHEEL_SLOTS 1024 /* 20.48 s a turn: the ping interval fits in one */
+
+static void wheel_tick(struct loop_timer *t)
 {
     struct tunnel_server *ts = t->arg;
-    int64_t now = ab_now_ms();
-    for (struct hub_session *hs = ts->all; hs; hs = hs->next) {
-        if (!hs->s || hs->closed || hs->ws.closing)
-            continue;
-        if (!hs->next_ping_ms) /* first sight: a random slot within the interval */
-            hs->next_ping_ms = now + (int64_t)(bucket_of(hs->cluster) % PING_SLICES) *
-                                         ts->ping_interval_ms / PING_SLICES;
-        if (now < hs->next_ping_ms)
-            continue;
-        hs->next_ping_ms = now + ts->ping_interval_ms;
-        if (now - hs->ws.last_rx_ms > ts->timeout_ms) {
-            LOG_WARN("tunnel silent; dropping the session", "cluster", hs->cluster);
-            tun_ws_kill(&hs->ws, "silent");
-            continue;
-        }
-        tun_ws_ping(&hs->ws);
-        if (hs->registered)
-            clusters_touch(ts->clusters, hs->cluster, hs->epoch);
-    }
-    loop_timer_start(ts->loop, &ts->ping_timer, ts->ping_interval_ms / PING_SLICES, ping_tick, ts);
+    timerwheel_advance(ts->wheel, ab_now_ms());
+    loop_timer_start(ts->loop, &ts->wheel_timer, WHEEL_TICK_MS, wheel_tick, ts);
 }
 
 static void stats_tick(struct loop_timer *t)
@@ -669,10 +690,17 @@ int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_
                                     METRIC_COUNTER, cl, NULL, 0);
     metrics_set(ts->m_online, NULL, 0);
 
+    int rc = timerwheel_new(WHEEL_TICK_MS, WHEEL_SLOTS, ab_now_ms(), &ts->wheel, err, errlen);
+    if (rc != 0) {
+        free(ts);
+        return rc;
+    }
+
     const char *colon = strrchr(o->listen, ':');
     long port = colon ? strtol(colon + 1, NULL, 10) : 0;
     if (!colon || port <= 0 || port > 65535 || (size_t)(colon - o->listen) >= sizeof(ts->iface)) {
         snprintf(err, errlen, "tunnel_listen '%s' must be HOST:PORT or :PORT", o->listen);
+        timerwheel_free(ts->wheel);
         free(ts);
         return AB_EINVAL;
     }
@@ -692,6 +720,12 @@ int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_
     if (http_listen_host_is_ipv4(ts->iface))
         info.options |= LWS_SERVER_OPTION_DISABLE_IPV6; /* see http_listen_host_is_ipv4 */
     info.user = ts;
+    /* No lws idle/validity timer per connection: the wheel pings and drops
+     * the silent. lws's default policy would reschedule a timer in its one
+     * sorted list on every frame received, a walk of all sessions each. */
+    static const lws_retry_bo_t no_lws_validity = {.secs_since_valid_ping = 0,
+                                                   .secs_since_valid_hangup = 0};
+    info.retry_and_idle_policy = &no_lws_validity;
     if (o->tls_cert && o->tls_key) {
         info.ssl_cert_filepath = o->tls_cert;
         info.ssl_private_key_filepath = o->tls_key;
@@ -699,6 +733,7 @@ int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_
         info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     } else if (o->tls_cert || o->tls_key) {
         snprintf(err, errlen, "tls_cert and tls_key go together: set both or neither");
+        timerwheel_free(ts->wheel);
         free(ts);
         return AB_EINVAL;
     }
@@ -706,13 +741,14 @@ int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_
     if (!ts->vh) {
         snprintf(err, errlen, "cannot listen on %s for the tunnel (in use? bad certificate?)",
                  o->listen);
+        timerwheel_free(ts->wheel);
         free(ts);
         return AB_EIO;
     }
     clusters_set_revoke_hook(ts->clusters, on_revoke, ts);
     loop_timer_start(ts->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
     loop_timer_start(ts->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
-    loop_timer_start(ts->loop, &ts->ping_timer, ts->ping_interval_ms, ping_tick, ts);
+    loop_timer_start(ts->loop, &ts->wheel_timer, WHEEL_TICK_MS, wheel_tick, ts);
     LOG_INFO("tunnel listening", "listen", o->listen, "tls", o->tls_cert ? "on" : "off");
     *out = ts;
     return 0;
@@ -724,7 +760,7 @@ void tunnel_server_stop(struct tunnel_server *ts)
         return;
     loop_timer_cancel(&ts->sync_timer);
     loop_timer_cancel(&ts->stats_timer);
-    loop_timer_cancel(&ts->ping_timer);
+    loop_timer_cancel(&ts->wheel_timer);
     clusters_set_revoke_hook(ts->clusters, NULL, NULL);
     /* sessions are closed by the context's destruction (CLOSED per wsi) */
     lws_vhost_destroy(ts->vh);
@@ -734,10 +770,12 @@ void tunnel_server_stop(struct tunnel_server *ts)
         /* the context closes the sockets later: they must not find us */
         if (hs->wsi && !hs->closed)
             lws_set_opaque_user_data(hs->wsi, NULL);
+        timerwheel_cancel(ts->wheel, &hs->ping);
         if (hs->s)
             tun_session_free(hs->s);
         tun_ws_fini(&hs->ws);
         free(hs);
     }
+    timerwheel_free(ts->wheel);
     free(ts);
 }

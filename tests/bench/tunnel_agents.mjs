@@ -8,16 +8,16 @@
 // hub's VmRSS and utime+stime from /proc over BENCH_WINDOW_S seconds, next to
 // an idle-hub baseline measured the same way in the same run.
 //
+// Environment: AGENTBOX_BUILD_DIR (Release build with bench_tunnel_agents),
+// BENCH_STAGES (default "5000,10000"), BENCH_RATE (default 200),
+// BENCH_WINDOW_S (default 30), BENCH_SETTLE_S (default 10),
+// BENCH_STORM (default 1; 0 skips the storm), BENCH_STORM_LIMIT_S (default 180).
+//
 // Last, a reconnect storm: the hub is restarted on the same ports with all N
 // agents connected; every agent retries at once (256 handshakes in flight,
 // the client's cap) and the figure is the time until all N are back, with
-// the hub's /healthz lag meanwhile (target DESIGN §12 / issue 17: <= 60 s at
-// 10,000 without starving the loop).
-//
-// Environment: AGENTBOX_BUILD_DIR (Release build with bench_tunnel_agents),
-// BENCH_STAGES (default "1000,5000"), BENCH_RATE (default 200),
-// BENCH_WINDOW_S (default 30), BENCH_SETTLE_S (default 10),
-// BENCH_STORM (default 1; 0 skips the storm).
+// the hub's /healthz lag meanwhile (issue 17: <= 60 s at 10,000 without
+// starving the loop).
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import crypto from 'node:crypto';
@@ -30,7 +30,7 @@ import {
 } from '../integration/lib/harness.mjs';
 import { sampleProcess, procMem, withChildren, mib, fmt, printTable, machineNote, quantile } from './util.mjs';
 
-const STAGES = (process.env.BENCH_STAGES || '1000,5000').split(',').map(Number).filter((n) => n > 0);
+const STAGES = (process.env.BENCH_STAGES || '5000,10000').split(',').map(Number).filter((n) => n > 0);
 const RATE = Number(process.env.BENCH_RATE || 200);
 const WINDOW_S = Number(process.env.BENCH_WINDOW_S || 30);
 const SETTLE_S = Number(process.env.BENCH_SETTLE_S || 10);
@@ -178,9 +178,21 @@ async function main() {
             fmt(idle.cores, 3), fmt(idle.others.postgres, 3), '-', '-', '-', '-', 0]);
 
         client = startClient(hub, agentsFile, dir);
+        let stalled = false;
         for (const n of STAGES) {
             client.send(`target ${n}`);
-            const ready = await client.next('ready', Math.ceil((n / RATE) * 4 + 120) * 1000);
+            let ready;
+            try {
+                ready = await client.next('ready', Math.ceil((n / RATE) * 4 + 120) * 1000);
+            } catch (e) {
+                // a hub that cannot take the stage is a figure too: say how far it got
+                client.send('stats');
+                const st = await client.next('stats', 10000);
+                console.log(`${n} tunnels NOT established: ${st.established} up, ${st.connecting} connecting, ` +
+                    `${st.retrying} retrying, ${st.drops} drops, ${st.refused} refused (${e.message})`);
+                stalled = true;
+                break;
+            }
             console.log(`${n} tunnels established; ramp ${fmt(ready.ramp_ms / 1000, 1)} s ` +
                 `(handshake p50 ${ready.handshake_p50_ms} ms, p99 ${ready.handshake_p99_ms} ms, refused ${ready.refused})`);
             await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
@@ -202,6 +214,8 @@ async function main() {
                 fmt(st.ping_rtt_p50_ms, 2), fmt(st.ping_rtt_p99_ms, 2), fmt(st.ping_rtt_max_ms, 1),
                 fmt(st.lag_p99_ms, 2), fmt(st.lag_max_ms, 1)]);
             if (st.first_error) console.log(`client's first error: ${st.first_error}`);
+            console.log(`${n} tunnels: hub /healthz p50 ${fmt(quantile(hz, 0.5), 2)} ms, p99 ${fmt(quantile(hz, 0.99), 2)} ms; ` +
+                `ws ping p50 ${fmt(st.ping_rtt_p50_ms, 2)} ms, p99 ${fmt(st.ping_rtt_p99_ms, 2)} ms; drops ${st.drops}`);
             const verdict = s.rssMax <= GIB && s.cores <= 1 ? 'within' : 'OUTSIDE';
             console.log(`${n} tunnels: hub RSS ${fmt(mib(s.rssMax), 1)} MiB, CPU ${fmt(s.cores, 3)} cores over ` +
                 `${fmt(s.wall, 1)} s: ${verdict} the targets (<= 1024 MiB, <= 1 core)`);
@@ -215,7 +229,7 @@ async function main() {
         const hwm = procMem(hub.proc.pid).hwm;
         console.log(`hub VmHWM (peak RSS over the run): ${fmt(mib(hwm), 1)} MiB`);
         console.log(`per-tunnel RSS above idle at ${N}: ${fmt((procMem(hub.proc.pid).rss - idle.rssEnd) / N / 1024, 1)} KiB`);
-        if (STORM) {
+        if (STORM && !stalled) {
             // The restarted hub starts with every agent knocking: time until
             // all are back, and its loop lag (/healthz) while they do.
             const { port, tunnelPort } = hub;
@@ -224,21 +238,26 @@ async function main() {
             hub = await startHub(pg.url, { port, tunnelPort });
             const up = Date.now() - t0;
             const probe = probeHub(hub);
-            let st;
-            await waitFor(async () => {
+            // a storm that does not finish is a figure too (how many made it)
+            const limitMs = Number(process.env.BENCH_STORM_LIMIT_S || 180) * 1000;
+            let st = { established: 0 };
+            while (Date.now() - t0 < limitMs) {
                 client.send('stats');
                 st = await client.next('stats', 10000);
-                return st.established >= N;
-            }, { timeoutMs: 300000, intervalMs: 500, what: `all ${N} agents back after the hub restart` });
-            const allMs = Date.now() - t0;
+                if (st.established >= N) break;
+                await new Promise((r) => setTimeout(r, 500));
+            }
+            const allMs = st.established >= N ? Date.now() - t0 : NaN;
             const hz = await probe.stop();
             const online = await hubOnline(hub);
             console.log('');
             printTable(['storm of', 'hub up s', 'all back s', 'online', 'hub /healthz p50 ms', 'p99 ms', 'max ms',
                 'probes'], [[String(N), fmt(up / 1000, 1), fmt(allMs / 1000, 1), online, fmt(quantile(hz, 0.5), 2),
                 fmt(quantile(hz, 0.99), 2), fmt(hz.length ? Math.max(...hz) : NaN, 1), hz.length]]);
-            console.log(`reconnect storm of ${N}: all back in ${fmt(allMs / 1000, 1)} s: ` +
-                `${allMs <= 60000 ? 'within' : 'OUTSIDE'} the target (<= 60 s)`);
+            console.log(st.established >= N
+                ? `reconnect storm of ${N}: all back in ${fmt(allMs / 1000, 1)} s: ` +
+                  `${allMs <= 60000 ? 'within' : 'OUTSIDE'} the target (<= 60 s)`
+                : `reconnect storm of ${N}: only ${st.established} back after ${limitMs / 1000} s: OUTSIDE the target (<= 60 s)`);
         }
     } finally {
         if (client) await client.quit();

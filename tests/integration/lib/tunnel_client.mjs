@@ -5,6 +5,8 @@
 //   const t = await connectTunnel({ port, cluster, token, onRequest });
 //   const r = await t.call('POST', '/internal/v1/keys/validate', { body: {hash} });
 //   t.received  // every stream the hub opened to us: {service, method, path, headers, body}
+//   t.pings     // Date.now() of every WebSocket ping from the hub (answered)
+//   t.mute();   // stop answering anything, pings included: a silent agent
 //   t.close();
 //
 // WebSocket (RFC 6455) client framing is done by hand over node:http's
@@ -53,10 +55,11 @@ export function connectTunnel({ port, cluster, token, onRequest }) {
         req.on('error', reject);
         req.on('upgrade', (res, sock, head) => {
             const t = {
-                welcome: null, events: [], received: [], nextId: 1,
+                welcome: null, events: [], received: [], nextId: 1, pings: [], muted: false,
                 calls: new Map(), served: new Map(), closed: false,
             };
-            const send = (type, id, payload) => { if (!t.closed) sock.write(wsFrame(2, tunFrame(type, id, payload))); };
+            t.mute = () => { t.muted = true; };
+            const send = (type, id, payload) => { if (!t.closed && !t.muted) sock.write(wsFrame(2, tunFrame(type, id, payload))); };
             const sendJson = (type, id, obj) => send(type, id, Buffer.from(JSON.stringify(obj)));
             t.close = () => { t.closed = true; sock.destroy(); };
             t.call = (method, path, { headers = {}, body, service = 'hub' } = {}) => new Promise((res2, rej2) => {
@@ -122,7 +125,11 @@ export function connectTunnel({ port, cluster, token, onRequest }) {
                     if (acc.length < off + n) return;
                     const payload = acc.subarray(off, off + n);
                     acc = acc.subarray(off + n);
-                    if (op === 9) { sock.write(wsFrame(10, payload)); continue; }
+                    if (op === 9) {
+                        t.pings.push(Date.now());
+                        if (!t.muted) sock.write(wsFrame(10, payload));
+                        continue;
+                    }
                     if (op === 8) { t.closed = true; sock.end(); return; }
                     if (op === 2 || op === 0) {
                         frag.push(Buffer.from(payload));
