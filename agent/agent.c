@@ -602,6 +602,51 @@ static void agent_on_hub_event(json_t *event, void *arg)
     agent_auth_on_event(a->auth, event);
 }
 
+/* Whether replicas elect a leader (kube runtime) for the reconciler's
+ * writes and the one tunnel to the hub (the hub keeps one
+ * session per cluster, the newest, so two replicas tunneling would
+ * supersede each other in turn). */
+static bool agent_elects(const struct agent *a)
+{
+    return strcmp(a->cfg->runtime, "kube") == 0 && a->cfg->leader_election;
+}
+
+/* The tunnel to the hub; with leader election only while leading. */
+static int agent_tunnel_up(struct agent *a, char *err, size_t errlen)
+{
+    struct agent_tunnel_options to = {
+        .hub_url = a->cfg->hub_url,
+        .token = a->cfg->join_token,
+        .cluster = a->cfg->cluster_id,
+        .hub_ca = a->cfg->hub_ca,
+        .ping_interval_ms = a->cfg->tunnel_ping_interval_ms,
+        .timeout_ms = a->cfg->tunnel_timeout_ms,
+        .backoff_min_ms = a->cfg->reconnect_min_ms,
+        .backoff_max_ms = a->cfg->reconnect_max_ms,
+        .backoff_reset_ms = a->cfg->reconnect_reset_ms,
+        .e2b_router = a->l[AGENT_E2B].router,
+        .data_router = a->l[AGENT_DATA].router,
+        .native_router = a->l[AGENT_NATIVE].router,
+    };
+    int rc = agent_tunnel_start(a->loop, &to, &a->tunnel, err, errlen);
+    if (rc != 0)
+        return rc;
+    agent_tunnel_set_event_hook(a->tunnel, agent_on_hub_event, a);
+    hub_link_set_tunnel(a->hub, a->tunnel);
+    return 0;
+}
+
+/* Stops the tunnel: hub calls still due are answered (with an error) by its
+ * end, as at agent_fini; the next agent_tunnel_up starts a fresh one. */
+static void agent_tunnel_down(struct agent *a)
+{
+    if (!a->tunnel)
+        return;
+    hub_link_set_tunnel(a->hub, NULL);
+    agent_tunnel_stop(a->tunnel);
+    a->tunnel = NULL;
+}
+
 /* The elector's word, on the loop thread: the latest state wins (a stop
  * posted after a start finds lease_leading false), so a lost post is made up
  * by the next one. Status != 0: the loop is shutting down. */
@@ -610,7 +655,19 @@ static void agent_lease_apply(void *arg, int status)
     struct agent *a = arg;
     if (status != 0 || !a->rt)
         return;
-    krt_set_leader(a->rt, atomic_load(&a->lease_leading));
+    bool leading = atomic_load(&a->lease_leading);
+    krt_set_leader(a->rt, leading);
+    if (!a->cfg->hub_url)
+        return;
+    if (!leading) {
+        if (a->tunnel)
+            LOG_INFO("following: tunnel to the hub stopped (the leader holds it)");
+        agent_tunnel_down(a);
+        return;
+    }
+    char err[256];
+    if (!a->tunnel && agent_tunnel_up(a, err, sizeof(err)) != 0)
+        LOG_ERROR("leading, but the tunnel to the hub cannot start", "error", err);
 }
 
 static void agent_lease_post(struct agent *a, bool leading)
@@ -706,28 +763,10 @@ int agent_start(struct agent *a, char *err, size_t errlen)
         }
         LOG_INFO("listening", "listener", ls->name, "address", listen[i]);
     }
-    if (a->cfg->hub_url) {
-        struct agent_tunnel_options to = {
-            .hub_url = a->cfg->hub_url,
-            .token = a->cfg->join_token,
-            .cluster = a->cfg->cluster_id,
-            .hub_ca = a->cfg->hub_ca,
-            .ping_interval_ms = a->cfg->tunnel_ping_interval_ms,
-            .timeout_ms = a->cfg->tunnel_timeout_ms,
-            .backoff_min_ms = a->cfg->reconnect_min_ms,
-            .backoff_max_ms = a->cfg->reconnect_max_ms,
-            .backoff_reset_ms = a->cfg->reconnect_reset_ms,
-            .e2b_router = a->l[AGENT_E2B].router,
-            .data_router = a->l[AGENT_DATA].router,
-            .native_router = a->l[AGENT_NATIVE].router,
-        };
-        int rc = agent_tunnel_start(a->loop, &to, &a->tunnel, err, errlen);
-        if (rc != 0)
-            return rc;
-        agent_tunnel_set_event_hook(a->tunnel, agent_on_hub_event, a);
-        hub_link_set_tunnel(a->hub, a->tunnel);
-    }
-    if (strcmp(a->cfg->runtime, "kube") == 0 && a->cfg->leader_election)
+    int rc;
+    if (a->cfg->hub_url && !agent_elects(a) && (rc = agent_tunnel_up(a, err, errlen)) != 0)
+        return rc;
+    if (agent_elects(a))
         return agent_lease_start(a, err, errlen);
     return 0;
 }

@@ -6,12 +6,14 @@
 // holder) creates, deletes and writes status; the follower only lists and
 // watches. SIGKILL of the leader → the follower takes the Lease once it has
 // gone unrenewed for the lease duration and keeps the pool warm; SIGTERM of
-// the leader releases the Lease → the follower leads at once.
+// the leader releases the Lease → the follower leads at once. Only the
+// leader dials the hub (each agent gets a stand-in hub that counts dials).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { startKubeApi } from '../integration/lib/kubeapi.mjs';
 import { repoRoot, startAgent, tempDir, waitFor } from '../integration/lib/harness.mjs';
@@ -26,6 +28,7 @@ const LEASE_ARGS = ['--lease-duration', `${LEASE_MS}ms`, '--lease-renew-deadline
 
 let api, dir;
 const proxies = [];
+const hubs = [];
 
 // A logging pass-through to the API server (watches stream through it).
 async function startProxy(name) {
@@ -58,13 +61,30 @@ const writes = (p) => p.log.filter((r) => r.method !== 'GET' && !r.path.includes
 const podCreates = (p) => p.log.filter((r) => r.method === 'POST' && r.path === '/api/v1/namespaces/default/pods');
 const holder = () => api.peek('leases', 'default', LEASE)?.spec?.holderIdentity ?? null;
 
+// A stand-in hub per agent that only counts the tunnel connections made to
+// it: the hub keeps one session per cluster, so only the leader may dial.
+async function startHubStub() {
+    const hub = { conns: 0, sockets: new Set() };
+    hub.server = net.createServer((s) => {
+        hub.conns++;
+        hub.sockets.add(s);
+        s.on('error', () => {});
+        s.on('close', () => hub.sockets.delete(s));
+    });
+    await new Promise((resolve) => hub.server.listen(0, '127.0.0.1', resolve));
+    hubs.push(hub);
+    return hub;
+}
+
 async function startContender(name) {
     const p = await startProxy(name);
+    const hub = await startHubStub();
     const agent = await startAgent('alpha', {
+        hubUrl: `ws://127.0.0.1:${hub.server.address().port}`, token: `abxc_${'0'.repeat(64)}`,
         args: ['--runtime', 'kube', '--kubeconfig', p.kc, '--namespace', 'default', ...LEASE_ARGS],
         env: { POD_NAME: name, AGENTBOX_LEASE_NAME: LEASE },
     });
-    return { name, agent, p };
+    return { name, agent, p, hub };
 }
 
 async function listPods() {
@@ -107,6 +127,10 @@ after(async () => {
         p.server.closeAllConnections();
         p.server.close();
     }
+    for (const h of hubs) {
+        for (const s of h.sockets) s.destroy();
+        h.server.close();
+    }
     if (api) await api.close();
 });
 
@@ -127,6 +151,9 @@ test('two agents, one Lease: only the holder reconciles; SIGKILL → takeover wi
     assert.deepEqual(writes(b.p), [], 'the follower wrote nothing');
     assert.ok(b.p.log.some((r) => r.method === 'GET' && r.path.endsWith('/leases/' + LEASE)), 'the follower polls the Lease');
     assert.equal(holder(), idA);
+    // only the leader tunnels to the hub
+    await waitFor(() => a.hub.conns >= 1, { what: 'the leader dialling the hub' });
+    assert.equal(b.hub.conns, 0, 'the follower dialled the hub');
 
     // SIGKILL: no release; the follower waits the lease out, then leads
     await a.agent.proc.kill();
@@ -140,12 +167,14 @@ test('two agents, one Lease: only the holder reconciles; SIGKILL → takeover wi
     await deletePod(warm[1].metadata.name);
     warm = await waitWarm('the new leader replaces a deleted Pod', { not: new Set([warm[1].metadata.uid]) });
     assert.ok(podCreates(b.p).length > before, 'agent-b created the replacement');
+    await waitFor(() => b.hub.conns >= 1, { what: 'the new leader dialling the hub' });
 
     // SIGTERM: the leader releases the Lease on its way out
     const c = await startContender('agent-c');
     await watching(c);
     await waitFor(() => c.p.log.filter((r) => r.path.endsWith('/leases/' + LEASE)).length >= 2, { what: 'agent-c polling the Lease' });
     assert.deepEqual(writes(c.p), [], 'agent-c follows');
+    assert.equal(c.hub.conns, 0, 'the follower agent-c dialled the hub');
     await b.agent.proc.stop('SIGTERM');
     const stopped = Date.now();
     assert.equal(b.agent.proc.exitCode, 0, b.agent.proc.logs());
@@ -156,6 +185,7 @@ test('two agents, one Lease: only the holder reconciles; SIGKILL → takeover wi
     await deletePod(warm[0].metadata.name);
     await waitWarm('agent-c keeps the pool warm', { not: new Set([warm[0].metadata.uid]) });
     assert.ok(podCreates(c.p).length > cBefore, 'agent-c created the replacement');
+    await waitFor(() => c.hub.conns >= 1, { what: 'agent-c dialling the hub once leading' });
     await c.agent.proc.stop('SIGTERM');
     assert.equal(c.agent.proc.exitCode, 0, c.agent.proc.logs());
     assert.equal(holder(), '', 'the last leader released the Lease');
