@@ -8,11 +8,14 @@
 #include "agent/native/native.h"
 #include "agent/route_client.h"
 #include "agent/runtime/kube/kube.h"
+#include "agent/runtime/kube/lease.h"
 #include "agent/runtime/local/local.h"
 #include "agent/runtime/runtime.h"
 #include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/hex.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/metrics.h"
@@ -49,6 +52,20 @@ const struct cfg_option agent_serve_options[] = {
      "local runtime: directory of SandboxTemplate/SandboxEnv/SandboxPool YAML", NULL},
     {"envd_path", CFG_STRING, NULL, false, AOPT(envd_path),
      "local runtime: the agentbox-envd binary (default: next to agentbox-agent)", NULL},
+    {"leader_election", CFG_BOOL, "true", false, AOPT(leader_election),
+     "kube runtime: reconcile (create, delete, write status) only while holding the Lease, so "
+     "replicas can run side by side; --no-leader-election: a single replica leads at once",
+     NULL},
+    {"lease_name", CFG_STRING, "agentbox-agent", false, AOPT(lease_name),
+     "kube runtime: name of the coordination.k8s.io Lease, in $POD_NAMESPACE (else --namespace); "
+     "identity $POD_NAME (else the host name) + '_' + random hex",
+     NULL},
+    {"lease_duration", CFG_DURATION, "15s", false, AOPT(lease_duration_ms),
+     "kube runtime: how long a follower waits on an unrenewed Lease before taking it", NULL},
+    {"lease_renew_deadline", CFG_DURATION, "10s", false, AOPT(lease_renew_deadline_ms),
+     "kube runtime: the leader stops leading when it could not renew for this long", NULL},
+    {"lease_retry_period", CFG_DURATION, "2s", false, AOPT(lease_retry_period_ms),
+     "kube runtime: how often the Lease is read and renewed (jittered x1.2)", NULL},
     {"kubeconfig", CFG_STRING, NULL, false, AOPT(kubeconfig),
      "kube runtime: kubeconfig file (default: in-cluster service account, then $KUBECONFIG, "
      "then ~/.kube/config)",
@@ -339,8 +356,9 @@ struct http_router *agent_router(struct agent *a, enum agent_listener which)
 }
 
 /* runtime=kube: Pods through the API server of the kubeconfig (or the
- * in-cluster service account). The reconciler leads at once: with one
- * replica there is nobody to elect (the Lease elector calls krt_set_leader). */
+ * in-cluster service account). With leader election the reconciler starts
+ * following and agent_start's Lease elector decides; without it (one
+ * replica) it leads at once. */
 static int agent_kube_new(struct agent *a, char *err, size_t errlen)
 {
     const struct agent_config *cfg = a->cfg;
@@ -349,7 +367,7 @@ static int agent_kube_new(struct agent *a, char *err, size_t errlen)
         .cluster_id = cfg->cluster_id,
         .kubeconfig = cfg->kubeconfig,
         .ns = cfg->kube_namespace,
-        .lead_now = true,
+        .lead_now = !cfg->leader_election,
     };
     if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
         snprintf(err, errlen, "out of memory");
@@ -584,6 +602,142 @@ static void agent_on_hub_event(json_t *event, void *arg)
     agent_auth_on_event(a->auth, event);
 }
 
+/* Whether replicas elect a leader (kube runtime) for the reconciler's
+ * writes and the one tunnel to the hub (the hub keeps one
+ * session per cluster, the newest, so two replicas tunneling would
+ * supersede each other in turn). */
+static bool agent_elects(const struct agent *a)
+{
+    return strcmp(a->cfg->runtime, "kube") == 0 && a->cfg->leader_election;
+}
+
+/* The tunnel to the hub; with leader election only while leading. */
+static int agent_tunnel_up(struct agent *a, char *err, size_t errlen)
+{
+    struct agent_tunnel_options to = {
+        .hub_url = a->cfg->hub_url,
+        .token = a->cfg->join_token,
+        .cluster = a->cfg->cluster_id,
+        .hub_ca = a->cfg->hub_ca,
+        .ping_interval_ms = a->cfg->tunnel_ping_interval_ms,
+        .timeout_ms = a->cfg->tunnel_timeout_ms,
+        .backoff_min_ms = a->cfg->reconnect_min_ms,
+        .backoff_max_ms = a->cfg->reconnect_max_ms,
+        .backoff_reset_ms = a->cfg->reconnect_reset_ms,
+        .e2b_router = a->l[AGENT_E2B].router,
+        .data_router = a->l[AGENT_DATA].router,
+        .native_router = a->l[AGENT_NATIVE].router,
+    };
+    int rc = agent_tunnel_start(a->loop, &to, &a->tunnel, err, errlen);
+    if (rc != 0)
+        return rc;
+    agent_tunnel_set_event_hook(a->tunnel, agent_on_hub_event, a);
+    hub_link_set_tunnel(a->hub, a->tunnel);
+    return 0;
+}
+
+/* Stops the tunnel: hub calls still due are answered (with an error) by its
+ * end, as at agent_fini; the next agent_tunnel_up starts a fresh one. */
+static void agent_tunnel_down(struct agent *a)
+{
+    if (!a->tunnel)
+        return;
+    hub_link_set_tunnel(a->hub, NULL);
+    agent_tunnel_stop(a->tunnel);
+    a->tunnel = NULL;
+}
+
+/* The elector's word, on the loop thread: the latest state wins (a stop
+ * posted after a start finds lease_leading false), so a lost post is made up
+ * by the next one. Status != 0: the loop is shutting down. */
+static void agent_lease_apply(void *arg, int status)
+{
+    struct agent *a = arg;
+    if (status != 0 || !a->rt)
+        return;
+    bool leading = atomic_load(&a->lease_leading);
+    krt_set_leader(a->rt, leading);
+    if (!a->cfg->hub_url)
+        return;
+    if (!leading) {
+        if (a->tunnel)
+            LOG_INFO("following: tunnel to the hub stopped (the leader holds it)");
+        agent_tunnel_down(a);
+        return;
+    }
+    char err[256];
+    if (!a->tunnel && agent_tunnel_up(a, err, sizeof(err)) != 0)
+        LOG_ERROR("leading, but the tunnel to the hub cannot start", "error", err);
+}
+
+static void agent_lease_post(struct agent *a, bool leading)
+{
+    atomic_store(&a->lease_leading, leading);
+    LOG_INFO(leading ? "lease acquired" : "lease lost", "identity", a->lease_identity);
+    if (loop_post(a->loop, agent_lease_apply, a) != 0)
+        LOG_WARN("cannot post the leadership change to the loop: the next one applies it",
+                 "leading", leading ? "yes" : "no");
+}
+
+/* Lease thread: must not block, so only a post to the loop. */
+static void agent_lease_started(void *arg)
+{
+    agent_lease_post(arg, true);
+}
+
+static void agent_lease_stopped(void *arg)
+{
+    agent_lease_post(arg, false);
+}
+
+/* runtime=kube with leader election: the Lease in $POD_NAMESPACE (the Role
+ * the chart grants is there), else the runtime's namespace, over the
+ * runtime's own client. The identity is unique per process even when two
+ * replicas share a POD_NAME (a restarted container). */
+static int agent_lease_start(struct agent *a, char *err, size_t errlen)
+{
+    const struct agent_config *cfg = a->cfg;
+    const char *pod = getenv("POD_NAME"), *ns = getenv("POD_NAMESPACE");
+    char host[128] = "agent", suffix[17];
+    uint8_t rnd[8];
+
+    if (!pod || !pod[0]) {
+        if (gethostname(host, sizeof(host)) != 0 || !host[0])
+            ab_strlcpy(host, "agent", sizeof(host));
+        host[sizeof(host) - 1] = '\0';
+        pod = host;
+    }
+    if (crypto_random(rnd, sizeof(rnd)) != 0) {
+        snprintf(err, errlen, "lease identity: no randomness available");
+        return AB_EIO;
+    }
+    hex_encode(rnd, sizeof(rnd), suffix);
+    snprintf(a->lease_identity, sizeof(a->lease_identity), "%.120s_%s", pod, suffix);
+    const struct kube_lease_deps d = {
+        .client = krt_client(a->rt),
+        .ns = ns && ns[0] ? ns : krt_namespace(a->rt),
+        .name = cfg->lease_name,
+        .identity = a->lease_identity,
+        .lease_duration_ms = cfg->lease_duration_ms,
+        .renew_deadline_ms = cfg->lease_renew_deadline_ms,
+        .retry_period_ms = cfg->lease_retry_period_ms,
+        .on_started_leading = agent_lease_started,
+        .on_stopped_leading = agent_lease_stopped,
+        .arg = a,
+    };
+    char why[256];
+    if (!(a->lease = kube_lease_new(&d, why, sizeof(why)))) {
+        snprintf(err, errlen,
+                 "leader election: %s (see --lease-name, --lease-duration, "
+                 "--lease-renew-deadline, --lease-retry-period, POD_NAMESPACE)",
+                 why);
+        return AB_EINVAL;
+    }
+    LOG_INFO("leader election started", "lease", cfg->lease_name, "namespace", d.ns, "identity",
+             a->lease_identity);
+    return 0;
+}
+
 int agent_start(struct agent *a, char *err, size_t errlen)
 {
     const char *listen[AGENT_NLISTENERS] = {a->cfg->e2b_listen, a->cfg->data_listen,
@@ -609,27 +763,11 @@ int agent_start(struct agent *a, char *err, size_t errlen)
         }
         LOG_INFO("listening", "listener", ls->name, "address", listen[i]);
     }
-    if (a->cfg->hub_url) {
-        struct agent_tunnel_options to = {
-            .hub_url = a->cfg->hub_url,
-            .token = a->cfg->join_token,
-            .cluster = a->cfg->cluster_id,
-            .hub_ca = a->cfg->hub_ca,
-            .ping_interval_ms = a->cfg->tunnel_ping_interval_ms,
-            .timeout_ms = a->cfg->tunnel_timeout_ms,
-            .backoff_min_ms = a->cfg->reconnect_min_ms,
-            .backoff_max_ms = a->cfg->reconnect_max_ms,
-            .backoff_reset_ms = a->cfg->reconnect_reset_ms,
-            .e2b_router = a->l[AGENT_E2B].router,
-            .data_router = a->l[AGENT_DATA].router,
-            .native_router = a->l[AGENT_NATIVE].router,
-        };
-        int rc = agent_tunnel_start(a->loop, &to, &a->tunnel, err, errlen);
-        if (rc != 0)
-            return rc;
-        agent_tunnel_set_event_hook(a->tunnel, agent_on_hub_event, a);
-        hub_link_set_tunnel(a->hub, a->tunnel);
-    }
+    int rc;
+    if (a->cfg->hub_url && !agent_elects(a) && (rc = agent_tunnel_up(a, err, errlen)) != 0)
+        return rc;
+    if (agent_elects(a))
+        return agent_lease_start(a, err, errlen);
     return 0;
 }
 
@@ -656,6 +794,10 @@ void agent_fini(struct agent *a)
         if (a->l[i].server)
             http_server_stop(a->l[i].server);
     }
+    /* before the runtime (its client): releases a held Lease, so on SIGTERM
+     * a follower leads at once instead of waiting the lease duration out */
+    kube_lease_free(a->lease);
+    a->lease = NULL;
     rt_free(a->rt); /* sandboxes keep running: the next agent re-adopts them */
     a->rt = NULL;
     egress_wiring_stop(a->egress); /* the gateway's sockets, while the loop is alive */

@@ -8,6 +8,7 @@
 #ifndef AGENTBOX_AGENT_AGENT_H
 #define AGENTBOX_AGENT_AGENT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +29,7 @@ struct native;
 struct rt;
 struct agent_pool_seen;
 struct egress_wiring;
+struct kube_lease;
 
 struct agent_config {
     char *cluster_id;
@@ -40,7 +42,12 @@ struct agent_config {
     char *envd_path;
     char *kubeconfig;     /* kube runtime: NULL → in-cluster, $KUBECONFIG, ~/.kube/config */
     char *kube_namespace; /* kube runtime: NULL → the config's, else "default" */
-    int64_t uid_base;     /* local runtime: host uid of sandbox uid 0 */
+    bool leader_election; /* kube runtime: reconcile only while holding the Lease */
+    char *lease_name;     /* kube runtime: the coordination.k8s.io Lease */
+    int64_t lease_duration_ms;
+    int64_t lease_renew_deadline_ms;
+    int64_t lease_retry_period_ms;
+    int64_t uid_base; /* local runtime: host uid of sandbox uid 0 */
     char *data_domain;
     char *prometheus_url;  /* e2b metrics backend (NULL: 501) */
     char *log_service_url; /* e2b logs of ended sandboxes (NULL: 501) */
@@ -98,6 +105,11 @@ struct agent {
     struct e2b *e2b;
     struct agent_listener_state l[AGENT_NLISTENERS];
     struct agent_tunnel *tunnel; /* NULL when standalone */
+    /* kube runtime with leader election: the elector, its identity, and what
+     * it last said (written on the lease thread, applied on the loop). */
+    struct kube_lease *lease;
+    char lease_identity[160];
+    _Atomic bool lease_leading;
 };
 
 /* Validates cfg (each failure names the key and what to set). */

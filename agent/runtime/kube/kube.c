@@ -2202,6 +2202,16 @@ void krt_set_leader(struct rt *base, bool leading)
     schedule(rt);
 }
 
+struct kube_client *krt_client(struct rt *base)
+{
+    return ((struct krt *)base)->c;
+}
+
+const char *krt_namespace(struct rt *base)
+{
+    return ((struct krt *)base)->ns;
+}
+
 uint64_t krt_requests(struct rt *base)
 {
     return kube_client_requests(((struct krt *)base)->c);

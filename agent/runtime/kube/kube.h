@@ -17,6 +17,7 @@
 #include "agent/runtime/runtime.h"
 
 struct loop;
+struct kube_client;
 
 struct krt_options {
     struct loop *loop;
@@ -38,6 +39,11 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
  * reconciler creates, deletes and writes status; a follower only watches and
  * serves claims on what the leader keeps warm. Loop thread. */
 void krt_set_leader(struct rt *rt, bool leading);
+
+/* The runtime's API client and namespace, for the Lease elector (agent.c):
+ * the client is thread-safe and lives until rt_free. */
+struct kube_client *krt_client(struct rt *rt);
+const char *krt_namespace(struct rt *rt);
 
 /* API requests sent so far (tests, the benchmark). Any thread. */
 uint64_t krt_requests(struct rt *rt);
