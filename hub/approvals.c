@@ -743,7 +743,7 @@ static int api_run(PGconn *c, void *arg)
 {
     struct api_job *j = arg;
     const char *v[4] = {j->id, j->p.team, j->p.user, j->p.role == KEYS_ROLE_ADMIN ? "t" : "f"};
-    PGresult *r;
+    PGresult *r = NULL;
     int rc;
 
     switch (j->kind) {
