@@ -82,18 +82,39 @@ static int keep_headers(struct e2b_front *fr, const struct http_request *r,
 
 struct one {
     struct http_exchange *ex;
+    const char *data_domain; /* the front's; NULL when unset */
     char cluster[AB_CLUSTER_ID_BUF];
 };
+
+/* A sandbox answer (create, GET /sandboxes/{id}, connect) names the
+ * cluster's own data domain; the SDK builds every envd and signed URL from
+ * it, so through the hub it must name the hub's. NULL: keep the body. */
+static char *with_hub_domain(const struct one *o, const struct tun_call_result *res)
+{
+    if (!o->data_domain || res->status / 100 != 2 || !res->body_len)
+        return NULL;
+    json_t *b = json_loadb(res->body, res->body_len, 0, NULL);
+    char *txt = NULL;
+    if (json_is_object(b) && json_object_get(b, "domain") &&
+        json_object_set_new(b, "domain", json_string(o->data_domain)) == 0)
+        txt = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    return txt;
+}
 
 static void one_done(const struct tun_call_result *res, void *arg)
 {
     struct one *o = arg;
+    char *txt = res->status == 0 ? NULL : with_hub_domain(o, res);
     if (res->status == 0)
         http_respond_error(o->ex, 503, "cluster '%s' did not answer through the hub: %s; retry",
                            o->cluster, res->error ? res->error : "tunnel error");
+    else if (txt)
+        http_respond(o->ex, res->status, "application/json", txt, strlen(txt), NULL, 0);
     else
         http_respond(o->ex, res->status, res->body_len ? "application/json" : NULL,
                      res->body ? res->body : "", res->body_len, NULL, 0);
+    free(txt);
     free(o);
 }
 
@@ -125,6 +146,7 @@ static void send_to(struct e2b_front *fr, struct http_exchange *ex, const struct
         return;
     }
     o->ex = ex;
+    o->data_domain = fr->d.data_domain && fr->d.data_domain[0] ? fr->d.data_domain : NULL;
     ab_strlcpy(o->cluster, cluster, sizeof(o->cluster));
     int rc =
         tun_call(s, "e2b", r->method, target, h, n, body, len, E2B_FRONT_BODY_MAX, one_done, o);
@@ -559,11 +581,14 @@ static void data_error(struct http_exchange *ex, int status, const char *msg)
     http_respond_json(ex, status, json_pack("{s:s}", "error", msg));
 }
 
-/* The sandbox id a data-plane request names (the agent validates the rest). */
-static int data_target_id(const struct http_request *r, char *id, size_t len)
+/* The sandbox id a data-plane request names (the agent validates the rest);
+ * port (DATA_PORT_BUF bytes) gets the port when the host named both, else "". */
+#define DATA_PORT_BUF 8
+static int data_target_id(const struct http_request *r, char *id, size_t len, char *port)
 {
     static const char *const hdr[] = {"E2b-Sandbox-Id", "X-Sandbox-Id"};
     char cluster[AB_CLUSTER_ID_BUF];
+    port[0] = '\0';
     for (size_t i = 0; i < AB_ARRAY_LEN(hdr); i++) {
         const char *v = http_header_get(r, hdr[i]);
         if (v && v[0])
@@ -578,8 +603,11 @@ static int data_target_id(const struct http_request *r, char *id, size_t len)
             digits = digits && *c >= '0' && *c <= '9';
         memcpy(id, dash + 1, (size_t)(dot - dash - 1));
         id[dot - dash - 1] = '\0';
-        if (digits && sbxid_cluster_of(id, cluster) == 0)
+        if (digits && sbxid_cluster_of(id, cluster) == 0 && dash - host < DATA_PORT_BUF) {
+            memcpy(port, host, (size_t)(dash - host));
+            port[dash - host] = '\0';
             return 0;
+        }
     }
     const char *q = strpbrk(r->target, "?#");
     size_t plen = q ? (size_t)(q - r->target) : strlen(r->target);
@@ -597,12 +625,12 @@ static int data_target_id(const struct http_request *r, char *id, size_t len)
     return AB_ENOENT;
 }
 
-static void h_data(struct http_exchange *ex, void *arg)
+/* prefix: the bytes of r->target that are the hub's (5 for "/data", 0 on data_listen) */
+static void data_relay(struct e2b_front *fr, struct http_exchange *ex, size_t prefix)
 {
     const struct http_request *r = http_req(ex);
-    struct e2b_front *fr = arg;
-    char id[128], cluster[AB_CLUSTER_ID_BUF], target[TARGET_MAX], msg[256];
-    if (data_target_id(r, id, sizeof(id)) != 0) {
+    char id[128], port[DATA_PORT_BUF], cluster[AB_CLUSTER_ID_BUF], target[TARGET_MAX], msg[256];
+    if (data_target_id(r, id, sizeof(id), port) != 0) {
         data_error(ex, 400,
                    "missing sandbox id: set the E2b-Sandbox-Id and E2b-Sandbox-Port headers, use "
                    "the host <port>-<sandbox id>.<domain> or the path /data/sandboxes/<sandbox "
@@ -622,8 +650,29 @@ static void h_data(struct http_exchange *ex, void *arg)
         data_error(ex, 503, msg);
         return;
     }
-    sub_target(r, 5, target, sizeof(target));
-    tun_http_proxy(ex, s, "data", target, NULL, 0, msg);
+    sub_target(r, prefix, target, sizeof(target));
+    /* the host is under the hub's domain, not the cluster's (which would not
+     * read it as a target): name the target in the headers the agent reads first */
+    const struct tun_header hh[] = {{"E2b-Sandbox-Id", id}, {"E2b-Sandbox-Port", port}};
+    tun_http_proxy(ex, s, "data", target, port[0] ? hh : NULL, port[0] ? 2 : 0, msg);
+}
+
+static void h_data(struct http_exchange *ex, void *arg)
+{
+    data_relay(arg, ex, 5);
+}
+
+static void h_data_host(struct http_exchange *ex, void *arg)
+{
+    data_relay(arg, ex, 0);
+}
+
+struct http_router *e2b_front_data_router(struct e2b_front *fr)
+{
+    struct http_router *r = http_router_new(NULL, 0);
+    if (r)
+        http_router_set_fallback(r, h_data_host, fr, HTTP_ROUTE_STREAM);
+    return r;
 }
 
 /* --- internal: other clusters' envs of a namespace -------------------------------------- */

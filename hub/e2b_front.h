@@ -19,6 +19,12 @@
  *              <port>-<id>.…, or path /sandboxes/<id>/<port>/…) picks the
  *              cluster; the request, /data stripped, is streamed to that
  *              cluster's `data` service, which extracts the target again.
+ *   data_listen (e2b_front_data_router): every request is /data's without
+ *              the prefix, its host <port>-<id>.<domain> naming the sandbox:
+ *              the host form the SDK builds from `domain`.
+ *   `domain`   with data_domain set, the answers of id-addressed calls and
+ *              creates carry it in place of the cluster's own (the SDK's
+ *              envd, getHost and signed URLs then go through the hub).
  *   internal GET /internal/v1/federation/envs?namespace= → the fresh
  *              (cluster, env) pairs of a namespace other than the caller's
  *              cluster (the agent's GET /templates lists them as cluster::env).
@@ -42,9 +48,10 @@ struct e2b_front;
 
 /* What the front door may use; none owned. */
 struct e2b_front_deps {
-    struct loop *loop;      /* merged lists' deadline timers */
-    struct auth_ctx *auth;  /* every /e2b request is authenticated */
-    struct federation *fed; /* placement of bare creates, the envs listing */
+    struct loop *loop;       /* merged lists' deadline timers */
+    struct auth_ctx *auth;   /* every /e2b request is authenticated */
+    struct federation *fed;  /* placement of bare creates, the envs listing */
+    const char *data_domain; /* NULL or "": the clusters' `domain` passes through */
 };
 
 /* NULL when out of memory. */
@@ -57,5 +64,10 @@ void e2b_front_set_tunnel(struct e2b_front *fr, struct tunnel_server *ts);
 void e2b_front_free(struct e2b_front *fr);
 /* Adds /e2b/..., /data/... and the internal route to h. Before hub_start. */
 int e2b_front_add_routes(struct e2b_front *fr, struct hub *h, char *err, size_t errlen);
+struct http_router;
+/* A router sending every request to the data plane by its host (for the
+ * data_listen listener); the caller frees it after stopping the listener.
+ * NULL when out of memory. */
+struct http_router *e2b_front_data_router(struct e2b_front *fr);
 
 #endif

@@ -55,6 +55,9 @@ struct hub_serve_config {
     int64_t login_max_failures_addr;
     int64_t login_failure_window_ms;
     int64_t approval_ttl_ms;
+    /* the E2B `domain` and the host form <port>-<id>.<data_domain> (e2b_front.h) */
+    char *data_domain;
+    char *data_listen; /* unset: the host form has no listener, /data still works */
 };
 
 extern const struct cfg_option hub_serve_options[];
@@ -70,6 +73,8 @@ struct hub {
     struct http_server *api; /* :7700 */
     struct http_router *metrics_router;
     struct http_server *metrics; /* 127.0.0.1:7702: /metrics, /healthz only */
+    struct http_router *data_router;
+    struct http_server *data; /* cfg->data_listen: every request is the data plane's */
     /* The `hub` service behind the tunnel (/internal/v1/...): never on a socket. */
     struct http_route internal_routes[HUB_MAX_ROUTES];
     size_t ninternal;

@@ -66,6 +66,15 @@ const struct cfg_option hub_serve_options[] = {
      "/metrics (and /healthz) listener, apart from the API: the page is not authenticated; "
      "loopback by default, :PORT exposes it on every interface",
      NULL},
+    {"data_domain", CFG_STRING, NULL, false, OPT(data_domain),
+     "the domain sandboxes created through /e2b answer (E2B `domain`, may carry :port): the SDK "
+     "then builds https://<port>-<sandbox id>.<data_domain>; point *.<data_domain> at "
+     "data_listen (unset: each cluster's own domain passes through)",
+     NULL},
+    {"data_listen", CFG_STRING, NULL, false, OPT(data_listen),
+     "data plane by host: every request on this address is relayed to the cluster named by "
+     "its host <port>-<sandbox id>.<domain>, path kept (unset: only /data/... on listen)",
+     NULL},
     {"session_ttl", CFG_DURATION, "12h", false, OPT(session_ttl_ms),
      "console sessions (POST /api/auth/login) end this long after login", NULL},
     {"cookie_secure", CFG_BOOL, "false", false, OPT(cookie_secure),
@@ -125,6 +134,17 @@ static int check_config(const struct hub_serve_config *c, char *err, size_t errl
     if (c->listen == NULL || c->listen[0] == '\0') {
         snprintf(err, errlen, "listen must not be empty (e.g. :7700)");
         return AB_EINVAL;
+    }
+    /* the SDK pastes it into https://<port>-<id>.<domain>: a host[:port], nothing else */
+    for (const char *d = c->data_domain; d && *d; d++) {
+        if (!(*d >= 'a' && *d <= 'z') && !(*d >= 'A' && *d <= 'Z') && !(*d >= '0' && *d <= '9') &&
+            *d != '.' && *d != '-' && *d != ':') {
+            snprintf(err, errlen,
+                     "data_domain must be a host name with an optional :port (e.g. "
+                     "sandboxes.example.com), got '%.100s'",
+                     c->data_domain);
+            return AB_EINVAL;
+        }
     }
     return 0;
 }
@@ -275,7 +295,8 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     rc = approvals_new(&ad, &h->approvals, err, errlen);
     if (rc != 0)
         return rc;
-    struct e2b_front_deps ed = {.loop = h->loop, .auth = h->auth, .fed = h->fed};
+    struct e2b_front_deps ed = {
+        .loop = h->loop, .auth = h->auth, .fed = h->fed, .data_domain = cfg->data_domain};
     h->front = e2b_front_new(&ed);
     if (h->front == NULL) {
         snprintf(err, errlen, "out of memory creating the front door");
@@ -329,6 +350,22 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     rc = http_server_start(h->loop, &so, &h->api, err, errlen);
     if (rc != 0)
         return rc;
+    if (h->cfg->data_listen && h->cfg->data_listen[0]) {
+        h->data_router = e2b_front_data_router(h->front);
+        if (h->data_router == NULL) {
+            snprintf(err, errlen, "cannot create the data_listen router");
+            return AB_ENOMEM;
+        }
+        struct http_server_options dso = {
+            .listen = h->cfg->data_listen, .router = h->data_router, .name = "data"};
+        rc = http_server_start(h->loop, &dso, &h->data, err, errlen);
+        if (rc != 0) {
+            char why[256];
+            ab_strlcpy(why, err, sizeof(why));
+            snprintf(err, errlen, "data_listen: %s", why);
+            return rc;
+        }
+    }
     rc = hub_metrics_start(h, err, errlen);
     if (rc != 0) {
         char why[256];
@@ -392,6 +429,11 @@ void hub_fini(struct hub *h)
     h->api = NULL;
     http_server_stop(h->metrics);
     h->metrics = NULL;
+    http_server_stop(h->data);
+    h->data = NULL;
+    if (h->data_router != NULL)
+        http_router_free(h->data_router);
+    h->data_router = NULL;
     if (h->metrics_router != NULL)
         http_router_free(h->metrics_router);
     h->metrics_router = NULL;

@@ -7,8 +7,11 @@
 #   ./scripts/quickstart.sh stop       stop a detached run
 #
 # Ports (override with the environment): hub API 7700 and tunnel 7701;
-# alpha 8090/8091/8080 and beta 8190/8191/8180 (E2B API / data plane / native).
-# Logs: .run/logs/. Settings for clients: .run/quickstart.env.
+# alpha 8090/8091/8080 and beta 8190/8191/8180 (E2B API / data plane / native);
+# the hub's data plane by host 7703 behind an HTTPS front on 7443 (the URLs
+# the SDK builds, domain agentbox.localhost:7443).
+# Logs: .run/logs/. Settings for clients: .run/quickstart.env, and
+# .run/quickstart-urls.env for the SDK given only a domain.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -19,6 +22,9 @@ HUB_PORT=${HUB_PORT:-7700}
 HUB_TUNNEL_PORT=${HUB_TUNNEL_PORT:-7701}
 # /metrics of each process, on its own loopback listener
 HUB_METRICS_PORT=${HUB_METRICS_PORT:-7702}
+HUB_DATA_PORT=${HUB_DATA_PORT:-7703}   # --data-listen: <port>-<id>.<domain> hosts
+HUB_HTTPS_PORT=${HUB_HTTPS_PORT:-7443} # the loopback HTTPS front (scripts/quickstart-front.mjs)
+DATA_DOMAIN=agentbox.localhost:$HUB_HTTPS_PORT
 ALPHA_METRICS_PORT=${ALPHA_METRICS_PORT:-8092}
 BETA_METRICS_PORT=${BETA_METRICS_PORT:-8192}
 ALPHA_PORTS=(${ALPHA_E2B_PORT:-8090} ${ALPHA_DATA_PORT:-8091} ${ALPHA_NATIVE_PORT:-8080})
@@ -126,7 +132,7 @@ port_busy() { (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
 
 # A previous run of ours is stopped first, so running twice in a row works.
 stop_all
-for p in "$HUB_PORT" "$HUB_TUNNEL_PORT" "${ALPHA_PORTS[@]}" "${BETA_PORTS[@]}"; do
+for p in "$HUB_PORT" "$HUB_TUNNEL_PORT" "$HUB_DATA_PORT" "$HUB_HTTPS_PORT" "${ALPHA_PORTS[@]}" "${BETA_PORTS[@]}"; do
   if port_busy "$p"; then
     echo "quickstart: port $p is in use by another program; free it or set HUB_PORT, ALPHA_E2B_PORT, ... (see the top of scripts/quickstart.sh)" >&2
     exit 1
@@ -232,7 +238,19 @@ BETA_TOKEN=$(join_token beta)
 
 DATABASE_URL=$SERVE_URL # serve refuses a superuser; this role owns nothing
 start hub "$BUILD/agentbox-hub" serve --listen "127.0.0.1:$HUB_PORT" \
-  --tunnel-listen "127.0.0.1:$HUB_TUNNEL_PORT" --metrics-listen "127.0.0.1:$HUB_METRICS_PORT"
+  --tunnel-listen "127.0.0.1:$HUB_TUNNEL_PORT" --metrics-listen "127.0.0.1:$HUB_METRICS_PORT" \
+  --data-domain "$DATA_DOMAIN" --data-listen "127.0.0.1:$HUB_DATA_PORT"
+# The SDK builds https://<port>-<id>.<domain> (no plain-HTTP form): a
+# certificate for *.agentbox.localhost, made once, and an HTTPS front on loopback.
+mkdir -p "$RUN/tls"
+if [ ! -s "$RUN/tls/cert.pem" ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$RUN/tls/key.pem" -out "$RUN/tls/cert.pem" \
+    -days 3650 -subj /CN=agentbox.localhost \
+    -addext "subjectAltName=DNS:*.agentbox.localhost,DNS:agentbox.localhost" >"$RUN/logs/tls.log" 2>&1 \
+    || { cat "$RUN/logs/tls.log" >&2; exit 1; }
+fi
+start front node "$ROOT/scripts/quickstart-front.mjs" "$HUB_HTTPS_PORT" "$RUN/tls/cert.pem" \
+  "$RUN/tls/key.pem" "127.0.0.1:$HUB_PORT" "127.0.0.1:$HUB_DATA_PORT"
 DATABASE_URL=$OWNER_URL
 
 start_agent() { # id, token, egress range, e2b, data, native, metrics
@@ -275,6 +293,9 @@ wait_healthy beta "http://127.0.0.1:${BETA_PORTS[0]}/healthz"
 # (every route but /healthz and /readyz needs a key)
 wait_healthy alpha "http://127.0.0.1:$HUB_PORT/api/clusters/alpha/v1/ping" -H "X-API-Key: $API_KEY"
 wait_healthy beta "http://127.0.0.1:$HUB_PORT/api/clusters/beta/v1/ping" -H "X-API-Key: $API_KEY"
+# the HTTPS front to the hub (curl maps *.localhost to loopback by itself)
+wait_healthy front "https://api.agentbox.localhost:$HUB_HTTPS_PORT/templates" \
+  --cacert "$RUN/tls/cert.pem" -H "X-API-Key: $API_KEY"
 
 cat > "$RUN/quickstart.env" <<ENV
 export AGENTBOX_HUB_URL=http://127.0.0.1:$HUB_PORT
@@ -293,6 +314,18 @@ export AGENTBOX_API_KEY=$API_KEY
 export E2B_API_KEY=$API_KEY
 ENV
 chmod 600 "$RUN/quickstart.env"
+# The SDK given only a domain: it builds https://api.<domain> and
+# https://<port>-<id>.<domain> (envd, getHost, signed upload/download URLs),
+# all through the front to the hub.
+cat > "$RUN/quickstart-urls.env" <<ENV
+unset E2B_API_URL E2B_SANDBOX_URL
+export E2B_DOMAIN=$DATA_DOMAIN
+export E2B_API_KEY=$API_KEY
+export NODE_EXTRA_CA_CERTS=$RUN/tls/cert.pem
+export NODE_OPTIONS="--require $ROOT/scripts/loopback-dns.cjs"
+export CURL_CA_BUNDLE=$RUN/tls/cert.pem
+ENV
+chmod 600 "$RUN/quickstart-urls.env"
 
 cat <<MSG
 
@@ -313,6 +346,13 @@ The unmodified e2b SDK (installed in tests/; run from there, env file sourced):
   import { Sandbox } from 'e2b'
   const sbx = await Sandbox.create('demo')
   console.log((await sbx.commands.run('uname -a')).stdout); await sbx.kill()
+
+The URLs the SDK builds from a domain (source .run/quickstart-urls.env instead):
+E2B_DOMAIN=$DATA_DOMAIN, the hub answers it as the sandboxes' domain, and
+https://<port>-<sandbox id>.$DATA_DOMAIN reaches the sandbox through the hub:
+
+  const sbx = await Sandbox.create('demo')
+  console.log(sbx.getHost(3000), await sbx.uploadUrl('/home/user/up.txt'))
 
 MSG
 

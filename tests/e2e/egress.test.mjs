@@ -321,6 +321,9 @@ test('allowOut / denyOut, row by row', async () => {
 
 test('allowOut by host name: the name must resolve, through the gateway, to the address dialled', async () => {
     const s = await create({ network: { allowOut: ['pub.test'] } });
+    // first: the create with a name in allowOut succeeded (else every refusal below proves nothing)
+    assert.ok(s.sandboxId && (await s.isRunning()), 'the create with allowOut by host name runs');
+    assert.equal((await s.commands.run('echo up')).stdout, 'up\n');
     const get = (host) => `GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`;
     // not resolved yet: a Host header alone vouches for nothing
     let [r] = await connectFrom(s, [{ host: PUBLIC, port: 80, send: get('pub.test') }]);

@@ -28,16 +28,40 @@ function parseEnvFile(file) {
     const out = {};
     for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
         const m = /^export ([A-Z0-9_]+)=(.*)$/.exec(line);
-        if (m) out[m[1]] = m[2];
+        if (m) out[m[1]] = m[2].replace(/^"(.*)"$/, '$1');
     }
     return out;
+}
+
+// Runs an SDK script from tests/ with env; its last stdout line, parsed.
+async function sdkScript(script, env) {
+    const file = path.join(repoRoot(), 'tests', `.qs-sdk-${process.pid}-${Date.now()}.mjs`);
+    fs.writeFileSync(file, script);
+    try {
+        const out = await new Promise((resolve, reject) => {
+            const c = spawn('node', [file], { env, cwd: path.join(repoRoot(), 'tests') });
+            let so = '';
+            let se = '';
+            c.stdout.on('data', (d) => (so += d));
+            c.stderr.on('data', (d) => (se += d));
+            const timer = setTimeout(() => c.kill('SIGKILL'), 120000);
+            c.on('exit', (code) => {
+                clearTimeout(timer);
+                if (code === 0) resolve(so);
+                else reject(new Error(`SDK script exited ${code}:\n${se}\n${so}`));
+            });
+        });
+        return JSON.parse(out.trim().split('\n').pop());
+    } finally {
+        fs.rmSync(file, { force: true });
+    }
 }
 
 test('quickstart --detach, the SDK through alpha and the hub, then stop leaves nothing', { timeout: 900000 }, async () => {
     const ports = {};
     for (const k of ['HUB_PORT', 'HUB_TUNNEL_PORT', 'ALPHA_E2B_PORT', 'ALPHA_DATA_PORT', 'ALPHA_NATIVE_PORT',
         'BETA_E2B_PORT', 'BETA_DATA_PORT', 'BETA_NATIVE_PORT', 'HUB_METRICS_PORT', 'ALPHA_METRICS_PORT',
-        'BETA_METRICS_PORT']) ports[k] = String(await freePort());
+        'BETA_METRICS_PORT', 'HUB_DATA_PORT', 'HUB_HTTPS_PORT']) ports[k] = String(await freePort());
     env = { ...process.env, ...ports, AGENTBOX_QS_RUN: runDir, AGENTBOX_QS_BUILD: buildDir };
     const t0 = Date.now();
     const up = await quickstart(['--detach'], 840000);
@@ -82,27 +106,7 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
         console.log(JSON.stringify({ a: a.sandboxId, got, h: h.sandboxId, out: r.stdout.trim(), route, probe: probe.stdout.trim(), ci: cx.text }));
         await a.kill(); await h.kill(); await ci.kill();
     `;
-    const file = path.join(repoRoot(), 'tests', `.qs-sdk-${process.pid}.mjs`);
-    fs.writeFileSync(file, script);
-    let out;
-    try {
-        out = await new Promise((resolve, reject) => {
-            const c = spawn('node', [file], { env: { ...process.env, ...vars }, cwd: path.join(repoRoot(), 'tests') });
-            let so = '';
-            let se = '';
-            c.stdout.on('data', (d) => (so += d));
-            c.stderr.on('data', (d) => (se += d));
-            const timer = setTimeout(() => c.kill('SIGKILL'), 120000);
-            c.on('exit', (code) => {
-                clearTimeout(timer);
-                if (code === 0) resolve(so);
-                else reject(new Error(`SDK script exited ${code}:\n${se}\n${so}`));
-            });
-        });
-    } finally {
-        fs.rmSync(file, { force: true });
-    }
-    const res = JSON.parse(out.trim().split('\n').pop());
+    const res = await sdkScript(script, { ...process.env, ...vars });
     assert.match(res.a, /^alpha-[a-z0-9]{20}$/);
     assert.equal(res.got, 'hello');
     assert.match(res.h, /^(alpha|beta)-[a-z0-9]{20}$/);
@@ -110,6 +114,25 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
     assert.equal(res.ci, '42', 'runCode keeps state on the quick start\'s code-interpreter-v1');
     assert.match(res.route, /^default via 10\.20[01]\.\d+\.\d+ dev eth0/, res.route);
     assert.notEqual(res.probe, 'REACHED', 'the hub is not reachable from a sandbox');
+
+    // the URLs the SDK builds from a domain alone (README "URLs the SDK builds"):
+    // API, envd, getHost and a signed download URL through the front and the hub
+    const urls = parseEnvFile(path.join(runDir, 'quickstart-urls.env'));
+    assert.equal(urls.E2B_DOMAIN, `agentbox.localhost:${ports.HUB_HTTPS_PORT}`);
+    const uenv = { ...process.env, ...urls };
+    delete uenv.E2B_API_URL;
+    delete uenv.E2B_SANDBOX_URL;
+    const u = await sdkScript(`
+        import { Sandbox } from 'e2b';
+        const s = await Sandbox.create('demo');
+        await s.files.write('/home/user/u.txt', 'via-domain');
+        const d = await fetch(await s.downloadUrl('/home/user/u.txt'));
+        console.log(JSON.stringify({ id: s.sandboxId, host: s.getHost(3000), status: d.status, text: await d.text() }));
+        await s.kill();
+    `, uenv);
+    assert.equal(u.host, `3000-${u.id}.agentbox.localhost:${ports.HUB_HTTPS_PORT}`);
+    assert.equal(u.status, 200);
+    assert.equal(u.text, 'via-domain', 'a signed URL round-trips through the hub by host');
     const netnsNames = fs.readdirSync(runDir).map((c) => path.join(runDir, c, 'state', 'egress-netns'))
         .filter((f) => fs.existsSync(f)).map((f) => fs.readFileSync(f, 'utf8').trim());
     assert.equal(netnsNames.length, 2, 'one egress namespace per agent');

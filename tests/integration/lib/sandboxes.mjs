@@ -133,11 +133,11 @@ async function hubCli(pgUrl, args) {
 // Starts PostgreSQL, the hub and one agent per cluster id (joined through the
 // tunnel, waited online). manifests: a directory for every agent. Returns
 // {pg, hub, agents: {id: agent}, key, startAgentAgain(id, opts), stop()}.
-export async function startStack({ clusters = ['alpha'], manifests, agentArgs = [], agentEnv = {} } = {}) {
+export async function startStack({ clusters = ['alpha'], manifests, agentArgs = [], agentEnv = {}, hubArgs = [] } = {}) {
     const pg = await startPostgres();
     const m = await runMigrate(pg.url);
     if (m.code !== 0) throw new Error(`migrate failed: ${m.stderr}`);
-    const hub = await startHub(pg.url);
+    const hub = await startHub(pg.url, { args: hubArgs });
     const tokens = {};
     const agents = {};
     const stateDirs = [];
