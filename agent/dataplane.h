@@ -63,4 +63,9 @@ void dataplane_free(struct dataplane *dp);
  * envd answers without a token). Pure. */
 bool dp_counts_as_activity(int port, const char *path);
 
+/* Does a request's X-Access-Token (presented, may be NULL) equal the
+ * sandbox's envd access token? Constant time; an empty token never matches.
+ * Traffic to the sandbox's other ports counts as activity only then. */
+bool dp_token_matches(const char *presented, const char *token);
+
 #endif

@@ -162,6 +162,29 @@ test('a matplotlib plot comes back as a PNG result; display() of other types too
     }
 });
 
+// runCode goes to :49999, not envd: with the sandbox's access token it is the
+// owner's traffic and keeps the sandbox from idling out (the E2B timeout is
+// an idle timeout); silence still reclaims it.
+test('runCode traffic keeps a sandbox alive past its idle timeout; silence reclaims it', async () => {
+    const { Sandbox } = CI;
+    const sbx = await Sandbox.create({ ...ways()['agent alpha'], timeoutMs: 4000 });
+    try {
+        const until = Date.now() + 10000;
+        while (Date.now() < until) {
+            assert.equal((await sbx.runCode('1 + 1')).text, '2');
+            await new Promise((r) => setTimeout(r, 1000)); // the caller's pace, not a wait for state
+        }
+        assert.equal(await sbx.isRunning(), true, 'alive 10 s into a 4 s idle timeout');
+        const deadline = Date.now() + 20000;
+        while (await sbx.isRunning()) {
+            assert.ok(Date.now() < deadline, 'reclaimed once silent');
+            await new Promise((r) => setTimeout(r, 250));
+        }
+    } finally {
+        await sbx.kill().catch(() => {});
+    }
+});
+
 test('contexts: create, list, separate state, restart, remove', async () => {
     const { Sandbox } = CI;
     const sbx = await Sandbox.create({ ...ways()['agent alpha'], timeoutMs: 300000 });

@@ -57,6 +57,12 @@ static void test_counts_as_activity(void **state)
     assert_false(dp_counts_as_activity(DP_ENVD_PORT, "/health"));
     assert_false(dp_counts_as_activity(DP_ENVD_PORT, "/health?x=1"));
     assert_false(dp_counts_as_activity(3000, "/"));
+    /* other ports count only with the sandbox's own envd access token */
+    assert_true(dp_token_matches("tok-123", "tok-123"));
+    assert_false(dp_token_matches("tok-124", "tok-123"));
+    assert_false(dp_token_matches("tok-12", "tok-123"));
+    assert_false(dp_token_matches(NULL, "tok-123"));
+    assert_false(dp_token_matches("", ""));
     assert_false(dp_counts_as_activity(8080, "/files"));
 }
 
