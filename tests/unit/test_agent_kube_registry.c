@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "agentbox/common.h"
+#include "agent/runtime/kube/kube.h"
 #include "agent/runtime/kube/registry.h"
+#include "agentbox/loop.h"
 
 static const char *rw1(const char *rules, const char *image)
 {
@@ -131,12 +133,38 @@ static void parse_errors(void **state)
     assert_string_equal(out, "b.io/x:1");
 }
 
+/* The agent's --registry-rewrite: a malformed one stops the runtime from
+ * starting, naming the flag (before any kubeconfig is read). */
+static void flag_refused(void **state)
+{
+    (void)state;
+    struct loop *l = loop_new(NULL);
+    assert_non_null(l);
+    struct krt_options o = {.loop = l,
+                            .cluster_id = "alpha",
+                            .kubeconfig = "/nonexistent/kubeconfig",
+                            .registry_rewrite = "ghcr.io=ghcr.cn,bogus"};
+    struct rt *rt = NULL;
+    char err[512] = "";
+    assert_int_equal(krt_new(&o, &rt, err, sizeof(err)), AB_EINVAL);
+    assert_null(rt);
+    if (!strstr(err, "--registry-rewrite: rule 2 'bogus' must be FROM=TO"))
+        fail_msg("error: %s", err);
+    /* a good flag gets past the rule to the (missing) kubeconfig */
+    o.registry_rewrite = "ghcr.io=ghcr.cn";
+    err[0] = '\0';
+    assert_int_not_equal(krt_new(&o, &rt, err, sizeof(err)), 0);
+    assert_null(strstr(err, "registry-rewrite"));
+    loop_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hosts),
         cmocka_unit_test(rewrites),
         cmocka_unit_test(parse_errors),
+        cmocka_unit_test(flag_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2325,6 +2325,10 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
         snprintf(err, errlen, "the kube runtime needs a loop and a cluster_id");
         return AB_EINVAL;
     }
+    /* Before the config: a bad flag is named even without a cluster. */
+    struct kube_rewrite rw = {0};
+    if ((rc = kube_rewrite_parse(&rw, o->registry_rewrite, "--registry-rewrite", err, errlen)) != 0)
+        return rc;
     memset(&cfg, 0, sizeof(cfg));
     if ((rc = kube_config_load(o->kubeconfig, &cfg, why, sizeof(why))) != 0) {
         snprintf(err, errlen, "kube runtime: %s", why[0] ? why : ab_strerror(rc));
@@ -2342,12 +2346,7 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
     rt->resync_ms = o->resync_ms > 0 ? o->resync_ms : 10000;
     rt->waiters_max = o->waiters_max > 0 ? o->waiters_max : 1024;
     rt->leading = o->lead_now;
-    if ((rc = kube_rewrite_parse(&rt->rewrite, o->registry_rewrite, "--registry-rewrite", err,
-                                 errlen)) != 0) {
-        free(rt);
-        kube_config_clear(&cfg);
-        return rc;
-    }
+    rt->rewrite = rw;
     ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
     const char *ns = o->ns && o->ns[0] ? o->ns : cfg.ns[0] ? cfg.ns : "default";
     if (!mf_name_is_label(ns, 63, false)) {
