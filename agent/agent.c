@@ -70,6 +70,11 @@ const struct cfg_option agent_serve_options[] = {
      "kube runtime: kubeconfig file (default: in-cluster service account, then $KUBECONFIG, "
      "then ~/.kube/config)",
      NULL},
+    {"registry_rewrite", CFG_STRING, NULL, false, AOPT(registry_rewrite),
+     "kube runtime: the region's registry hosts, FROM=TO[,FROM=TO...] (TO may add a /path), "
+     "applied to every Pod image after a SandboxTemplate's agentbox.navix.sh/registry-rewrite "
+     "annotation (same format); the first FROM equal to the image's registry host wins",
+     NULL},
     {"namespace", CFG_STRING, NULL, false, AOPT(kube_namespace),
      "kube runtime: namespace of the SandboxEnvs, SandboxPools and Pods (default: the "
      "kubeconfig's, else default)",
@@ -367,6 +372,7 @@ static int agent_kube_new(struct agent *a, char *err, size_t errlen)
         .cluster_id = cfg->cluster_id,
         .kubeconfig = cfg->kubeconfig,
         .ns = cfg->kube_namespace,
+        .registry_rewrite = cfg->registry_rewrite,
         .lead_now = !cfg->leader_election,
     };
     if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {

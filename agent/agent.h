@@ -40,10 +40,11 @@ struct agent_config {
     char *state_dir;
     char *manifests_dir;
     char *envd_path;
-    char *kubeconfig;     /* kube runtime: NULL → in-cluster, $KUBECONFIG, ~/.kube/config */
-    char *kube_namespace; /* kube runtime: NULL → the config's, else "default" */
-    bool leader_election; /* kube runtime: reconcile only while holding the Lease */
-    char *lease_name;     /* kube runtime: the coordination.k8s.io Lease */
+    char *kubeconfig;       /* kube runtime: NULL → in-cluster, $KUBECONFIG, ~/.kube/config */
+    char *kube_namespace;   /* kube runtime: NULL → the config's, else "default" */
+    bool leader_election;   /* kube runtime: reconcile only while holding the Lease */
+    char *registry_rewrite; /* kube runtime: the region's FROM=TO registry hosts */
+    char *lease_name;       /* kube runtime: the coordination.k8s.io Lease */
     int64_t lease_duration_ms;
     int64_t lease_renew_deadline_ms;
     int64_t lease_retry_period_ms;

@@ -54,6 +54,7 @@ benchmarks=(
     "egress-intercept|$build/bench_egress_intercept"
     "native-api|node bench/native_api.mjs"
     "kube-claim|node bench/kube_claim.mjs"
+    "kube-claim-split|node bench/kube_claim_split.mjs"
     "dataplane-files|node bench/dataplane_files.mjs"
 )
 

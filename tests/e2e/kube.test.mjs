@@ -120,7 +120,8 @@ before(async () => {
     fs.writeFileSync(path.join(dir, 'samples.yaml'), SAMPLES);
     r = await kubectl(['apply', '-f', path.join(dir, 'samples.yaml')]);
     assert.equal(r.code, 0, r.stderr);
-    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', kc, '--namespace', 'default'] });
+    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', kc, '--namespace', 'default',
+        '--registry-rewrite', 'other.example=other-mirror.alpha.example'] });
     alpha = stack.agents.alpha;
     process.env.E2B_API_URL = alpha.e2b;
     process.env.E2B_SANDBOX_URL = alpha.data;
@@ -232,6 +233,54 @@ test('env//image runs the named image; a failed pull is a create error naming th
     await assert.rejects(Sandbox.create('e2b//registry.example/team/missing:1'), (e) =>
         /registry\.example\/team\/missing:1/.test(e.message) && /ErrImagePull|ImagePullBackOff/.test(e.message));
     await waitWarm('e2b-1c2gi', 2, 'the Pod of the failed pull back to idle');
+});
+
+test('registry rewrite: the template annotation, then --registry-rewrite, name the registry of a claimed Pod image; a malformed rule is refused naming the annotation', async () => {
+    const { Sandbox } = E2B;
+    const ANN = 'agentbox.navix.sh/registry-rewrite';
+    const podOf = async (id) => live(await listPods('e2b-1c2gi')).find((x) => x.metadata.labels['agentbox.navix.sh/sandbox-id'] === id);
+    await waitWarm('e2b-1c2gi', 2, 'before');
+
+    // the region's default (--registry-rewrite), no annotation yet
+    let a = await Sandbox.create('e2b//other.example/team/tool:3', { timeoutMs: 60000 });
+    let p = await podOf(a.sandboxId);
+    assert.equal(p.spec.containers[0].image, 'other-mirror.alpha.example/team/tool:3', logs());
+    assert.equal(p.status.containerStatuses[0].image, 'other-mirror.alpha.example/team/tool:3');
+    assert.equal((await a.commands.run('echo ok')).stdout, 'ok\n');
+    await Sandbox.kill(a.sandboxId);
+    await waitWarm('e2b-1c2gi', 2, 'after the default rewrite');
+
+    // a malformed annotation: the pool says so in an Event, claims are refused naming it
+    let r = await kubectl(['annotate', 'sandboxtemplate', 'e2b-envd', `${ANN}=registry.example`]);
+    assert.equal(r.code, 0, r.stderr);
+    await waitFor(async () => {
+        const ev = await (await fetch(`${api.url}/api/v1/namespaces/default/events`)).json();
+        return ev.items.some((e) => e.reason === 'BadRegistryRewrite' && e.involvedObject?.name === 'e2b-1c2gi' && e.message.includes(ANN));
+    }, { what: 'a BadRegistryRewrite Event on e2b-1c2gi' });
+    await assert.rejects(Sandbox.create('e2b', { timeoutMs: 60000 }), (e) =>
+        e.message.includes(ANN) && /rule 1 'registry\.example' must be FROM=TO/.test(e.message));
+
+    // fixed: the annotation's rules come before the flag's
+    r = await kubectl(['annotate', '--overwrite', 'sandboxtemplate', 'e2b-envd', `${ANN}=registry.example=mirror.alpha.example/cache, other.example=tpl-mirror.example`]);
+    assert.equal(r.code, 0, r.stderr);
+    a = await waitFor(async () => {
+        try {
+            return await Sandbox.create('e2b//registry.example/team/custom:7', { timeoutMs: 60000 });
+        } catch (e) {
+            if (e.message.includes(ANN)) return null; // the old annotation, not yet replaced
+            throw e;
+        }
+    }, { timeoutMs: 20000, what: 'a claim once the annotation is fixed' });
+    p = await podOf(a.sandboxId);
+    assert.equal(p.spec.containers[0].image, 'mirror.alpha.example/cache/team/custom:7', logs());
+    assert.equal(p.status.containerStatuses[0].image, 'mirror.alpha.example/cache/team/custom:7');
+    const b = await Sandbox.create('e2b//other.example/team/tool:3', { timeoutMs: 60000 });
+    assert.equal((await podOf(b.sandboxId)).spec.containers[0].image, 'tpl-mirror.example/team/tool:3');
+    await Sandbox.kill(a.sandboxId);
+    await Sandbox.kill(b.sandboxId);
+    r = await kubectl(['annotate', 'sandboxtemplate', 'e2b-envd', `${ANN}-`]);
+    assert.equal(r.code, 0, r.stderr);
+    await waitWarm('e2b-1c2gi', 2, 'after the annotation rewrite');
 });
 
 test('a Pod deleted during a claim: the claim takes another, the Pod is replaced', async () => {

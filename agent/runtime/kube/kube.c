@@ -9,6 +9,7 @@
 
 #include "agent/runtime/kube/client.h"
 #include "agent/runtime/kube/reconcile.h"
+#include "agent/runtime/kube/registry.h"
 #include "agent/runtime/local/manifest.h"
 
 #include "agentbox/common.h"
@@ -162,6 +163,11 @@ struct kpool {
     int64_t status_next_ms; /* and at most one a STATUS_GAP_MS (claims move it often) */
     bool spec_inflight;     /* one member-pool write at a time */
     char last_event[160];   /* the last Event's reason+message: not repeated */
+    /* The registry rewrite its Pods' images get (template annotation, then
+     * --registry-rewrite); rewrite_err: the annotation is malformed, so the
+     * pool neither creates nor deletes Pods and claims are refused. */
+    struct kube_rewrite rw;
+    char rewrite_err[400];
     int64_t last_event_ms;
 };
 
@@ -173,6 +179,7 @@ struct krt {
     char ns[64];
     int64_t resync_ms;
     int waiters_max;
+    struct kube_rewrite rewrite; /* --registry-rewrite: the region's default */
     bool leading;
     bool closing;
     int inflight; /* kube_submit jobs and envd requests not yet called back */
@@ -1284,9 +1291,72 @@ static void reconcile_envs(struct krt *rt)
     json_decref(wanted);
 }
 
+/* One image field of the effective spec through the registry rewrite. */
+static int rewrite_field(const struct kube_rewrite *rw, json_t *obj, const char *key, char *err,
+                         size_t errlen)
+{
+    char out[KUBE_IMAGE_MAX];
+    bool changed;
+    const json_t *v = json_object_get(obj, key);
+
+    if (!json_is_string(v))
+        return 0;
+    if (kube_rewrite_image(rw, json_string_value(v), out, sizeof(out), &changed) != 0) {
+        snprintf(err, errlen, "%s: image '%.160s' is longer than %d characters once rewritten",
+                 KUBE_REWRITE_ANNOTATION, json_string_value(v), KUBE_IMAGE_MAX - 1);
+        return AB_EINVAL;
+    }
+    if (changed)
+        json_object_set_new(obj, key, json_string(out));
+    return 0;
+}
+
+/* The pool's registry rewrite: its template's annotation first, then the
+ * region's default; every image of eff (idleImage, containers and
+ * initContainers) rewritten by it, so the Pod body, the revision and the
+ * images compared with what the kubelet runs all carry the region's host. */
+static int rewrite_spec(struct krt *rt, const json_t *tpl, json_t *eff, struct kube_rewrite *rw,
+                        char *err, size_t errlen)
+{
+    const char *ann = jstr(jget2(tpl, "metadata", "annotations"), KUBE_REWRITE_ANNOTATION);
+    char what[320];
+    int rc;
+
+    memset(rw, 0, sizeof(*rw));
+    snprintf(what, sizeof(what), "annotation %s on SandboxTemplate '%.200s'",
+             KUBE_REWRITE_ANNOTATION, jstr(json_object_get(tpl, "metadata"), "name"));
+    if ((rc = kube_rewrite_parse(rw, ann, what, err, errlen)) != 0)
+        return rc;
+    for (int i = 0; i < rt->rewrite.n; i++) {
+        if (rw->n >= KUBE_REWRITE_RULES_MAX) {
+            snprintf(err, errlen, "%s: at most %d rules together with --registry-rewrite", what,
+                     KUBE_REWRITE_RULES_MAX);
+            return AB_EINVAL;
+        }
+        rw->r[rw->n++] = rt->rewrite.r[i];
+    }
+    if ((rc = rewrite_field(rw, eff, "idleImage", err, errlen)) != 0)
+        return rc;
+    json_t *pspec = json_object_get(json_object_get(eff, "template"), "spec");
+    static const char *const LISTS[] = {"containers", "initContainers"};
+    for (size_t l = 0; l < AB_ARRAY_LEN(LISTS); l++) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(pspec, LISTS[l]), i, c)
+        {
+            if ((rc = rewrite_field(rw, c, "image", err, errlen)) != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 /* The pool's effective spec: the template's embedded fields under the
- * pool's own (a standalone pool may name only its template). New ref. */
-static json_t *effective_spec(struct krt *rt, const json_t *pool)
+ * pool's own (a standalone pool may name only its template), its images
+ * through the registry rewrite (rw; err set and the images left as they are
+ * when the rule is malformed). New ref. */
+static json_t *effective_spec(struct krt *rt, const json_t *pool, struct kube_rewrite *rw,
+                              char *err, size_t errlen)
 {
     const json_t *spec = json_object_get(pool, "spec");
     json_t *eff = json_object();
@@ -1300,6 +1370,9 @@ static json_t *effective_spec(struct krt *rt, const json_t *pool)
         if ((v = json_object_get(tspec, EMBED[i])))
             json_object_set_new(eff, EMBED[i], json_deep_copy(v));
     json_object_foreach((json_t *)spec, k, v) json_object_set_new(eff, k, json_deep_copy(v));
+    err[0] = '\0';
+    if (rewrite_spec(rt, tpl, eff, rw, err, errlen) != 0 && !err[0])
+        snprintf(err, errlen, "%s: cannot apply", KUBE_REWRITE_ANNOTATION);
     return eff;
 }
 
@@ -1516,8 +1589,16 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
     p->counts = plan.counts;
     if (!rt->leading)
         return;
+    if (p->rewrite_err[0]) {
+        /* Neither create Pods on the wrong registry nor roll the idle ones
+         * away: the pool stays as it is until the annotation is fixed. */
+        pool_event(rt, p, "Warning", "BadRegistryRewrite", p->rewrite_err);
+        return;
+    }
 
-    json_t *eff = effective_spec(rt, obj);
+    struct kube_rewrite rw;
+    char rwerr[sizeof(p->rewrite_err)];
+    json_t *eff = effective_spec(rt, obj, &rw, rwerr, sizeof(rwerr));
     /* Bounded per pass (the next pass creates the rest); never past what
      * the cache holds of the pool, or a pool we cannot count would grow
      * without end. */
@@ -1623,7 +1704,12 @@ static void reconcile(struct krt *rt)
             rt->pools = p;
         }
         p->seen = true;
-        json_t *eff = effective_spec(rt, v);
+        char rwerr[sizeof(p->rewrite_err)];
+        json_t *eff = effective_spec(rt, v, &p->rw, rwerr, sizeof(rwerr));
+        if (rwerr[0] && strcmp(rwerr, p->rewrite_err) != 0)
+            LOG_ERROR("pool frozen: its registry rewrite is malformed", "pool", p->name, "error",
+                      rwerr);
+        ab_strlcpy(p->rewrite_err, rwerr, sizeof(p->rewrite_err));
         pool_refresh(rt, p, v, eff);
         json_decref(eff);
         reconcile_pool(rt, p, v);
@@ -1883,7 +1969,18 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
                      name, ns);
         return AB_ENOENT;
     }
-    if (o->image && o->image[0] && strcmp(o->image, p->idle_image) == 0) {
+    if (p->rewrite_err[0]) {
+        snprintf(err, errlen, "pool '%s': %s", p->name, p->rewrite_err);
+        return AB_EINVAL;
+    }
+    char image[KUBE_IMAGE_MAX] = "";
+    if (o->image && o->image[0] &&
+        kube_rewrite_image(&p->rw, o->image, image, sizeof(image), NULL) != 0) {
+        snprintf(err, errlen, "image '%.160s' is longer than %d characters once rewritten by %s",
+                 o->image, KUBE_IMAGE_MAX - 1, KUBE_REWRITE_ANNOTATION);
+        return AB_EINVAL;
+    }
+    if (image[0] && strcmp(image, p->idle_image) == 0) {
         snprintf(err, errlen,
                  "image '%s' is the pool's idle image; a sandbox must run another image", o->image);
         return AB_EINVAL;
@@ -1914,8 +2011,7 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
     ab_strlcpy(w->owner, o->owner ? o->owner : "", sizeof(w->owner));
     if (o->access_token)
         ab_strlcpy(w->token, o->access_token, sizeof(w->token));
-    if (o->image)
-        ab_strlcpy(w->image, o->image, sizeof(w->image));
+    ab_strlcpy(w->image, image, sizeof(w->image));
     w->startup_ms = o->startup_timeout_ms ? o->startup_timeout_ms
                     : p->startup_ms       ? p->startup_ms
                                           : DEFAULT_STARTUP_MS;
@@ -2229,6 +2325,10 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
         snprintf(err, errlen, "the kube runtime needs a loop and a cluster_id");
         return AB_EINVAL;
     }
+    /* Before the config: a bad flag is named even without a cluster. */
+    struct kube_rewrite rw = {0};
+    if ((rc = kube_rewrite_parse(&rw, o->registry_rewrite, "--registry-rewrite", err, errlen)) != 0)
+        return rc;
     memset(&cfg, 0, sizeof(cfg));
     if ((rc = kube_config_load(o->kubeconfig, &cfg, why, sizeof(why))) != 0) {
         snprintf(err, errlen, "kube runtime: %s", why[0] ? why : ab_strerror(rc));
@@ -2246,6 +2346,7 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
     rt->resync_ms = o->resync_ms > 0 ? o->resync_ms : 10000;
     rt->waiters_max = o->waiters_max > 0 ? o->waiters_max : 1024;
     rt->leading = o->lead_now;
+    rt->rewrite = rw;
     ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
     const char *ns = o->ns && o->ns[0] ? o->ns : cfg.ns[0] ? cfg.ns : "default";
     if (!mf_name_is_label(ns, 63, false)) {

@@ -26,6 +26,9 @@ struct krt_options {
     const char *ns;         /* namespace watched and written; NULL: the config's, else "default" */
     int64_t resync_ms;      /* full reconcile pass at least this often; 0 → 10000 */
     int waiters_max;        /* per pool; 0 → 1024 */
+    /* The region's registry rewrite (registry.h), after each template's
+     * agentbox.navix.sh/registry-rewrite annotation; NULL: none. */
+    const char *registry_rewrite;
     /* Start the reconciler at once (true) or wait for krt_set_leader (false:
      * the Lease elector decides; claims are served either way). */
     bool lead_now;
