@@ -261,8 +261,10 @@ test('every listener of hub and agent binds loopback unless configured otherwise
     const a = defaults(agentHelp.stdout);
     for (const f of ['listen', 'metrics-listen', 'tunnel-listen']) assert.ok(f in h, `hub --${f}: ${hubHelp.stdout}`);
     for (const f of ['data-listen', 'e2b-listen', 'metrics-listen', 'native-listen']) assert.ok(f in a, `agent --${f}: ${agentHelp.stdout}`);
+    // a listener is loopback by default, or off ("-": the hub's --data-listen)
     for (const [flag, v] of [...Object.entries(h), ...Object.entries(a)])
-        assert.match(v, /^127\.0\.0\.1:\d+$/, `--${flag} defaults to ${v}`);
+        assert.match(v, /^(127\.0\.0\.1:\d+|-)$/, `--${flag} defaults to ${v}`);
+    assert.match(h.listen, /^127\.0\.0\.1:\d+$/, 'the hub API is on by default, on loopback');
 });
 
 // What the sockets are bound to, not what the flags say: lws binds an IPv6
