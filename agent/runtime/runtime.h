@@ -424,6 +424,11 @@ static inline int rt_log_read(const struct rt_probe *p, const struct rt_log_quer
 }
 void rt_log_free(struct rt_log *l);
 
+/* For runtimes (claim_check.c): the checks every claim makes first (id,
+ * timeout, envVars and metadata, access token), in the same words on every
+ * runtime. 0, or AB_EINVAL with err naming the field. */
+int rt_claim_options_check(const struct rt_claim_options *o, char *err, size_t errlen);
+
 /* For runtimes (log_text.c): splits text (len bytes and a NUL after them,
  * malloc'ed, owned from now on, freed on error too) into entries and applies
  * q. partial_first: text starts mid-log, its first line is cut and dropped. default_ms: the time of

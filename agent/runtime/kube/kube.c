@@ -1846,34 +1846,6 @@ static void tick_fn(struct loop_timer *t)
 
 /* ---- rt_ops ------------------------------------------------------------------------------ */
 
-static bool id_ok(const char *id)
-{
-    size_t n = strlen(id);
-    return n > 0 && n <= RT_ID_MAX &&
-           strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") == n;
-}
-
-static int check_strings(const json_t *obj, const char *what, char *err, size_t errlen)
-{
-    const char *k;
-    json_t *v;
-    if (!obj)
-        return 0;
-    if (!json_is_object(obj) || json_object_size(obj) > RT_ENV_VARS_MAX) {
-        snprintf(err, errlen, "%s must be an object of at most %d strings", what, RT_ENV_VARS_MAX);
-        return AB_EINVAL;
-    }
-    json_object_foreach((json_t *)obj, k, v)
-    {
-        if (!json_is_string(v) || json_string_length(v) > RT_VALUE_MAX) {
-            snprintf(err, errlen, "%s['%.60s'] must be a string of at most %d bytes", what, k,
-                     RT_VALUE_MAX);
-            return AB_EINVAL;
-        }
-    }
-    return 0;
-}
-
 /* An image reference a Pod spec may carry: printable, no spaces, bounded. */
 static bool image_ok(const char *s)
 {
@@ -1928,21 +1900,8 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
         snprintf(err, errlen, "the kube runtime is shutting down");
         return AB_ECLOSED;
     }
-    if (!o || !o->id || !id_ok(o->id)) {
-        snprintf(err, errlen, "sandbox id must be 1-%d characters of [A-Za-z0-9._-]", RT_ID_MAX);
-        return AB_EINVAL;
-    }
-    if (o->timeout_s < 0 || o->timeout_s > 366LL * 24 * 3600) {
-        snprintf(err, errlen, "timeout must be a positive number of seconds (at most a year)");
-        return AB_EINVAL;
-    }
-    if ((rc = check_strings(o->env_vars, "envVars", err, errlen)) != 0 ||
-        (rc = check_strings(o->metadata, "metadata", err, errlen)) != 0)
+    if ((rc = rt_claim_options_check(o, err, errlen)) != 0)
         return rc;
-    if (o->access_token && (strlen(o->access_token) > RT_TOKEN_MAX)) {
-        snprintf(err, errlen, "access token must be at most %d characters", RT_TOKEN_MAX);
-        return AB_EINVAL;
-    }
     if (o->image && o->image[0] && !image_ok(o->image)) {
         snprintf(err, errlen,
                  "image must be 1-%d printable characters without spaces, quotes or "

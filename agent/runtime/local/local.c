@@ -25,40 +25,6 @@
 
 /* ---- the rt ops --------------------------------------------------------------------------- */
 
-static bool id_ok(const char *id)
-{
-    size_t n = strlen(id);
-
-    return n > 0 && n <= RT_ID_MAX &&
-           strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") == n;
-}
-
-static int check_strings(const json_t *obj, const char *what, char *err, size_t errlen)
-{
-    const char *k;
-    json_t *v;
-
-    if (!obj)
-        return 0;
-    if (!json_is_object(obj)) {
-        snprintf(err, errlen, "%s must be an object of strings", what);
-        return AB_EINVAL;
-    }
-    if (json_object_size(obj) > RT_ENV_VARS_MAX) {
-        snprintf(err, errlen, "%s has more than %d entries", what, RT_ENV_VARS_MAX);
-        return AB_EINVAL;
-    }
-    json_object_foreach((json_t *)obj, k, v)
-    {
-        if (!json_is_string(v) || json_string_length(v) > RT_VALUE_MAX) {
-            snprintf(err, errlen, "%s['%.60s'] must be a string of at most %d bytes", what, k,
-                     RT_VALUE_MAX);
-            return AB_EINVAL;
-        }
-    }
-    return 0;
-}
-
 /* The env's member on this cluster for group (or the best one). */
 static struct lpool *pick_member(struct lrt *rt, const char *ns, const char *env, const char *group,
                                  bool *env_exists, char *err, size_t errlen)
@@ -109,21 +75,8 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
         snprintf(err, errlen, "the local runtime is shutting down");
         return AB_ECLOSED;
     }
-    if (!o || !o->id || !id_ok(o->id)) {
-        snprintf(err, errlen, "sandbox id must be 1-%d characters of [A-Za-z0-9._-]", RT_ID_MAX);
-        return AB_EINVAL;
-    }
-    if (o->timeout_s < 0 || o->timeout_s > 366LL * 24 * 3600) {
-        snprintf(err, errlen, "timeout must be a positive number of seconds (at most a year)");
-        return AB_EINVAL;
-    }
-    if ((rc = check_strings(o->env_vars, "envVars", err, errlen)) != 0 ||
-        (rc = check_strings(o->metadata, "metadata", err, errlen)) != 0)
+    if ((rc = rt_claim_options_check(o, err, errlen)) != 0)
         return rc;
-    if (o->access_token && (strlen(o->access_token) > 512 || strchr(o->access_token, '\\'))) {
-        snprintf(err, errlen, "access token must be at most 512 characters without '\\'");
-        return AB_EINVAL;
-    }
     for (s = rt->sbxs; s; s = s->next) {
         if (!strcmp(s->id, o->id)) {
             snprintf(err, errlen, "sandbox id '%s' is already in use", o->id);

@@ -1,0 +1,71 @@
+/* The checks every runtime makes of a claim's options before it looks for a
+ * sandbox (runtime.h, rt_claim_options_check): one rule per field, so a
+ * request refused on one runtime is refused with the same words on another. */
+#include "agent/runtime/runtime.h"
+
+#include "agentbox/common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define RT_TIMEOUT_MAX_S (366LL * 24 * 3600)
+
+static bool id_ok(const char *id)
+{
+    size_t n = strlen(id);
+
+    return n > 0 && n <= RT_ID_MAX &&
+           strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") == n;
+}
+
+static int check_strings(const json_t *obj, const char *what, char *err, size_t errlen)
+{
+    const char *k;
+    json_t *v;
+
+    if (!obj)
+        return 0;
+    if (!json_is_object(obj)) {
+        snprintf(err, errlen, "%s must be an object of strings", what);
+        return AB_EINVAL;
+    }
+    if (json_object_size(obj) > RT_ENV_VARS_MAX) {
+        snprintf(err, errlen, "%s has more than %d entries", what, RT_ENV_VARS_MAX);
+        return AB_EINVAL;
+    }
+    json_object_foreach((json_t *)obj, k, v)
+    {
+        if (!json_is_string(v) || json_string_length(v) > RT_VALUE_MAX) {
+            snprintf(err, errlen, "%s['%.60s'] must be a string of at most %d bytes", what, k,
+                     RT_VALUE_MAX);
+            return AB_EINVAL;
+        }
+    }
+    return 0;
+}
+
+int rt_claim_options_check(const struct rt_claim_options *o, char *err, size_t errlen)
+{
+    int rc;
+
+    if (!o || !o->id || !id_ok(o->id)) {
+        snprintf(err, errlen, "sandbox id must be 1-%d characters of [A-Za-z0-9._-]", RT_ID_MAX);
+        return AB_EINVAL;
+    }
+    if (o->timeout_s < 0 || o->timeout_s > RT_TIMEOUT_MAX_S) {
+        snprintf(err, errlen, "timeout must be a positive number of seconds (at most a year)");
+        return AB_EINVAL;
+    }
+    if ((rc = check_strings(o->env_vars, "envVars", err, errlen)) != 0 ||
+        (rc = check_strings(o->metadata, "metadata", err, errlen)) != 0)
+        return rc;
+    /* The token reaches envd inside a JSON string and a header value: no
+     * backslash, so no escape can change what envd compares. */
+    if (o->access_token &&
+        (strlen(o->access_token) > RT_TOKEN_MAX || strchr(o->access_token, '\\'))) {
+        snprintf(err, errlen, "access token must be at most %d characters without '\\'",
+                 RT_TOKEN_MAX);
+        return AB_EINVAL;
+    }
+    return 0;
+}
