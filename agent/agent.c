@@ -374,6 +374,7 @@ static int agent_kube_new(struct agent *a, char *err, size_t errlen)
         .ns = cfg->kube_namespace,
         .registry_rewrite = cfg->registry_rewrite,
         .lead_now = !cfg->leader_election,
+        .seal_secret = cfg->join_token,
     };
     if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
         snprintf(err, errlen, "out of memory");

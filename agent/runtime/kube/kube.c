@@ -7,6 +7,7 @@
  * on_event, which only copy objects into the queue). */
 #include "agent/runtime/kube/kube.h"
 
+#include "agent/runtime/kube/adopt.h"
 #include "agent/runtime/kube/client.h"
 #include "agent/runtime/kube/reconcile.h"
 #include "agent/runtime/kube/registry.h"
@@ -119,6 +120,11 @@ struct ksb {
     struct http_client *hc;
     int http_status;
     bool doomed; /* freed when its request ends */
+    /* Re-adoption (adopt.h): the Pod's resourceVersion our last write of it
+     * produced (older watch events are not news), and end-at writes in flight
+     * (the watch must not undo a newer end with an older one). */
+    long long seen_rv;
+    int end_writing;
 };
 
 /* A release someone waits on: done once the kubelet runs the idle image
@@ -180,6 +186,7 @@ struct krt {
     int64_t resync_ms;
     int waiters_max;
     struct kube_rewrite rewrite; /* --registry-rewrite: the region's default */
+    struct kube_seal seal;       /* the envd token's seal on claimed Pods (adopt.h) */
     bool leading;
     bool closing;
     int inflight; /* kube_submit jobs and envd requests not yet called back */
@@ -613,6 +620,152 @@ static void fill(const struct ksb *s, struct rt_sandbox *o, bool ref_md)
 
 static void end_timer(struct loop_timer *t);
 
+/* ---- re-adoption hooks (adopt.h) ---------------------------------------------------------- */
+
+struct kend {
+    char ns[64];
+    char pod[KUBE_POD_NAME_MAX + 1];
+    char id[RT_ID_MAX + 1];
+};
+
+static void end_done(struct krt *rt, void *arg, int rc, struct kube_response *resp)
+{
+    struct kend *e = arg;
+    struct ksb *s = rc == AB_ECLOSED ? NULL : ksb_by_pod(rt, e->ns, e->pod);
+
+    if (s && strcmp(s->id, e->id) == 0) {
+        s->end_writing--;
+        if (rc == 0 && resp->code == 200) {
+            json_t *pod = json_loadb(resp->body, resp->len, 0, NULL);
+            long long rv =
+                strtoll(jstr(json_object_get(pod, "metadata"), "resourceVersion"), NULL, 10);
+            s->seen_rv = AB_MAX(s->seen_rv, rv);
+            json_decref(pod);
+        }
+    }
+    if (rc == 0 && resp->code != 200)
+        LOG_WARN("a sandbox's end-at not written on its Pod", "pod", e->pod, "code",
+                 code_s(resp->code), "message", resp->status.message);
+    free(e);
+}
+
+/* Writes the sandbox's end on its Pod (end-at), with the running phase
+ * label once armed: what another replica, or this agent after a restart,
+ * rebuilds the sandbox's timeout from. */
+static void end_write(struct ksb *s, bool armed_now)
+{
+    char ts[32];
+    struct kend *e = calloc(1, sizeof(*e));
+
+    if (!e)
+        return;
+    ab_strlcpy(e->ns, s->ns, sizeof(e->ns));
+    ab_strlcpy(e->pod, s->pod, sizeof(e->pod));
+    ab_strlcpy(e->id, s->id, sizeof(e->id));
+    kube_time_format(s->end_ms, true, ts);
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", KUBE_A_END, ts);
+    if (patch && armed_now)
+        json_object_set_new(json_object_get(patch, "metadata"), "labels",
+                            json_pack("{s:s}", KUBE_L_PHASE, "running"));
+    struct kube_ref r = ref_of(K_POD, s->ns, s->pod, NULL);
+    if (patch &&
+        send_req(s->rt, "PATCH", &r, "application/merge-patch+json", patch, end_done, e) == 0) {
+        s->end_writing++;
+        e = NULL;
+    }
+    json_decref(patch);
+    free(e);
+}
+
+static void schedule_end(struct ksb *s);
+
+/* A running sandbox's Pod moved. Another replica released it (the claim's
+ * label is gone or the Pod is going back to idle): forgotten here, nothing
+ * written. Another replica set its timeout: the new end applies here too.
+ * true when s was freed. */
+static bool running_moved(struct ksb *s, const struct kube_pod *p, const json_t *obj)
+{
+    long long rv = strtoll(p->rv, NULL, 10);
+    struct kube_claimed c;
+
+    if (rv <= s->seen_rv)
+        return false; /* older than what we wrote or adopted */
+    s->seen_rv = rv;
+    if (p->phase == KUBE_PH_STOPPING || p->phase == KUBE_PH_IDLE || strcmp(p->sandbox_id, s->id)) {
+        LOG_INFO("sandbox released by another agent", "id", s->id, "pod", s->pod);
+        ksb_unlink_free(s);
+        return true;
+    }
+    if (s->end_writing > 0 || kube_claimed_read(obj, &c) != 0)
+        return false;
+    json_decref(c.metadata);
+    if (c.end_ms > 0 && c.end_ms != s->end_ms) {
+        s->end_ms = c.end_ms;
+        schedule_end(s);
+    }
+    return false;
+}
+
+/* A claimed Pod no sandbox of ours holds: rebuilt from its annotations when
+ * it is armed and its token opens; else the verdict says whether to leave it
+ * (a claim under way, perhaps another replica's) or release it. */
+static enum kube_adopt_verdict adopt_pod(struct krt *rt, struct kpool *p,
+                                         const struct kube_pod *pod, const json_t *obj)
+{
+    struct kube_claimed c;
+    char token[RT_TOKEN_MAX + 1] = "";
+    bool unsealed = false;
+    int64_t now = ab_wall_ms();
+    enum kube_adopt_verdict v;
+    struct ksb *s;
+
+    if (pod->deleting || pod->dead || ksb_by_pod(rt, pod->ns, pod->name) ||
+        (pod->phase != KUBE_PH_STARTING && pod->phase != KUBE_PH_RUNNING))
+        return KUBE_ADOPT_NO;
+    kube_claimed_read(obj, &c);
+    for (s = rt->sbxs; s && c.id[0]; s = s->next)
+        if (strcmp(s->id, c.id) == 0) { /* another Pod claims to be it: leave both alone */
+            json_decref(c.metadata);
+            return KUBE_ADOPT_NO;
+        }
+    bool running_image = pod->running && pod->ip[0] && strcmp(pod->image, pod->status_image) == 0;
+    if (c.id[0] && c.sealed[0] && pod->phase == KUBE_PH_RUNNING)
+        unsealed = kube_unseal_token(&rt->seal, pod->ns, pod->name, pod->uid, c.id, c.sealed, token,
+                                     sizeof(token)) == 0;
+    v = kube_adopt_decide(pod->phase, &c, running_image, unsealed, now,
+                          p->startup_ms > 0 ? p->startup_ms : DEFAULT_STARTUP_MS);
+    if (v != KUBE_ADOPT_YES || !(s = calloc(1, sizeof(*s)))) {
+        explicit_bzero(token, sizeof(token));
+        json_decref(c.metadata);
+        return v == KUBE_ADOPT_YES ? KUBE_ADOPT_NO : v;
+    }
+    s->rt = rt;
+    s->pool = p;
+    s->state = KS_RUNNING;
+    ab_strlcpy(s->ns, pod->ns, sizeof(s->ns));
+    ab_strlcpy(s->pod, pod->name, sizeof(s->pod));
+    ab_strlcpy(s->uid, pod->uid, sizeof(s->uid));
+    ab_strlcpy(s->container, p->container, sizeof(s->container));
+    ab_strlcpy(s->id, c.id, sizeof(s->id));
+    ab_strlcpy(s->image, pod->image, sizeof(s->image));
+    ab_strlcpy(s->ip, pod->ip, sizeof(s->ip));
+    ab_strlcpy(s->token, token, sizeof(s->token));
+    explicit_bzero(token, sizeof(token));
+    ab_strlcpy(s->team, c.team, sizeof(s->team));
+    ab_strlcpy(s->owner, c.owner, sizeof(s->owner));
+    s->metadata = c.metadata;
+    s->claimed_ms = c.claimed_ms > 0 ? c.claimed_ms : now;
+    s->end_ms = c.end_ms;
+    s->last_active_ms = now; /* activity before the restart is not known: a full idle period */
+    s->idle_ms = p->idle_ms;
+    s->seen_rv = strtoll(pod->rv, NULL, 10);
+    s->next = rt->sbxs;
+    rt->sbxs = s;
+    schedule_end(s);
+    LOG_INFO("sandbox adopted from its Pod", "id", s->id, "pool", p->name, "pod", s->pod);
+    return KUBE_ADOPT_YES;
+}
+
 /* The next end: the lifetime, or the pool's idle timeout after the last
  * data-plane activity, whichever comes first. */
 static void schedule_end(struct ksb *s)
@@ -631,6 +784,14 @@ static void end_timer(struct loop_timer *t)
     struct ksb *s = t->arg;
     int64_t now = ab_wall_ms();
     s->timer_on = false;
+    if (!s->rt->leading &&
+        (now >= s->end_ms || (s->idle_ms > 0 && now >= s->last_active_ms + s->idle_ms))) {
+        /* Every replica holds the sandbox; the leader ends it. Look again
+         * in a while, in case this one leads by then. */
+        s->timer_on = true;
+        loop_timer_start(s->rt->loop, &s->timer, 1000, end_timer, s);
+        return;
+    }
     if (now >= s->end_ms || (s->idle_ms > 0 && now >= s->last_active_ms + s->idle_ms)) {
         LOG_INFO("sandbox timed out", "id", s->id, "pool", s->pool->name);
         ksb_release(s, "timeout");
@@ -659,12 +820,9 @@ static void armed(struct ksb *s)
     schedule_end(s);
     LOG_INFO("sandbox claimed", "id", s->id, "pool", s->pool->name, "pod", s->pod, "image",
              s->image);
-    /* The swap is done: the Pod says so (operators count phases by label). */
-    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", KUBE_L_PHASE, "running");
-    struct kube_ref r = ref_of(K_POD, s->ns, s->pod, NULL);
-    if (patch)
-        send_simple(s->rt, "running", "PATCH", &r, "application/merge-patch+json", patch);
-    json_decref(patch);
+    /* The swap is done: the Pod says so (operators count phases by label),
+     * with the end a re-adopting agent needs. */
+    end_write(s, true);
     fill(s, &snap, false);
     w->cb(w->arg, 0, NULL, &snap);
     waiter_free(w);
@@ -867,7 +1025,8 @@ static void pod_changed(struct krt *rt, const json_t *obj, bool gone)
 
     if (kube_pod_observe(obj, &p, err, sizeof(err)) != 0)
         return;
-    if ((s = ksb_by_pod(rt, p.ns, p.name)))
+    if ((s = ksb_by_pod(rt, p.ns, p.name)) &&
+        !(s->state == KS_RUNNING && !gone && !p.deleting && !p.dead && running_moved(s, &p, obj)))
         ksb_observe(s, &p, gone);
     for (struct krel *r = rt->rels, *next; r; r = next) {
         next = r->next;
@@ -929,6 +1088,7 @@ static void patch_done(struct krt *rt, void *arg, int rc, struct kube_response *
     s->state = KS_SWAPPING;
     if (pod && kube_pod_observe(pod, &p, err, sizeof(err)) == 0) {
         ab_strlcpy(s->uid, p.uid, sizeof(s->uid));
+        s->seen_rv = strtoll(p.rv, NULL, 10);
         /* The same image on a running Pod: no restart comes (fast path). */
         ksb_observe(s, &p, false);
     }
@@ -965,6 +1125,12 @@ static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *
     }
     now_time(ts);
     snprintf(principal, sizeof(principal), "%s/%s", w->team, w->owner);
+    /* The token, sealed, in the same CAS patch: no moment where the Pod is
+     * ours and what re-adopts it is not written. */
+    char sealed[KUBE_SEALED_MAX + 1] = "";
+    if (rt->seal.on && kube_seal_token(&rt->seal, p->ns, p->name, p->uid, s->id, s->token, sealed,
+                                       sizeof(sealed)) != 0)
+        sealed[0] = '\0';
     char *md = w->metadata ? json_dumps(w->metadata, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_t *patch =
         json_pack("{s:{s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s}},s:{s:[{s:s,s:s}]}}", "metadata",
@@ -973,6 +1139,9 @@ static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *
                   KUBE_A_PRINCIPAL, principal, KUBE_A_METADATA, md ? md : "{}", "spec",
                   "containers", "name", pool->container, "image", s->image);
     free(md);
+    if (patch && sealed[0])
+        json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
+                            KUBE_A_SEALED, json_string(sealed));
     s->next = rt->sbxs;
     rt->sbxs = s;
     struct kube_ref r = ref_of(K_POD, p->ns, p->name, NULL);
@@ -1084,6 +1253,7 @@ static void ksb_release(struct ksb *s, const char *why)
                       "labels", KUBE_L_PHASE, "stopping", KUBE_L_SANDBOX, "annotations",
                       KUBE_L_SANDBOX, KUBE_A_CLAIMED_AT, KUBE_A_PRINCIPAL, KUBE_A_METADATA, "spec",
                       "containers", "name", p->container, "image", p->idle_image);
+        kube_adopt_strip(patch);
         struct kube_ref r = ref_of(K_POD, s->ns, s->pod, NULL);
         if (patch)
             send_simple(rt, "release", "PATCH", &r, "application/strategic-merge-patch+json",
@@ -1511,11 +1681,13 @@ static void pod_unfinalize(struct krt *rt, const struct kube_pod *pod, const jso
 }
 
 /* A stopping Pod back on its idle image and Ready: idle again. A claimed
- * Pod no sandbox of ours holds (an agent restart): released. */
-static void pod_phase_fix(struct krt *rt, struct kpool *p, const struct kube_pod *pod)
+ * Pod no sandbox of ours holds and adopt_pod could not rebuild (verdict
+ * RELEASE): released; one being claimed (WAIT) is left to its claimer. */
+static void pod_phase_fix(struct krt *rt, struct kpool *p, const struct kube_pod *pod,
+                          enum kube_adopt_verdict verdict)
 {
     struct kube_ref r = ref_of(K_POD, pod->ns, pod->name, NULL);
-    if (ksb_by_pod(rt, pod->ns, pod->name) || pod->deleting)
+    if (ksb_by_pod(rt, pod->ns, pod->name) || pod->deleting || verdict == KUBE_ADOPT_WAIT)
         return;
     if (pod->phase == KUBE_PH_STOPPING && strcmp(pod->image, p->idle_image) == 0 &&
         strcmp(pod->status_image, p->idle_image) == 0 && pod->running && pod->ready) {
@@ -1536,6 +1708,7 @@ static void pod_phase_fix(struct krt *rt, struct kpool *p, const struct kube_pod
                                   "stopping", KUBE_L_SANDBOX, "annotations", KUBE_L_SANDBOX,
                                   KUBE_A_CLAIMED_AT, KUBE_A_PRINCIPAL, KUBE_A_METADATA, "spec",
                                   "containers", "name", p->container, "image", p->idle_image);
+        kube_adopt_strip(patch);
         if (patch)
             send_simple(rt, "release", "PATCH", &r, "application/strategic-merge-patch+json",
                         patch);
@@ -1587,6 +1760,11 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
     ab_strlcpy(in.revision, p->revision, sizeof(in.revision));
     kube_pool_plan(&in, pods, n, &plan);
     p->counts = plan.counts;
+    /* Every replica rebuilds the claimed Pods it does not hold (reads only),
+     * so any of them serves connect(id) and a new leader has them all. */
+    static enum kube_adopt_verdict verdicts[PODS_PER_POOL_MAX];
+    for (int i = 0; i < n; i++)
+        verdicts[i] = adopt_pod(rt, p, &pods[i], objs[i]);
     if (!rt->leading)
         return;
     if (p->rewrite_err[0]) {
@@ -1643,7 +1821,7 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
         pod_unfinalize(rt, &pods[plan.unfinalize[i]], objs[plan.unfinalize[i]]);
     for (int i = 0; i < n; i++)
         if (!pods[i].deleting)
-            pod_phase_fix(rt, p, &pods[i]);
+            pod_phase_fix(rt, p, &pods[i], verdicts[i]);
 
     /* Status through the subresource, only when it moved. */
     const json_t *prev = json_object_get(obj, "status");
@@ -2053,6 +2231,7 @@ static int op_set_timeout(struct rt *base, const char *id, int64_t timeout_s)
         return AB_EINVAL;
     s->end_ms = ab_wall_ms() + timeout_s * 1000;
     schedule_end(s);
+    end_write(s, false);
     return 0;
 }
 
@@ -2169,13 +2348,14 @@ static void krt_destroy(struct krt *rt)
     json_decref(rt->expect_del);
     json_decref(rt->env_writes);
     mf_set_free(rt->set);
+    kube_seal_clear(&rt->seal);
     kube_client_free(rt->c);
     pthread_mutex_destroy(&rt->mu);
     pthread_cond_destroy(&rt->cv);
     free(rt);
 }
 
-/* Shutdown: Pods stay as they are (the next agent releases the claimed ones);
+/* Shutdown: Pods stay as they are (the next agent re-adopts the claimed ones);
  * in-flight claims fail; requests still on workers free rt when they end. */
 static void op_free(struct rt *base)
 {
@@ -2306,6 +2486,12 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
     rt->waiters_max = o->waiters_max > 0 ? o->waiters_max : 1024;
     rt->leading = o->lead_now;
     rt->rewrite = rw;
+    if (kube_seal_init(&rt->seal, o->seal_secret, o->cluster_id) != 0) {
+        snprintf(err, errlen, "kube runtime: cannot derive the envd token seal key");
+        kube_config_clear(&cfg);
+        free(rt);
+        return AB_EIO;
+    }
     ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
     const char *ns = o->ns && o->ns[0] ? o->ns : cfg.ns[0] ? cfg.ns : "default";
     if (!mf_name_is_label(ns, 63, false)) {
