@@ -283,3 +283,87 @@ test('two replicas: the follower holds the leader sandboxes; after SIGKILL of th
     assert.ok(endedAt >= end - 1000 && endedAt <= end + 5000, `ended ${endedAt - end} ms from its end-at${logs(b)}`);
     await b.proc.stop('SIGTERM');
 });
+
+// The agent's log lines so far that contain s.
+const count = (a, s) => a.proc.logs().split('\n').filter((l) => l.includes(s)).length;
+const writesAfter = (a, t) => a.p.log.filter((r) => r.t > t && r.method !== 'GET' && !r.lease);
+
+test('the lease lost while running: refused renewals, then another holder; the old leader stops reconciling and drops its tunnel within the renew deadline, no Pod is claimed twice', async () => {
+    const { Sandbox } = E2B;
+    const p = await launch('agent-p');
+    await waitFor(() => holder(), { what: 'a leader' });
+    const leaderP = holder();
+    const q = await launch('agent-q');
+    useAgent(p);
+    await waitWarm(3, 'leader p');
+    await waitFor(() => count(p, 'tunnel up') >= 1, { what: 'agent-p tunnelling' });
+    const sbx = await Sandbox.create('adopt', { timeoutMs: 600000 });
+    const [pod] = await podOf(sbx.sandboxId);
+    await waitFor(() => count(q, 'sandbox adopted from its Pod') >= 1 && q.proc.logs().includes(sbx.sandboxId), { what: `agent-q adopting ${sbx.sandboxId}` });
+
+    // 1. the API server refuses agent-p's Lease requests (its renewals fail)
+    p.p.refuseLease = true;
+    const lastRenew = Math.max(...p.p.log.filter((r) => r.lease && r.method === 'PUT').map((r) => r.t));
+    const stepped = await waitFor(() => (count(p, 'kube reconciler following') >= 1 && count(p, 'following: tunnel to the hub stopped') >= 1 ? Date.now() : null),
+        { timeoutMs: RENEW_MS + 5000, intervalMs: 20, what: `agent-p stepping down${logs(p)}` });
+    assert.ok(stepped - lastRenew <= RENEW_MS + RETRY_MS * 1.2 + 1000, `stepped down ${stepped - lastRenew} ms after its last renewal (renew deadline ${RENEW_MS} ms)`);
+    const tunnelsP = count(p, 'tunnel up');
+    await waitFor(() => holder() && holder() !== leaderP, { timeoutMs: LEASE_MS + 4000, intervalMs: 50, what: 'agent-q taking the Lease' });
+    const leaderQ = holder();
+    await waitFor(() => count(q, 'tunnel up') >= 1, { what: 'agent-q tunnelling' });
+    await waitClusterOnline(stack.hub.base, 'alpha', true, 15000);
+    // the new leader reconciles; the old one writes nothing
+    const idle = (await listPods()).find((x) => x.metadata.labels?.[PHASE] === 'idle');
+    const del = await fetch(`${api.url}/api/v1/namespaces/default/pods/${idle.metadata.name}`, { method: 'DELETE' });
+    assert.ok(del.status === 200 || del.status === 202);
+    await waitFor(async () => (await listPods()).filter((x) => x.metadata.labels?.[PHASE] === 'idle' && ready(x) && x.metadata.uid !== idle.metadata.uid).length >= 2,
+        { timeoutMs: 30000, what: 'agent-q replacing the deleted Pod' });
+    assert.ok(q.p.log.some((r) => r.t > stepped && r.method === 'POST' && r.path === '/api/v1/namespaces/default/pods'), 'agent-q created the replacement');
+    assert.deepEqual(writesAfter(p, stepped), [], 'agent-p wrote after losing the Lease');
+    assert.equal(count(p, 'tunnel up'), tunnelsP, 'agent-p tunnelled again while following');
+    // the sandbox: served by the new leader, on the same Pod, claimed once
+    useAgent(q);
+    const again = await Sandbox.connect(sbx.sandboxId);
+    assert.equal((await again.commands.run('echo q')).stdout, 'q\n');
+    const other = await Sandbox.create('adopt', { timeoutMs: 600000 });
+    const ids = (await listPods()).map((x) => x.metadata.labels?.[SBX_LABEL]).filter(Boolean);
+    assert.deepEqual(ids.filter((i) => i === sbx.sandboxId), [sbx.sandboxId], 'one Pod carries the first sandbox');
+    assert.deepEqual(ids.filter((i) => i === other.sandboxId), [other.sandboxId], 'one Pod carries the second');
+    const [podNow] = await podOf(sbx.sandboxId);
+    assert.equal(podNow.metadata.uid, pod.metadata.uid);
+    assert.equal(podNow.status.containerStatuses[0].restartCount, pod.status.containerStatuses[0].restartCount, 'the first Pod was not claimed again');
+
+    // 2. agent-p may reach the API server again (it follows); then another holder takes the Lease from agent-q
+    p.p.refuseLease = false;
+    const lease = api.peek('leases', 'default', LEASE);
+    const now = new Date().toISOString().replace(/Z$/, '').padEnd(23, '0').slice(0, 23) + '000Z';
+    lease.spec = { ...lease.spec, holderIdentity: 'intruder', leaseDurationSeconds: LEASE_MS / 1000, renewTime: now, acquireTime: now };
+    const pr = await fetch(`${api.url}/apis/coordination.k8s.io/v1/namespaces/default/leases/${LEASE}`, { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(lease) });
+    assert.equal(pr.status, 200, await pr.text());
+    const taken = Date.now();
+    const qStopped = await waitFor(() => (count(q, 'kube reconciler following') >= 1 && count(q, 'following: tunnel to the hub stopped') >= 1 ? Date.now() : null),
+        { timeoutMs: RENEW_MS + 5000, intervalMs: 20, what: `agent-q stepping down for the intruder${logs(q)}` });
+    assert.ok(qStopped - taken <= RENEW_MS + RETRY_MS * 1.2 + 1000, `agent-q stepped down ${qStopped - taken} ms after the Lease was taken`);
+    // the intruder never renews: one of the agents takes it back once it has gone unrenewed for its duration
+    await waitFor(() => holder() && holder() !== 'intruder', { timeoutMs: LEASE_MS + 5000, intervalMs: 50, what: 'an agent taking the Lease back' });
+    assert.ok(Date.now() - taken >= LEASE_MS - 200, 'the intruder record was respected for its duration');
+    assert.ok([leaderP, leaderQ].includes(holder()));
+    await waitClusterOnline(stack.hub.base, 'alpha', true, 15000);
+    const lead = holder() === leaderP ? p : q;
+    useAgent(lead);
+    const third = await waitFor(async () => {
+        try {
+            return await Sandbox.connect(sbx.sandboxId);
+        } catch {
+            return null;
+        }
+    }, { timeoutMs: 15000, what: 'the sandbox served by the leader' });
+    assert.equal((await third.commands.run('echo back')).stdout, 'back\n');
+    const [podEnd] = await podOf(sbx.sandboxId);
+    assert.equal(podEnd.metadata.uid, pod.metadata.uid, 'still the same Pod');
+    assert.equal(podEnd.status.containerStatuses[0].restartCount, pod.status.containerStatuses[0].restartCount, 'never claimed twice');
+    await Sandbox.kill(sbx.sandboxId);
+    await Sandbox.kill(other.sandboxId);
+    await p.proc.stop('SIGTERM');
+    await q.proc.stop('SIGTERM');
+});
