@@ -1403,7 +1403,9 @@ export async function startKubeApi(opts = {}) {
         });
     });
     server.keepAliveTimeout = 60000;
+    let connections = 0; // kube-adopt: TCP connections accepted (the claim benchmark counts new ones per claim)
     server.on('connection', (s) => {
+        connections++;
         sockets.add(s);
         s.on('close', () => sockets.delete(s));
     });
@@ -1420,6 +1422,10 @@ export async function startKubeApi(opts = {}) {
         requests,
         get resourceVersion() {
             return String(rv);
+        },
+        // TCP connections accepted so far (kube-adopt: connection reuse per claim)
+        get connections() {
+            return connections;
         },
         setToken(t) {
             token = t;
