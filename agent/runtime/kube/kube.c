@@ -10,6 +10,7 @@
 #include "agent/runtime/kube/adopt.h"
 #include "agent/runtime/kube/client.h"
 #include "agent/runtime/kube/reconcile.h"
+#include "agent/runtime/kube/start.h"
 #include "agent/runtime/kube/registry.h"
 #include "agent/runtime/local/manifest.h"
 
@@ -125,6 +126,7 @@ struct ksb {
      * (the watch must not undo a newer end with an older one). */
     long long seen_rv;
     int end_writing;
+    struct kstart *start; /* the start command and readiness checks (start.h); NULL: none */
 };
 
 /* A release someone waits on: done once the kubelet runs the idle image
@@ -175,6 +177,7 @@ struct kpool {
     struct kube_rewrite rw;
     char rewrite_err[400];
     int64_t last_event_ms;
+    struct rt_start_spec start; /* its runtimes' start command and probes (startcmd.h) */
 };
 
 struct krt {
@@ -221,6 +224,7 @@ struct krt {
 static void schedule(struct krt *rt);
 static void gap_fn(struct loop_timer *t);
 static void reconcile_env_status(struct krt *rt);
+static void refresh_start_specs(struct krt *rt);
 static void retry_fn(struct loop_timer *t);
 static void serve_waiters(struct krt *rt, struct kpool *p);
 static void ksb_release(struct ksb *s, const char *why);
@@ -592,6 +596,7 @@ static void ksb_unlink_free(struct ksb *s)
         loop_timer_cancel(&s->timer);
     if (s->hc)
         http_client_close(s->hc);
+    kstart_free(s->start);
     json_decref(s->metadata);
     explicit_bzero(s->token, sizeof(s->token));
     free(s);
@@ -856,6 +861,38 @@ static void init_data(struct http_client *c, const void *d, size_t len, void *ar
     (void)arg;
 }
 
+/* The start command and readiness checks ended (start.h): armed, or the
+ * claim fails naming the check (the Pod goes back). */
+static void start_done(void *arg, int err, const char *msg)
+{
+    struct ksb *s = arg;
+
+    if (s->state != KS_ARMING || !s->w)
+        return; /* ready long ago: a late word changes nothing */
+    if (err)
+        ksb_fail(s, AB_EIO, msg);
+    else
+        armed(s);
+}
+
+/* After the claim's /init (envd refuses processes before it): the claim's
+ * token and user run the command. */
+static void start_begin(struct ksb *s)
+{
+    struct kstart_deps d = {
+        .loop = s->rt->loop,
+        .spec = &s->pool->start,
+        .ip = s->ip,
+        .envd_port = s->pool->envd_port,
+        .token = s->token,
+        .user = s->w->user,
+        .done = start_done,
+        .arg = s,
+    };
+    if (!(s->start = kstart_new(&d)))
+        ksb_fail(s, AB_ENOMEM, "out of memory starting the start command");
+}
+
 static void init_finish(struct ksb *s, const char *err)
 {
     char msg[RT_ERR_MAX];
@@ -869,7 +906,10 @@ static void init_finish(struct ksb *s, const char *err)
         s->w = NULL;
         ksb_unlink_free(s);
     } else if (!err && s->http_status >= 200 && s->http_status < 300) {
-        armed(s);
+        if (s->w && rt_start_spec_needed(&s->pool->start))
+            start_begin(s);
+        else
+            armed(s);
     } else {
         if (err)
             snprintf(msg, sizeof(msg), "envd of Pod %s did not answer POST /init: %s", s->pod, err);
@@ -1191,12 +1231,22 @@ static void waiter_timeout(struct loop_timer *t)
 {
     struct kwaiter *w = t->arg;
     struct krt *rt = w->rt;
-    char msg[RT_ERR_MAX];
+    char msg[900];
 
     w->timer_on = false;
     for (struct ksb *s = rt->sbxs; s; s = s->next) {
         if (s->w != w)
             continue;
+        if (s->start) { /* swapped and armed: its start command or a check is late */
+            char why[800];
+            kstart_describe(s->start, why, sizeof(why));
+            snprintf(msg, sizeof(msg), "Pod %s was not ready within %lld ms: %s", s->pod,
+                     (long long)w->startup_ms, why);
+            s->w = NULL;
+            claim_fail(w, AB_ETIMEOUT, msg);
+            ksb_release(s, "startup timeout");
+            return;
+        }
         /* Swapping when time ran out: say what the kubelet was doing. */
         json_t *pod = NULL;
         char key[400];
@@ -1893,6 +1943,7 @@ static void reconcile(struct krt *rt)
         reconcile_pool(rt, p, v);
         serve_waiters(rt, p);
     }
+    refresh_start_specs(rt);
     if (rt->leading) {
         gc_orphan_pods(rt);
         reconcile_env_status(rt);
@@ -1906,6 +1957,24 @@ static void reconcile(struct krt *rt)
             waiter_unlink(p, w);
             claim_fail(w, AB_ENOENT, "the pool was deleted while the claim waited");
         }
+    }
+}
+
+/* Each pool's start command and probes, from its runtimes as the manifest
+ * rules read them (the pool's or Env member's, else its template's). */
+static void refresh_start_specs(struct krt *rt)
+{
+    static struct mf_pool_view views[POOLS_MAX];
+    int n = 0;
+
+    for (struct kpool *p = rt->pools; p; p = p->next)
+        memset(&p->start, 0, sizeof(p->start));
+    if (!rt->set || mf_set_pools(rt->set, rt->cluster, views, POOLS_MAX, &n) != 0)
+        return;
+    for (int i = 0; i < n && i < POOLS_MAX; i++) {
+        struct kpool *p = pool_find(rt, views[i].ns, views[i].name);
+        if (p)
+            rt_start_spec_from(&p->start, views[i].runtimes, views[i].nruntimes);
     }
 }
 

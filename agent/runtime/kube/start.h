@@ -1,0 +1,52 @@
+/* The kube runtime's start command and readiness checks (the same fields as
+ * the local runtime: runtimes[].config.startCommand, runtimes[].readinessProbe;
+ * the pure parts are agent/runtime/startcmd.h's). They run at claim, after
+ * the image swap and the claim's POST /init (envd refuses processes before
+ * /init), since the swap restarts the container and nothing started on the
+ * idle image survives it:
+ *
+ *   1. process.Process/Start of `/bin/bash -c <startCommand>` through the
+ *      Pod's envd, as the claim's user, kept streaming for the sandbox's
+ *      life (its output goes to the bounded ring error messages quote);
+ *   2. every readinessProbe of a runtime other than envd, in order, at the
+ *      Pod's IP: tcpSocket connects, httpGet answers 2xx, every
+ *      periodSeconds (100 ms when unset), after initialDelaySeconds.
+ *
+ * A start command that exits non-zero before the checks pass fails at once;
+ * the claim's startup timeout (the caller's timer) ends the rest, with
+ * kstart_describe saying which check had not passed and why.
+ *
+ * Loop thread only. */
+#ifndef AGENT_RUNTIME_KUBE_START_H
+#define AGENT_RUNTIME_KUBE_START_H
+
+#include <stddef.h>
+
+#include "agent/runtime/startcmd.h"
+
+struct loop;
+struct kstart;
+
+/* err 0: ready; AB_EIO: msg names the check and quotes the output's tail. */
+typedef void (*kstart_done_fn)(void *arg, int err, const char *msg);
+
+struct kstart_deps {
+    struct loop *loop;
+    const struct rt_start_spec *spec; /* copied */
+    const char *ip;                   /* the Pod's */
+    int envd_port;
+    const char *token; /* the claim's envd token */
+    const char *user;  /* the claim's default user */
+    kstart_done_fn done;
+    void *arg;
+};
+
+/* Starts at once; done runs later on the loop thread, once, never from
+ * inside kstart_new. NULL: out of memory. */
+struct kstart *kstart_new(const struct kstart_deps *d);
+/* Stops everything (the command's stream too); done does not run after. */
+void kstart_free(struct kstart *k);
+/* What it waits on now, with the command's state and output's tail. */
+void kstart_describe(const struct kstart *k, char *out, size_t outlen);
+
+#endif

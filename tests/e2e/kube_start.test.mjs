@@ -1,0 +1,168 @@
+// Start commands and readiness checks on the kube runtime (agent/runtime/kube/start.c;
+// the same fields as the local runtime: runtimes[].config.startCommand and
+// runtimes[].readinessProbe tcpSocket/httpGet). At claim, after the image
+// swap and the claim's /init, the command runs through the Pod's envd and
+// the checks run at the Pod's IP; the create answers only once they pass,
+// and a failure is a create error naming the check and quoting the
+// command's output. Against the in-test API server
+// (tests/integration/lib/kubeapi.mjs) with a real envd per Pod and the real
+// e2b SDK. The simulated container shares the host: the commands write their
+// pid so the test ends what they started (the kubelet's SIGKILL of envd
+// leaves its children).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { startKubeApi } from '../integration/lib/kubeapi.mjs';
+import { tempDir, waitFor } from '../integration/lib/harness.mjs';
+import { startStack, envdBin } from '../integration/lib/sandboxes.mjs';
+
+const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
+const IDLE = 'ghcr.io/scitix/agent-sandbox-idle:0.0.10';
+const RUN = 'ghcr.io/scitix/agent-sandbox-envd:0.9.0-2';
+const base = 42000 + Math.floor(Math.random() * 8000);
+const PORT_OK = base, PORT_BAD = base + 1, PORT_LATE = base + 2;
+let api, stack, dir, E2B;
+const pidFile = (name) => path.join(dir, `${name}.pid`);
+
+function env(name, runtimes, startup = '20s') {
+    return `apiVersion: agents.navix.sh/v1alpha1
+kind: SandboxTemplate
+metadata: {name: ${name}}
+spec:
+  idleImage: ${IDLE}
+  runtimes:
+  - {name: envd, port: 49983, protocol: TCP}
+${runtimes}
+  template:
+    spec:
+      containers:
+      - name: sandbox
+        image: ${RUN}
+        resources: {requests: {cpu: "1", memory: 2Gi}, limits: {cpu: "1", memory: 2Gi}}
+---
+apiVersion: agents.navix.sh/v1alpha1
+kind: SandboxEnv
+metadata: {name: ${name}, namespace: default}
+spec:
+  templateRef: {name: ${name}}
+  mode: WarmPool
+  clusters:
+  - clusterID: alpha
+    members:
+    - name: ${name}-1c2gi
+      config:
+        scalingGroup: 1c2gi
+        inlineResources: {requests: {cpu: "1", memory: 2Gi}, limits: {cpu: "1", memory: 2Gi}}
+      spec: {replicas: 1, defaultStartupTimeout: ${startup}}
+---
+`;
+}
+
+const MANIFESTS = () => [
+    env('start-ok', `  - name: app
+    port: ${PORT_OK}
+    config: {startCommand: "echo $$ > ${pidFile('ok')}; echo app starting; sleep 0.7; exec python3 -m http.server ${PORT_OK} --bind 0.0.0.0"}
+    readinessProbe: {httpGet: {port: ${PORT_OK}, path: /}}`),
+    env('start-bad', `  - name: app
+    port: ${PORT_BAD}
+    config: {startCommand: "echo boom-output; echo to-stderr >&2; exit 3"}
+    readinessProbe: {tcpSocket: {port: ${PORT_BAD}}}`),
+    env('start-late', `  - name: app
+    port: ${PORT_LATE}
+    config: {startCommand: "echo $$ > ${pidFile('late')}; echo waiting for nothing; exec sleep 60"}
+    readinessProbe: {tcpSocket: {port: ${PORT_LATE}}, periodSeconds: 1}`, '3s'),
+].join('');
+
+async function listPods(pool) {
+    const r = await fetch(`${api.url}/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent(`agentbox.navix.sh/sandbox-pool=${pool}`)}`);
+    return (await r.json()).items.filter((p) => !p.metadata.deletionTimestamp);
+}
+const ready = (p) => (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+const waitIdle = (pool) => waitFor(async () => (await listPods(pool)).some((p) => p.metadata.labels?.['agentbox.navix.sh/sandbox-phase'] === 'idle' && ready(p)),
+    { timeoutMs: 30000, what: `an idle Ready Pod in ${pool}` });
+const logs = () => `\nagent log:\n${stack.agents.alpha.proc.logs().split('\n').slice(-20).join('\n')}`;
+
+function killFrom(name) {
+    try {
+        const pid = Number(fs.readFileSync(pidFile(name), 'utf8').trim());
+        if (pid > 1) process.kill(pid, 'SIGKILL');
+    } catch {
+        /* not started, or gone */
+    }
+}
+
+before(async () => {
+    assert.equal(process.getuid(), 0, 'the stack needs root');
+    assert.ok(fs.existsSync(KUBECTL), `kubectl is needed (${KUBECTL})`);
+    api = await startKubeApi({ kubelet: { envd: envdBin(), pullDelayMs: 0 }, bookmarkMs: 500 });
+    dir = tempDir('agentbox-kube-start-');
+    const kc = api.kubeconfig(dir);
+    fs.writeFileSync(path.join(dir, 'start.yaml'), MANIFESTS());
+    const r = await new Promise((resolve) => execFile(KUBECTL, ['--kubeconfig', kc, 'apply', '-f', path.join(dir, 'start.yaml')],
+        { timeout: 60000, env: { ...process.env, HOME: dir } }, (err, stdout, stderr) => resolve({ err, stderr })));
+    assert.ifError(r.err, r.stderr);
+    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', kc, '--namespace', 'default', '--no-leader-election'] });
+    process.env.E2B_API_URL = stack.agents.alpha.e2b;
+    process.env.E2B_SANDBOX_URL = stack.agents.alpha.data;
+    process.env.E2B_API_KEY = stack.key;
+    E2B = await import('e2b');
+});
+
+after(async () => {
+    for (const n of ['ok', 'late']) killFrom(n);
+    if (stack) await stack.stop();
+    if (api) await api.close();
+});
+
+test('a start command and an httpGet check: the create answers once the server answers', async () => {
+    const { Sandbox } = E2B;
+    await waitIdle('start-ok-1c2gi');
+    const t0 = Date.now();
+    const sbx = await Sandbox.create('start-ok', { timeoutMs: 60000 });
+    const took = Date.now() - t0;
+    try {
+        // no waiting here: the server the command started answers at once
+        const r = await fetch(`${stack.agents.alpha.data}/`, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': String(PORT_OK) } });
+        assert.equal(r.status, 200, `the app port right after the create${logs()}`);
+        assert.match(await r.text(), /Directory listing/);
+        assert.ok(took >= 700, `the create waited for the check (${took} ms; the command sleeps 700 ms first)`);
+        // the command ran as the claim's user in the swapped container, after the claim's /init
+        const pid = Number(fs.readFileSync(pidFile('ok'), 'utf8').trim());
+        assert.ok(pid > 1 && fs.existsSync(`/proc/${pid}`), 'the start command is still running');
+    } finally {
+        await Sandbox.kill(sbx.sandboxId);
+        killFrom('ok');
+    }
+});
+
+test('a start command that fails: the create error names the check and quotes the output; the Pod goes back', async () => {
+    const { Sandbox } = E2B;
+    await waitIdle('start-bad-1c2gi');
+    const err = await Sandbox.create('start-bad', { timeoutMs: 60000 }).then(() => null, (e) => e);
+    assert.ok(err, 'the create failed');
+    const m = String(err.message);
+    assert.match(m, /the start command exited before the readiness check tcpSocket 127\.[0-9.]+:\d+ of runtime 'app' passed/, m);
+    assert.match(m, /the start command of runtime 'app' exited with code 3/, m);
+    assert.match(m, /boom-output/, m);
+    assert.match(m, /to-stderr/, m);
+    // the Pod is released (back to idle, no sandbox on it)
+    await waitIdle('start-bad-1c2gi');
+    assert.ok((await listPods('start-bad-1c2gi')).every((p) => !p.metadata.labels?.['agentbox.navix.sh/sandbox-id']));
+});
+
+test('a check that never passes: the startup timeout names it, the last try and the running command', async () => {
+    const { Sandbox } = E2B;
+    await waitIdle('start-late-1c2gi');
+    const t0 = Date.now();
+    const err = await Sandbox.create('start-late', { timeoutMs: 60000 }).then(() => null, (e) => e);
+    const took = Date.now() - t0;
+    killFrom('late');
+    assert.ok(err, 'the create failed');
+    const m = String(err.message);
+    assert.match(m, /was not ready within 3000 ms: the readiness check tcpSocket 127\.[0-9.]+:\d+ of runtime 'app' has not passed \(last try: connect: Connection refused\)/, m);
+    assert.match(m, /the start command of runtime 'app' is running; its output ends:\nwaiting for nothing/, m);
+    assert.ok(took >= 2900 && took < 15000, `failed after ${took} ms`);
+    await waitIdle('start-late-1c2gi');
+});
