@@ -22,16 +22,16 @@ const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
 const IDLE = 'ghcr.io/scitix/agent-sandbox-idle:0.0.10';
 const RUN = 'ghcr.io/scitix/agent-sandbox-envd:0.9.0-2';
 const base = 42000 + Math.floor(Math.random() * 8000);
-const PORT_OK = base, PORT_BAD = base + 1, PORT_LATE = base + 2;
+const PORT_OK = base, PORT_BAD = base + 1, PORT_LATE = base + 2, PORT_WARM = base + 3;
 let api, stack, dir, E2B;
 const pidFile = (name) => path.join(dir, `${name}.pid`);
 
-function env(name, runtimes, startup = '20s') {
+function env(name, runtimes, startup = '20s', idle = IDLE) {
     return `apiVersion: agents.navix.sh/v1alpha1
 kind: SandboxTemplate
 metadata: {name: ${name}}
 spec:
-  idleImage: ${IDLE}
+  idleImage: ${idle}
   runtimes:
   - {name: envd, port: 49983, protocol: TCP}
 ${runtimes}
@@ -73,7 +73,12 @@ const MANIFESTS = () => [
     port: ${PORT_LATE}
     config: {startCommand: "echo $$ > ${pidFile('late')}; echo waiting for nothing; exec sleep 60"}
     readinessProbe: {tcpSocket: {port: ${PORT_LATE}}, periodSeconds: 1}`, '3s'),
-].join('');
+    // claimed without a swap (idle image = running image): the command runs on the idle Pod
+    env('start-warm', `  - name: app
+    port: ${PORT_WARM}
+    config: {startCommand: "echo $$ >> ${pidFile('warm')}; date +%s%3N > ${path.join('DIR', 'warm-started')}; sleep 1.5; exec python3 -m http.server ${PORT_WARM} --bind 0.0.0.0"}
+    readinessProbe: {httpGet: {port: ${PORT_WARM}, path: /}}`, '20s', RUN),
+].join('').split('DIR').join(dir);
 
 async function listPods(pool) {
     const r = await fetch(`${api.url}/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent(`agentbox.navix.sh/sandbox-pool=${pool}`)}`);
@@ -84,12 +89,21 @@ const waitIdle = (pool) => waitFor(async () => (await listPods(pool)).some((p) =
     { timeoutMs: 30000, what: `an idle Ready Pod in ${pool}` });
 const logs = () => `\nagent log:\n${stack.agents.alpha.proc.logs().split('\n').slice(-20).join('\n')}`;
 
+// Ends the processes the start commands of `name` wrote down (one a line).
 function killFrom(name) {
+    let text = '';
     try {
-        const pid = Number(fs.readFileSync(pidFile(name), 'utf8').trim());
-        if (pid > 1) process.kill(pid, 'SIGKILL');
+        text = fs.readFileSync(pidFile(name), 'utf8');
     } catch {
-        /* not started, or gone */
+        return; /* none started */
+    }
+    for (const l of text.split('\n')) {
+        const pid = Number(l.trim());
+        try {
+            if (pid > 1) process.kill(pid, 'SIGKILL');
+        } catch {
+            /* gone */
+        }
     }
 }
 
@@ -111,8 +125,8 @@ before(async () => {
 });
 
 after(async () => {
-    for (const n of ['ok', 'late']) killFrom(n);
-    if (stack) await stack.stop();
+    if (stack) await stack.stop(); // first: no new start commands after this
+    for (const n of ['ok', 'late', 'warm']) killFrom(n);
     if (api) await api.close();
 });
 
@@ -165,4 +179,28 @@ test('a check that never passes: the startup timeout names it, the last try and 
     assert.match(m, /the start command of runtime 'app' is running; its output ends:\nwaiting for nothing/, m);
     assert.ok(took >= 2900 && took < 15000, `failed after ${took} ms`);
     await waitIdle('start-late-1c2gi');
+});
+
+test('a pool claimed without a swap: the command runs on the idle Pod, so the warm Pod is ready before the create', async () => {
+    const { Sandbox } = E2B;
+    const pool = 'start-warm-1c2gi';
+    const warm = await waitFor(async () => (await listPods(pool)).find((p) => p.metadata.annotations?.['agentbox.scitix.ai/idle-envd-token-sealed']),
+        { timeoutMs: 30000, what: `the idle Pod of ${pool} started (its token annotation)${logs()}` });
+    assert.match(warm.metadata.annotations['agentbox.scitix.ai/idle-envd-token-sealed'], /^v1\./, 'the idle token is sealed');
+    const startedAt = Number(fs.readFileSync(path.join(dir, 'warm-started'), 'utf8').trim());
+    const t0 = Date.now();
+    assert.ok(startedAt < t0, 'the command ran before any create');
+    const sbx = await Sandbox.create('start-warm', { timeoutMs: 60000 });
+    const took = Date.now() - t0;
+    try {
+        const [claimed] = (await listPods(pool)).filter((p) => p.metadata.labels?.['agentbox.navix.sh/sandbox-id'] === sbx.sandboxId);
+        assert.equal(claimed.metadata.uid, warm.metadata.uid, 'the warm Pod was claimed');
+        assert.ok(took < 1500, `the create did not run the command again (${took} ms; it sleeps 1.5 s)`);
+        const r = await fetch(`${stack.agents.alpha.data}/`, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': String(PORT_WARM) } });
+        assert.equal(r.status, 200);
+        // envd took the claim's token (the /init presented the idle one): the SDK works
+        assert.equal((await sbx.commands.run('echo claimed')).stdout, 'claimed\n');
+    } finally {
+        await Sandbox.kill(sbx.sandboxId);
+    }
 });

@@ -127,6 +127,26 @@ struct ksb {
     long long seen_rv;
     int end_writing;
     struct kstart *start; /* the start command and readiness checks (start.h); NULL: none */
+    /* A Pod whose start command ran while idle (prestart): envd already has
+     * this token, so the claim's /init presents it and runs nothing more. */
+    char idle_token[RT_TOKEN_MAX + 1];
+};
+
+/* An idle Pod of a pool claimed without a swap whose start command and
+ * checks run now, so that the warm Pod is already ready (leader only). */
+struct kpre {
+    struct kpre *next;
+    struct krt *rt;
+    struct kpool *pool;
+    char ns[64];
+    char pod[KUBE_POD_NAME_MAX + 1];
+    char uid[64];
+    char ip[64];
+    char token[RT_TOKEN_MAX + 1];
+    struct http_client *hc; /* its /init */
+    int http_status;
+    struct kstart *k;
+    bool ready; /* passed: the token is written on the Pod (sealed) and kept here */
 };
 
 /* A release someone waits on: done once the kubelet runs the idle image
@@ -178,6 +198,7 @@ struct kpool {
     char rewrite_err[400];
     int64_t last_event_ms;
     struct rt_start_spec start; /* its runtimes' start command and probes (startcmd.h) */
+    int64_t prestart_after_ms;  /* an idle Pod's start failed: the next waits until then */
 };
 
 struct krt {
@@ -216,6 +237,7 @@ struct krt {
     struct kpool *pools;
     struct ksb *sbxs;
     struct krel *rels;
+    struct kpre *pres;
     uint64_t next_ticket;
     struct loop_timer kick, tick, gap, retry;
     bool kick_on, gap_on, retry_on;
@@ -225,6 +247,14 @@ static void schedule(struct krt *rt);
 static void gap_fn(struct loop_timer *t);
 static void reconcile_env_status(struct krt *rt);
 static void refresh_start_specs(struct krt *rt);
+struct kpre;
+static bool prestart_pool(const struct kpool *p);
+static bool prestart_token(struct krt *rt, const struct kube_pod *pod, const json_t *obj,
+                           char *out);
+static void prestart_pod(struct krt *rt, struct kpool *p, const struct kube_pod *pod,
+                         const json_t *obj);
+static void prestart_forget(struct krt *rt, const struct kube_pod *pod);
+static void prestart_free(struct kpre *x);
 static void retry_fn(struct loop_timer *t);
 static void serve_waiters(struct krt *rt, struct kpool *p);
 static void ksb_release(struct ksb *s, const char *why);
@@ -599,6 +629,7 @@ static void ksb_unlink_free(struct ksb *s)
     kstart_free(s->start);
     json_decref(s->metadata);
     explicit_bzero(s->token, sizeof(s->token));
+    explicit_bzero(s->idle_token, sizeof(s->idle_token));
     free(s);
 }
 
@@ -906,7 +937,7 @@ static void init_finish(struct ksb *s, const char *err)
         s->w = NULL;
         ksb_unlink_free(s);
     } else if (!err && s->http_status >= 200 && s->http_status < 300) {
-        if (s->w && rt_start_spec_needed(&s->pool->start))
+        if (s->w && !s->idle_token[0] && rt_start_spec_needed(&s->pool->start))
             start_begin(s);
         else
             armed(s);
@@ -944,7 +975,8 @@ static const struct http_client_handler init_handler = {
 static void post_init(struct ksb *s)
 {
     struct kwaiter *w = s->w;
-    struct http_header h[] = {{"Content-Type", "application/json"}};
+    struct http_header h[] = {{"Content-Type", "application/json"},
+                              {"X-Access-Token", s->idle_token}};
     struct http_client_options o = {0};
     char addr[RT_ADDR_MAX], ts[32];
     char *body;
@@ -968,7 +1000,7 @@ static void post_init(struct ksb *s)
     o.method = "POST";
     o.target = "/init";
     o.headers = h;
-    o.nheaders = 1;
+    o.nheaders = s->idle_token[0] ? 2 : 1;
     o.content_length = (int64_t)len;
     o.timeout_ms = 10000;
     s->http_status = 0;
@@ -1065,6 +1097,8 @@ static void pod_changed(struct krt *rt, const json_t *obj, bool gone)
 
     if (kube_pod_observe(obj, &p, err, sizeof(err)) != 0)
         return;
+    if (gone || p.deleting || p.dead)
+        prestart_forget(rt, &p);
     if ((s = ksb_by_pod(rt, p.ns, p.name)) &&
         !(s->state == KS_RUNNING && !gone && !p.deleting && !p.dead && running_moved(s, &p, obj)))
         ksb_observe(s, &p, gone);
@@ -1137,7 +1171,7 @@ static void patch_done(struct krt *rt, void *arg, int rc, struct kube_response *
 
 /* Claims Pod p (idle, Ready) for w: the CAS patch with the Pod's version. */
 static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *p,
-                     struct kwaiter *w)
+                     struct kwaiter *w, const char *idle_token)
 {
     struct ksb *s = calloc(1, sizeof(*s));
     char ts[32], principal[160];
@@ -1156,6 +1190,9 @@ static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *
     ab_strlcpy(s->owner, w->owner, sizeof(s->owner));
     ab_strlcpy(s->ip, p->ip, sizeof(s->ip));
     ab_strlcpy(s->image, w->image[0] ? w->image : pool->run_image, sizeof(s->image));
+    /* a swap (an image override) restarts envd: the idle token is gone with it */
+    if (idle_token && strcmp(s->image, pool->idle_image) == 0)
+        ab_strlcpy(s->idle_token, idle_token, sizeof(s->idle_token));
     if (w->token[0])
         ab_strlcpy(s->token, w->token, sizeof(s->token));
     else {
@@ -1218,9 +1255,14 @@ static void serve_waiters(struct krt *rt, struct kpool *p)
         if (strcmp(w->skip_pod, pod.name) == 0 && strcmp(w->skip_rv, pod.rv) == 0 &&
             ab_now_ms() < w->skip_until_ms)
             continue;
+        char idle_token[RT_TOKEN_MAX + 1] = "";
+        if (prestart_pool(p) && !w->image[0] && !prestart_token(rt, &pod, obj, idle_token))
+            continue; /* its start command has not passed yet */
         ab_strlcpy(w->skip_rv, pod.rv, sizeof(w->skip_rv));
         waiter_unlink(p, w);
-        if (claim_pod(rt, p, &pod, w) != 0) {
+        int crc = claim_pod(rt, p, &pod, w, idle_token);
+        explicit_bzero(idle_token, sizeof(idle_token));
+        if (crc != 0) {
             claim_fail(w, AB_EIO, "cannot send the claim to the API server; try again");
             continue;
         }
@@ -1872,6 +1914,9 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
     for (int i = 0; i < n; i++)
         if (!pods[i].deleting)
             pod_phase_fix(rt, p, &pods[i], verdicts[i]);
+    if (prestart_pool(p))
+        for (int i = 0; i < n; i++)
+            prestart_pod(rt, p, &pods[i], objs[i]);
 
     /* Status through the subresource, only when it moved. */
     const json_t *prev = json_object_get(obj, "status");
@@ -1958,6 +2003,246 @@ static void reconcile(struct krt *rt)
             claim_fail(w, AB_ENOENT, "the pool was deleted while the claim waited");
         }
     }
+}
+
+/* ---- idle Pods' start command (pools claimed without a swap) ------------------------------ */
+
+#define PRESTART_BACKOFF_MS 2000 /* after a failure, before the next idle Pod tries */
+
+/* The pool's Pods run their start command while idle: the claim does not
+ * swap the image (idle image = running image), so what runs now is what
+ * the sandbox gets, and a warm Pod is already ready. */
+static bool prestart_pool(const struct kpool *p)
+{
+    return rt_start_spec_needed(&p->start) && p->idle_image[0] &&
+           strcmp(p->run_image, p->idle_image) == 0;
+}
+
+static struct kpre *prestart_find(struct krt *rt, const char *ns, const char *pod)
+{
+    for (struct kpre *x = rt->pres; x; x = x->next)
+        if (strcmp(x->ns, ns) == 0 && strcmp(x->pod, pod) == 0)
+            return x;
+    return NULL;
+}
+
+static void prestart_free(struct kpre *x)
+{
+    struct kpre **pp;
+    for (pp = &x->rt->pres; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
+    if (x->hc) {
+        http_client_close(x->hc);
+        x->rt->inflight--;
+    }
+    kstart_free(x->k);
+    explicit_bzero(x->token, sizeof(x->token));
+    free(x);
+}
+
+static void prestart_forget(struct krt *rt, const struct kube_pod *pod)
+{
+    struct kpre *x = prestart_find(rt, pod->ns, pod->name);
+    if (x)
+        prestart_free(x);
+}
+
+/* Whether an idle Pod of a prestart pool is ready for a claim, and the envd
+ * token its /init needs (out: RT_TOKEN_MAX + 1 bytes). */
+static bool prestart_token(struct krt *rt, const struct kube_pod *pod, const json_t *obj, char *out)
+{
+    struct kpre *x = prestart_find(rt, pod->ns, pod->name);
+    if (x && strcmp(x->uid, pod->uid) == 0) {
+        if (x->ready)
+            ab_strlcpy(out, x->token, RT_TOKEN_MAX + 1);
+        return x->ready;
+    }
+    const char *sealed = jstr(jget2(obj, "metadata", "annotations"), KUBE_A_IDLE_TOKEN);
+    return sealed[0] && kube_unseal_token(&rt->seal, pod->ns, pod->name, pod->uid, "idle", sealed,
+                                          out, RT_TOKEN_MAX + 1) == 0;
+}
+
+/* The Pod cannot become ready: an Event says why, the pool's oldest waiting
+ * claim gets the error (as on local), the Pod is replaced after a pause. */
+static void prestart_failed(struct kpre *x, const char *why)
+{
+    struct krt *rt = x->rt;
+    struct kpool *p = x->pool;
+    struct kube_pod gone;
+    char msg[900];
+
+    snprintf(msg, sizeof(msg), "idle Pod %s: %s", x->pod, why);
+    LOG_WARN("an idle Pod did not become ready", "pool", p->name, "error", msg);
+    pool_event(rt, p, "Warning", "StartFailed", msg);
+    p->prestart_after_ms = ab_now_ms() + PRESTART_BACKOFF_MS;
+    memset(&gone, 0, sizeof(gone));
+    ab_strlcpy(gone.ns, x->ns, sizeof(gone.ns));
+    ab_strlcpy(gone.name, x->pod, sizeof(gone.name));
+    prestart_free(x); /* why may live in x->k: msg holds the copy */
+    pod_delete(rt, &gone);
+    if (p->w_head) {
+        struct kwaiter *w = p->w_head;
+        waiter_unlink(p, w);
+        claim_fail(w, AB_EIO, msg);
+    }
+    schedule(rt);
+}
+
+static void prestart_started(void *arg, int err, const char *msg)
+{
+    struct kpre *x = arg;
+    struct krt *rt = x->rt;
+    char sealed[KUBE_SEALED_MAX + 1] = "-";
+
+    if (err) {
+        prestart_failed(x, msg);
+        return;
+    }
+    x->ready = true;
+    /* envd keeps the process when its stream closes (e2b-protocol.md §2.5) */
+    kstart_free(x->k);
+    x->k = NULL;
+    if (rt->seal.on && kube_seal_token(&rt->seal, x->ns, x->pod, x->uid, "idle", x->token, sealed,
+                                       sizeof(sealed)) != 0)
+        ab_strlcpy(sealed, "-", sizeof(sealed));
+    json_t *patch =
+        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", KUBE_A_IDLE_TOKEN, sealed);
+    struct kube_ref r = ref_of(K_POD, x->ns, x->pod, NULL);
+    if (patch)
+        send_simple(rt, "idle start", "PATCH", &r, "application/merge-patch+json", patch);
+    json_decref(patch);
+    LOG_INFO("idle Pod ready (start command and checks passed)", "pool", x->pool->name, "pod",
+             x->pod);
+    serve_waiters(rt, x->pool);
+}
+
+static void prestart_init_head(struct http_client *c, int status, const struct http_header *h,
+                               int n, void *arg)
+{
+    (void)c;
+    (void)h;
+    (void)n;
+    ((struct kpre *)arg)->http_status = status;
+}
+
+static void prestart_init_finish(struct kpre *x, const char *err)
+{
+    struct krt *rt = x->rt;
+    char msg[320];
+
+    x->hc = NULL;
+    rt->inflight--;
+    if (!err && x->http_status >= 200 && x->http_status < 300) {
+        struct kstart_deps d = {
+            .loop = rt->loop,
+            .spec = &x->pool->start,
+            .ip = x->ip,
+            .envd_port = x->pool->envd_port,
+            .token = x->token,
+            .user = "user",
+            .done = prestart_started,
+            .arg = x,
+        };
+        if ((x->k = kstart_new(&d)))
+            return;
+        err = "out of memory";
+    }
+    if (err)
+        snprintf(msg, sizeof(msg),
+                 "envd did not answer POST /init before the start command: %.200s", err);
+    else
+        snprintf(msg, sizeof(msg), "envd answered %d to POST /init before the start command",
+                 x->http_status);
+    prestart_failed(x, msg);
+}
+
+static void prestart_init_end(struct http_client *c, void *arg)
+{
+    (void)c;
+    prestart_init_finish(arg, NULL);
+}
+
+static void prestart_init_error(struct http_client *c, int err, const char *m, void *arg)
+{
+    (void)c;
+    (void)err;
+    prestart_init_finish(arg, m ? m : "error");
+}
+
+static const struct http_client_handler prestart_init_handler = {
+    .on_head = prestart_init_head,
+    .on_data = init_data,
+    .on_end = prestart_init_end,
+    .on_error = prestart_init_error,
+};
+
+/* Leader: an idle Ready Pod of a prestart pool without the token annotation
+ * gets its own envd token (POST /init), then the start command and checks. */
+static void prestart_pod(struct krt *rt, struct kpool *p, const struct kube_pod *pod,
+                         const json_t *obj)
+{
+    struct http_header h[] = {{"Content-Type", "application/json"}};
+    struct http_client_options o = {0};
+    char addr[RT_ADDR_MAX], tok[RT_TOKEN_MAX + 1];
+    uint8_t raw[24];
+    struct kpre *x;
+
+    if (pod->phase != KUBE_PH_IDLE || !pod->ready || !pod->running || pod->deleting || pod->dead ||
+        !pod->ip[0] || strcmp(pod->status_image, p->idle_image) != 0 ||
+        ksb_by_pod(rt, pod->ns, pod->name) || prestart_find(rt, pod->ns, pod->name))
+        return;
+    if (jstr(jget2(obj, "metadata", "annotations"), KUBE_A_IDLE_TOKEN)[0]) {
+        if (!prestart_token(rt, pod, obj, tok)) {
+            /* started by an agent whose token this one cannot open: replaced */
+            LOG_INFO("replacing an idle Pod whose start token this agent cannot open", "pod",
+                     pod->name);
+            pod_delete(rt, pod);
+        }
+        explicit_bzero(tok, sizeof(tok));
+        return;
+    }
+    if (ab_now_ms() < p->prestart_after_ms || !(x = calloc(1, sizeof(*x))))
+        return;
+    x->rt = rt;
+    x->pool = p;
+    ab_strlcpy(x->ns, pod->ns, sizeof(x->ns));
+    ab_strlcpy(x->pod, pod->name, sizeof(x->pod));
+    ab_strlcpy(x->uid, pod->uid, sizeof(x->uid));
+    ab_strlcpy(x->ip, pod->ip, sizeof(x->ip));
+    crypto_random(raw, sizeof(raw));
+    hex_encode(raw, sizeof(raw), x->token);
+    explicit_bzero(raw, sizeof(raw));
+    x->next = rt->pres;
+    rt->pres = x;
+    json_t *b = json_pack("{s:s,s:s,s:s,s:{}}", "accessToken", x->token, "defaultUser", "user",
+                          "defaultWorkdir", "/home/user", "envVars");
+    char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+    json_decref(b);
+    if (!body) {
+        prestart_free(x);
+        return;
+    }
+    snprintf(addr, sizeof(addr), "%s:%d", x->ip, p->envd_port);
+    o.addr = addr;
+    o.method = "POST";
+    o.target = "/init";
+    o.headers = h;
+    o.nheaders = 1;
+    o.content_length = (int64_t)strlen(body);
+    o.timeout_ms = 10000;
+    x->hc = http_client_start(rt->loop, &o, &prestart_init_handler, x);
+    if (x->hc) {
+        rt->inflight++;
+        http_client_write(x->hc, body, strlen(body));
+        http_client_end(x->hc);
+    }
+    explicit_bzero(body, strlen(body));
+    free(body);
+    if (!x->hc)
+        prestart_free(x);
 }
 
 /* Each pool's start command and probes, from its runtimes as the manifest
@@ -2459,6 +2744,8 @@ static void op_free(struct rt *base)
         }
     while (rt->rels)
         rel_end(rt->rels, AB_ECLOSED, "the kube runtime is shutting down", false);
+    while (rt->pres)
+        prestart_free(rt->pres);
     while (rt->sbxs) {
         struct ksb *s = rt->sbxs;
         if (s->w)

@@ -24,6 +24,11 @@
 
 #include "agent/runtime/startcmd.h"
 
+/* On an idle Pod whose start command ran ahead (a pool claimed without a
+ * swap): the envd token it was initialised with, sealed as in adopt.h with
+ * the id "idle" ("-" when the agent has no seal key). */
+#define KUBE_A_IDLE_TOKEN "agentbox.scitix.ai/idle-envd-token-sealed"
+
 struct loop;
 struct kstart;
 
