@@ -21,7 +21,8 @@ import { startStack, envdBin } from '../integration/lib/sandboxes.mjs';
 const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
 const IDLE = 'ghcr.io/scitix/agent-sandbox-idle:0.0.10';
 const RUN = 'ghcr.io/scitix/agent-sandbox-envd:0.9.0-2';
-const base = 42000 + Math.floor(Math.random() * 8000);
+// below the ephemeral range (32768-60999), where the kubelet's envds listen on 127.0.0.1
+const base = 20000 + Math.floor(Math.random() * 8000);
 const PORT_OK = base, PORT_BAD = base + 1, PORT_LATE = base + 2, PORT_WARM = base + 3;
 let api, stack, dir, E2B;
 const pidFile = (name) => path.join(dir, `${name}.pid`);
@@ -78,6 +79,10 @@ const MANIFESTS = () => [
     port: ${PORT_WARM}
     config: {startCommand: "echo $$ >> ${pidFile('warm')}; date +%s%3N > ${path.join('DIR', 'warm-started')}; sleep 1.5; exec python3 -m http.server ${PORT_WARM} --bind 0.0.0.0"}
     readinessProbe: {httpGet: {port: ${PORT_WARM}, path: /}}`, '20s', RUN),
+    env('start-warmbad', `  - name: app
+    port: ${PORT_WARM + 1}
+    config: {startCommand: "echo warm-boom; exit 4"}
+    readinessProbe: {tcpSocket: {port: ${PORT_WARM + 1}}}`, '20s', RUN),
 ].join('').split('DIR').join(dir);
 
 async function listPods(pool) {
@@ -203,4 +208,24 @@ test('a pool claimed without a swap: the command runs on the idle Pod, so the wa
     } finally {
         await Sandbox.kill(sbx.sandboxId);
     }
+});
+
+test('a pool claimed without a swap whose idle Pods fail their command: a StartFailed Event, the waiting create fails naming the check, the Pod is replaced', async () => {
+    const { Sandbox } = E2B;
+    const pool = 'start-warmbad-1c2gi';
+    const first = await waitFor(async () => (await listPods(pool))[0], { what: `a Pod of ${pool}` });
+    const err = await Sandbox.create('start-warmbad', { timeoutMs: 60000 }).then(() => null, (e) => e);
+    assert.ok(err, 'the create failed');
+    const m = String(err.message);
+    assert.match(m, /idle Pod start-warmbad-1c2gi-[a-z0-9-]+: the start command exited before the readiness check tcpSocket 127\.[0-9.]+:\d+ of runtime 'app' passed/, m);
+    assert.match(m, /exited with code 4; its output ends:\nwarm-boom/, m);
+    const ev = await waitFor(async () => {
+        const r = await fetch(`${api.url}/api/v1/namespaces/default/events`);
+        return (await r.json()).items.find((e) => e.reason === 'StartFailed' && e.involvedObject?.name === pool) ?? null;
+    }, { what: 'a StartFailed Event on the pool' });
+    assert.equal(ev.type, 'Warning');
+    assert.match(ev.message, /warm-boom/);
+    await waitFor(async () => !(await listPods(pool)).some((p) => p.metadata.uid === first.metadata.uid), { what: 'the failed Pod replaced' });
+    // never claimable: no Pod of it carries the idle token
+    assert.ok((await listPods(pool)).every((p) => !p.metadata.annotations?.['agentbox.scitix.ai/idle-envd-token-sealed']));
 });

@@ -146,7 +146,9 @@ struct kpre {
     struct http_client *hc; /* its /init */
     int http_status;
     struct kstart *k;
-    bool ready; /* passed: the token is written on the Pod (sealed) and kept here */
+    bool ready;              /* passed: the token is written on the Pod (sealed) and kept here */
+    struct loop_timer timer; /* the pool's startup timeout, until ready */
+    bool timer_on;
 };
 
 /* A release someone waits on: done once the kubelet runs the idle image
@@ -2038,6 +2040,8 @@ static void prestart_free(struct kpre *x)
         http_client_close(x->hc);
         x->rt->inflight--;
     }
+    if (x->timer_on)
+        loop_timer_cancel(&x->timer);
     kstart_free(x->k);
     explicit_bzero(x->token, sizeof(x->token));
     free(x);
@@ -2102,6 +2106,9 @@ static void prestart_started(void *arg, int err, const char *msg)
         return;
     }
     x->ready = true;
+    if (x->timer_on)
+        loop_timer_cancel(&x->timer);
+    x->timer_on = false;
     /* envd keeps the process when its stream closes (e2b-protocol.md §2.5) */
     kstart_free(x->k);
     x->k = NULL;
@@ -2179,6 +2186,21 @@ static const struct http_client_handler prestart_init_handler = {
     .on_error = prestart_init_error,
 };
 
+static void prestart_timeout(struct loop_timer *t)
+{
+    struct kpre *x = t->arg;
+    char why[800], msg[900];
+
+    x->timer_on = false;
+    if (x->k)
+        kstart_describe(x->k, why, sizeof(why));
+    else
+        snprintf(why, sizeof(why), "envd did not answer POST /init");
+    snprintf(msg, sizeof(msg), "not ready within %lld ms: %s",
+             (long long)(x->pool->startup_ms > 0 ? x->pool->startup_ms : DEFAULT_STARTUP_MS), why);
+    prestart_failed(x, msg);
+}
+
 /* Leader: an idle Ready Pod of a prestart pool without the token annotation
  * gets its own envd token (POST /init), then the start command and checks. */
 static void prestart_pod(struct krt *rt, struct kpool *p, const struct kube_pod *pod,
@@ -2217,6 +2239,9 @@ static void prestart_pod(struct krt *rt, struct kpool *p, const struct kube_pod 
     explicit_bzero(raw, sizeof(raw));
     x->next = rt->pres;
     rt->pres = x;
+    x->timer_on = true;
+    loop_timer_start(rt->loop, &x->timer, p->startup_ms > 0 ? p->startup_ms : DEFAULT_STARTUP_MS,
+                     prestart_timeout, x);
     json_t *b = json_pack("{s:s,s:s,s:s,s:{}}", "accessToken", x->token, "defaultUser", "user",
                           "defaultWorkdir", "/home/user", "envVars");
     char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;

@@ -1,20 +1,22 @@
 /* The kube runtime's start command and readiness checks (the same fields as
  * the local runtime: runtimes[].config.startCommand, runtimes[].readinessProbe;
- * the pure parts are agent/runtime/startcmd.h's). They run at claim, after
- * the image swap and the claim's POST /init (envd refuses processes before
- * /init), since the swap restarts the container and nothing started on the
- * idle image survives it:
+ * the pure parts are agent/runtime/startcmd.h's), after a POST /init (envd
+ * refuses processes before it): at claim, after the image swap (the swap
+ * restarts the container, so nothing started on the idle image survives),
+ * with the claim's token and user; or, for a pool claimed without a swap,
+ * on each idle Ready Pod ahead of any claim (kube.c's prestart), so a warm
+ * Pod is already ready:
  *
  *   1. process.Process/Start of `/bin/bash -c <startCommand>` through the
- *      Pod's envd, as the claim's user, kept streaming for the sandbox's
- *      life (its output goes to the bounded ring error messages quote);
+ *      Pod's envd (its output goes to the bounded ring error messages
+ *      quote; envd keeps the process if the stream closes);
  *   2. every readinessProbe of a runtime other than envd, in order, at the
  *      Pod's IP: tcpSocket connects, httpGet answers 2xx, every
  *      periodSeconds (100 ms when unset), after initialDelaySeconds.
  *
  * A start command that exits non-zero before the checks pass fails at once;
- * the claim's startup timeout (the caller's timer) ends the rest, with
- * kstart_describe saying which check had not passed and why.
+ * the caller's startup timeout ends the rest, with kstart_describe saying
+ * which check had not passed and why.
  *
  * Loop thread only. */
 #ifndef AGENT_RUNTIME_KUBE_START_H
