@@ -67,7 +67,7 @@ spec:
       config:
         scalingGroup: 1c2gi
         inlineResources: {requests: {cpu: "1", memory: 2Gi}, limits: {cpu: "1", memory: 2Gi}}
-      spec: {replicas: 3, defaultStartupTimeout: 20s}
+      spec: {replicas: 4, defaultStartupTimeout: 20s}
 `;
 
 let api, stack, dir, E2B;
@@ -166,9 +166,10 @@ test('SIGKILL of the agent: the restarted agent re-adopts the claimed Pods; same
     const { Sandbox } = E2B;
     let a = await launch('agent-1');
     useAgent(a);
-    await waitWarm(3, 'first agent');
+    await waitWarm(4, 'first agent');
     const sbx = await Sandbox.create('adopt', { envs: { FOO: 'adopted' }, metadata: { suite: 'adopt' }, timeoutMs: 600000 });
     const short = await Sandbox.create('adopt', { timeoutMs: 20000 });
+    const victim = await Sandbox.create('adopt', { timeoutMs: 600000 });
     const f = `/tmp/adopt-${Date.now()}.txt`;
     await sbx.files.write(f, 'kept across the restart');
     const [pod] = await podOf(sbx.sandboxId);
@@ -203,6 +204,11 @@ test('SIGKILL of the agent: the restarted agent re-adopts the claimed Pods; same
     const pr = await fetch(`${api.url}/api/v1/namespaces/default/pods/${idle.metadata.name}`, { method: 'PATCH', headers: { 'Content-Type': 'application/merge-patch+json' }, body: JSON.stringify(patch) });
     assert.equal(pr.status, 200);
     assert.equal((await podOf(sbx.sandboxId)).length, 1, 'the claimed Pod stays claimed while the agent is down');
+    // and another sandbox's principal edited to hand it to another team: the seal binds it
+    const [vpod] = await podOf(victim.sandboxId);
+    const vr = await fetch(`${api.url}/api/v1/namespaces/default/pods/${vpod.metadata.name}`, { method: 'PATCH', headers: { 'Content-Type': 'application/merge-patch+json' },
+        body: JSON.stringify({ metadata: { annotations: { 'agentbox.scitix.ai/principal': 'other-team/mallory' } } }) });
+    assert.equal(vr.status, 200);
 
     a = await launch('agent-2');
     useAgent(a);
@@ -227,6 +233,8 @@ test('SIGKILL of the agent: the restarted agent re-adopts the claimed Pods; same
     // the forged claim: released (a Pod whose idle image runs is replaced), never served
     await assert.rejects(Sandbox.connect(forged), (e) => /not found|404/i.test(String(e?.message ?? e)), 'the forged id is not a sandbox');
     await waitFor(async () => (await podOf(forged)).length === 0, { timeoutMs: 15000, what: 'the forged claim released' });
+    await waitFor(async () => (await podOf(victim.sandboxId)).length === 0, { timeoutMs: 15000, what: 'the sandbox with the edited principal released, not adopted' });
+    await assert.rejects(Sandbox.connect(victim.sandboxId), (e) => /not found|404/i.test(String(e?.message ?? e)));
 
     // the short one was adopted too and still ends at its end-at
     const s2 = await Sandbox.connect(short.sandboxId);
@@ -252,7 +260,7 @@ test('two replicas: the follower holds the leader sandboxes; after SIGKILL of th
     const b = await launch('agent-b');
     assert.equal(holder(), leaderA, 'agent-b follows');
     useAgent(a);
-    await waitWarm(3, 'leader a');
+    await waitWarm(4, 'leader a');
     const sbx = await Sandbox.create('adopt', { timeoutMs: 25000 });
     await sbx.files.write('/tmp/who', 'a');
     const [pod] = await podOf(sbx.sandboxId);
@@ -295,7 +303,7 @@ test('the lease lost while running: refused renewals, then another holder; the o
     const leaderP = holder();
     const q = await launch('agent-q');
     useAgent(p);
-    await waitWarm(3, 'leader p');
+    await waitWarm(4, 'leader p');
     await waitFor(() => count(p, 'tunnel up') >= 1, { what: 'agent-p tunnelling' });
     const sbx = await Sandbox.create('adopt', { timeoutMs: 600000 });
     const [pod] = await podOf(sbx.sandboxId);
@@ -316,7 +324,7 @@ test('the lease lost while running: refused renewals, then another holder; the o
     const idle = (await listPods()).find((x) => x.metadata.labels?.[PHASE] === 'idle');
     const del = await fetch(`${api.url}/api/v1/namespaces/default/pods/${idle.metadata.name}`, { method: 'DELETE' });
     assert.ok(del.status === 200 || del.status === 202);
-    await waitFor(async () => (await listPods()).filter((x) => x.metadata.labels?.[PHASE] === 'idle' && ready(x) && x.metadata.uid !== idle.metadata.uid).length >= 2,
+    await waitFor(async () => (await listPods()).filter((x) => x.metadata.labels?.[PHASE] === 'idle' && ready(x) && x.metadata.uid !== idle.metadata.uid).length >= 3,
         { timeoutMs: 30000, what: 'agent-q replacing the deleted Pod' });
     assert.ok(q.p.log.some((r) => r.t > stepped && r.method === 'POST' && r.path === '/api/v1/namespaces/default/pods'), 'agent-q created the replacement');
     assert.deepEqual(writesAfter(p, stepped), [], 'agent-p wrote after losing the Lease');

@@ -25,73 +25,81 @@ static void seal_round_trip(void **state)
 
     assert_int_equal(kube_seal_init(&k, JOIN, "alpha"), 0);
     assert_true(k.on);
-    assert_int_equal(
-        kube_seal_token(&k, "default", "pod-a", "uid-1", "sbx1", TOKEN, sealed, sizeof(sealed)), 0);
+    assert_int_equal(kube_seal_token(&k, "default", "pod-a", "uid-1", "sbx1", "t/u", TOKEN, sealed,
+                                     sizeof(sealed)),
+                     0);
     assert_int_equal(strncmp(sealed, "v1.", 3), 0);
     assert_null(strstr(sealed, TOKEN)); /* not in clear */
     assert_int_equal(
-        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", sealed, tok, sizeof(tok)), 0);
+        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "t/u", sealed, tok, sizeof(tok)),
+        0);
     assert_string_equal(tok, TOKEN);
 
     /* a second replica with the same join token and cluster opens it */
     assert_int_equal(kube_seal_init(&other, JOIN, "alpha"), 0);
-    assert_int_equal(
-        kube_unseal_token(&other, "default", "pod-a", "uid-1", "sbx1", sealed, tok, sizeof(tok)),
-        0);
+    assert_int_equal(kube_unseal_token(&other, "default", "pod-a", "uid-1", "sbx1", "t/u", sealed,
+                                       tok, sizeof(tok)),
+                     0);
     assert_string_equal(tok, TOKEN);
 
     /* copied to another Pod, another uid, another sandbox id, another namespace */
     assert_int_equal(
-        kube_unseal_token(&k, "default", "pod-b", "uid-1", "sbx1", sealed, tok, sizeof(tok)),
+        kube_unseal_token(&k, "default", "pod-b", "uid-1", "sbx1", "t/u", sealed, tok, sizeof(tok)),
         AB_EDENIED);
     assert_string_equal(tok, "");
     assert_int_equal(
-        kube_unseal_token(&k, "default", "pod-a", "uid-2", "sbx1", sealed, tok, sizeof(tok)),
+        kube_unseal_token(&k, "default", "pod-a", "uid-2", "sbx1", "t/u", sealed, tok, sizeof(tok)),
         AB_EDENIED);
     assert_int_equal(
-        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx2", sealed, tok, sizeof(tok)),
+        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx2", "t/u", sealed, tok, sizeof(tok)),
         AB_EDENIED);
     assert_int_equal(
-        kube_unseal_token(&k, "other", "pod-a", "uid-1", "sbx1", sealed, tok, sizeof(tok)),
+        kube_unseal_token(&k, "other", "pod-a", "uid-1", "sbx1", "t/u", sealed, tok, sizeof(tok)),
         AB_EDENIED);
+    /* the principal edited (the sandbox handed to another team) */
+    assert_int_equal(kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "other/u", sealed,
+                                       tok, sizeof(tok)),
+                     AB_EDENIED);
     /* another cluster's key, a rotated join token */
     kube_seal_init(&other, JOIN, "beta");
-    assert_int_equal(
-        kube_unseal_token(&other, "default", "pod-a", "uid-1", "sbx1", sealed, tok, sizeof(tok)),
-        AB_EDENIED);
+    assert_int_equal(kube_unseal_token(&other, "default", "pod-a", "uid-1", "sbx1", "t/u", sealed,
+                                       tok, sizeof(tok)),
+                     AB_EDENIED);
     kube_seal_init(&other, "abxc_ffff", "alpha");
-    assert_int_equal(
-        kube_unseal_token(&other, "default", "pod-a", "uid-1", "sbx1", sealed, tok, sizeof(tok)),
-        AB_EDENIED);
+    assert_int_equal(kube_unseal_token(&other, "default", "pod-a", "uid-1", "sbx1", "t/u", sealed,
+                                       tok, sizeof(tok)),
+                     AB_EDENIED);
     /* tampered: one base64 digit changed */
     char bad[sizeof(sealed)];
     strcpy(bad, sealed);
     bad[10] = bad[10] == 'A' ? 'B' : 'A';
     assert_int_equal(
-        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", bad, tok, sizeof(tok)),
+        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "t/u", bad, tok, sizeof(tok)),
         AB_EDENIED);
     /* malformed */
-    assert_int_equal(
-        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "v2.xx", tok, sizeof(tok)),
-        AB_EINVAL);
-    assert_int_equal(
-        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "v1.!!!!", tok, sizeof(tok)),
-        AB_EINVAL);
-    assert_int_equal(
-        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "v1.AAAA", tok, sizeof(tok)),
-        AB_EINVAL);
+    assert_int_equal(kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "t/u", "v2.xx", tok,
+                                       sizeof(tok)),
+                     AB_EINVAL);
+    assert_int_equal(kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "t/u", "v1.!!!!",
+                                       tok, sizeof(tok)),
+                     AB_EINVAL);
+    assert_int_equal(kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "t/u", "v1.AAAA",
+                                       tok, sizeof(tok)),
+                     AB_EINVAL);
     /* two seals of one token differ (a fresh nonce) */
     char again[sizeof(sealed)];
-    kube_seal_token(&k, "default", "pod-a", "uid-1", "sbx1", TOKEN, again, sizeof(again));
+    kube_seal_token(&k, "default", "pod-a", "uid-1", "sbx1", "t/u", TOKEN, again, sizeof(again));
     assert_string_not_equal(again, sealed);
     /* the largest token fits */
     char big[RT_TOKEN_MAX + 1];
     memset(big, 'x', RT_TOKEN_MAX);
     big[RT_TOKEN_MAX] = '\0';
+    assert_int_equal(kube_seal_token(&k, "default", "pod-a", "uid-1", "sbx1", "t/u", big, sealed,
+                                     sizeof(sealed)),
+                     0);
     assert_int_equal(
-        kube_seal_token(&k, "default", "pod-a", "uid-1", "sbx1", big, sealed, sizeof(sealed)), 0);
-    assert_int_equal(
-        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", sealed, tok, sizeof(tok)), 0);
+        kube_unseal_token(&k, "default", "pod-a", "uid-1", "sbx1", "t/u", sealed, tok, sizeof(tok)),
+        0);
     assert_string_equal(tok, big);
     kube_seal_clear(&k);
     kube_seal_clear(&other);
@@ -104,9 +112,9 @@ static void seal_off(void **state)
     char sealed[KUBE_SEALED_MAX + 1], tok[RT_TOKEN_MAX + 1];
     assert_int_equal(kube_seal_init(&k, NULL, "alpha"), 0);
     assert_false(k.on);
-    assert_int_equal(kube_seal_token(&k, "d", "p", "u", "i", TOKEN, sealed, sizeof(sealed)),
+    assert_int_equal(kube_seal_token(&k, "d", "p", "u", "i", "t/u", TOKEN, sealed, sizeof(sealed)),
                      AB_EINVAL);
-    assert_int_equal(kube_unseal_token(&k, "d", "p", "u", "i", "v1.AAAA", tok, sizeof(tok)),
+    assert_int_equal(kube_unseal_token(&k, "d", "p", "u", "i", "t/u", "v1.AAAA", tok, sizeof(tok)),
                      AB_EDENIED);
     assert_int_equal(kube_seal_init(&k, "", "alpha"), 0);
     assert_false(k.on);
@@ -137,6 +145,7 @@ static void claimed_read(void **state)
     assert_string_equal(c.id, "sbx1");
     assert_string_equal(c.team, "team-1");
     assert_string_equal(c.owner, "user-2");
+    assert_string_equal(c.principal, "team-1/user-2");
     assert_string_equal(c.sealed, "v1.abc");
     assert_int_equal(c.end_ms - c.claimed_ms, 300250);
     assert_non_null(c.metadata);

@@ -39,15 +39,16 @@ void kube_seal_clear(struct kube_seal *k)
 
 /* The associated data: which Pod (uid included: a Pod recreated under the
  * same name is another Pod) and which sandbox the token belongs to. */
-static int aad_of(const char *ns, const char *pod, const char *uid, const char *id, char *out,
-                  size_t n)
+static int aad_of(const char *ns, const char *pod, const char *uid, const char *id,
+                  const char *principal, char *out, size_t n)
 {
-    int len = snprintf(out, n, "%s\n%s\n%s\n%s", ns, pod, uid, id);
+    int len = snprintf(out, n, "%s\n%s\n%s\n%s\n%s", ns, pod, uid, id, principal ? principal : "");
     return len > 0 && (size_t)len < n ? len : AB_ELIMIT;
 }
 
 int kube_seal_token(const struct kube_seal *k, const char *ns, const char *pod, const char *uid,
-                    const char *id, const char *token, char *out, size_t outlen)
+                    const char *id, const char *principal, const char *token, char *out,
+                    size_t outlen)
 {
     uint8_t raw[SEAL_RAW_MAX];
     char aad[AAD_MAX];
@@ -56,7 +57,7 @@ int kube_seal_token(const struct kube_seal *k, const char *ns, const char *pod, 
 
     if (!k->on || len == 0 || len > RT_TOKEN_MAX)
         return AB_EINVAL;
-    if ((alen = aad_of(ns, pod, uid, id, aad, sizeof(aad))) < 0)
+    if ((alen = aad_of(ns, pod, uid, id, principal, aad, sizeof(aad))) < 0)
         return AB_EINVAL;
     size_t rawlen = CRYPTO_GCM_NONCE_LEN + len + CRYPTO_GCM_TAG_LEN;
     if (outlen < strlen(SEAL_PREFIX) + 4 * ((rawlen + 2) / 3) + 1)
@@ -74,7 +75,8 @@ int kube_seal_token(const struct kube_seal *k, const char *ns, const char *pod, 
 }
 
 int kube_unseal_token(const struct kube_seal *k, const char *ns, const char *pod, const char *uid,
-                      const char *id, const char *sealed, char *token, size_t tokenlen)
+                      const char *id, const char *principal, const char *sealed, char *token,
+                      size_t tokenlen)
 {
     uint8_t raw[SEAL_RAW_MAX + 3];
     char aad[AAD_MAX];
@@ -86,7 +88,7 @@ int kube_unseal_token(const struct kube_seal *k, const char *ns, const char *pod
         return AB_EDENIED;
     if (!sealed || strncmp(sealed, SEAL_PREFIX, plen) != 0)
         return AB_EINVAL;
-    if ((alen = aad_of(ns, pod, uid, id, aad, sizeof(aad))) < 0)
+    if ((alen = aad_of(ns, pod, uid, id, principal, aad, sizeof(aad))) < 0)
         return AB_EINVAL;
     if (crypto_base64_decode(sealed + plen, strlen(sealed + plen), raw, sizeof(raw), &rawlen) !=
             0 ||
@@ -133,6 +135,8 @@ int kube_claimed_read(const json_t *pod, struct kube_claimed *out)
     if (!id[0] || strcmp(id, str_at(ann, KUBE_L_SANDBOX)) != 0 || strlen(id) > RT_ID_MAX)
         return 0;
     ab_strlcpy(out->id, id, sizeof(out->id));
+    if (strlen(principal) < sizeof(out->principal))
+        ab_strlcpy(out->principal, principal, sizeof(out->principal));
     if ((slash = strchr(principal, '/'))) {
         snprintf(out->team, sizeof(out->team), "%.*s", (int)(slash - principal), principal);
         ab_strlcpy(out->owner, slash + 1, sizeof(out->owner));

@@ -5,8 +5,8 @@
  *
  * The envd access token is the one secret: it is written to the Pod sealed
  * (AES-256-GCM) under a key derived with HKDF from the cluster's join token
- * and cluster id, with the Pod's namespace, name, uid and the sandbox id as
- * associated data, so the annotation neither reveals the token to whoever
+ * and cluster id, with the Pod's namespace, name, uid, the sandbox id and its
+ * principal as associated data, so the annotation neither reveals the token to whoever
  * may read Pods nor opens another Pod or another sandbox when copied. Every
  * replica of the agent has the same join token (the chart's Secret), so the
  * leader's successor unseals what its predecessor sealed; a rotated join
@@ -37,22 +37,27 @@ struct kube_seal {
 int kube_seal_init(struct kube_seal *k, const char *secret, const char *cluster);
 void kube_seal_clear(struct kube_seal *k);
 
-/* Seals token for sandbox id on Pod ns/name (uid) into out (NUL-terminated).
+/* Seals token for sandbox id of principal ("team/owner") on Pod ns/name
+ * (uid) into out (NUL-terminated): the principal is bound too, so an edited
+ * principal annotation does not hand the sandbox to another team.
  * AB_EINVAL without a key or when token is empty or too long. */
 int kube_seal_token(const struct kube_seal *k, const char *ns, const char *pod, const char *uid,
-                    const char *id, const char *token, char *out, size_t outlen);
+                    const char *id, const char *principal, const char *token, char *out,
+                    size_t outlen);
 /* The reverse: AB_EDENIED when the seal does not open with this key and
  * these names (another cluster's key, a copied annotation, a tampered one),
  * AB_EINVAL when it is malformed. */
 int kube_unseal_token(const struct kube_seal *k, const char *ns, const char *pod, const char *uid,
-                      const char *id, const char *sealed, char *token, size_t tokenlen);
+                      const char *id, const char *principal, const char *sealed, char *token,
+                      size_t tokenlen);
 
 /* What a claimed Pod's labels and annotations say about its sandbox. */
 struct kube_claimed {
     char id[RT_ID_MAX + 1]; /* label and annotation agree, else "" */
     char team[RT_NAME_MAX + 1], owner[RT_NAME_MAX + 1];
-    int64_t claimed_ms; /* claimed-at; 0 when absent */
-    int64_t end_ms;     /* end-at; 0 when absent (not armed yet) */
+    char principal[2 * RT_NAME_MAX + 2]; /* the annotation as written: "team/owner" */
+    int64_t claimed_ms;                  /* claimed-at; 0 when absent */
+    int64_t end_ms;                      /* end-at; 0 when absent (not armed yet) */
     char sealed[KUBE_SEALED_MAX + 1];
     json_t *metadata; /* new reference or NULL; the caller decrefs */
 };

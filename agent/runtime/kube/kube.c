@@ -768,8 +768,8 @@ static enum kube_adopt_verdict adopt_pod(struct krt *rt, struct kpool *p,
         }
     bool running_image = pod->running && pod->ip[0] && strcmp(pod->image, pod->status_image) == 0;
     if (c.id[0] && c.sealed[0] && pod->phase == KUBE_PH_RUNNING)
-        unsealed = kube_unseal_token(&rt->seal, pod->ns, pod->name, pod->uid, c.id, c.sealed, token,
-                                     sizeof(token)) == 0;
+        unsealed = kube_unseal_token(&rt->seal, pod->ns, pod->name, pod->uid, c.id, c.principal,
+                                     c.sealed, token, sizeof(token)) == 0;
     v = kube_adopt_decide(pod->phase, &c, running_image, unsealed, now,
                           p->startup_ms > 0 ? p->startup_ms : DEFAULT_STARTUP_MS);
     if (v != KUBE_ADOPT_YES || !(s = calloc(1, sizeof(*s)))) {
@@ -1207,8 +1207,8 @@ static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *
     /* The token, sealed, in the same CAS patch: no moment where the Pod is
      * ours and what re-adopts it is not written. */
     char sealed[KUBE_SEALED_MAX + 1] = "";
-    if (rt->seal.on && kube_seal_token(&rt->seal, p->ns, p->name, p->uid, s->id, s->token, sealed,
-                                       sizeof(sealed)) != 0)
+    if (rt->seal.on && kube_seal_token(&rt->seal, p->ns, p->name, p->uid, s->id, principal,
+                                       s->token, sealed, sizeof(sealed)) != 0)
         sealed[0] = '\0';
     char *md = w->metadata ? json_dumps(w->metadata, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_t *patch =
@@ -2065,8 +2065,8 @@ static bool prestart_token(struct krt *rt, const struct kube_pod *pod, const jso
         return x->ready;
     }
     const char *sealed = jstr(jget2(obj, "metadata", "annotations"), KUBE_A_IDLE_TOKEN);
-    return sealed[0] && kube_unseal_token(&rt->seal, pod->ns, pod->name, pod->uid, "idle", sealed,
-                                          out, RT_TOKEN_MAX + 1) == 0;
+    return sealed[0] && kube_unseal_token(&rt->seal, pod->ns, pod->name, pod->uid, "idle", "",
+                                          sealed, out, RT_TOKEN_MAX + 1) == 0;
 }
 
 /* The Pod cannot become ready: an Event says why, the pool's oldest waiting
@@ -2112,8 +2112,8 @@ static void prestart_started(void *arg, int err, const char *msg)
     /* envd keeps the process when its stream closes (e2b-protocol.md §2.5) */
     kstart_free(x->k);
     x->k = NULL;
-    if (rt->seal.on && kube_seal_token(&rt->seal, x->ns, x->pod, x->uid, "idle", x->token, sealed,
-                                       sizeof(sealed)) != 0)
+    if (rt->seal.on && kube_seal_token(&rt->seal, x->ns, x->pod, x->uid, "idle", "", x->token,
+                                       sealed, sizeof(sealed)) != 0)
         ab_strlcpy(sealed, "-", sizeof(sealed));
     json_t *patch =
         json_pack("{s:{s:{s:s}}}", "metadata", "annotations", KUBE_A_IDLE_TOKEN, sealed);
