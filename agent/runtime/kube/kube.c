@@ -757,9 +757,9 @@ static enum kube_adopt_verdict adopt_pod(struct krt *rt, struct kpool *p,
     enum kube_adopt_verdict v;
     struct ksb *s;
 
-    if (pod->deleting || pod->dead || ksb_by_pod(rt, pod->ns, pod->name) ||
-        (pod->phase != KUBE_PH_STARTING && pod->phase != KUBE_PH_RUNNING))
-        return KUBE_ADOPT_NO;
+    if ((pod->phase != KUBE_PH_STARTING && pod->phase != KUBE_PH_RUNNING) || pod->deleting ||
+        pod->dead || ksb_by_pod(rt, pod->ns, pod->name))
+        return KUBE_ADOPT_NO; /* the phase first: most Pods are idle, and this runs every pass */
     kube_claimed_read(obj, &c);
     for (s = rt->sbxs; s && c.id[0]; s = s->next)
         if (strcmp(s->id, c.id) == 0) { /* another Pod claims to be it: leave both alone */
