@@ -1,4 +1,5 @@
 /* See signing_keys.h. */
+#include "hub/cli.h"
 #include "hub/signing_keys.h"
 
 #include <openssl/crypto.h>
@@ -208,6 +209,14 @@ static int sk_list(PGconn *c)
     return 0;
 }
 
+static const struct cli_cmd sk_cmds[] = {
+    {"rotate", 0, "takes no arguments besides flags"},
+    {"list", 0, "takes no arguments besides flags"},
+};
+static const struct cli sk_cli = {
+    "agentbox-hub signing-key", SK_USAGE, SK_DESCRIPTION,       sk_options,
+    AB_ARRAY_LEN(sk_options),   sk_cmds,  AB_ARRAY_LEN(sk_cmds)};
+
 int signing_keys_cli_main(int argc, char **argv)
 {
     struct sk_config cfg;
@@ -217,51 +226,31 @@ int signing_keys_cli_main(int argc, char **argv)
     char *secret = NULL;
     size_t len = 0;
     PGconn *c = NULL;
-    int rc;
+    int rc, cmd;
 
     memset(&cfg, 0, sizeof(cfg));
-    rc = cfg_load(sk_options, AB_ARRAY_LEN(sk_options), &cfg, argc, argv, &res, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub signing-key: %s\n", err);
-        rc = 2;
+    if ((cmd = cli_begin(&sk_cli, &cfg, argc, argv, &res, &rc)) < 0)
         goto out;
-    }
-    if (res.help || res.npositional == 0) {
-        cfg_print_help(res.help ? stdout : stderr, SK_USAGE, SK_DESCRIPTION, sk_options,
-                       AB_ARRAY_LEN(sk_options));
-        rc = res.help ? 0 : 2;
-        goto out;
-    }
-    if (res.npositional != 1 ||
-        (strcmp(res.positional[0], "rotate") != 0 && strcmp(res.positional[0], "list") != 0)) {
-        fprintf(stderr, "agentbox-hub signing-key: unknown command '%s': use rotate or list\n",
-                res.positional[0]);
-        rc = 2;
-        goto out;
-    }
-    if (strcmp(res.positional[0], "rotate") == 0) {
+    if (cmd == 0) {
         rc = vault_hub_secret_load("hub_secret", cfg.hub_secret, cfg.hub_secret_file, &secret, &len,
                                    err, sizeof(err));
         if (rc != 0) {
-            fprintf(stderr, "agentbox-hub signing-key rotate: %s\n", err);
-            rc = 2;
+            rc = cli_fail(&sk_cli, "rotate", AB_EINVAL, err);
             goto out;
         }
     }
-    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
-    if (c == NULL) {
-        fprintf(stderr, "agentbox-hub signing-key: %s\n", err);
+    if ((c = cli_connect(&sk_cli, sk_cmds[cmd].name, cfg.database_url, cfg.connect_timeout_ms)) ==
+        NULL) {
         rc = 1;
         goto out;
     }
-    if (strcmp(res.positional[0], "list") == 0) {
+    if (cmd == 1) {
         rc = sk_list(c);
         goto out;
     }
     rc = signing_keys_rotate_conn(c, secret, len, cfg.force, &set, err, sizeof(err));
     if (rc != 0) {
-        fprintf(stderr, "agentbox-hub signing-key rotate: %s\n", err);
-        rc = 1;
+        rc = cli_fail(&sk_cli, "rotate", AB_EIO, err);
         goto out;
     }
     printf("signing key generation %d is current; generation %d is previous (published until "

@@ -6,6 +6,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/config.h"
+#include "hub/cli.h"
 #include "hub/keys.h"
 #include "hub/vault.h"
 
@@ -42,6 +43,13 @@ static const char VAULT_DESCRIPTION[] =
     "the hubs with the new secret.\n"
     "Exit status: 0 done, 1 failed, 2 bad usage.";
 
+static const struct cli_cmd vault_cmds[] = {
+    {"rotate-key", 0, "takes no arguments besides flags"},
+};
+static const struct cli vault_cli = {
+    "agentbox-hub vault",        VAULT_USAGE, VAULT_DESCRIPTION,       vault_options,
+    AB_ARRAY_LEN(vault_options), vault_cmds,  AB_ARRAY_LEN(vault_cmds)};
+
 int vault_cli_main(int argc, char **argv)
 {
     struct vault_cli_config cfg;
@@ -54,42 +62,22 @@ int vault_cli_main(int argc, char **argv)
 
     memset(&cfg, 0, sizeof(cfg));
     memset(&kr, 0, sizeof(kr));
-    rc = cfg_load(vault_options, AB_ARRAY_LEN(vault_options), &cfg, argc, argv, &res, err,
-                  sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub vault: %s\n", err);
-        rc = 2;
+    if (cli_begin(&vault_cli, &cfg, argc, argv, &res, &rc) < 0)
         goto out;
-    }
-    if (res.help || res.npositional == 0) {
-        cfg_print_help(res.help ? stdout : stderr, VAULT_USAGE, VAULT_DESCRIPTION, vault_options,
-                       AB_ARRAY_LEN(vault_options));
-        rc = res.help ? 0 : 2;
-        goto out;
-    }
-    if (strcmp(res.positional[0], "rotate-key") != 0 || res.npositional != 1) {
-        fprintf(stderr, "agentbox-hub vault: unknown command '%s': use rotate-key\n",
-                res.positional[0]);
-        rc = 2;
-        goto out;
-    }
     rc = keys_cli_keyring(cfg.hub_secret, cfg.hub_secret_file, cfg.previous_hub_secret_file, &kr,
                           err, sizeof(err));
     if (rc != 0) {
-        fprintf(stderr, "agentbox-hub vault rotate-key: %s\n", err);
-        rc = 2;
+        rc = cli_fail(&vault_cli, "rotate-key", AB_EINVAL, err);
         goto out;
     }
-    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
-    if (c == NULL) {
-        fprintf(stderr, "agentbox-hub vault rotate-key: %s\n", err);
+    if ((c = cli_connect(&vault_cli, "rotate-key", cfg.database_url, cfg.connect_timeout_ms)) ==
+        NULL) {
         rc = 1;
         goto out;
     }
     rc = vault_rotate_conn(c, &kr, "cli", &gen, &secrets, &tokens, err, sizeof(err));
     if (rc != 0) {
-        fprintf(stderr, "agentbox-hub vault rotate-key: %s\n", err);
-        rc = 1;
+        rc = cli_fail(&vault_cli, "rotate-key", AB_EIO, err);
         goto out;
     }
     printf("rotated to key generation %d: re-encrypted %zu secret(s) and %zu api key token(s)\n",
