@@ -14,8 +14,10 @@ static void print_names(FILE *f, const struct cli *cli)
         fprintf(f, "%s%s", i == 0 ? "" : i + 1 == cli->ncmds ? " or " : ", ", cli->cmds[i].name);
 }
 
-int cli_begin(const struct cli *cli, void *cfg, int argc, char **argv, struct cfg_result *res,
-              int *status)
+/* The subcommand's index, or -1 with *status the exit status (0 after
+ * --help, 2 for bad usage; the reason printed on stderr). */
+static int pick(const struct cli *cli, void *cfg, int argc, char **argv, struct cfg_result *res,
+                int *status)
 {
     char err[1024] = "";
     const char *sub;
@@ -50,19 +52,35 @@ int cli_begin(const struct cli *cli, void *cfg, int argc, char **argv, struct cf
     return -1;
 }
 
-PGconn *cli_connect(const struct cli *cli, const char *cmd, const char *url, int64_t timeout_ms)
+int cli_main(const struct cli *cli, void *cfg, void *state, int argc, char **argv)
 {
+    struct cfg_result res;
+    struct cli_run r = {.cfg = cfg, .state = state, .res = &res};
     char err[1024] = "";
-    PGconn *c = keys_cli_connect(url, timeout_ms, err, sizeof(err));
+    PGconn *c = NULL;
+    int status = 0, rc = 0;
+    char *const *url = (char *const *)((char *)cfg + cli->url_off);
+    const int64_t *timeout = (const int64_t *)((const char *)cfg + cli->timeout_off);
 
-    if (c == NULL)
-        fprintf(stderr, "%s %s: %s\n", cli->prog, cmd, err);
-    return c;
-}
-
-int cli_fail(const struct cli *cli, const char *cmd, int rc, const char *err)
-{
+    if ((r.cmd = pick(cli, cfg, argc, argv, &res, &status)) < 0)
+        goto out;
+    if (cli->prepare && (rc = cli->prepare(&r, err, sizeof(err))) != 0)
+        goto fail;
+    if ((c = keys_cli_connect(*url, *timeout, err, sizeof(err))) == NULL) {
+        rc = AB_EIO;
+        goto fail;
+    }
+    if ((rc = cli->run(c, &r, err, sizeof(err))) == 0)
+        goto out;
+fail:
     fflush(stdout);
-    fprintf(stderr, "%s %s: %s\n", cli->prog, cmd, err);
-    return rc == AB_EINVAL ? 2 : 1;
+    fprintf(stderr, "%s %s: %s\n", cli->prog, cli->cmds[r.cmd].name, err);
+    status = rc == AB_EINVAL ? 2 : 1;
+out:
+    if (c != NULL)
+        PQfinish(c);
+    if (cli->finish)
+        cli->finish(&r);
+    cfg_free(cli->opts, cli->nopts, cfg);
+    return status;
 }

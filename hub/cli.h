@@ -1,8 +1,9 @@
-/* What every `agentbox-hub <tool> <command>` administration CLI does before
+/* What every `agentbox-hub <tool> <command>` administration CLI does around
  * its own work (key, team, user, vault, signing-key): flags from the
  * command line, environment and file, --help, the subcommand and its
- * arguments checked, PostgreSQL connected, errors worded one way and exit
- * statuses 0 done, 1 failed, 2 bad usage. */
+ * arguments checked, PostgreSQL connected, errors worded one way, exit
+ * statuses 0 done, 1 failed, 2 bad usage. A tool describes itself in a
+ * struct cli and calls cli_main. */
 #ifndef AGENTBOX_HUB_CLI_H
 #define AGENTBOX_HUB_CLI_H
 
@@ -21,6 +22,15 @@ struct cli_cmd {
     const char *args_hint; /* e.g. "takes exactly one key id (see key list)" */
 };
 
+/* One run of a tool: cfg is the tool's config struct (its options' offsets
+ * count from it), state whatever prepare made, cmd the index in cmds. */
+struct cli_run {
+    void *cfg;
+    void *state;
+    int cmd;
+    const struct cfg_result *res;
+};
+
 struct cli {
     const char *prog; /* "agentbox-hub key" */
     const char *usage;
@@ -29,20 +39,19 @@ struct cli {
     size_t nopts;
     const struct cli_cmd *cmds;
     size_t ncmds;
+    size_t url_off;     /* offset in cfg of the char * PostgreSQL URL */
+    size_t timeout_off; /* offset in cfg of the int64_t connect timeout (ms) */
+    /* Optional, before connecting (secrets read, say): 0 or an AB_* code,
+     * err naming the fix (AB_EINVAL is bad usage, exit 2). */
+    int (*prepare)(struct cli_run *r, char *err, size_t errlen);
+    /* The work: 0 or an AB_* code with err (AB_EINVAL: exit 2, else 1). */
+    int (*run)(PGconn *c, struct cli_run *r, char *err, size_t errlen);
+    /* Optional, always called last (wipe what prepare made). */
+    void (*finish)(struct cli_run *r);
 };
 
-/* Loads the flags into cfg and picks the subcommand. Returns its index in
- * cli->cmds, or -1 with *status the exit status (0 after --help, 2 for bad
- * usage, the reason printed on stderr). The caller frees cfg with cfg_free
- * either way. */
-int cli_begin(const struct cli *cli, void *cfg, int argc, char **argv, struct cfg_result *res,
-              int *status);
-
-/* Connects for subcommand cmd; NULL after printing why on stderr (exit 1). */
-PGconn *cli_connect(const struct cli *cli, const char *cmd, const char *url, int64_t timeout_ms);
-
-/* Prints "<prog> <cmd>: <err>" and returns the exit status for rc, an
- * AB_* code: 2 for AB_EINVAL (bad usage), else 1. */
-int cli_fail(const struct cli *cli, const char *cmd, int rc, const char *err);
+/* Runs the tool with cfg (zeroed by the caller, freed here) and state for
+ * its hooks; returns the exit status. */
+int cli_main(const struct cli *cli, void *cfg, void *state, int argc, char **argv);
 
 #endif

@@ -167,47 +167,45 @@ static int key_create(PGconn *c, const struct key_cli_config *cfg, char *err, si
     return 0;
 }
 
+static int key_run(PGconn *c, struct cli_run *r, char *err, size_t errlen)
+{
+    const char *id = r->res->positional[1];
+    int rc;
+
+    if (r->cmd == 0)
+        return key_create(c, r->cfg, err, errlen);
+    if (r->cmd == 1)
+        return key_list(c, r->cfg, err, errlen);
+    rc = keys_revoke_conn(c, id, NULL, NULL, "cli", NULL, err, errlen);
+    if (rc == 0)
+        printf("revoked api key %s\n", id);
+    return rc;
+}
+
 static const struct cli_cmd key_cmds[] = {
     {"create", 0, "takes no arguments besides flags"},
     {"list", 0, "takes no arguments besides flags"},
     {"revoke", 1, "takes exactly one key id (see key list)"},
 };
 static const struct cli key_cli = {
-    "agentbox-hub key",        KEY_USAGE, KEY_DESCRIPTION,       key_options,
-    AB_ARRAY_LEN(key_options), key_cmds,  AB_ARRAY_LEN(key_cmds)};
+    .prog = "agentbox-hub key",
+    .usage = KEY_USAGE,
+    .description = KEY_DESCRIPTION,
+    .opts = key_options,
+    .nopts = AB_ARRAY_LEN(key_options),
+    .cmds = key_cmds,
+    .ncmds = AB_ARRAY_LEN(key_cmds),
+    .url_off = KOPT(database_url),
+    .timeout_off = KOPT(connect_timeout_ms),
+    .run = key_run,
+};
 
 int keys_cli_main(int argc, char **argv)
 {
     struct key_cli_config cfg;
-    struct cfg_result res;
-    char err[1024] = "";
-    const char *sub;
-    PGconn *c = NULL;
-    int rc, cmd;
 
     memset(&cfg, 0, sizeof(cfg));
-    if ((cmd = cli_begin(&key_cli, &cfg, argc, argv, &res, &rc)) < 0)
-        goto out;
-    sub = key_cmds[cmd].name;
-    if ((c = cli_connect(&key_cli, sub, cfg.database_url, cfg.connect_timeout_ms)) == NULL) {
-        rc = 1;
-        goto out;
-    }
-    if (cmd == 0)
-        rc = key_create(c, &cfg, err, sizeof(err));
-    else if (cmd == 1)
-        rc = key_list(c, &cfg, err, sizeof(err));
-    else {
-        rc = keys_revoke_conn(c, res.positional[1], NULL, NULL, "cli", NULL, err, sizeof(err));
-        if (rc == 0)
-            printf("revoked api key %s\n", res.positional[1]);
-    }
-    if (rc != 0)
-        rc = cli_fail(&key_cli, sub, rc, err);
-out:
-    PQfinish(c);
-    cfg_free(key_options, AB_ARRAY_LEN(key_options), &cfg);
-    return rc;
+    return cli_main(&key_cli, &cfg, NULL, argc, argv);
 }
 
 /* --- team ------------------------------------------------------------------------------- */
@@ -255,45 +253,44 @@ static int team_list(PGconn *c, char *err, size_t errlen)
     return 0;
 }
 
+static int team_run(PGconn *c, struct cli_run *r, char *err, size_t errlen)
+{
+    const char *team = r->res->positional[1];
+    int rc;
+
+    if (r->cmd == 2)
+        return team_list(c, err, errlen);
+    rc = iam_team_namespace_set_conn(c, team, r->cmd == 0 ? r->res->positional[2] : NULL, "cli",
+                                     err, errlen);
+    if (rc == 0 && r->cmd == 0)
+        printf("team %s now uses namespace %s\n", team, r->res->positional[2]);
+    else if (rc == 0)
+        printf("team %s uses t-<team>-<user> namespaces again\n", team);
+    return rc;
+}
+
 static const struct cli_cmd team_cmds[] = {
     {"set-namespace", 2, "takes a team and a namespace"},
     {"clear-namespace", 1, "takes a team"},
     {"list", 0, "takes no arguments besides flags"},
 };
 static const struct cli team_cli = {
-    "agentbox-hub team",        TEAM_USAGE, TEAM_DESCRIPTION,       team_options,
-    AB_ARRAY_LEN(team_options), team_cmds,  AB_ARRAY_LEN(team_cmds)};
+    .prog = "agentbox-hub team",
+    .usage = TEAM_USAGE,
+    .description = TEAM_DESCRIPTION,
+    .opts = team_options,
+    .nopts = AB_ARRAY_LEN(team_options),
+    .cmds = team_cmds,
+    .ncmds = AB_ARRAY_LEN(team_cmds),
+    .url_off = TOPT(database_url),
+    .timeout_off = TOPT(connect_timeout_ms),
+    .run = team_run,
+};
 
 int iam_team_cli_main(int argc, char **argv)
 {
     struct team_cli_config cfg;
-    struct cfg_result res;
-    char err[1024] = "";
-    const char *sub;
-    PGconn *c = NULL;
-    int rc, cmd;
 
     memset(&cfg, 0, sizeof(cfg));
-    if ((cmd = cli_begin(&team_cli, &cfg, argc, argv, &res, &rc)) < 0)
-        goto out;
-    sub = team_cmds[cmd].name;
-    if ((c = cli_connect(&team_cli, sub, cfg.database_url, cfg.connect_timeout_ms)) == NULL) {
-        rc = 1;
-        goto out;
-    }
-    if (cmd == 2)
-        rc = team_list(c, err, sizeof(err));
-    else
-        rc = iam_team_namespace_set_conn(c, res.positional[1], cmd == 0 ? res.positional[2] : NULL,
-                                         "cli", err, sizeof(err));
-    if (rc == 0 && cmd == 0)
-        printf("team %s now uses namespace %s\n", res.positional[1], res.positional[2]);
-    else if (rc == 0 && cmd == 1)
-        printf("team %s uses t-<team>-<user> namespaces again\n", res.positional[1]);
-    if (rc != 0)
-        rc = cli_fail(&team_cli, sub, rc, err);
-out:
-    PQfinish(c);
-    cfg_free(team_options, AB_ARRAY_LEN(team_options), &cfg);
-    return rc;
+    return cli_main(&team_cli, &cfg, NULL, argc, argv);
 }

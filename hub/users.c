@@ -288,6 +288,13 @@ static int user_run(PGconn *c, const char *sub, const char *name, const struct u
     return rc;
 }
 
+static int user_cli_run(PGconn *c, struct cli_run *r, char *err, size_t errlen)
+{
+    if (r->cmd == 3)
+        return user_list(c, err, errlen);
+    return user_run(c, r->res->positional[0], r->res->positional[1], r->cfg, err, errlen);
+}
+
 static const struct cli_cmd user_cmds[] = {
     {"add", 1, "takes exactly one user name"},
     {"passwd", 1, "takes exactly one user name"},
@@ -295,32 +302,22 @@ static const struct cli_cmd user_cmds[] = {
     {"list", 0, "takes no arguments besides flags"},
 };
 static const struct cli user_cli = {
-    "agentbox-hub user",        USER_USAGE, USER_DESCRIPTION,       user_options,
-    AB_ARRAY_LEN(user_options), user_cmds,  AB_ARRAY_LEN(user_cmds)};
+    .prog = "agentbox-hub user",
+    .usage = USER_USAGE,
+    .description = USER_DESCRIPTION,
+    .opts = user_options,
+    .nopts = AB_ARRAY_LEN(user_options),
+    .cmds = user_cmds,
+    .ncmds = AB_ARRAY_LEN(user_cmds),
+    .url_off = UOPT(database_url),
+    .timeout_off = UOPT(connect_timeout_ms),
+    .run = user_cli_run,
+};
 
 int users_cli_main(int argc, char **argv)
 {
     struct user_cli_config cfg;
-    struct cfg_result res;
-    char err[1024] = "";
-    const char *sub;
-    PGconn *c = NULL;
-    int rc, cmd;
 
     memset(&cfg, 0, sizeof(cfg));
-    if ((cmd = cli_begin(&user_cli, &cfg, argc, argv, &res, &rc)) < 0)
-        goto out;
-    sub = user_cmds[cmd].name;
-    if ((c = cli_connect(&user_cli, sub, cfg.database_url, cfg.connect_timeout_ms)) == NULL) {
-        rc = 1;
-        goto out;
-    }
-    rc = cmd == 3 ? user_list(c, err, sizeof(err))
-                  : user_run(c, sub, res.positional[1], &cfg, err, sizeof(err));
-    if (rc != 0)
-        rc = cli_fail(&user_cli, sub, rc, err);
-out:
-    PQfinish(c);
-    cfg_free(user_options, AB_ARRAY_LEN(user_options), &cfg);
-    return rc;
+    return cli_main(&user_cli, &cfg, NULL, argc, argv);
 }
