@@ -11,6 +11,7 @@
 #include "agent/runtime/kube/egress_pod.h"
 #include "agent/runtime/kube/reconcile.h"
 #include "agent/runtime/kube/registry.h"
+#include "agent/runtime/kube/usage.h"
 #include "agent/runtime/local/manifest.h"
 #include "agent/egress/policy.h"
 
@@ -184,6 +185,7 @@ struct krt {
     struct rt base;
     struct loop *loop;
     struct kube_client *c;
+    uint64_t reader; /* c as the usage and log reads know it (usage.h) */
     char cluster[64];
     char ns[64];
     int64_t resync_ms;
@@ -2245,7 +2247,7 @@ static void krt_destroy(struct krt *rt)
     json_decref(rt->expect_del);
     json_decref(rt->env_writes);
     mf_set_free(rt->set);
-    kube_client_free(rt->c);
+    kube_usage_unregister(rt->reader, rt->c); /* or by the last read in flight */
     pthread_mutex_destroy(&rt->mu);
     pthread_cond_destroy(&rt->cv);
     free(rt);
@@ -2358,6 +2360,20 @@ static int op_set_network(struct rt *base, const char *id, const json_t *network
     return 0;
 }
 
+static const struct rt_ops krt_ops;
+
+/* Usage and logs (usage.h): the probe names the Pod and its sandbox container. */
+static int op_usage_probe(struct rt *base, const char *id, struct rt_probe *out)
+{
+    struct krt *rt = (struct krt *)base;
+    struct ksb *s = ksb_by_id(rt, id);
+    if (!s)
+        return AB_ENOENT;
+    kube_usage_probe_fill(out, &krt_ops, rt->reader, s->id, s->ns, s->pod, s->pool->container,
+                          s->claimed_ms, 0, 0);
+    return 0;
+}
+
 static const struct rt_ops krt_ops = {
     .claim = op_claim,
     .claim_cancel = op_claim_cancel,
@@ -2372,6 +2388,10 @@ static const struct rt_ops krt_ops = {
     .pool_status = op_pool_status,
     .free = op_free,
     .set_network = op_set_network,
+    .usage_probe = op_usage_probe,
+    .usage_read = kube_usage_read,
+    .log_probe = op_usage_probe,
+    .log_read = kube_log_read,
 };
 
 void krt_set_leader(struct rt *base, bool leading)
@@ -2429,7 +2449,8 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
     rt->base.kind = "kube";
     /* egress: only pools whose Env enables the gateway have the sidecar;
      * a claim elsewhere that asks for a policy is refused (egress_pod.h) */
-    rt->base.caps = RT_CAP_IMAGE_OVERRIDE | RT_CAP_EGRESS | RT_CAP_NETWORK_UPDATE;
+    rt->base.caps =
+        RT_CAP_IMAGE_OVERRIDE | RT_CAP_EGRESS | RT_CAP_NETWORK_UPDATE | RT_CAP_USAGE | RT_CAP_LOGS;
     ab_strlcpy(rt->egress_image, o->egress_image ? o->egress_image : "", sizeof(rt->egress_image));
     ab_strlcpy(rt->egress_resolver, o->egress_resolver ? o->egress_resolver : "",
                sizeof(rt->egress_resolver));
@@ -2455,6 +2476,7 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
         free(rt);
         return AB_EIO;
     }
+    rt->reader = kube_usage_register(rt->c);
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv, NULL);
     for (int i = 0; i < K_NKINDS; i++)
