@@ -24,6 +24,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
+import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { startKubeApi } from '../integration/lib/kubeapi.mjs';
@@ -37,6 +38,7 @@ const N = 1 + (process.pid % 250);
 const PUBLIC = `198.19.${N}.2`;
 const PRIVATE = `172.30.${N}.2`;
 const WORLD_IF = `abxk${tag}`;
+const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
 const CLI = path.join(repoRoot(), 'tests', 'node_modules', '@e2b', 'cli', 'dist', 'index.js');
 
 const TEMPLATE = {
@@ -56,7 +58,7 @@ const env = (name, gateway) => ({
     },
 });
 
-let api, stack, alpha, E2B;
+let api, stack, alpha, E2B, kc, kdir;
 const world = { conns: [], udp: [], dns: [], node: [] };
 const closers = [];
 
@@ -125,8 +127,9 @@ before(async () => {
     await post('/apis/agents.navix.sh/v1alpha1/sandboxtemplates', TEMPLATE);
     await post('/apis/agents.navix.sh/v1alpha1/namespaces/default/sandboxenvs', env('eg', true));
     await post('/apis/agents.navix.sh/v1alpha1/namespaces/default/sandboxenvs', env('plain', false));
-    const dir = tempDir('agentbox-kube-egress-');
-    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', api.kubeconfig(dir), '--namespace', 'default', '--egress-resolver', `${PUBLIC}:53`] });
+    kdir = tempDir('agentbox-kube-egress-');
+    kc = api.kubeconfig(kdir);
+    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', kc, '--namespace', 'default', '--egress-resolver', `${PUBLIC}:53`] });
     alpha = stack.agents.alpha;
     await waitFor(async () => {
         const ps = await listPods('eg-1c1gi');
@@ -235,6 +238,14 @@ test('allowOut a test server: reachable; private, metadata, the node, the Pod it
     for (const x of r.slice(1)) assert.notEqual(x.error, 'TIMEOUT', `at once: ${JSON.stringify(r)}`);
     assert.equal(world.conns.filter((h) => h === PRIVATE).length, before, 'the private listener heard nothing');
     assert.deepEqual(world.node, [], 'the node listener heard nothing');
+    // the control port from the cluster network: only this Pod's token opens it
+    const tokenOf = (x) => x.spec.initContainers.find((c) => c.name === 'egress-proxy').env.find((e) => e.name === 'AGENTBOX_EGRESS_TOKEN').value;
+    const other = (await listPods('eg-1c1gi')).find((x) => x.metadata.name !== pod.metadata.name);
+    const open = JSON.stringify({ internet: true, network: null });
+    for (const auth of [undefined, 'Bearer nope-nope-nope-nope', `Bearer ${tokenOf(other)}`]) {
+        const r = await fetch(`http://${podIP}:15000/policy`, { method: 'PUT', headers: { 'Content-Type': 'application/json', ...(auth ? { Authorization: auth } : {}) }, body: open });
+        assert.equal(r.status, 401, `control API with ${auth}`);
+    }
     // names: resolved through the sidecar's DNS relay
     const d = await s.commands.run(`node -e "require('dns').resolve4('pub.test', (e, a) => console.log(e ? e.code : a.join()))"`, { timeoutMs: 30000 });
     assert.equal(d.stdout.trim(), PUBLIC);
@@ -244,6 +255,13 @@ test('allowOut a test server: reachable; private, metadata, the node, the Pod it
     const side = await fetch(`${api.url}/api/v1/namespaces/default/pods/${pod.metadata.name}/log?container=egress-proxy`).then((x) => x.text());
     assert.match(side, /egress refused.*reason=metadata/);
     assert.match(side, /reason=host_address/);
+    // the same through the real kubectl: the in-test server's log API speaks Kubernetes
+    assert.ok(fs.existsSync(KUBECTL), `kubectl is needed (${KUBECTL})`);
+    const kl = await run(KUBECTL, ['--kubeconfig', kc, 'logs', pod.metadata.name, '-c', 'egress-proxy', '--tail', '50'], { env: { ...process.env, HOME: kdir } });
+    assert.equal(kl.code, 0, kl.stderr);
+    assert.match(kl.stdout, /egress refused/);
+    const init = await run(KUBECTL, ['--kubeconfig', kc, 'logs', pod.metadata.name, '-c', 'egress-init'], { env: { ...process.env, HOME: kdir } });
+    assert.match(init.stdout, /egress redirect installed/, init.stderr);
     assert.deepEqual(world.udp, [], 'no UDP left the Pod');
     await s.kill();
 });
