@@ -298,7 +298,15 @@ test('PUT /sandboxes/{id}/network changes a live sandbox\'s policy on kube', asy
         body: JSON.stringify({ allowOut: ['not a host!'] }),
     });
     assert.equal(bad.status, 400);
+    // a release clears the sidecar's policy at once (before the old container is gone)
+    const pod = await podOf(s.sandboxId);
+    const sideLog = () => fetch(`${api.url}/api/v1/namespaces/default/pods/${pod.metadata.name}/log?container=egress-proxy`).then((x) => x.text());
+    const count = (text, what) => text.split('\n').filter((l) => l.includes(what)).length;
+    const before = await sideLog();
+    assert.ok(count(before, 'egress policy set') >= 2, 'the claim and the update each pushed a policy');
     await s.kill();
+    await waitFor(async () => count(await sideLog(), 'egress policy cleared') === count(before, 'egress policy cleared') + 1,
+        { timeoutMs: 10000, what: 'the policy cleared on release' });
 });
 
 test('an Env without the gateway: a network policy is refused with the seed\'s 400', async () => {

@@ -130,6 +130,15 @@ struct ksb {
     struct kube_egress_push *push;
 };
 
+/* A released sandbox's egress policy being cleared (egress_pod.h): its
+ * sidecar refuses everything again at once, before the kubelet has even
+ * stopped the old container. */
+struct kclear {
+    struct kclear *next;
+    struct krt *rt;
+    struct kube_egress_push *push;
+};
+
 /* A release someone waits on: done once the kubelet runs the idle image
  * again (the sandbox's processes are gone with the old container) or the
  * Pod is gone. */
@@ -218,6 +227,7 @@ struct krt {
     struct kpool *pools;
     struct ksb *sbxs;
     struct krel *rels;
+    struct kclear *clears; /* DELETE /policy to released Pods' sidecars, under way */
     uint64_t next_ticket;
     struct loop_timer kick, tick, gap, retry;
     bool kick_on, gap_on, retry_on;
@@ -1122,6 +1132,39 @@ static void waiter_timeout(struct loop_timer *t)
 
 /* Back to the idle image, the claim's labels and annotations stripped; the
  * reconciler marks it idle once the kubelet runs the idle image again. */
+static void cleared(void *arg, const char *err)
+{
+    struct kclear *c = arg, **pp;
+    for (pp = &c->rt->clears; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    if (err)
+        LOG_WARN("the egress sidecar kept a released sandbox's policy", "error", err);
+    free(c);
+}
+
+static void clear_policy(struct ksb *s)
+{
+    char token[KUBE_EGRESS_TOKEN_MAX + 1], key[400];
+    struct kclear *c;
+
+    snprintf(key, sizeof(key), "%s/%s", s->ns, s->pod);
+    if (!s->pool->gateway || !s->ip[0] ||
+        kube_egress_token_of(json_object_get(s->rt->objs[K_POD], key), token, sizeof(token)) != 0 ||
+        !(c = calloc(1, sizeof(*c))))
+        return;
+    c->rt = s->rt;
+    if (!(c->push = kube_egress_push(s->rt->loop, s->ip, token, NULL, cleared, c))) {
+        free(c);
+    } else {
+        c->next = s->rt->clears;
+        s->rt->clears = c;
+    }
+    explicit_bzero(token, sizeof(token));
+}
+
 static void ksb_release(struct ksb *s, const char *why)
 {
     struct krt *rt = s->rt;
@@ -1155,6 +1198,8 @@ static void ksb_release(struct ksb *s, const char *why)
     }
     kube_egress_push_cancel(s->push);
     s->push = NULL;
+    if (s->state == KS_ARMING || s->state == KS_RUNNING)
+        clear_policy(s);
     if (s->state == KS_ARMING && s->hc) {
         http_client_close(s->hc);
         s->hc = NULL;
@@ -2286,6 +2331,12 @@ static void op_free(struct rt *base)
             waiter_unlink(p, w);
             claim_fail(w, AB_ECLOSED, "the kube runtime is shutting down");
         }
+    while (rt->clears) {
+        struct kclear *c = rt->clears;
+        rt->clears = c->next;
+        kube_egress_push_cancel(c->push);
+        free(c);
+    }
     while (rt->rels)
         rel_end(rt->rels, AB_ECLOSED, "the kube runtime is shutting down", false);
     while (rt->sbxs) {
