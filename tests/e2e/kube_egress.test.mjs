@@ -266,6 +266,20 @@ test('allowOut a test server: reachable; private, metadata, the node, the Pod it
     await s.kill();
 });
 
+test('allow-private-networks opens the private tier on kube, never the metadata address or the node', async () => {
+    const s = await create('eg', { metadata: { 'agentbox.scitix.ai/allow-private-networks': 'true' } });
+    const pod = await podOf(s.sandboxId);
+    const r = await connectFrom(s, [
+        { host: PRIVATE, port: 8080, send: 'priv' },
+        { host: '169.254.169.254', port: 80, send: 'x' },
+        { host: pod.status.hostIP, port: world.nodePort, send: 'x' },
+    ]);
+    assert.equal(r[0].text, 'priv', JSON.stringify(r));
+    assert.ok(!r[1].ok && !r[2].ok, JSON.stringify(r));
+    assert.deepEqual(world.node, [], 'the node listener heard nothing');
+    await s.kill();
+});
+
 test('the sandbox cannot flush the rules or mark its packets (no NET_ADMIN, no NET_RAW), even as root', async () => {
     const s = await create('eg', { network: { allowOut: [PUBLIC] } });
     const flush = await s.commands.run('nft flush ruleset', { user: 'root' }).catch((e) => e);
