@@ -8,7 +8,8 @@
 // sandboxes, what tests/e2e/egress.test.mjs proves on the local runtime:
 // internet off → refused; allowOut a test server → reachable, anything else
 // refused; the always-denied tier (metadata address, the node, the Pod's own
-// address, loopback gateway ports) refused at once; UDP dropped; the
+// address, loopback gateway ports) refused at once; UDP dropped;
+// allow-private-networks; network.egressProxy through a SOCKS5 stand-in; the
 // sandbox cannot flush the rules or leave them; PUT network on a live
 // sandbox; the seed's 400 on an Env without the gateway. Then usage and logs
 // on kube: the E2B /logs and /metrics and the e2b CLI's `sandbox logs` and
@@ -98,6 +99,28 @@ before(async () => {
         await new Promise((r) => srv.listen(8080, host, r));
         closers.push(() => srv.close());
     }
+    // a SOCKS5 proxy (no login) for network.egressProxy: logs each CONNECT
+    world.socks = [];
+    const socks = net.createServer((c) => {
+        c.once('data', (hello) => {
+            if (hello[0] !== 5) return void c.destroy();
+            c.write(Buffer.from([5, 0]));
+            c.once('data', (req) => {
+                if (req[0] !== 5 || req[1] !== 1 || req[3] !== 1) return void c.destroy();
+                const host = [...req.subarray(4, 8)].join('.'), port = req.readUInt16BE(8);
+                world.socks.push(`${host}:${port}`);
+                const up = net.connect(port, host, () => {
+                    c.write(Buffer.from([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]));
+                    c.pipe(up);
+                    up.pipe(c);
+                });
+                up.on('error', () => c.destroy());
+            });
+        });
+        c.on('error', () => {});
+    });
+    await new Promise((r) => socks.listen(1080, PUBLIC, r));
+    closers.push(() => socks.close());
     // the node's services: any connection from a Pod to its node address lands here
     const node = net.createServer((s) => { world.node.push(s.remoteAddress); s.end('node'); });
     await new Promise((r) => node.listen(0, '0.0.0.0', r));
@@ -277,6 +300,16 @@ test('allow-private-networks opens the private tier on kube, never the metadata 
     assert.equal(r[0].text, 'priv', JSON.stringify(r));
     assert.ok(!r[1].ok && !r[2].ok, JSON.stringify(r));
     assert.deepEqual(world.node, [], 'the node listener heard nothing');
+    await s.kill();
+});
+
+test('network.egressProxy on kube: allowed connections leave through the SOCKS5 proxy', async () => {
+    const s = await create('eg', { network: { allowOut: [PUBLIC], egressProxy: { address: `${PUBLIC}:1080` } } });
+    const before = world.socks.length;
+    const r = await connectFrom(s, [{ host: PUBLIC, port: 8080, send: 'via-proxy' }, { host: PRIVATE, port: 8080, send: 'x' }]);
+    assert.equal(r[0].text, 'via-proxy', JSON.stringify(r));
+    assert.ok(!r[1].ok, JSON.stringify(r));
+    assert.deepEqual(world.socks.slice(before), [`${PUBLIC}:8080`], 'one CONNECT, to the allowed destination only');
     await s.kill();
 });
 
