@@ -22,7 +22,7 @@
 // agent's --egress-resolver names; 172.30.N.2 for a private network. A
 // wildcard listener stands in for the node's services. Nothing leaves this
 // machine. Needs root.
-import { test, before, after } from 'node:test';
+import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
@@ -101,7 +101,8 @@ before(async () => {
     }
     // a SOCKS5 proxy (no login) for network.egressProxy: logs each CONNECT
     world.socks = [];
-    const socks = net.createServer((c) => {
+    // half-open: the gateway passes the sandbox's FIN on, and the answer still comes back
+    const socks = net.createServer({ allowHalfOpen: true }, (c) => {
         c.once('data', (hello) => {
             if (hello[0] !== 5) return void c.destroy();
             c.write(Buffer.from([5, 0]));
@@ -109,6 +110,7 @@ before(async () => {
                 if (req[0] !== 5 || req[1] !== 1 || req[3] !== 1) return void c.destroy();
                 const host = [...req.subarray(4, 8)].join('.'), port = req.readUInt16BE(8);
                 world.socks.push(`${host}:${port}`);
+                c.pause(); // nothing may be lost while the upstream connects
                 const up = net.connect(port, host, () => {
                     c.write(Buffer.from([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]));
                     c.pipe(up);
@@ -174,6 +176,10 @@ after(async () => {
 });
 
 const made = [];
+// a failed test's sandboxes go too: the next test needs the pool's Pods
+afterEach(async () => {
+    while (made.length) await made.pop().kill().catch(() => {});
+});
 async function create(envName, opts = {}) {
     const s = await E2B.Sandbox.create(envName, { timeoutMs: 300000, ...opts });
     made.push(s);
@@ -307,7 +313,7 @@ test('network.egressProxy on kube: allowed connections leave through the SOCKS5 
     const s = await create('eg', { network: { allowOut: [PUBLIC], egressProxy: { address: `${PUBLIC}:1080` } } });
     const before = world.socks.length;
     const r = await connectFrom(s, [{ host: PUBLIC, port: 8080, send: 'via-proxy' }, { host: PRIVATE, port: 8080, send: 'x' }]);
-    assert.equal(r[0].text, 'via-proxy', JSON.stringify(r));
+    assert.equal(r[0].text, 'via-proxy', `${JSON.stringify(r)} socks=${JSON.stringify(world.socks)} side=${await fetch(`${api.url}/api/v1/namespaces/default/pods/${(await podOf(s.sandboxId)).metadata.name}/log?container=egress-proxy&tailLines=5`).then((x) => x.text())}`);
     assert.ok(!r[1].ok, JSON.stringify(r));
     assert.deepEqual(world.socks.slice(before), [`${PUBLIC}:8080`], 'one CONNECT, to the allowed destination only');
     await s.kill();
@@ -386,6 +392,16 @@ test('usage and logs on kube: E2B /logs and /metrics, e2b sandbox logs and metri
     assert.equal(m.status, 200, JSON.stringify(mj));
     assert.equal(mj.length, 1, JSON.stringify(mj));
     assert.ok(mj[0].memUsed > 0, `memory from PodMetrics: ${JSON.stringify(mj)}`);
+    // several sandboxes at once: one PodMetrics list per namespace, not one GET each
+    const t = await create('eg');
+    const mark = api.requests.length;
+    const both = await fetch(`${alpha.e2b}/sandboxes/metrics?sandbox_ids=${s.sandboxId},${t.sandboxId}`, { headers: { 'X-API-Key': stack.key } });
+    const bj = await both.json();
+    assert.equal(both.status, 200, JSON.stringify(bj));
+    for (const id of [s.sandboxId, t.sandboxId]) assert.ok(bj.sandboxes[id]?.memUsed > 0, JSON.stringify(bj));
+    const reads = api.requests.slice(mark).filter((r) => r.path.startsWith('/apis/metrics.k8s.io/'));
+    assert.ok(reads.length >= 1 && reads.every((r) => r.path === '/apis/metrics.k8s.io/v1beta1/namespaces/default/pods'), JSON.stringify(reads.map((r) => r.path)));
+    await t.kill();
     const cliEnv = {
         PATH: process.env.PATH, HOME: tempDir('agentbox-cli-home-'), TERM: 'xterm',
         E2B_API_URL: alpha.e2b, E2B_SANDBOX_URL: alpha.data, E2B_API_KEY: stack.key, npm_config_user_agent: 'npm/10.0.0 node/v20',

@@ -2,6 +2,7 @@
 #include "agent/runtime/kube/usage.h"
 
 #include "agent/runtime/kube/client.h"
+#include "agent/runtime/kube/reconcile.h"
 
 #include "agentbox/common.h"
 
@@ -167,29 +168,33 @@ int kube_quantity_bytes(const char *s, double *bytes)
     return AB_EINVAL;
 }
 
-static void usage_one(struct kube_client *c, const struct rt_probe *p, struct rt_usage *u)
+/* GET one PodMetrics (pod non-NULL) or the list of the namespace's
+ * agent-managed Pods. NULL when there is no metrics API (no metrics-server),
+ * no sample yet, or no answer: then the readings are zeros, not "gone". */
+static json_t *metrics_get(struct kube_client *c, const char *ns, const char *pod)
 {
-    struct kprobe d;
     struct kube_response resp = {0};
     char url[KUBE_URL_MAX], err[128];
+    const struct kube_ref r = {
+        .group = "metrics.k8s.io", .version = "v1beta1", .ns = ns, .resource = "pods", .name = pod};
+    const struct kube_query q = {.label_selector = KUBE_POD_SELECTOR};
+    json_t *m = NULL;
+    if (kube_url(url, sizeof(url), kube_client_server(c), &r, pod ? NULL : &q, err, sizeof(err)) ==
+            0 &&
+        kube_request(c, "GET", url, NULL, NULL, 0, &resp) == 0 && resp.code == 200)
+        m = json_loadb(resp.body, resp.len, 0, NULL);
+    kube_response_clear(&resp);
+    return m;
+}
 
+/* u from the PodMetrics m of probe p's Pod (m may be NULL). */
+static void usage_apply(const json_t *m, const struct rt_probe *p, struct rt_usage *u)
+{
+    struct kprobe d;
     memcpy(&d, p->data, sizeof(d));
     memset(u, 0, sizeof(*u));
     u->cpu_count = d.cpu_milli > 0 ? (d.cpu_milli + 999) / 1000 : 0;
     u->mem_limit = d.mem_limit;
-    const struct kube_ref r = {.group = "metrics.k8s.io",
-                               .version = "v1beta1",
-                               .ns = p->ns,
-                               .resource = "pods",
-                               .name = d.pod};
-    if (kube_url(url, sizeof(url), kube_client_server(c), &r, NULL, err, sizeof(err)) != 0 ||
-        kube_request(c, "GET", url, NULL, NULL, 0, &resp) != 0 || resp.code != 200) {
-        /* no metrics API (no metrics-server) or no sample yet: zeros, not "gone" */
-        kube_response_clear(&resp);
-        return;
-    }
-    json_t *m = json_loadb(resp.body, resp.len, 0, NULL);
-    kube_response_clear(&resp);
     size_t i;
     json_t *ct;
     json_array_foreach(json_object_get(m, "containers"), i, ct)
@@ -206,13 +211,32 @@ static void usage_one(struct kube_client *c, const struct rt_probe *p, struct rt
         if (kube_quantity_bytes(json_string_value(json_object_get(us, "memory")), &mem) == 0)
             u->mem_working_set = u->mem_rss = mem;
     }
-    json_decref(m);
 }
 
+static const json_t *item_named(const json_t *list, const char *name)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(list, "items"), i, it)
+    {
+        const char *n = json_string_value(json_object_get(json_object_get(it, "metadata"), "name"));
+        if (n && strcmp(n, name) == 0)
+            return it;
+    }
+    return NULL;
+}
+
+/* One request per namespace, not per sandbox: the exporter reads every
+ * running sandbox every 10 s, and the API client's QPS is the reconciler's
+ * too. A single probe asks for its own Pod. */
 void kube_usage_read(const struct rt_probe *p, size_t n, struct rt_usage *out)
 {
+    bool *done = n > 1 ? calloc(n, sizeof(*done)) : NULL;
+
     for (size_t i = 0; i < n; i++) {
         struct kprobe d;
+        if (done && done[i])
+            continue;
         memcpy(&d, p[i].data, sizeof(d));
         struct kube_client *c = reader_get(d.client);
         if (!c) {
@@ -220,9 +244,26 @@ void kube_usage_read(const struct rt_probe *p, size_t n, struct rt_usage *out)
             out[i].err = AB_ENOENT;
             continue;
         }
-        usage_one(c, &p[i], &out[i]);
+        if (!done) { /* one sandbox (or no memory for the grouping) */
+            json_t *m = metrics_get(c, p[i].ns, d.pod);
+            usage_apply(m, &p[i], &out[i]);
+            json_decref(m);
+            reader_put(d.client);
+            continue;
+        }
+        json_t *list = metrics_get(c, p[i].ns, NULL);
+        for (size_t k = i; k < n; k++) {
+            struct kprobe dk;
+            memcpy(&dk, p[k].data, sizeof(dk));
+            if (done[k] || dk.client != d.client || strcmp(p[k].ns, p[i].ns) != 0)
+                continue;
+            usage_apply(item_named(list, dk.pod), &p[k], &out[k]);
+            done[k] = true;
+        }
+        json_decref(list);
         reader_put(d.client);
     }
+    free(done);
 }
 
 int kube_log_read(const struct rt_probe *p, const struct rt_log_query *q, struct rt_log *out)

@@ -1420,12 +1420,15 @@ export async function startKubeApi(opts = {}) {
         if (e && e.proc.exitCode === null) {
             const self = (() => { try { const st = fs.readFileSync(`/proc/${e.proc.pid}/stat`, 'utf8'); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return { pid: e.proc.pid, utime: Number(f[11]), stime: Number(f[12]), rss: Number(f[21]) }; } catch { return null; } })();
             const ps = [...(self ? [self] : []), ...procTree(e.proc.pid)];
-            // a rate, as metrics-server reports: CPU ticks (1/100 s) since the last sample
+            // a rate, as metrics-server reports: CPU ticks (1/100 s) over the
+            // last window, one sample per 10 s (as a scrape interval would)
             const ticks = ps.reduce((a, x) => a + x.utime + x.stime, 0);
             const now = Date.now();
-            const prev = e.cpuSample ?? { ticks: 0, t: e.startedAt ?? now - 1000 };
-            e.cpuSample = { ticks, t: now };
-            const cores = Math.max(0, (ticks - prev.ticks) / 100) / Math.max(0.001, (now - prev.t) / 1000);
+            if (!e.cpuSample || now - e.cpuSample.t >= 10000) {
+                const prev = e.cpuSample ?? { ticks: 0, t: e.startedAt ?? now - 1000 };
+                e.cpuSample = { ticks, t: now, cores: Math.max(0, (ticks - prev.ticks) / 100) / Math.max(0.001, (now - prev.t) / 1000) };
+            }
+            const cores = e.cpuSample.cores;
             const rssKi = ps.reduce((a, x) => a + x.rss, 0) * 4;
             containers.push({ name: pod.spec.containers[0].name, usage: { cpu: `${Math.round(cores * 1e9)}n`, memory: `${rssKi}Ki` } });
         }
@@ -1478,6 +1481,12 @@ export async function startKubeApi(opts = {}) {
             if (lm) return podLog(res, lm[1], lm[2], q);
             const mm = p.match(/^\/apis\/metrics\.k8s\.io\/v1beta1\/namespaces\/([^/]+)\/pods\/([^/]+)$/);
             if (mm) return send(200, podMetrics(mm[1], mm[2]));
+            const ml = p.match(/^\/apis\/metrics\.k8s\.io\/v1beta1\/namespaces\/([^/]+)\/pods$/);
+            if (ml) {
+                const match = parseLabelSelector(q.get('labelSelector'));
+                const pods = [...store.values()].filter((x) => x.kind === 'Pod' && x.metadata.namespace === ml[1] && match(x.metadata.labels ?? {}) && envds.has(x.metadata.uid));
+                return send(200, { kind: 'PodMetricsList', apiVersion: 'metrics.k8s.io/v1beta1', metadata: {}, items: pods.map((x) => podMetrics(ml[1], x.metadata.name)) });
+            }
         }
         const rt = route(p);
         if (!rt) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
