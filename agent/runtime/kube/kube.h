@@ -36,6 +36,10 @@ struct krt_options {
      * claimed Pod, so another replica or a restarted agent re-adopts it
      * (adopt.h). NULL: nothing sealed; claimed Pods nobody holds are released. */
     const char *seal_secret;
+    /* The egress sidecar's image (NULL: each pool's idle image) and the DNS
+     * server it relays to (NULL: the Pod's resolv.conf); egress_pod.h. */
+    const char *egress_image;
+    const char *egress_resolver;
 };
 
 /* Connects (config only: the reflectors connect on their threads) and starts.
