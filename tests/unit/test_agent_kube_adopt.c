@@ -146,6 +146,7 @@ static void claimed_read(void **state)
     assert_string_equal(c.team, "team-1");
     assert_string_equal(c.owner, "user-2");
     assert_string_equal(c.principal, "team-1/user-2");
+    assert_false(c.has_egress);
     assert_string_equal(c.sealed, "v1.abc");
     assert_int_equal(c.end_ms - c.claimed_ms, 300250);
     assert_non_null(c.metadata);
@@ -168,6 +169,36 @@ static void claimed_read(void **state)
     assert_int_equal(c.end_ms, 0);
     json_decref(c.metadata);
     json_decref(pod);
+}
+
+static void egress_flags(void **state)
+{
+    (void)state;
+    char f[32];
+    struct kube_claimed c;
+    kube_egress_flags_format(true, false, f);
+    assert_string_equal(f, "internet=1,private=0");
+    static const struct {
+        const char *v;
+        bool ok, inet, priv;
+    } cases[] = {
+        {"internet=1,private=0", true, true, false},    {"internet=0,private=1", true, false, true},
+        {"internet=2,private=0", false, false, false},  {"internet=1", false, false, false},
+        {"internet=1,private=0x", false, false, false}, {"", false, false, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *pod = claimed_pod("sbx1", "sbx1", NULL);
+        json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "annotations"),
+                            KUBE_A_EGRESS, json_string(cases[i].v));
+        kube_claimed_read(pod, &c);
+        assert_int_equal(c.has_egress, cases[i].ok);
+        if (cases[i].ok) {
+            assert_int_equal(c.internet, cases[i].inet);
+            assert_int_equal(c.allow_private, cases[i].priv);
+        }
+        json_decref(c.metadata);
+        json_decref(pod);
+    }
 }
 
 static void verdicts(void **state)
@@ -212,6 +243,7 @@ static void strip(void **state)
     const json_t *ann = json_object_get(json_object_get(patch, "metadata"), "annotations");
     assert_true(json_is_null(json_object_get(ann, KUBE_A_SEALED)));
     assert_true(json_is_null(json_object_get(ann, KUBE_A_END)));
+    assert_true(json_is_null(json_object_get(ann, KUBE_A_EGRESS)));
     assert_true(json_is_null(json_object_get(ann, KUBE_A_PRINCIPAL)));
     json_decref(patch);
     kube_adopt_strip(NULL); /* no patch: nothing */
@@ -221,8 +253,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(seal_round_trip), cmocka_unit_test(seal_off),
-        cmocka_unit_test(claimed_read),    cmocka_unit_test(verdicts),
-        cmocka_unit_test(strip),
+        cmocka_unit_test(claimed_read),    cmocka_unit_test(egress_flags),
+        cmocka_unit_test(verdicts),        cmocka_unit_test(strip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

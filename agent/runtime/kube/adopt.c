@@ -146,6 +146,14 @@ int kube_claimed_read(const json_t *pod, struct kube_claimed *out)
     const char *sealed = str_at(ann, KUBE_A_SEALED);
     if (strlen(sealed) <= KUBE_SEALED_MAX)
         ab_strlcpy(out->sealed, sealed, sizeof(out->sealed));
+    const char *eg = str_at(ann, KUBE_A_EGRESS);
+    int inet = -1, priv = -1, used = 0;
+    if (sscanf(eg, "internet=%1d,private=%1d%n", &inet, &priv, &used) == 2 &&
+        (size_t)used == strlen(eg) && (inet == 0 || inet == 1) && (priv == 0 || priv == 1)) {
+        out->has_egress = true;
+        out->internet = inet == 1;
+        out->allow_private = priv == 1;
+    }
     const char *md_text = str_at(ann, KUBE_A_METADATA);
     if (md_text[0]) {
         json_t *m = json_loads(md_text, 0, NULL);
@@ -181,4 +189,10 @@ void kube_adopt_strip(json_t *patch)
         return;
     json_object_set_new(ann, KUBE_A_SEALED, json_null());
     json_object_set_new(ann, KUBE_A_END, json_null());
+    json_object_set_new(ann, KUBE_A_EGRESS, json_null());
+}
+
+void kube_egress_flags_format(bool internet, bool allow_private, char out[32])
+{
+    snprintf(out, 32, "internet=%d,private=%d", internet ? 1 : 0, allow_private ? 1 : 0);
 }

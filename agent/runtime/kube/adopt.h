@@ -26,6 +26,10 @@
 /* The sealed envd token: "v1." + base64(nonce ‖ ciphertext ‖ tag). */
 #define KUBE_A_SEALED "agentbox.scitix.ai/envd-token-sealed"
 #define KUBE_SEALED_MAX 800 /* fits RT_TOKEN_MAX bytes sealed */
+/* On a claimed Pod of a pool with the egress sidecar: the claim's policy
+ * flags ("internet=1,private=0"; the lists stay in the sidecar only, since
+ * an egressProxy may carry credentials). */
+#define KUBE_A_EGRESS "agentbox.scitix.ai/egress-flags"
 
 struct kube_seal {
     bool on; /* false: no join token, nothing is sealed or adopted */
@@ -60,7 +64,12 @@ struct kube_claimed {
     int64_t end_ms;                      /* end-at; 0 when absent (not armed yet) */
     char sealed[KUBE_SEALED_MAX + 1];
     json_t *metadata; /* new reference or NULL; the caller decrefs */
+    bool has_egress;  /* KUBE_A_EGRESS present and well formed */
+    bool internet, allow_private;
 };
+
+/* KUBE_A_EGRESS's value. */
+void kube_egress_flags_format(bool internet, bool allow_private, char out[32]);
 
 /* Reads *out from a Pod object; 0 (out->id "" when it is not claimed). */
 int kube_claimed_read(const json_t *pod, struct kube_claimed *out);
@@ -82,7 +91,7 @@ enum kube_adopt_verdict kube_adopt_decide(int phase, const struct kube_claimed *
                                           int64_t startup_ms);
 
 /* Adds to a release patch's metadata.annotations the keys a claim added
- * beyond the base ones (the sealed token, end-at), as nulls. */
+ * beyond the base ones (the sealed token, end-at, the egress flags), as nulls. */
 void kube_adopt_strip(json_t *patch);
 
 #endif

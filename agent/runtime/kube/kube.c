@@ -818,6 +818,9 @@ static enum kube_adopt_verdict adopt_pod(struct krt *rt, struct kpool *p,
     ab_strlcpy(s->team, c.team, sizeof(s->team));
     ab_strlcpy(s->owner, c.owner, sizeof(s->owner));
     s->metadata = c.metadata;
+    /* the policy's lists stay in the sidecar, which still enforces them */
+    s->internet = c.has_egress ? c.internet : false;
+    s->allow_private = c.has_egress && c.allow_private;
     s->claimed_ms = c.claimed_ms > 0 ? c.claimed_ms : now;
     s->end_ms = c.end_ms;
     s->last_active_ms = now; /* activity before the restart is not known: a full idle period */
@@ -1287,9 +1290,14 @@ static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *
                   KUBE_A_PRINCIPAL, principal, KUBE_A_METADATA, md ? md : "{}", "spec",
                   "containers", "name", pool->container, "image", s->image);
     free(md);
+    json_t *ann = json_object_get(json_object_get(patch, "metadata"), "annotations");
     if (patch && sealed[0])
-        json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
-                            KUBE_A_SEALED, json_string(sealed));
+        json_object_set_new(ann, KUBE_A_SEALED, json_string(sealed));
+    if (patch && pool->gateway) { /* what a re-adopting agent reports and keeps (adopt.h) */
+        char flags[32];
+        kube_egress_flags_format(w->internet, w->allow_private, flags);
+        json_object_set_new(ann, KUBE_A_EGRESS, json_string(flags));
+    }
     s->next = rt->sbxs;
     rt->sbxs = s;
     struct kube_ref r = ref_of(K_POD, p->ns, p->name, NULL);
@@ -2960,6 +2968,13 @@ static int op_set_network(struct rt *base, const char *id, const json_t *network
     json_decref(s->network);
     s->network = network && !json_is_null(network) ? json_deep_copy(network) : NULL;
     s->internet = internet;
+    char flags[32];
+    kube_egress_flags_format(s->internet, s->allow_private, flags);
+    json_t *fp = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", KUBE_A_EGRESS, flags);
+    struct kube_ref fr = ref_of(K_POD, s->ns, s->pod, NULL);
+    if (fp) /* for a re-adopting agent (adopt.h) */
+        send_simple(rt, "egress flags", "PATCH", &fr, "application/merge-patch+json", fp);
+    json_decref(fp);
     kube_egress_push_cancel(s->push); /* the newest policy wins */
     json_t *b = kube_egress_policy_body(s->network, internet, s->allow_private);
     s->push = b ? kube_egress_push(rt->loop, s->ip, token, b, network_pushed, s) : NULL;
