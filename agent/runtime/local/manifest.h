@@ -100,6 +100,9 @@ struct mf_member {
     int64_t pids_max;   /* inlineResources pids; 0 → the runtime's default */
     int32_t min_replicas, max_replicas; /* -1 when absent */
     int32_t priority;
+    /* scaleUpPriority / scaleDownPriority; priority when absent */
+    bool has_up_priority, has_down_priority;
+    int32_t up_priority, down_priority;
     int line;
     bool has_spec;
     struct mf_pool_spec spec;
@@ -117,6 +120,9 @@ struct mf_group {
     int32_t min_replicas;
     int32_t max_replicas; /* -1 = no ceiling */
     enum mf_scale_mode up_mode;
+    /* scaleUpPolicy / scaleDownPolicy seconds; -1 when absent (the default) */
+    int32_t cooldown_s, idle_threshold_s, quiet_window_s, saturation_s;
+    int32_t down_idle_timeout_s, stabilization_s, protection_s;
     int line;
 };
 
