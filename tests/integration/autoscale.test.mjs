@@ -196,4 +196,34 @@ test('groups API: live numbers; a group no member declares is gone', async () =>
     assert.equal(typeof g.status.lastDecision, 'string');
     const e = await native(alpha, stack.key, 'GET', '/v1/envs/up-a/autoscaling/groups/1c0gi');
     assert.equal(e.json.editable.status, undefined, 'live numbers are not editable');
+
+    // the member moves to a group it declares alone (no policy entry): 1c0gi
+    // is gone, the new one appears with the defaults (off), and the
+    // manifest's replicas are in force again
+    fs.writeFileSync(path.join(manifests, 'as-up-a.yaml'), `apiVersion: agents.navix.sh/v1alpha1
+kind: SandboxEnv
+metadata: {name: up-a, namespace: default}
+spec:
+  templateRef: {name: envd}
+  clusters:
+  - clusterID: alpha
+    members:
+    - name: up-a-1c0gi
+      config:
+        scalingGroup: solo
+        inlineResources: {requests: {cpu: "1", memory: 512Mi}}
+      spec: {replicas: 3, defaultStartupTimeout: 60s}
+`);
+    const solo = await waitFor(async () => {
+        const l = await native(alpha, stack.key, 'GET', '/v1/envs/up-a/autoscaling/groups');
+        const names = l.json.items.map((x) => x.name);
+        return names.length === 1 && names[0] === 'solo' && l.json.items[0].status &&
+            l.json.items[0].status.totalDesired === 3 ? l.json.items[0] : null;
+    }, { timeoutMs: 15000, what: 'the group follows its member' });
+    assert.equal(solo.enabled, false);
+    assert.equal(solo.status.autoscalingActive, false);
+    assert.equal(solo.status.members[0].scaleUpHeadroom, undefined, 'no headroom without autoscaling');
+    const gone = await native(alpha, stack.key, 'GET', '/v1/envs/up-a/autoscaling/groups/1c0gi');
+    assert.equal(gone.status, 404, gone.text);
+    assert.match(gone.json.error, /scaling group '1c0gi' is declared by no member/);
 });
