@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "agent/autoscale.h"
+#include "agent/runtime/local/lrt.h"
+#include "agent/runtime/local/manifest.h"
 
 #define T0 1000000000LL
 #define S(x) (T0 + (int64_t)(x)*1000)
@@ -574,6 +576,82 @@ static void test_headroom(void **state)
     assert_int_equal(rt_scale_headroom(2, -1, 5, 7), 0);
 }
 
+/* The local runtime reads a group's policy from the Env (seconds → ms,
+ * absent → default) and a member's priorities (scaleUp/DownPriority, else
+ * priority); a member declaring a group with no entry gets the defaults, off. */
+static void test_local_policy_from_manifest(void **state)
+{
+    static const char text[] = "apiVersion: agents.navix.sh/v1alpha1\n"
+                               "kind: SandboxEnv\n"
+                               "metadata: {name: e, namespace: default}\n"
+                               "spec:\n"
+                               "  templateRef: {name: t}\n"
+                               "  autoscaling:\n"
+                               "    groups:\n"
+                               "    - name: g\n"
+                               "      enabled: true\n"
+                               "      minReplicas: 1\n"
+                               "      maxReplicas: 6\n"
+                               "      scaleUpPolicy: {mode: Aggressive, cooldownSeconds: 2, "
+                               "idleThresholdSeconds: 0, idleZeroQuietWindowSeconds: 7, "
+                               "saturationCooldownSeconds: 9}\n"
+                               "      scaleDownPolicy: {idleTimeoutSeconds: 3, "
+                               "stabilizationSeconds: 4}\n"
+                               "  clusters:\n"
+                               "  - clusterID: c\n"
+                               "    members:\n"
+                               "    - config: {scalingGroup: g, priority: 3, scaleDownPriority: 8, "
+                               "maxReplicas: 5, inlineResources: {requests: {cpu: '1', memory: "
+                               "1Gi}}}\n"
+                               "      spec: {replicas: 2}\n"
+                               "    - config: {scalingGroup: lone, inlineResources: {requests: "
+                               "{cpu: '2', memory: 1Gi}}}\n"
+                               "      spec: {replicas: 1}\n";
+    struct mf_set *s = mf_set_new();
+    struct mf_pool_view v[4];
+    struct lpool p[2];
+    int n = 0;
+    (void)state;
+    assert_int_equal(mf_parse_buffer(s, "m.yaml", text, strlen(text)), 0);
+    assert_int_equal(s->nerrs, 0);
+    assert_int_equal(mf_set_pools(s, "c", v, 4, &n), 0);
+    assert_int_equal(n, 2);
+    memset(p, 0, sizeof(p));
+    for (int i = 0; i < 2; i++)
+        lrt_scale_from_view(NULL, &p[i], &v[i]);
+    struct lpool *g = !strcmp(v[0].scaling_group, "g") ? &p[0] : &p[1];
+    struct lpool *lone = g == &p[0] ? &p[1] : &p[0];
+    assert_true(g->in_group);
+    assert_true(g->policy.enabled);
+    assert_int_equal(g->policy.mode, RT_SCALE_AGGRESSIVE);
+    assert_int_equal(g->policy.min_replicas, 1);
+    assert_int_equal(g->policy.max_replicas, 6);
+    assert_int_equal(g->policy.cooldown_ms, 2000);
+    assert_int_equal(g->policy.idle_threshold_ms, 0);
+    assert_int_equal(g->policy.quiet_window_ms, 7000);
+    assert_int_equal(g->policy.saturation_ms, 9000);
+    assert_int_equal(g->policy.down_idle_timeout_ms, 3000);
+    assert_int_equal(g->policy.stabilization_ms, 4000);
+    assert_int_equal(g->policy.protection_ms, 10000); /* absent: the default */
+    assert_int_equal(g->up_prio, 3);
+    assert_int_equal(g->down_prio, 8);
+    assert_int_equal(g->max_r, 5);
+    assert_int_equal(g->min_r, -1);
+    assert_true(lone->in_group);
+    assert_false(lone->policy.enabled);
+    assert_int_equal(lone->policy.cooldown_ms, 30000);
+    assert_int_equal(lone->policy.max_replicas, -1);
+    /* the autoscaler's replicas apply only while the group is on */
+    g->has_scaled = true;
+    g->scaled = 4;
+    g->replicas = 2;
+    assert_int_equal(lrt_pool_replicas(g), 4);
+    g->policy.enabled = true;
+    lrt_scale_from_view(NULL, g, g == &p[0] ? &v[0] : &v[1]);
+    assert_int_equal(lrt_pool_replicas(g), 4);
+    mf_set_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -592,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_down_after_up_waits),
         cmocka_unit_test(test_idle_candidates),
         cmocka_unit_test(test_headroom),
+        cmocka_unit_test(test_local_policy_from_manifest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
