@@ -596,10 +596,11 @@ static void live_group(void *arg, const struct rt_scale_group *g)
     struct live *l = arg;
     struct autoscaler_info info;
     int idle = 0, running = 0, starting = 0, pending = 0, desired = 0;
-    json_t *members = json_array(), *st;
+    json_t *members, *st;
 
     if (strcmp(g->ns, l->ns) || strcmp(g->env, l->env))
         return;
+    members = json_array();
     for (int i = 0; i < g->nmembers; i++) {
         const struct rt_scale_member *m = &g->members[i];
         idle += m->status.idle;

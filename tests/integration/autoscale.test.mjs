@@ -227,3 +227,8 @@ spec:
     assert.equal(gone.status, 404, gone.text);
     assert.match(gone.json.error, /scaling group '1c0gi' is declared by no member/);
 });
+
+test('the agent stops cleanly: no sanitizer report after the autoscaler ran', async () => {
+    await alpha.proc.stop();
+    assert.doesNotMatch(alpha.proc.logs(), /LeakSanitizer|AddressSanitizer|runtime error:/);
+});

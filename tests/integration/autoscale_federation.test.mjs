@@ -121,3 +121,10 @@ test('step 3: alpha can grow itself → the create stays on alpha, its autoscale
     assert.match(up.message, /\(1 -> 2\)/);
     assert.equal((await events(beta, 'fx3')).filter((e) => e.reason === 'ScaledUp').length, 0, 'beta untouched');
 });
+
+test('the agents stop cleanly: no sanitizer report after the autoscaler ran', async () => {
+    for (const a of [alpha, beta]) {
+        await a.proc.stop();
+        assert.doesNotMatch(a.proc.logs(), /LeakSanitizer|AddressSanitizer|runtime error:/);
+    }
+});
