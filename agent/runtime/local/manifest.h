@@ -271,4 +271,12 @@ int mf_set_pools(const struct mf_set *s, const char *cluster_id, struct mf_pool_
 
 const char *mf_kind_name(enum mf_kind k);
 
+/* A group's policy (runtime.h struct rt_scale_policy) with every default
+ * applied; g NULL (a group only a member declares): the defaults, off.
+ * Shared by both runtimes (agent/runtime/local/scale.c). */
+struct rt_scale_policy;
+void mf_group_policy(const struct mf_group *g, struct rt_scale_policy *out);
+/* The group g of Env object env named name, or NULL. */
+const struct mf_group *mf_env_group(const struct mf_object *env, const char *name);
+
 #endif

@@ -23,7 +23,7 @@ static int64_t secs_or(int32_t s, int64_t def_ms)
     return s >= 0 ? (int64_t)s * 1000 : def_ms;
 }
 
-static void policy_of(const struct mf_group *g, struct rt_scale_policy *o)
+void mf_group_policy(const struct mf_group *g, struct rt_scale_policy *o)
 {
     struct rt_scale_policy d;
 
@@ -46,6 +46,14 @@ static void policy_of(const struct mf_group *g, struct rt_scale_policy *o)
     o->protection_ms = secs_or(g->protection_s, d.protection_ms);
 }
 
+const struct mf_group *mf_env_group(const struct mf_object *env, const char *name)
+{
+    for (int i = 0; env && env->kind == MF_ENV && i < env->u.env.ngroups; i++)
+        if (!strcmp(env->u.env.groups[i].name, name))
+            return &env->u.env.groups[i];
+    return NULL;
+}
+
 void lrt_scale_from_view(struct lrt *rt, struct lpool *p, const struct mf_pool_view *v)
 {
     const struct mf_member *m = v->member;
@@ -58,10 +66,8 @@ void lrt_scale_from_view(struct lrt *rt, struct lpool *p, const struct mf_pool_v
         p->has_scaled = false;
         return;
     }
-    for (int i = 0; v->obj->kind == MF_ENV && i < v->obj->u.env.ngroups; i++)
-        if (!strcmp(v->obj->u.env.groups[i].name, v->scaling_group))
-            g = &v->obj->u.env.groups[i];
-    policy_of(g, &p->policy);
+    g = mf_env_group(v->obj, v->scaling_group);
+    mf_group_policy(g, &p->policy);
     p->min_r = m->min_replicas;
     p->max_r = m->max_replicas;
     p->up_prio = m->has_up_priority ? m->up_priority : m->priority;
