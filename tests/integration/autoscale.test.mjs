@@ -14,7 +14,7 @@ import { startStack, manifestsDir, native, waitPool } from './lib/sandboxes.mjs'
 
 // An env whose one member (<env>-1c0gi, group 1c0gi) starts with `replicas`.
 const envYaml = (env, { replicas, mode = 'Default', min = 0, max = 10, cooldown = 30, idleThreshold = 0,
-    idleTimeout = 300, stabilization = 1, protection = 0 }) => `apiVersion: agents.navix.sh/v1alpha1
+    quiet = 300, idleTimeout = 300, stabilization = 1, protection = 0 }) => `apiVersion: agents.navix.sh/v1alpha1
 kind: SandboxEnv
 metadata: {name: ${env}, namespace: default}
 spec:
@@ -25,7 +25,7 @@ spec:
       enabled: true
       minReplicas: ${min}
       maxReplicas: ${max}
-      scaleUpPolicy: {mode: ${mode}, cooldownSeconds: ${cooldown}, idleThresholdSeconds: ${idleThreshold}}
+      scaleUpPolicy: {mode: ${mode}, cooldownSeconds: ${cooldown}, idleThresholdSeconds: ${idleThreshold}, idleZeroQuietWindowSeconds: ${quiet}}
       scaleDownPolicy: {idleTimeoutSeconds: ${idleTimeout}, stabilizationSeconds: ${stabilization}, protectionWindowSeconds: ${protection}}
   clusters:
   - clusterID: alpha
@@ -136,6 +136,29 @@ test('the cooldown spaces scale-ups', async () => {
     for (const r of await Promise.all(queued)) assert.equal(r.status, 201, r.text);
 });
 
+test('proactive: idle stayed 0 for the threshold after a create → one more, with no claim waiting', async () => {
+    addEnvs({
+        pro: { replicas: 1, mode: 'Conservative', cooldown: 30, idleThreshold: 2 },
+        // the same without a create in the quiet window: never
+        quiet: { replicas: 0, mode: 'Conservative', cooldown: 1, idleThreshold: 1, quiet: 30 },
+    });
+    await waitPool(alpha, 'pro-1c0gi', (s) => s.idle === 1, 'pro warm', 60000);
+    const r = await native(alpha, stack.key, 'POST', '/v1/sandboxes', { poolName: 'pro', timeout: 600 });
+    assert.equal(r.status, 201, r.text);
+    held.push(r.json.sandbox.sandboxId);
+    const t0 = Date.now();
+    const [up] = await waitEvent('pro', 'ScaledUp');
+    assert.match(up.message, /scale-up: no idle sandbox for \d+s, a create \d+s ago; Conservative step \+1 \(1 -> 2\)/);
+    assert.ok(Date.parse(up.time) - t0 >= 1500, 'after the 2 s idle threshold');
+    // quiet: idle has been 0 all along, but nobody created: no scale-up
+    const g = await waitFor(async () => {
+        const x = await group('quiet');
+        return x.status && x.status.lastDecision ? x : null;
+    }, { what: 'quiet decided' });
+    assert.equal(g.status.totalDesired, 0);
+    assert.equal((await events('quiet')).filter((e) => e.reason === 'ScaledUp').length, 0);
+});
+
 test('idle sandboxes go after the idle timeout, stepwise, down to minReplicas', async () => {
     addEnvs({ down: { replicas: 3, mode: 'Conservative', idleTimeout: 3, stabilization: 1 } });
     const warm = await waitFor(async () => {
@@ -228,7 +251,16 @@ spec:
     assert.match(gone.json.error, /scaling group '1c0gi' is declared by no member/);
 });
 
+// Sandboxes a worker holds at shutdown (spawning, being removed) are left to
+// the process's end by design (local.c op_free): stop once none is.
+const settled = (agent) => waitFor(async () => {
+    const t = await (await fetch(`${agent.metrics}/metrics`)).text();
+    const busy = t.split('\n').filter((l) => /^agentbox_pool_(starting|stopping|pending)\{/.test(l) && !/ 0$/.test(l));
+    return busy.length === 0;
+}, { timeoutMs: 30000, what: 'no sandbox starting, stopping or waited for' });
+
 test('the agent stops cleanly: no sanitizer report after the autoscaler ran', async () => {
+    await settled(alpha);
     await alpha.proc.stop();
     assert.doesNotMatch(alpha.proc.logs(), /LeakSanitizer|AddressSanitizer|runtime error:/);
 });
