@@ -65,11 +65,12 @@ static void add_pool(void *arg, const struct rt_pool *p)
         return;
     }
     json_array_append_new(
-        b->recs, json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:i,s:i}", "namespace", p->ns,
-                           "env", p->env, "pool", p->name, "scalingGroup", p->scaling_group, "idle",
-                           p->status.idle, "running", p->status.running, "pending",
-                           p->status.pending, "desired", desired, "autoscaling", p->autoscaling,
-                           "headroom", p->headroom, "saturatedForMs", 0, "ageMs", 0));
+        b->recs,
+        json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:I,s:i}", "namespace", p->ns, "env",
+                  p->env, "pool", p->name, "scalingGroup", p->scaling_group, "idle", p->status.idle,
+                  "running", p->status.running, "pending", p->status.pending, "desired", desired,
+                  "autoscaling", p->autoscaling, "headroom", p->headroom, "saturatedForMs",
+                  (json_int_t)p->saturated_for_ms, "ageMs", 0));
     b->n++;
 }
 

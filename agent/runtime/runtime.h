@@ -123,6 +123,7 @@ struct rt_pool {
      * (rt_scale_headroom: -1 unbounded, 0 at a ceiling); false / 0 otherwise. */
     bool autoscaling;
     int headroom;
+    int64_t saturated_for_ms; /* what is left of its saturation cooldown; 0: not saturated */
 };
 
 struct rt_env {

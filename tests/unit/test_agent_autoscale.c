@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "agent/autoscale.h"
+#include "agent/autoscaler.h"
+#include "agent/reporter.h"
 #include "agent/runtime/local/lrt.h"
 #include "agent/runtime/local/manifest.h"
 
@@ -652,6 +654,151 @@ static void test_local_policy_from_manifest(void **state)
     mf_set_free(s);
 }
 
+/* A runtime that hands one group and records what it is told. */
+struct drv {
+    struct rt base;
+    bool has_group;
+    int sets;
+    char pool[64];
+    int replicas;
+    char reason[256];
+    int events;
+    char ev_reason[32], ev_msg[400], ev_env[64];
+    bool active;
+};
+
+static void drv_groups(struct rt *rt, rt_group_fn fn, void *arg)
+{
+    struct drv *d = (struct drv *)rt;
+    if (d->has_group)
+        fn(arg, &G);
+}
+
+static int drv_set(struct rt *rt, const char *ns, const char *pool, int replicas,
+                   const char *reason, char *err, size_t errlen)
+{
+    struct drv *d = (struct drv *)rt;
+    (void)ns;
+    (void)err;
+    (void)errlen;
+    d->sets++;
+    snprintf(d->pool, sizeof(d->pool), "%s", pool);
+    d->replicas = replicas;
+    snprintf(d->reason, sizeof(d->reason), "%s", reason);
+    return 0;
+}
+
+static void drv_pools(struct rt *rt, const char *ns, rt_pool_fn fn, void *arg)
+{
+    struct rt_pool p;
+    (void)rt;
+    (void)ns;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.ns, sizeof(p.ns), "default");
+    snprintf(p.env, sizeof(p.env), "e");
+    snprintf(p.name, sizeof(p.name), "e-a");
+    snprintf(p.scaling_group, sizeof(p.scaling_group), "1c2gi");
+    p.status.replicas = 2;
+    p.autoscaling = true;
+    p.headroom = 3;
+    p.saturated_for_ms = 1500;
+    fn(arg, &p);
+}
+
+static const struct rt_ops drv_ops = {
+    .list_pools = drv_pools,
+    .scale_groups = drv_groups,
+    .scale_set = drv_set,
+};
+
+static void drv_event(void *arg, const char *ns, const char *env, const char *reason,
+                      const char *msg)
+{
+    struct drv *d = arg;
+    (void)ns;
+    d->events++;
+    snprintf(d->ev_env, sizeof(d->ev_env), "%s", env);
+    snprintf(d->ev_reason, sizeof(d->ev_reason), "%s", reason);
+    snprintf(d->ev_msg, sizeof(d->ev_msg), "%s", msg);
+}
+
+static bool drv_active(void *arg)
+{
+    return ((struct drv *)arg)->active;
+}
+
+/* The loop: decisions applied through the seam after the walk, an Event
+ * per decision, nothing while not leading, a group's state dropped when the
+ * runtime no longer reports it. */
+static void test_autoscaler_loop(void **state)
+{
+    struct drv d;
+    struct autoscaler_info info;
+    (void)state;
+    memset(&d, 0, sizeof(d));
+    d.base.ops = &drv_ops;
+    d.base.kind = "fake";
+    d.base.caps = RT_CAP_AUTOSCALE;
+    d.has_group = true;
+    group(2, RT_SCALE_CONSERVATIVE);
+    busy(0, 2, 1);
+    busy(1, 1, 0);
+    G.members[1].up_priority = -1; /* e-b grows first */
+    const struct autoscaler_deps deps = {
+        .rt = &d.base, .event = drv_event, .event_arg = &d, .active = drv_active, .active_arg = &d};
+    struct autoscaler *as = autoscaler_new(&deps);
+    assert_non_null(as);
+
+    autoscaler_tick(as); /* a follower: nothing */
+    assert_int_equal(d.sets, 0);
+    assert_int_equal(autoscaler_info(as, "default", "e", "1c2gi", &info), AB_ENOENT);
+
+    d.active = true;
+    autoscaler_tick(as);
+    assert_int_equal(d.sets, 1);
+    assert_string_equal(d.pool, "e-b");
+    assert_int_equal(d.replicas, 2);
+    assert_non_null(strstr(d.reason, "scale-up: 1 claim(s) waiting"));
+    assert_int_equal(d.events, 1);
+    assert_string_equal(d.ev_reason, "ScaledUp");
+    assert_string_equal(d.ev_env, "e");
+    assert_non_null(strstr(d.ev_msg, "group 1c2gi: scale-up"));
+    assert_int_equal(autoscaler_info(as, "default", "e", "1c2gi", &info), 0);
+    assert_true(info.last_up_wall_ms > 0);
+
+    /* in the cooldown: no change, no Event */
+    autoscaler_tick(as);
+    assert_int_equal(d.sets, 1);
+    assert_int_equal(d.events, 1);
+    assert_int_equal(autoscaler_info(as, "default", "e", "1c2gi", &info), 0);
+    assert_non_null(strstr(info.reason, "cooldown"));
+
+    /* no member declares the group any more: its state goes */
+    d.has_group = false;
+    autoscaler_tick(as);
+    assert_int_equal(autoscaler_info(as, "default", "e", "1c2gi", &info), AB_ENOENT);
+    autoscaler_free(as);
+}
+
+/* The reporter sends the runtime's autoscaling, headroom and saturation. */
+static void test_reporter_headroom(void **state)
+{
+    struct drv d;
+    uint64_t sig = 0;
+    (void)state;
+    memset(&d, 0, sizeof(d));
+    d.base.ops = &drv_ops;
+    d.base.kind = "fake";
+    json_t *msg = fed_reporter_build(&d.base, 7, &sig);
+    assert_non_null(msg);
+    json_t *r = json_array_get(json_object_get(msg, "records"), 0);
+    assert_true(json_is_true(json_object_get(r, "autoscaling")));
+    assert_int_equal(json_integer_value(json_object_get(r, "headroom")), 3);
+    assert_int_equal(json_integer_value(json_object_get(r, "saturatedForMs")), 1500);
+    assert_int_equal(json_integer_value(json_object_get(r, "desired")), 2);
+    json_decref(msg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -671,6 +818,8 @@ int main(void)
         cmocka_unit_test(test_idle_candidates),
         cmocka_unit_test(test_headroom),
         cmocka_unit_test(test_local_policy_from_manifest),
+        cmocka_unit_test(test_autoscaler_loop),
+        cmocka_unit_test(test_reporter_headroom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

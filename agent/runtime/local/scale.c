@@ -94,13 +94,18 @@ static int group_total(struct lrt *rt, const struct lpool *p)
 
 void lrt_scale_fill_pool(struct lrt *rt, const struct lpool *p, struct rt_pool *info)
 {
+    int64_t since = ab_now_ms() - p->saturated_ms;
+
     info->autoscaling = false;
     info->headroom = 0;
+    info->saturated_for_ms = 0;
     if (p->removed || !p->in_group || !p->policy.enabled)
         return;
     info->autoscaling = true;
-    if (p->saturated_ms && ab_now_ms() - p->saturated_ms < p->policy.saturation_ms)
+    if (p->saturated_ms && since < p->policy.saturation_ms) {
+        info->saturated_for_ms = p->policy.saturation_ms - since;
         return; /* saturated: no room to offer for the cooldown */
+    }
     info->headroom = rt_scale_headroom(lrt_pool_replicas(p), p->max_r, p->policy.max_replicas,
                                        group_total(rt, p));
 }
