@@ -102,9 +102,12 @@ static void order(const struct rt_scale_group *g, int *idx,
     }
 }
 
+/* A member's floor: its minReplicas, never above its maxReplicas (a member
+ * declaring min > max would otherwise flap between the two every tick). */
 static int floor_of(const struct rt_scale_member *m)
 {
-    return m->min_replicas > 0 ? m->min_replicas : 0;
+    int f = m->min_replicas > 0 ? m->min_replicas : 0;
+    return m->max_replicas >= 0 && f > m->max_replicas ? m->max_replicas : f;
 }
 
 /* Room member m has to grow from r (INT32_MAX: unbounded). */

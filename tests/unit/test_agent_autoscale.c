@@ -347,6 +347,19 @@ static void test_bounds(void **state)
     as_decide(&G, &st, S(0), &d);
     assert_int_equal(d.replicas[0], 2);
 
+    /* min above max: the max wins, and it stays put (no flapping) */
+    memset(&st, 0, sizeof(st));
+    group(1, RT_SCALE_DEFAULT);
+    G.members[0].min_replicas = 3;
+    G.members[0].max_replicas = 2;
+    idle_since(0, 0, S(0));
+    as_decide(&G, &st, S(0), &d);
+    assert_int_equal(d.replicas[0], 2);
+    apply(&d);
+    as_decide(&G, &st, S(1), &d);
+    assert_int_equal(d.kind, AS_KEEP);
+    assert_int_equal(d.replicas[0], 2);
+
     /* group above its max */
     memset(&st, 0, sizeof(st));
     group(2, RT_SCALE_DEFAULT);
