@@ -100,6 +100,16 @@ struct lpool {
     char last_start_err[LRT_START_MSG_MAX];
     struct lrt_waiter *w_head, *w_tail;
     int nwaiters;
+    /* scaling group (scale.c): the member's bounds and priorities, its
+     * group's policy, and the autoscaler's replicas when it set one */
+    bool in_group;
+    bool snapped; /* already in this lrt_scale_groups pass */
+    bool has_scaled;
+    int scaled;
+    int32_t min_r, max_r, up_prio, down_prio;
+    struct rt_scale_policy policy;
+    int64_t last_create_ms; /* ab_now_ms of the last claim; 0: none */
+    int64_t saturated_ms;   /* the last time max_sandboxes kept it from its replicas */
 };
 
 struct lsb {
@@ -110,6 +120,7 @@ struct lsb {
     struct lsbx x;
     char sid[LSBX_ID_MAX + 1]; /* directory name */
     int64_t seq;               /* FIFO order of becoming idle */
+    int64_t idle_since_ms;     /* ab_now_ms when it became idle (0: adopted, unknown) */
     int64_t deadline_ms;       /* monotonic: startup deadline while starting */
     struct loop_timer timer;
     bool timer_on;
@@ -210,6 +221,17 @@ void lrt_refill_later(struct lrt *rt);
 /* A started sandbox whose envd listens (and whose start command and
  * readiness checks passed) becomes idle and serves waiting claims. */
 void lrt_sbx_idle(struct lsb *s);
+
+/* scale.c: the scaling-group seam (runtime.h "Scaling groups") */
+/* The replicas p keeps: the autoscaler's when it set one, else the manifest's. */
+int lrt_pool_replicas(const struct lpool *p);
+/* p's group membership, bounds, priorities and policy from its manifest view. */
+void lrt_scale_from_view(struct lrt *rt, struct lpool *p, const struct mf_pool_view *v);
+/* info->autoscaling and info->headroom for pool p. */
+void lrt_scale_fill_pool(struct lrt *rt, const struct lpool *p, struct rt_pool *info);
+void lrt_scale_groups(struct rt *base, rt_group_fn fn, void *arg);
+int lrt_scale_set(struct rt *base, const char *ns, const char *pool, int replicas,
+                  const char *reason, char *err, size_t errlen);
 
 /* start.c: start commands and readiness checks before a sandbox is idle */
 bool lrt_start_needed(const struct lpool *p);

@@ -385,6 +385,7 @@ void lrt_sbx_idle(struct lsb *s)
 {
     s->phase = PH_IDLE;
     s->seq = ++s->rt->seq;
+    s->idle_since_ms = ab_now_ms();
     lrt_persist(s);
     lrt_serve_waiters(s->rt, s->pool);
     lrt_reconcile(s->rt, s->pool);
@@ -495,7 +496,7 @@ void lrt_reconcile(struct lrt *rt, struct lpool *p)
      * replicas; a free place is kept filled with an idle one */
     idle = lrt_count(rt, p, PH_IDLE, PH_IDLE);
     live = lrt_count(rt, p, PH_SPAWNING, PH_RUNNING);
-    want = p->removed ? 0 : p->replicas;
+    want = p->removed ? 0 : lrt_pool_replicas(p);
     total = lrt_count(rt, NULL, PH_SPAWNING, PH_REMOVING);
     if (ab_now_ms() >= p->retry_after_ms) {
         while (live < want && total < rt->max_sandboxes) {
@@ -504,6 +505,8 @@ void lrt_reconcile(struct lrt *rt, struct lpool *p)
             live++;
             total++;
         }
+        if (live < want && total >= rt->max_sandboxes)
+            p->saturated_ms = ab_now_ms(); /* the autoscaler grows another member */
     }
     /* Too many (replicas lowered, pool removed): stop the newest idle ones. */
     while (live > want && idle > 0) {
@@ -567,6 +570,7 @@ static void apply_manifests(struct lrt *rt, struct mf_set *set)
         p->idle_ms = v->idle_timeout_ms;
         p->disable_egress = v->disable_egress;
         lrt_pool_set_runtimes(p, v->runtimes, v->nruntimes);
+        lrt_scale_from_view(rt, p, v);
     }
     for (p = rt->pools; p; p = p->next)
         if (!p->seen)
