@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -575,6 +577,38 @@ static void test_kill_leaves_no_process(void **state)
     assert_false(path_exists(s.dir));
 }
 
+/* A spawn does not copy the agent's address space (sandbox.c: the init
+ * shares it until exec): after a fork, each page the parent had written
+ * faults again on its next write (copy-on-write, or its reuse), so writing
+ * 64 MiB after a spawn would cost >= 16384 minor faults. */
+static void test_spawn_does_not_copy_memory(void **state)
+{
+    const size_t len = 64u << 20;
+    struct rusage before, after;
+    struct lsbx s;
+    char *big;
+    long faults;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    big = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(big != MAP_FAILED);
+    madvise(big, len, MADV_NOHUGEPAGE); /* one fault per 4 KiB page, as the agent's heap */
+    memset(big, 1, len);
+    spawn(&s, false);
+    getrusage(RUSAGE_SELF, &before);
+    memset(big, 2, len);
+    getrusage(RUSAGE_SELF, &after);
+    faults = after.ru_minflt - before.ru_minflt;
+    munmap(big, len);
+    assert_int_equal(lsbx_destroy(&s, 5000), 0);
+    if (faults >= 4096)
+        fail_msg("writing 64 MiB after a spawn took %ld minor faults: the spawn copied the "
+                 "address space",
+                 faults);
+}
+
 static void test_readopt_or_reap(void **state)
 {
     struct lsbx s, again;
@@ -994,6 +1028,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_network_is_isolated),
         cmocka_unit_test(test_egress_veth_and_no_host_loopback),
         cmocka_unit_test(test_kill_leaves_no_process),
+        cmocka_unit_test(test_spawn_does_not_copy_memory),
         cmocka_unit_test(test_readopt_or_reap),
         cmocka_unit_test(test_adopted_sandbox_is_killed_without_waitpid),
         cmocka_unit_test(test_spawn_failures_leave_nothing),
