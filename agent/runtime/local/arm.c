@@ -97,18 +97,21 @@ static void end_timer(struct loop_timer *t)
     lrt_schedule_end(s);
 }
 
+/* envd is armed: the claim is recorded in state.json (on a worker: a
+ * write on the loop thread held every other claim back, and an ext4 journal
+ * commit made it tens of ms) and reported once that write is done — never
+ * before, or a restarted agent could take a claimed sandbox for an idle one.
+ * The sandbox stays PH_ARMING until then. */
 static void armed(struct lsb *s)
 {
     struct lrt_waiter *w = s->armer;
-    struct rt_sandbox snap;
 
-    s->armer = NULL;
     if (w->cancelled) {
+        s->armer = NULL;
         lrt_waiter_free(w);
         lrt_destroy(s);
         return;
     }
-    s->phase = PH_RUNNING;
     ab_strlcpy(s->id, w->id, sizeof(s->id));
     s->metadata = w->metadata;
     w->metadata = NULL;
@@ -123,7 +126,26 @@ static void armed(struct lsb *s)
         s->idle_ms = s->pool->idle_ms;
     }
     lrt_update_end(s);
-    lrt_persist(s);
+    s->report_gen = lrt_persist(s);
+    if (s->report_gen == 0 || s->w_done_gen >= s->report_gen) { /* written here, or not at all */
+        s->report_gen = 0;
+        lrt_claim_written(s, 0);
+    }
+}
+
+void lrt_claim_written(struct lsb *s, int rc)
+{
+    struct lrt_waiter *w = s->armer;
+    struct rt_sandbox snap;
+
+    (void)rc; /* a failed write was logged; the claim goes on, as it always did */
+    s->armer = NULL;
+    if (w->cancelled) {
+        lrt_waiter_free(w);
+        lrt_destroy(s);
+        return;
+    }
+    s->phase = PH_RUNNING;
     lrt_schedule_end(s);
     lrt_fill(s, &snap, false);
     w->cb(w->arg, 0, NULL, &snap);
@@ -397,7 +419,7 @@ void lrt_serve_waiters(struct lrt *rt, struct lpool *p)
         struct lrt_waiter *w;
 
         for (s = rt->sbxs; s; s = s->next)
-            if (s->pool == p && s->phase == PH_IDLE && (!best || s->seq < best->seq))
+            if (s->pool == p && s->phase == PH_IDLE && !s->doomed && (!best || s->seq < best->seq))
                 best = s;
         if (!best)
             return;

@@ -62,7 +62,7 @@ struct lsb *lrt_sbx_find(struct lrt *rt, const char *id)
     struct lsb *s;
 
     for (s = rt->sbxs; s; s = s->next)
-        if (s->phase == PH_RUNNING && !strcmp(s->id, id))
+        if (s->phase == PH_RUNNING && !s->doomed && !strcmp(s->id, id))
             return s;
     return NULL;
 }
@@ -166,6 +166,10 @@ void lrt_sbx_unlink_free(struct lsb *s)
     uid_give_back(s); /* its processes are gone (or it never started) */
     json_decref(s->metadata);
     json_decref(s->network);
+    if (s->w_next) {
+        explicit_bzero(s->w_next, strlen(s->w_next));
+        free(s->w_next);
+    }
     lsbx_release(&s->x);
     free(s);
 }
@@ -229,14 +233,105 @@ void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
     o->metadata = s->metadata && ref_metadata ? json_incref(s->metadata) : s->metadata;
 }
 
-void lrt_persist(struct lsb *s)
+/* ---- state.json, off the loop ---------------------------------------------------- */
+
+/* One write of one sandbox's state on a worker. */
+struct state_job {
+    struct lsb *s;
+    char *text; /* owned; holds the envd token */
+    uint64_t gen;
+    int rc;
+};
+
+static void text_free(char *text)
 {
+    if (text) {
+        explicit_bzero(text, strlen(text));
+        free(text);
+    }
+}
+
+static void state_work(void *arg)
+{
+    struct state_job *j = arg;
+
+    j->rc = lsbx_state_write_text(j->s->x.dir, j->text);
+}
+
+static void state_submit(struct lsb *s, char *text, uint64_t gen);
+
+static void state_done(void *arg, int status)
+{
+    struct state_job *j = arg;
+    struct lsb *s = j->s;
+    int rc = status != 0 ? status : j->rc;
+
+    s->w_busy = false;
+    if (rc != 0)
+        LOG_WARN("cannot write sandbox state", "dir", s->x.dir);
+    else
+        s->w_done_gen = j->gen;
+    text_free(j->text);
+    free(j);
+    if (s->rt->closing || status != 0) { /* op_free left it to us */
+        struct lrt *rt = s->rt;
+        if (s->armer) {
+            lrt_claim_fail(s->armer, AB_ECLOSED, "the local runtime is shutting down");
+            s->armer = NULL;
+        }
+        lrt_sbx_unlink_free(s);
+        lrt_free_if_done(rt);
+        return;
+    }
+    if (s->w_next) { /* a newer state came meanwhile */
+        char *text = s->w_next;
+        s->w_next = NULL;
+        state_submit(s, text, s->w_next_gen);
+    }
+    if (s->doomed && !s->w_busy) {
+        s->doomed = false;
+        lrt_destroy(s);
+        return;
+    }
+    /* a failed write does not hold a claim back (as before: a warning) */
+    if (s->armer && s->report_gen && (rc != 0 || s->w_done_gen >= s->report_gen)) {
+        s->report_gen = 0;
+        lrt_claim_written(s, rc);
+    }
+}
+
+/* Takes text. Falls back to writing here when the worker queue is full. */
+static void state_submit(struct lsb *s, char *text, uint64_t gen)
+{
+    struct state_job *j = calloc(1, sizeof(*j));
+
+    if (j) {
+        j->s = s;
+        j->text = text;
+        j->gen = gen;
+        s->w_busy = true;
+        if (loop_submit(s->rt->loop, state_work, state_done, j) == 0)
+            return;
+        s->w_busy = false;
+        free(j);
+    }
+    if (lsbx_state_write_text(s->x.dir, text) != 0)
+        LOG_WARN("cannot write sandbox state", "dir", s->x.dir);
+    else
+        s->w_done_gen = gen;
+    text_free(text);
+}
+
+uint64_t lrt_persist(struct lsb *s)
+{
+    bool running = s->phase == PH_RUNNING || s->phase == PH_ARMING;
     json_t *info = json_pack("{s:s, s:s, s:s}", "ns", s->pool->ns, "pool", s->pool->name, "phase",
-                             s->phase == PH_RUNNING ? "running" : "idle");
+                             running ? "running" : "idle");
+    char *text;
 
     if (!info)
-        return;
-    if (s->phase == PH_RUNNING) {
+        return 0;
+    if (running) {
         json_object_set_new(info, "id", json_string(s->id));
         json_object_set_new(info, "claimed_ms", json_integer(s->claimed_ms));
         json_object_set_new(info, "end_ms", json_integer(s->end_ms));
@@ -252,11 +347,26 @@ void lrt_persist(struct lsb *s)
     }
     json_decref(s->x.info);
     s->x.info = info;
-    if (lsbx_state_write(&s->x) != 0)
+    if (!(text = lsbx_state_text(&s->x))) {
         LOG_WARN("cannot write sandbox state", "dir", s->x.dir);
+        return 0;
+    }
+    /* one write of this sandbox at a time (the same temporary file), in
+     * order; a waiting text is replaced by the newer one */
+    if (s->w_busy) {
+        text_free(s->w_next);
+        s->w_next = text;
+        s->w_next_gen = ++s->w_gen;
+        return s->w_next_gen;
+    }
+    state_submit(s, text, ++s->w_gen);
+    return s->w_gen;
 }
 
 /* ---- destroying ---------------------------------------------------------------- */
+
+static void heavy_next(struct lrt *rt);
+static void remove_start(struct lsb *s);
 
 static void remove_work(void *arg)
 {
@@ -272,13 +382,11 @@ static void remove_work(void *arg)
     s->rc = lsbx_remove_dir(&s->x);
 }
 
-static void remove_done(void *arg, int status)
+static void remove_finish(struct lsb *s)
 {
-    struct lsb *s = arg;
     struct lrt *rt = s->rt;
     struct lpool *p = s->pool;
 
-    (void)status;
     if (s->rc != 0)
         LOG_WARN("cannot remove sandbox directory", "dir", s->x.dir);
     lrt_sbx_unlink_free(s);
@@ -286,6 +394,21 @@ static void remove_done(void *arg, int status)
         return;
     if (!pool_maybe_free(rt, p)) /* a removed pool's last sandbox: p is gone */
         lrt_reconcile(rt, p);
+}
+
+static void remove_done(void *arg, int status)
+{
+    struct lsb *s = arg;
+    struct lrt *rt = s->rt;
+
+    (void)status;
+    if (rt->heavy > 0)
+        rt->heavy--;
+    remove_finish(s);
+    if (rt->closing)
+        lrt_free_if_done(rt);
+    else
+        heavy_next(rt);
 }
 
 static void gone_poll(struct loop_timer *t)
@@ -311,16 +434,26 @@ static void gone_poll(struct loop_timer *t)
     }
     lrt_release_done(s, 0, NULL);
     s->phase = PH_REMOVING;
+    s->rm_queued = true; /* removed when a heavy-job place is free (lrt_heavy_next) */
+    heavy_next(s->rt);
+}
+
+/* Starts the removal of s (rm_queued) on a worker. */
+static void remove_start(struct lsb *s)
+{
+    s->rm_queued = false;
     if (loop_submit(s->rt->loop, remove_work, remove_done, s) != 0) {
         s->rc = lsbx_remove_dir(&s->x); /* queue full: do it here rather than leak */
-        remove_done(s, 0);
+        remove_finish(s);
+        return;
     }
+    s->rt->heavy++; /* given back by remove_done */
 }
 
 /* Kills the sandbox and frees it once gone. Safe in any phase. */
 void lrt_destroy(struct lsb *s)
 {
-    if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING) {
+    if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING || s->w_busy) {
         s->doomed = true; /* a worker holds it; finish when it comes back */
         return;
     }
@@ -421,9 +554,8 @@ static void retry_timer(struct loop_timer *t)
         lrt_reconcile(rt, p);
 }
 
-static void spawn_done(void *arg, int status)
+static void spawn_finish(struct lsb *s, int status)
 {
-    struct lsb *s = arg;
     struct lrt *rt = s->rt;
 
     if (status != 0 || s->rc != 0) {
@@ -447,6 +579,20 @@ static void spawn_done(void *arg, int status)
     s->deadline_ms = ab_now_ms() + (s->pool->startup_ms ? s->pool->startup_ms : DEFAULT_STARTUP_MS);
     s->timer_on = true;
     loop_timer_start(rt->loop, &s->timer, 0, ready_poll, s);
+}
+
+static void spawn_done(void *arg, int status)
+{
+    struct lsb *s = arg;
+    struct lrt *rt = s->rt;
+
+    if (rt->heavy > 0)
+        rt->heavy--;
+    spawn_finish(s, status); /* may free s */
+    if (rt->closing)
+        lrt_free_if_done(rt);
+    else
+        heavy_next(rt);
 }
 
 static int spawn_one(struct lrt *rt, struct lpool *p)
@@ -478,7 +624,35 @@ static int spawn_one(struct lrt *rt, struct lpool *p)
         lrt_sbx_unlink_free(s);
         return AB_EBUSY;
     }
+    rt->heavy++;
     return 0;
+}
+
+/* A heavy-job place came free (or work for one appeared): spawns for pools
+ * with claims waiting first, then removals, then the other pools' refills.
+ * (lrt_refill_later holds the first refills of a burst of claims back; once
+ * started they go on at this pace.) */
+static void heavy_next(struct lrt *rt)
+{
+    struct lpool *p, *next;
+    struct lsb *s, *sn;
+
+    if (rt->closing || rt->adopting)
+        return;
+    for (p = rt->pools; p && rt->heavy < LRT_HEAVY_MAX; p = next) {
+        next = p->next;
+        if (p->w_head)
+            lrt_reconcile(rt, p);
+    }
+    for (s = rt->sbxs; s && rt->heavy < LRT_HEAVY_MAX; s = sn) {
+        sn = s->next;
+        if (s->rm_queued)
+            remove_start(s); /* may free s */
+    }
+    for (p = rt->pools; p && rt->heavy < LRT_HEAVY_MAX; p = next) {
+        next = p->next;
+        lrt_reconcile(rt, p);
+    }
 }
 
 /* Starts or stops sandboxes so that idle + starting = replicas + waiting
@@ -498,7 +672,8 @@ void lrt_reconcile(struct lrt *rt, struct lpool *p)
     want = p->removed ? 0 : p->replicas;
     total = lrt_count(rt, NULL, PH_SPAWNING, PH_REMOVING);
     if (ab_now_ms() >= p->retry_after_ms) {
-        while (live < want && total < rt->max_sandboxes) {
+        /* at most LRT_HEAVY_MAX at a time: heavy_next starts the rest */
+        while (live < want && total < rt->max_sandboxes && rt->heavy < LRT_HEAVY_MAX) {
             if (spawn_one(rt, p) != 0)
                 break;
             live++;
@@ -509,7 +684,8 @@ void lrt_reconcile(struct lrt *rt, struct lpool *p)
     while (live > want && idle > 0) {
         struct lsb *s, *newest = NULL;
         for (s = rt->sbxs; s; s = s->next)
-            if (s->pool == p && s->phase == PH_IDLE && (!newest || s->seq > newest->seq))
+            if (s->pool == p && s->phase == PH_IDLE && !s->doomed &&
+                (!newest || s->seq > newest->seq))
                 newest = s;
         if (!newest)
             break;

@@ -1063,36 +1063,59 @@ int lsbx_check_host(uint32_t uid_base, char *err, size_t errlen)
     return 0;
 }
 
-int lsbx_state_write(const struct lsbx *s)
+char *lsbx_state_text(const struct lsbx *s)
 {
-    char path[LSBX_DIR_MAX + 32], tmp[LSBX_DIR_MAX + 32];
     json_t *j;
-    int rc;
+    char *text;
 
     j = json_pack("{s:s, s:s, s:I, s:I, s:b, s:b, s:I, s:I}", "id", s->id, "token", s->token, "pid",
                   (json_int_t)s->pid, "start_time", (json_int_t)s->start_time, "internet",
                   s->internet, "egress", s->egress, "created_ms", (json_int_t)s->created_ms,
                   "uid_base", (json_int_t)s->uid_base);
     if (!j)
-        return AB_ENOMEM;
+        return NULL;
     if (s->info)
         json_object_set(j, "info", s->info);
-    snprintf(path, sizeof(path), "%s/state.json", s->dir);
-    snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", s->dir);
-    /* it holds the envd token: the agent's user only */
-    {
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-        rc = AB_EIO;
-        if (!f && fd >= 0)
-            close(fd);
-        if (f) {
-            bool ok = fchmod(fd, 0600) == 0 && json_dumpf(j, f, JSON_COMPACT) == 0;
-            ok = fclose(f) == 0 && ok;
-            rc = ok && rename(tmp, path) == 0 ? 0 : AB_EIO;
-        }
-    }
+    text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
+    return text;
+}
+
+int lsbx_state_write_text(const char *dir, const char *text)
+{
+    char path[LSBX_DIR_MAX + 32], tmp[LSBX_DIR_MAX + 32];
+    size_t len = strlen(text), off = 0;
+    int fd;
+    bool ok;
+
+    snprintf(path, sizeof(path), "%s/state.json", dir);
+    snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", dir);
+    /* it holds the envd token: the agent's user only */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return AB_EIO;
+    ok = fchmod(fd, 0600) == 0;
+    while (ok && off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        off += ok ? (size_t)w : 0;
+    }
+    ok = close(fd) == 0 && ok;
+    return ok && rename(tmp, path) == 0 ? 0 : AB_EIO;
+}
+
+int lsbx_state_write(const struct lsbx *s)
+{
+    char *text = lsbx_state_text(s);
+    int rc;
+
+    if (!text)
+        return AB_ENOMEM;
+    rc = lsbx_state_write_text(s->dir, text);
+    explicit_bzero(text, strlen(text));
+    free(text);
     return rc;
 }
 

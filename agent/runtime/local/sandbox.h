@@ -109,6 +109,12 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
 
 /* Writes <dir>/state.json atomically (also after changing s->info). */
 int lsbx_state_write(const struct lsbx *s);
+/* The two halves of lsbx_state_write, so that the loop thread builds the
+ * text and a worker writes it: the JSON of *s (caller frees; it holds the
+ * token: bzero it) or NULL; and the atomic write of text as <dir>/state.json
+ * (mode 0600, temporary file + rename). */
+char *lsbx_state_text(const struct lsbx *s);
+int lsbx_state_write_text(const char *dir, const char *text);
 
 /* Reads <dir>/state.json into *s (is_child false). AB_ENOENT / AB_EINVAL. */
 int lsbx_state_read(const char *dir, struct lsbx *s);
