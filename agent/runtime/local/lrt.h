@@ -178,6 +178,7 @@ struct lrt {
     struct loop_timer refill; /* deferred replacements after claims (op_claim) */
     bool refill_on;
     int heavy;               /* spawns and removals on workers (at most LRT_HEAVY_MAX) */
+    int rm_running;          /* of which removals */
     int64_t refill_first_ms; /* when the pending refill was first deferred */
     struct lwrite *write_head, *write_tail; /* manifest writes, one on a worker at a time */
     int writes;

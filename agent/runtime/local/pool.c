@@ -404,6 +404,8 @@ static void remove_done(void *arg, int status)
     (void)status;
     if (rt->heavy > 0)
         rt->heavy--;
+    if (rt->rm_running > 0)
+        rt->rm_running--;
     remove_finish(s);
     if (rt->closing)
         lrt_free_if_done(rt);
@@ -448,6 +450,7 @@ static void remove_start(struct lsb *s)
         return;
     }
     s->rt->heavy++; /* given back by remove_done */
+    s->rt->rm_running++;
 }
 
 /* Kills the sandbox and frees it once gone. Safe in any phase. */
@@ -629,7 +632,8 @@ static int spawn_one(struct lrt *rt, struct lpool *p)
 }
 
 /* A heavy-job place came free (or work for one appeared): spawns for pools
- * with claims waiting first, then removals, then the other pools' refills.
+ * with claims waiting first (after one removal, if none runs), then
+ * removals, then the other pools' refills.
  * (lrt_refill_later holds the first refills of a burst of claims back; once
  * started they go on at this pace.) */
 static void heavy_next(struct lrt *rt)
@@ -639,6 +643,13 @@ static void heavy_next(struct lrt *rt)
 
     if (rt->closing || rt->adopting)
         return;
+    /* one removal always makes progress, or claims waiting without end
+     * would keep dead sandboxes (their memory, slices) until max_sandboxes */
+    for (s = rt->sbxs; s && rt->rm_running == 0 && rt->heavy < LRT_HEAVY_MAX; s = sn) {
+        sn = s->next;
+        if (s->rm_queued)
+            remove_start(s); /* may free s */
+    }
     for (p = rt->pools; p && rt->heavy < LRT_HEAVY_MAX; p = next) {
         next = p->next;
         if (p->w_head)
