@@ -593,11 +593,18 @@ static void test_spawn_does_not_copy_memory(void **state)
     (void)state;
     if (!have_root())
         skip();
+    /* spawned from a thread at a low priority (as pool.c spawns), envd
+     * still runs at the ordinary one */
+    assert_int_equal(setpriority(PRIO_PROCESS, 0, 10), 0);
     big = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(big != MAP_FAILED);
     madvise(big, len, MADV_NOHUGEPAGE); /* one fault per 4 KiB page, as the agent's heap */
     memset(big, 1, len);
     spawn(&s, false);
+    assert_int_equal(setpriority(PRIO_PROCESS, 0, 0), 0);
+    errno = 0;
+    assert_int_equal(getpriority(PRIO_PROCESS, (id_t)s.pid), 0);
+    assert_int_equal(errno, 0);
     getrusage(RUSAGE_SELF, &before);
     memset(big, 2, len);
     getrusage(RUSAGE_SELF, &after);

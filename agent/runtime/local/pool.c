@@ -31,8 +31,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- bookkeeping ------------------------------------------------------------ */
 
@@ -368,9 +370,34 @@ uint64_t lrt_persist(struct lsb *s)
 static void heavy_next(struct lrt *rt);
 static void remove_start(struct lsb *s);
 
+/* Heavy jobs yield the CPU to claims (the loop thread, envd answering
+ * /init): the worker, and what it starts meanwhile (the init's setup before
+ * exec, ip and nsenter), run at HEAVY_NICE; envd itself is put back at 0
+ * (lsbx_spawn). Root may raise the worker's priority back afterwards. */
+#define HEAVY_NICE 10
+
+static int heavy_nice_begin(void)
+{
+    int old;
+
+    errno = 0;
+    old = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (errno != 0)
+        old = 0;
+    setpriority(PRIO_PROCESS, (id_t)gettid(), HEAVY_NICE);
+    return old;
+}
+
+static void heavy_nice_end(int old)
+{
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), old) != 0)
+        LOG_WARN("cannot give a worker its priority back after a spawn", "error", strerror(errno));
+}
+
 static void remove_work(void *arg)
 {
     struct lsb *s = arg;
+    int nice = heavy_nice_begin();
 
     /* the veth went with the sandbox's namespace; a leftover (its namespace
      * held open by something) must not greet the slot's next sandbox */
@@ -380,6 +407,7 @@ static void remove_work(void *arg)
             LOG_WARN("cannot remove a sandbox's egress veth", "dir", s->x.dir, "error", why);
     }
     s->rc = lsbx_remove_dir(&s->x);
+    heavy_nice_end(nice);
 }
 
 static void remove_finish(struct lsb *s)
@@ -531,6 +559,7 @@ static void spawn_work(void *arg)
     struct lsb *s = arg;
     struct lsbx_options o = {0};
     char dir[LSBX_DIR_MAX];
+    int nice;
 
     snprintf(dir, sizeof(dir), "%s/%s", s->rt->sbx_dir, s->sid);
     o.id = s->sid;
@@ -543,7 +572,9 @@ static void spawn_work(void *arg)
     o.mem_bytes = s->pool->mem_bytes;
     o.cpu_milli = s->pool->cpu_milli;
     o.pids_max = s->pool->pids_max;
+    nice = heavy_nice_begin();
     s->rc = lsbx_spawn(&o, &s->x, s->err, sizeof(s->err));
+    heavy_nice_end(nice);
 }
 
 static void retry_timer(struct loop_timer *t)

@@ -34,6 +34,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -940,6 +941,13 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
             (void)!write(fd, "-998", 4);
             close(fd);
         }
+    }
+    /* the caller may spawn at a low priority (pool.c); envd runs at the
+     * ordinary one whatever the spawning thread's */
+    if (setpriority(PRIO_PROCESS, (id_t)s->pid, 0) != 0) {
+        snprintf(err, errlen, "cannot give the sandbox's envd the ordinary priority: %s",
+                 strerror(errno));
+        goto fail;
     }
     if ((rc = lsbx_state_write(s)) != 0) {
         snprintf(err, errlen, "cannot write %s/state.json: %s", s->dir, strerror(errno));
