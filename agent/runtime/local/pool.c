@@ -292,6 +292,11 @@ static void state_done(void *arg, int status)
     }
     if (s->doomed && !s->w_busy) {
         s->doomed = false;
+        if (s->armer) { /* never reported: the claim fails instead */
+            lrt_claim_fail(s->armer, AB_EIO,
+                           "the sandbox was destroyed while its claim was recorded");
+            s->armer = NULL;
+        }
         lrt_destroy(s);
         return;
     }
