@@ -126,8 +126,11 @@ static void armed(struct lsb *s)
         s->idle_ms = s->pool->idle_ms;
     }
     lrt_update_end(s);
-    s->report_gen = lrt_persist(s);
-    if (s->report_gen == 0 || s->w_done_gen >= s->report_gen) { /* written here, or not at all */
+    s->phase = PH_RUNNING; /* as recorded; PH_ARMING again until the record is on disk */
+    lrt_persist(s);
+    s->phase = PH_ARMING;
+    s->report_gen = s->w_gen;
+    if (s->w_done_gen >= s->report_gen) { /* written here (or nothing could be made) */
         s->report_gen = 0;
         lrt_claim_written(s, 0);
     }

@@ -177,14 +177,15 @@ struct lrt {
     struct loop_timer tick;
     struct loop_timer refill; /* deferred replacements after claims (op_claim) */
     bool refill_on;
-    int heavy;               /* spawns and removals on workers (at most LRT_HEAVY_MAX) */
-    int rm_running;          /* of which removals */
-    int64_t refill_first_ms; /* when the pending refill was first deferred */
+    int heavy;      /* spawns and removals on workers (at most LRT_HEAVY_MAX) */
+    int rm_running; /* of which removals */
+    /* op_free ran: the last leftover frees rt (lrt_free_if_done) */
+    bool free_pending;
+    int64_t refill_first_ms;                /* when the pending refill was first deferred */
     struct lwrite *write_head, *write_tail; /* manifest writes, one on a worker at a time */
     int writes;
     bool closing;
-    bool free_pending; /* op_free ran: the last leftover frees rt (lrt_free_if_done) */
-    bool adopting;     /* no spawns before the state directory has been scanned */
+    bool adopting; /* no spawns before the state directory has been scanned */
 };
 
 #define LRT_WRITES_MAX 64 /* manifest writes waiting (objects.c) */
@@ -209,10 +210,10 @@ void lrt_waiter_free(struct lrt_waiter *w);
 void lrt_waiter_unlink(struct lpool *p, struct lrt_waiter *w);
 void lrt_sbx_unlink_free(struct lsb *s);
 void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata);
-/* Writes s's state.json on a worker (the text is made now); returns the
- * write's number, which s->w_done_gen reaches once it is on disk (at once
- * when the write had to be done here). 0 when the text could not be made. */
-uint64_t lrt_persist(struct lsb *s);
+/* Writes s's state.json on a worker (the text is made now, numbered
+ * s->w_gen); s->w_done_gen reaches that number once it is on disk (at once
+ * when the write had to be done here). */
+void lrt_persist(struct lsb *s);
 void lrt_destroy(struct lsb *s);
 /* Runs and clears s's release callback, if any. */
 void lrt_release_done(struct lsb *s, int err, const char *msg);

@@ -329,16 +329,15 @@ static void state_submit(struct lsb *s, char *text, uint64_t gen)
     text_free(text);
 }
 
-uint64_t lrt_persist(struct lsb *s)
+void lrt_persist(struct lsb *s)
 {
-    bool running = s->phase == PH_RUNNING || s->phase == PH_ARMING;
     json_t *info = json_pack("{s:s, s:s, s:s}", "ns", s->pool->ns, "pool", s->pool->name, "phase",
-                             running ? "running" : "idle");
+                             s->phase == PH_RUNNING ? "running" : "idle");
     char *text;
 
     if (!info)
-        return 0;
-    if (running) {
+        return;
+    if (s->phase == PH_RUNNING) {
         json_object_set_new(info, "id", json_string(s->id));
         json_object_set_new(info, "claimed_ms", json_integer(s->claimed_ms));
         json_object_set_new(info, "end_ms", json_integer(s->end_ms));
@@ -356,7 +355,7 @@ uint64_t lrt_persist(struct lsb *s)
     s->x.info = info;
     if (!(text = lsbx_state_text(&s->x))) {
         LOG_WARN("cannot write sandbox state", "dir", s->x.dir);
-        return 0;
+        return;
     }
     /* one write of this sandbox at a time (the same temporary file), in
      * order; a waiting text is replaced by the newer one */
@@ -364,10 +363,9 @@ uint64_t lrt_persist(struct lsb *s)
         text_free(s->w_next);
         s->w_next = text;
         s->w_next_gen = ++s->w_gen;
-        return s->w_next_gen;
+        return;
     }
     state_submit(s, text, ++s->w_gen);
-    return s->w_gen;
 }
 
 /* ---- destroying ---------------------------------------------------------------- */
