@@ -145,6 +145,7 @@ struct lsb {
     bool w_busy;
     char *w_next;
     uint64_t w_gen, w_next_gen, w_done_gen, report_gen;
+    bool init_ok;   /* envd armed for the claim (arm.c); reported once report_gen is written */
     bool rm_queued; /* gone, waiting for a heavy-job place to be removed */
     /* rt_release_wait: told once every process is gone (gone_poll), or at
      * rel_deadline_ms (monotonic) with AB_ETIMEOUT */

@@ -301,7 +301,7 @@ static void state_done(void *arg, int status)
         return;
     }
     /* a failed write does not hold a claim back (as before: a warning) */
-    if (s->armer && s->report_gen && (rc != 0 || s->w_done_gen >= s->report_gen)) {
+    if (s->armer && s->init_ok && (rc != 0 || s->w_done_gen >= s->report_gen)) {
         s->report_gen = 0;
         lrt_claim_written(s, rc);
     }
