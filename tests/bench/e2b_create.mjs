@@ -12,7 +12,7 @@
 // 25 ms at 32 concurrent clients, ≥ 500 creates/s sustained with refills).
 // With AGENTBOX_BASELINE_BUILD_DIR (another build, e.g. main before a
 // change) every row is measured on that build too, in the same run, one
-// stack after the other (baseline first), and printed side by side with the
+// stack after the other (baseline first; BENCH_BASELINE_LAST=1: last), and printed side by side with the
 // load average. Needs root (namespaces) and a build:
 //   sudo AGENTBOX_BUILD_DIR=build [AGENTBOX_BASELINE_BUILD_DIR=/tmp/base] node tests/bench/e2b_create.mjs   [BENCH_INTERNET=1]
 import os from 'node:os';
@@ -133,8 +133,15 @@ function report(r) {
 const current = process.env.AGENTBOX_BUILD_DIR || 'build';
 const baselineDir = process.env.AGENTBOX_BASELINE_BUILD_DIR;
 console.log(`cpus ${os.cpus().length}, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
-const before = baselineDir ? await measure(baselineDir) : null;
-const after = await measure(current);
+// BENCH_BASELINE_LAST=1 measures this build first (to see the order's bias)
+let before = null, after;
+if (baselineDir && process.env.BENCH_BASELINE_LAST === '1') {
+    after = await measure(current);
+    before = await measure(baselineDir);
+} else {
+    before = baselineDir ? await measure(baselineDir) : null;
+    after = await measure(current);
+}
 if (before) {
     const rows = [
         ['create, 1 client p50 ms', 'one50', 'target ≤ 5'],
