@@ -397,15 +397,25 @@ static void op_free(struct rt *base)
             http_client_close(s->hc);
             s->hc = NULL;
         }
-        if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING || s->phase == PH_REMOVING) {
+        /* a removal still waiting for a worker is left to the next agent */
+        if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING ||
+            (s->phase == PH_REMOVING && !s->rm_queued) || s->w_busy) {
             s->doomed = true;
             continue; /* freed by the worker's done callback */
         }
         lrt_sbx_unlink_free(s);
     }
-    /* Leftovers owned by workers keep pointers to rt and pools: leak those few
-     * bytes deliberately rather than free under a running worker. */
-    if (rt->sbxs || rt->writes)
+    /* Leftovers owned by workers keep pointers to rt and pools: the last one
+     * to come back (its done callback, before loop_free returns) frees them. */
+    rt->free_pending = true;
+    lrt_free_if_done(rt);
+}
+
+void lrt_free_if_done(struct lrt *rt)
+{
+    struct lpool *p;
+
+    if (!rt->free_pending || rt->sbxs || rt->writes)
         return;
     while (rt->pools) {
         p = rt->pools;
