@@ -30,6 +30,7 @@ struct rt;
 struct agent_pool_seen;
 struct egress_wiring;
 struct kube_lease;
+struct autoscaler;
 
 struct agent_config {
     char *cluster_id;
@@ -102,7 +103,8 @@ struct agent {
     struct rt *rt;                     /* the sandbox runtime */
     struct agent_pool_seen *pool_seen; /* pool gauge series exported so far (agent.c) */
     struct dataplane *dp;
-    struct fed *fed; /* bare-name placement and the capacity reporter */
+    struct autoscaler *as; /* scaling groups: the runtime's member replicas */
+    struct fed *fed;       /* bare-name placement and the capacity reporter */
     struct native *native;
     struct e2b *e2b;
     struct agent_listener_state l[AGENT_NLISTENERS];

@@ -288,7 +288,9 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
         respond_error(ex, 400, "allowInternetAccess must be true or false");
         goto out;
     }
-    o.allow_internet = json_is_true(v);
+    /* absent: allowed, as on the E2B API (a runtime without a gateway
+     * refuses a create that asks for internet off rather than ignore it) */
+    o.allow_internet = !v || json_is_true(v);
     ns = caller_ns(p, json_string_value(json_object_get(body, "namespace")));
     if (!ns)
         ns = "default";

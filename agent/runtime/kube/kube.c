@@ -14,6 +14,7 @@
 #include "agent/runtime/kube/start.h"
 #include "agent/runtime/kube/registry.h"
 #include "agent/runtime/kube/usage.h"
+#include "agent/runtime/kube/scale.h"
 #include "agent/runtime/local/manifest.h"
 #include "agent/egress/policy.h"
 
@@ -220,6 +221,7 @@ struct kpool {
     int64_t last_event_ms;
     struct rt_start_spec start; /* its runtimes' start command and probes (startcmd.h) */
     int64_t prestart_after_ms;  /* an idle Pod's start failed: the next waits until then */
+    int64_t last_create_ms;     /* the autoscaler's last-create tracking (scale.c) */
 };
 
 struct krt {
@@ -234,6 +236,7 @@ struct krt {
     struct kube_rewrite rewrite; /* --registry-rewrite: the region's default */
     struct kube_seal seal;       /* the envd token's seal on claimed Pods (adopt.h) */
     char egress_image[KUBE_IMAGE_MAX], egress_resolver[128]; /* the sidecar's (egress_pod.h) */
+    struct kscale *scale; /* scaling groups and the autoscaler's replicas (scale.c) */
     bool leading;
     bool closing;
     int inflight; /* kube_submit jobs and envd requests not yet called back */
@@ -1633,6 +1636,7 @@ static void reconcile_envs(struct krt *rt)
                                         v->member->mem_bytes, mspec);
         if (!want)
             continue;
+        kscale_apply(rt->scale, v->ns, v->name, want); /* the autoscaler's replicas win */
         snprintf(key, sizeof(key), "%s/%s", v->ns, v->name);
         const json_t *live = json_object_get(rt->objs[K_POOL], key);
         struct kpool *p = pool_find(rt, v->ns, v->name);
@@ -2662,6 +2666,7 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
     w->startup_ms = o->startup_timeout_ms ? o->startup_timeout_ms
                     : p->startup_ms       ? p->startup_ms
                                           : DEFAULT_STARTUP_MS;
+    p->last_create_ms = ab_now_ms();
     if (p->w_tail)
         p->w_tail->next = w;
     else
@@ -2814,8 +2819,63 @@ static void op_list_pools(struct rt *base, const char *ns, rt_pool_fn fn, void *
         ab_strlcpy(info.scaling_group, p->group, sizeof(info.scaling_group));
         ab_strlcpy(info.template_name, p->tpl, sizeof(info.template_name));
         status_of(p, &info.status);
+        kscale_pool_info(rt->scale, p->ns, p->name, &info.autoscaling, &info.headroom);
         fn(arg, &info);
     }
+}
+
+/* The scaling-group seam (scale.c has the logic). */
+static void op_scale_groups(struct rt *base, rt_group_fn fn, void *arg)
+{
+    struct krt *rt = (struct krt *)base;
+    struct kscale_pool *v;
+    int n = 0, i = 0;
+
+    for (struct kpool *p = rt->pools; p; p = p->next)
+        n++;
+    if (!(v = calloc((size_t)(n > 0 ? n : 1), sizeof(*v))))
+        return;
+    for (struct kpool *p = rt->pools; p; p = p->next) {
+        if (p->removed)
+            continue;
+        v[i] = (struct kscale_pool){.ns = p->ns,
+                                    .name = p->name,
+                                    .env = p->env,
+                                    .group = p->group,
+                                    .replicas = p->replicas,
+                                    .last_create_ms = p->last_create_ms};
+        status_of(p, &v[i].status);
+        /* Pods on their way (created, or idle and not Ready yet) will serve
+         * what waits: starting, for the autoscaler, not idle */
+        v[i].status.idle -= p->counts.unavailable_idle;
+        v[i].status.starting += p->counts.unavailable_idle + p->creating;
+        i++;
+    }
+    kscale_groups(rt->scale, rt->set, rt->cluster, rt->objs[K_POD], v, i, fn, arg);
+    free(v);
+}
+
+/* Recorded, then the Env reconciler patches the member pool's spec.replicas
+ * on its next pass (now); a Kubernetes Event on the pool says why. */
+static int op_scale_set(struct rt *base, const char *ns, const char *pool, int replicas,
+                        const char *reason, char *err, size_t errlen)
+{
+    struct krt *rt = (struct krt *)base;
+    struct kpool *p = pool_find(rt, ns, pool);
+
+    if (!p || !p->env[0]) {
+        snprintf(err, errlen, "pool '%s/%s' is not an Env member pool on cluster '%s'", ns, pool,
+                 rt->cluster);
+        return AB_ENOENT;
+    }
+    if (kscale_set(rt->scale, ns, pool, replicas) != 0) {
+        snprintf(err, errlen, "replicas must be a non-negative count, got %d", replicas);
+        return AB_EINVAL;
+    }
+    pool_event(rt, p, "Normal", replicas >= p->replicas ? "ScaledUp" : "ScaledDown",
+               reason ? reason : "autoscaler");
+    schedule(rt);
+    return 0;
 }
 
 static void op_list_envs(struct rt *base, const char *ns, rt_env_fn fn, void *arg)
@@ -2859,6 +2919,7 @@ static void krt_destroy(struct krt *rt)
     json_decref(rt->env_writes);
     mf_set_free(rt->set);
     kube_seal_clear(&rt->seal);
+    kscale_free(rt->scale);
     kube_usage_unregister(rt->reader, rt->c); /* or by the last read in flight */
     pthread_mutex_destroy(&rt->mu);
     pthread_cond_destroy(&rt->cv);
@@ -3019,6 +3080,8 @@ static const struct rt_ops krt_ops = {
     .usage_read = kube_usage_read,
     .log_probe = op_usage_probe,
     .log_read = kube_log_read,
+    .scale_groups = op_scale_groups,
+    .scale_set = op_scale_set,
 };
 
 void krt_set_leader(struct rt *base, bool leading)
@@ -3076,8 +3139,8 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
     rt->base.kind = "kube";
     /* egress: only pools whose Env enables the gateway have the sidecar;
      * a claim elsewhere that asks for a policy is refused (egress_pod.h) */
-    rt->base.caps =
-        RT_CAP_IMAGE_OVERRIDE | RT_CAP_EGRESS | RT_CAP_NETWORK_UPDATE | RT_CAP_USAGE | RT_CAP_LOGS;
+    rt->base.caps = RT_CAP_IMAGE_OVERRIDE | RT_CAP_AUTOSCALE | RT_CAP_EGRESS |
+                    RT_CAP_NETWORK_UPDATE | RT_CAP_USAGE | RT_CAP_LOGS;
     ab_strlcpy(rt->egress_image, o->egress_image ? o->egress_image : "", sizeof(rt->egress_image));
     ab_strlcpy(rt->egress_resolver, o->egress_resolver ? o->egress_resolver : "",
                sizeof(rt->egress_resolver));
@@ -3110,6 +3173,12 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
         return AB_EIO;
     }
     rt->reader = kube_usage_register(rt->c);
+    if (!(rt->scale = kscale_new())) {
+        snprintf(err, errlen, "kube runtime: out of memory");
+        kube_usage_unregister(rt->reader, rt->c);
+        free(rt);
+        return AB_ENOMEM;
+    }
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv, NULL);
     for (int i = 0; i < K_NKINDS; i++)
