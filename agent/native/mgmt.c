@@ -248,11 +248,12 @@ static void pool_status_one(void *arg, const struct rt_pool *p)
     struct pools_ctx *c = arg;
     if (strcmp(p->env, c->env) != 0)
         return;
-    json_object_set_new(c->byname, p->name,
-                        json_pack("{s:i,s:i,s:i,s:i,s:i,s:i}", "replicas", p->status.replicas,
-                                  "idle", p->status.idle, "running", p->status.running, "starting",
-                                  p->status.starting, "stopping", p->status.stopping, "pending",
-                                  p->status.pending));
+    json_object_set_new(
+        c->byname, p->name,
+        json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:i}", "replicas", p->status.replicas, "idle",
+                  p->status.idle, "running", p->status.running, "starting", p->status.starting,
+                  "stopping", p->status.stopping, "pending", p->status.pending, "updateRevision",
+                  p->status.update_revision, "updatedReplicas", p->status.updated));
 }
 
 /* The status of env's pools on this cluster, by pool name. */

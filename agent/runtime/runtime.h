@@ -29,6 +29,7 @@
 #include <jansson.h>
 
 #include "agentbox/common.h"
+#include "agent/runtime/revision.h"
 
 #define RT_NAME_MAX 63
 #define RT_ID_MAX 63
@@ -110,6 +111,9 @@ struct rt_pool_status {
     int starting;
     int stopping;
     int pending; /* claims waiting for a sandbox */
+    /* rolls: the revision its sandboxes should be at, and how many are */
+    char update_revision[RT_REV_LEN + 1];
+    int updated;
 };
 
 struct rt_pool {

@@ -303,6 +303,8 @@ static void status_of(struct lrt *rt, struct lpool *p, struct rt_pool_status *o)
     o->starting = lrt_count(rt, p, PH_SPAWNING, PH_STARTING);
     o->stopping = lrt_count(rt, p, PH_STOPPING, PH_REMOVING);
     o->pending = p->nwaiters;
+    ab_strlcpy(o->update_revision, p->rev, sizeof(o->update_revision));
+    o->updated = lrt_roll_updated(rt, p);
 }
 
 static int op_pool_status(struct rt *base, const char *ns, const char *pool,

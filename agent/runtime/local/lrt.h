@@ -11,6 +11,7 @@
 #include "agent/runtime/local/local.h"
 #include "agent/runtime/local/manifest.h"
 #include "agent/runtime/local/sandbox.h"
+#include "agent/runtime/revision.h"
 #include "agentbox/loop.h"
 
 struct http_client;
@@ -98,6 +99,12 @@ struct lpool {
     } probes[MF_RUNTIMES_MAX];
     int nprobes;
     char last_start_err[LRT_START_MSG_MAX];
+    /* rolls (roll.c): the identity its sandboxes should have and the
+     * updateStrategy (maxUnavailable a count, or mu_val percent) */
+    char rev[RT_REV_LEN + 1];
+    bool auto_update;
+    bool mu_pct;
+    int mu_val;
     struct lrt_waiter *w_head, *w_tail;
     int nwaiters;
 };
@@ -109,6 +116,7 @@ struct lsb {
     enum lrt_phase phase;
     struct lsbx x;
     char sid[LSBX_ID_MAX + 1]; /* directory name */
+    char rev[RT_REV_LEN + 1];  /* its pool's revision when it was spawned (roll.c) */
     int64_t seq;               /* FIFO order of becoming idle */
     int64_t deadline_ms;       /* monotonic: startup deadline while starting */
     struct loop_timer timer;
@@ -238,6 +246,17 @@ void lrt_schedule_end(struct lsb *s);
 void lrt_update_end(struct lsb *s);
 void lrt_serve_waiters(struct lrt *rt, struct lpool *p);
 void lrt_waiter_timeout(struct loop_timer *t);
+
+/* roll.c: replacing stale idle sandboxes after an identity change */
+/* Sets p's revision and updateStrategy from its view in set (on every load). */
+void lrt_roll_configure(struct lpool *p, const struct mf_set *set, const struct mf_pool_view *v,
+                        const char *cluster);
+/* Destroys stale idle sandboxes of p while fewer than maxUnavailable of its
+ * places are unavailable (lrt_reconcile then starts their replacements). */
+void lrt_roll(struct lrt *rt, struct lpool *p);
+/* Sandboxes of p (not stopping) at its revision. */
+int lrt_roll_updated(struct lrt *rt, const struct lpool *p);
+int lrt_roll_max_unavailable(const struct lpool *p);
 
 /* adopt.c: re-adopt or reap what a previous agent left */
 void lrt_adopt_all(struct lrt *rt);

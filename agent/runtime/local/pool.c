@@ -236,6 +236,7 @@ void lrt_persist(struct lsb *s)
 
     if (!info)
         return;
+    json_object_set_new(info, "rev", json_string(s->rev));
     if (s->phase == PH_RUNNING) {
         json_object_set_new(info, "id", json_string(s->id));
         json_object_set_new(info, "claimed_ms", json_integer(s->claimed_ms));
@@ -463,6 +464,7 @@ static int spawn_one(struct lrt *rt, struct lpool *p)
     }
     s->rt = rt;
     s->pool = p;
+    ab_strlcpy(s->rev, p->rev, sizeof(s->rev));
     if (lrt_uid_take(s) != 0) {
         LOG_WARN("no host uid slice left for a sandbox", "pool", p->name);
         free(s);
@@ -489,6 +491,7 @@ void lrt_reconcile(struct lrt *rt, struct lpool *p)
 
     if (rt->closing || rt->adopting)
         return;
+    lrt_roll(rt, p); /* stale idle ones go first: their replacements start below */
     /* replicas is the pool's maximum concurrency (DESIGN §7): every
      * sandbox it has counts, starting, idle or claimed, so a claim that
      * finds nothing idle waits for a release instead of a sandbox beyond
@@ -567,6 +570,7 @@ static void apply_manifests(struct lrt *rt, struct mf_set *set)
         p->idle_ms = v->idle_timeout_ms;
         p->disable_egress = v->disable_egress;
         lrt_pool_set_runtimes(p, v->runtimes, v->nruntimes);
+        lrt_roll_configure(p, set, v, rt->cluster);
     }
     for (p = rt->pools; p; p = p->next)
         if (!p->seen)
