@@ -233,8 +233,9 @@ test('envs, pools and groups: create, apply, scale, delete with the PUT rules of
     nativeError(await direct(stack.key, 'PUT', '/v1/envs/web', { ...editable, clusters: [] }), 400, /unknown field 'clusters'/);
     nativeError(await direct(stack.key, 'PUT', '/v1/envs/web', { ...editable, overrides: { defaultIdleTimeout: 'soon' } }), 400,
         /overrides.defaultIdleTimeout/);
-    // the pool kept its members through the env PUTs
-    assert.equal((await poolStatus(alpha, 'web-1c0gi')).idle, 2);
+    // the pool kept its members through the env PUTs (the image is identity:
+    // its idle sandboxes rolled, native_rolls.test.mjs)
+    await waitPool(alpha, 'web-1c0gi', (s) => s.idle === 2 && s.starting === 0 && s.stopping === 0, 'rolled back to two idle');
 
     // events: newest first, bounded
     const ev = await direct(stack.key, 'GET', '/v1/envs/web/events');
