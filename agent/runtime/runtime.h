@@ -256,6 +256,24 @@ typedef void (*rt_object_fn)(void *arg, const struct rt_object *o);
  * (the runtime reconciles to it), else msg says why. */
 typedef void (*rt_write_cb)(void *arg, int err, const char *msg);
 
+/* --- Env events ------------------------------------------------------------------
+ *
+ * What the native API did to an env (GET /v1/envs/{name}/events), kept by the
+ * runtime so a restarted agent still lists them: the local runtime appends
+ * to a bounded file beside its API overlay; a runtime without the ops keeps
+ * none (the native API's in-memory ring only). */
+#define RT_EVENT_REASON_MAX 31
+#define RT_EVENT_MESSAGE_MAX 255
+struct rt_event {
+    int64_t ms; /* wall clock */
+    char ns[RT_NAME_MAX + 1];
+    char env[RT_NAME_MAX + 1];
+    char reason[RT_EVENT_REASON_MAX + 1];
+    char message[RT_EVENT_MESSAGE_MAX + 1];
+};
+/* One kept event, oldest first; e valid during the call only. */
+typedef void (*rt_event_fn)(void *arg, const struct rt_event *e);
+
 struct rt_ops {
     int (*claim)(struct rt *rt, const char *ns, const char *name, enum rt_target target,
                  const char *scaling_group, const struct rt_claim_options *o, rt_claim_cb cb,
@@ -286,6 +304,9 @@ struct rt_ops {
                     rt_object_fn fn, void *arg);
     int (*object_write)(struct rt *rt, const struct rt_write *w, rt_write_cb cb, void *arg,
                         char *err, size_t errlen);
+    /* Optional: env events kept across restarts (see rt_event_record). */
+    void (*event_record)(struct rt *rt, const struct rt_event *e);
+    int (*events_load)(struct rt *rt, rt_event_fn fn, void *arg);
 };
 
 /* What a runtime can do beyond the basics. The layers above ask with rt_has;
@@ -464,6 +485,22 @@ static inline int rt_object_write(struct rt *rt, const struct rt_write *w, rt_wr
         return AB_EDENIED;
     }
     return rt->ops->object_write(rt, w, cb, arg, err, errlen);
+}
+
+/* Keeps e (best effort: a failure is logged by the runtime). Loop thread;
+ * a short append, no fsync. No-op without the op. */
+static inline void rt_event_record(struct rt *rt, const struct rt_event *e)
+{
+    if (rt && rt->ops->event_record)
+        rt->ops->event_record(rt, e);
+}
+/* Calls fn for each kept event, oldest first (at most the last few thousand).
+ * 0, or AB_EDENIED without the op. Loop thread, at start (reads a file). */
+static inline int rt_events_load(struct rt *rt, rt_event_fn fn, void *arg)
+{
+    if (!rt || !rt->ops->events_load)
+        return AB_EDENIED;
+    return rt->ops->events_load(rt, fn, arg);
 }
 
 /* Stops timers and in-flight requests; sandboxes keep running (a restarted

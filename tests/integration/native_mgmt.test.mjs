@@ -339,6 +339,8 @@ test('writes persist across an agent restart; the YAML directory stays the seed'
     assert.equal((await direct(stack.key, 'PUT', '/v1/envs/demo/sandboxpools/demo-1c0gi', { replicas: 2 })).status, 200);
     assert.equal(fs.readFileSync(seedFile, 'utf8'), seedText);
     await waitPool(alpha, 'kept-1c0gi', (s) => s.idle === 2, 'kept warm');
+    const eventsBefore = (await direct(stack.key, 'GET', '/v1/envs/kept/events')).json.items;
+    assert.deepEqual(eventsBefore.map((e) => e.reason), ['PoolAdded', 'Created']);
 
     const restart = async ({ graceful = false } = {}) => {
         if (graceful) {
@@ -352,6 +354,12 @@ test('writes persist across an agent restart; the YAML directory stays the seed'
         alpha = await stack.launch('alpha', { stateDir: alpha.stateDir });
     };
     await restart({ graceful: true });
+    // env events persist too (a bounded file beside the API overlay)
+    const eventsAfter = await direct(stack.key, 'GET', '/v1/envs/kept/events');
+    assert.equal(eventsAfter.status, 200, eventsAfter.text);
+    assert.deepEqual(eventsAfter.json.items, eventsBefore, 'the restarted agent lists the same events');
+    assert.ok((await direct(stack.key, 'GET', '/v1/envs/demo/events')).json.items.some((e) => e.reason === 'Scaled'));
+    assert.ok(fs.existsSync(path.join(manifests, '.agentbox-events.ndjson')));
     const kept = await direct(stack.key, 'GET', '/v1/envs/kept');
     assert.equal(kept.status, 200, kept.text);
     assert.equal(kept.json.env.source, 'api');

@@ -436,6 +436,8 @@ static const struct rt_ops lrt_ops = {
     .set_network = op_set_network,
     .objects = lrt_objects,
     .object_write = lrt_object_write,
+    .event_record = lrt_event_record,
+    .events_load = lrt_events_load,
 };
 
 /* A veth slot is a host uid slice: held while its sandbox is known. */

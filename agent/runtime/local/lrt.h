@@ -177,6 +177,7 @@ struct lrt {
     int writes;
     bool closing;
     bool adopting; /* no spawns before the state directory has been scanned */
+    int nevents;   /* lines in the env events file (events.c) */
 };
 
 #define LRT_WRITES_MAX 64 /* manifest writes waiting (objects.c) */
@@ -257,6 +258,10 @@ void lrt_roll(struct lrt *rt, struct lpool *p);
 /* Sandboxes of p (not stopping) at its revision. */
 int lrt_roll_updated(struct lrt *rt, const struct lpool *p);
 int lrt_roll_max_unavailable(const struct lpool *p);
+
+/* events.c: env events kept in a bounded file beside the API overlay */
+void lrt_event_record(struct rt *base, const struct rt_event *e);
+int lrt_events_load(struct rt *base, rt_event_fn fn, void *arg);
 
 /* adopt.c: re-adopt or reap what a previous agent left */
 void lrt_adopt_all(struct lrt *rt);
