@@ -29,7 +29,8 @@
 #define LOGSTREAM_LINES_MAX 10000
 #define LOGSTREAM_PENDING_MAX (1024 * 1024)
 
-struct lstream {
+struct native_lstream {
+    struct native_lstream *prev, *next; /* n->streams */
     struct native *n;
     struct http_exchange *ex;
     char id[RT_ID_MAX + 1];
@@ -37,6 +38,7 @@ struct lstream {
     bool timer_on;
     bool reading; /* a read on a worker: it frees the stream when it comes back */
     bool first;
+    bool orphan;     /* native_free ran during a read: the read's end frees it */
     long backlog;    /* lines of the first read to send */
     char *last_line; /* the line sent last (owned), NULL before any */
     size_t prev_n;   /* lines in the previous read */
@@ -46,8 +48,16 @@ struct lstream {
     int rc;
 };
 
-static void ls_free(struct lstream *l)
+static void ls_free(struct native_lstream *l)
 {
+    if (!l->orphan) {
+        if (l->prev)
+            l->prev->next = l->next;
+        else if (l->n->streams == l)
+            l->n->streams = l->next;
+        if (l->next)
+            l->next->prev = l->prev;
+    }
     if (l->timer_on)
         loop_timer_cancel(&l->timer);
     free(l->last_line);
@@ -55,7 +65,7 @@ static void ls_free(struct lstream *l)
 }
 
 /* The client left or the sandbox is gone: finish the exchange, free l. */
-static void ls_end(struct lstream *l)
+static void ls_end(struct native_lstream *l)
 {
     if (http_is_aborted(l->ex))
         http_abort(l->ex);
@@ -66,11 +76,11 @@ static void ls_end(struct lstream *l)
 
 static void ls_work(void *arg)
 {
-    struct lstream *l = arg;
+    struct native_lstream *l = arg;
     l->rc = rt_log_read(&l->probe, &l->q, &l->out);
 }
 
-static void ls_emit(struct lstream *l, const struct rt_log_entry *e)
+static void ls_emit(struct native_lstream *l, const struct rt_log_entry *e)
 {
     char when[40];
     time_t t = (time_t)(e->ms / 1000);
@@ -95,7 +105,7 @@ static void ls_poll(struct loop_timer *t);
  * reader returns a window (the log's tail), so the line sent last is looked
  * for where it was, then anywhere (the window slid); not found, every line
  * is new (more was written between two polls than the window holds). */
-static size_t ls_new_from(const struct lstream *l)
+static size_t ls_new_from(const struct native_lstream *l)
 {
     const struct rt_log *o = &l->out;
 
@@ -112,9 +122,14 @@ static size_t ls_new_from(const struct lstream *l)
 
 static void ls_done(void *arg, int status)
 {
-    struct lstream *l = arg;
+    struct native_lstream *l = arg;
 
     l->reading = false;
+    if (l->orphan) {
+        rt_log_free(&l->out);
+        ls_free(l);
+        return;
+    }
     if (http_is_aborted(l->ex)) {
         rt_log_free(&l->out);
         ls_end(l);
@@ -140,7 +155,7 @@ static void ls_done(void *arg, int status)
 
 static void ls_poll(struct loop_timer *t)
 {
-    struct lstream *l = t->arg;
+    struct native_lstream *l = t->arg;
     struct rt_sandbox s;
 
     l->timer_on = false;
@@ -175,7 +190,7 @@ static void stream_authed(struct http_exchange *ex, const struct agent_principal
     char buf[32], *end;
     long lines = 100;
     struct rt_sandbox s;
-    struct lstream *l;
+    struct native_lstream *l;
 
     if (http_query_get(http_req(ex), "lines", buf, sizeof(buf)) == 0) {
         lines = strtol(buf, &end, 10);
@@ -208,6 +223,10 @@ static void stream_authed(struct http_exchange *ex, const struct agent_principal
     const struct http_header h[] = {{"Content-Type", "application/x-ndjson"},
                                     {"Cache-Control", "no-cache"}};
     http_begin(ex, 200, h, (int)AB_ARRAY_LEN(h), -1);
+    l->next = n->streams;
+    if (n->streams)
+        n->streams->prev = l;
+    n->streams = l;
     l->timer_on = true;
     loop_timer_start(n->d.loop, &l->timer, 0, ls_poll, l);
 }
@@ -216,6 +235,20 @@ static void h_stream(struct http_exchange *ex, void *arg)
 {
     struct native *n = arg;
     agent_auth_request(n->d.auth, ex, stream_authed, n);
+}
+
+void native_logstream_close_all(struct native *n)
+{
+    while (n->streams) {
+        struct native_lstream *l = n->streams;
+        n->streams = l->next;
+        if (n->streams)
+            n->streams->prev = NULL;
+        l->orphan = true; /* unlinked */
+        http_abort(l->ex);
+        if (!l->reading)
+            ls_free(l);
+    }
 }
 
 int native_logstream_add_routes(struct native *n, char *err, size_t errlen)

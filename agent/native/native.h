@@ -67,6 +67,8 @@ struct native_exec_token {
 };
 
 struct native_pending;
+struct native_term;
+struct native_lstream;
 
 struct native {
     struct native_deps d;
@@ -79,6 +81,10 @@ struct native {
     int wq_len;
     bool wq_busy;
     struct native_exec_token exec_tokens[NATIVE_EXEC_TOKENS_MAX];
+    /* open terminals and log streams: native_free ends them (they hold
+     * exchanges and envd calls that outlive this module otherwise) */
+    struct native_term *terms;
+    struct native_lstream *streams;
 };
 
 /* NULL with err set on failure. */
@@ -118,6 +124,9 @@ struct agent_principal;
  * false having answered 404 (someone else's sandbox does not exist for p). */
 bool native_own_sandbox(struct http_exchange *ex, struct native *n, const struct agent_principal *p,
                         struct rt_sandbox *s);
+/* Ends every open terminal / log stream at once (native_free calls them). */
+void native_terminal_close_all(struct native *n);
+void native_logstream_close_all(struct native *n);
 /* Answers the writes still queued (native_free calls it). */
 void native_mgmt_free(struct native *n);
 

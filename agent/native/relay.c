@@ -260,6 +260,8 @@ const struct http_route *native_routes(const struct native *n, size_t *count)
 void native_free(struct native *n)
 {
     if (n) {
+        native_terminal_close_all(n);
+        native_logstream_close_all(n);
         native_mgmt_free(n);
         free(n->events);
     }

@@ -133,7 +133,8 @@ static void h_token(struct http_exchange *ex, void *arg)
 
 /* ---- the terminal ------------------------------------------------------------------------- */
 
-struct term {
+struct native_term {
+    struct native_term *prev, *next; /* n->terms */
     struct native *n;
     struct http_exchange *ex;  /* NULL once finished */
     struct http_client *start; /* the Start stream; NULL once it ended */
@@ -155,10 +156,14 @@ struct term {
     struct buf ctrl; /* a text message being assembled */
 };
 
-static void term_maybe_free(struct term *t)
+static void term_unlink_free(struct native_term *t)
 {
-    if (t->busy || t->ex || t->start || t->call)
-        return;
+    if (t->prev)
+        t->prev->next = t->next;
+    else if (t->n->terms == t)
+        t->n->terms = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
     explicit_bzero(t->token, sizeof(t->token));
     buf_free(&t->env);
     buf_free(&t->ws);
@@ -167,8 +172,14 @@ static void term_maybe_free(struct term *t)
     free(t);
 }
 
+static void term_maybe_free(struct native_term *t)
+{
+    if (!t->busy && !t->ex && !t->start && !t->call)
+        term_unlink_free(t);
+}
+
 /* A WebSocket frame from the server (never masked). */
-static void ws_send(struct term *t, uint8_t op, const void *data, size_t len)
+static void ws_send(struct native_term *t, uint8_t op, const void *data, size_t len)
 {
     uint8_t h[10];
     size_t hl;
@@ -213,7 +224,8 @@ static const struct http_client_handler detached_handler = {.on_end = detached_e
 static const struct http_client_handler call_handler;
 
 /* A unary Connect call to envd (JSON codec). Owned by nobody when arg is NULL. */
-static struct http_client *envd_call(struct term *t, const char *method, json_t *body, bool mine)
+static struct http_client *envd_call(struct native_term *t, const char *method, json_t *body,
+                                     bool mine)
 {
     char *text = json_dumps(body, JSON_COMPACT), target[64];
     struct http_client *c = NULL;
@@ -241,7 +253,7 @@ static struct http_client *envd_call(struct term *t, const char *method, json_t 
 }
 
 /* Ends the WebSocket (close frame code + reason) and kills the shell. */
-static void term_close(struct term *t, uint16_t code, const char *reason)
+static void term_close(struct native_term *t, uint16_t code, const char *reason)
 {
     if (t->pid && !t->kill_sent) {
         t->kill_sent = true;
@@ -274,7 +286,7 @@ static void term_close(struct term *t, uint16_t code, const char *reason)
 }
 
 /* Sends what waits for envd: a resize first, then up to a chunk of input. */
-static void term_flush(struct term *t)
+static void term_flush(struct native_term *t)
 {
     if (t->call || !t->pid || !t->ex)
         return;
@@ -311,7 +323,7 @@ static void term_flush(struct term *t)
 static void call_head(struct http_client *c, int status, const struct http_header *h, int n,
                       void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)c;
     (void)h;
     (void)n;
@@ -327,7 +339,7 @@ static void call_data(struct http_client *c, const void *d, size_t n, void *arg)
 }
 static void call_end(struct http_client *c, void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)c;
     t->call = NULL;
     t->busy++;
@@ -337,7 +349,7 @@ static void call_end(struct http_client *c, void *arg)
 }
 static void call_error(struct http_client *c, int err, const char *msg, void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)c;
     (void)err;
     t->call = NULL;
@@ -347,7 +359,7 @@ static void call_error(struct http_client *c, int err, const char *msg, void *ar
 static const struct http_client_handler call_handler = {
     .on_head = call_head, .on_data = call_data, .on_end = call_end, .on_error = call_error};
 
-static void term_input(struct term *t, const void *d, size_t n)
+static void term_input(struct native_term *t, const void *d, size_t n)
 {
     if (buf_append(&t->in, d, n) != 0) {
         term_close(t, 1008, "input faster than the shell reads it");
@@ -361,7 +373,7 @@ static void term_input(struct term *t, const void *d, size_t n)
 }
 
 /* A text message: {"resize":{"cols","rows"}} or {"input":"…"}. */
-static void term_control(struct term *t, const char *s, size_t n)
+static void term_control(struct native_term *t, const char *s, size_t n)
 {
     json_t *j = json_loadb(s, n, 0, NULL), *rs = json_object_get(j, "resize");
     const char *in = json_string_value(json_object_get(j, "input"));
@@ -389,7 +401,7 @@ static void term_control(struct term *t, const char *s, size_t n)
 }
 
 /* Parses complete client frames (RFC 6455 §5: masked, ≤ TERM_FRAME_MAX). */
-static void ws_parse(struct term *t)
+static void ws_parse(struct native_term *t)
 {
     while (t->ex && t->ws.len >= 2) {
         const uint8_t *p = (const uint8_t *)t->ws.data;
@@ -464,7 +476,7 @@ static void ws_parse(struct term *t)
 
 static void body_data(struct http_exchange *ex, const void *d, size_t n, void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)ex;
     if (!t->ex)
         return;
@@ -483,13 +495,13 @@ static void body_end(struct http_exchange *ex, void *arg)
 }
 static void body_abort(struct http_exchange *ex, void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)ex;
     term_close(t, 1001, NULL); /* the client went away: the exchange finishes, the shell dies */
 }
 static void body_drain(struct http_exchange *ex, void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)ex;
     if (t->start)
         http_client_pause(t->start, false);
@@ -498,7 +510,7 @@ static const struct http_body_handler body_handler = {
     .on_data = body_data, .on_end = body_end, .on_abort = body_abort, .on_drain = body_drain};
 
 /* One event of the Start stream. */
-static void start_event(struct term *t, json_t *msg)
+static void start_event(struct native_term *t, json_t *msg)
 {
     json_t *ev = json_object_get(msg, "event"), *x;
     const char *s;
@@ -527,18 +539,18 @@ static void start_event(struct term *t, json_t *msg)
 static void start_head(struct http_client *c, int status, const struct http_header *h, int n,
                        void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)c;
     (void)h;
     (void)n;
     t->start_status = status;
 }
 
-static void start_parse(struct term *t);
+static void start_parse(struct native_term *t);
 
 static void start_data(struct http_client *c, const void *d, size_t n, void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)c;
     if (t->start_status != 200)
         return; /* an error body, not envelopes: start_end closes */
@@ -552,7 +564,7 @@ static void start_data(struct http_client *c, const void *d, size_t n, void *arg
 }
 
 /* Every complete Connect envelope: flags(1) length(4, BE) message. */
-static void start_parse(struct term *t)
+static void start_parse(struct native_term *t)
 {
     while (t->start && t->env.len >= 5) {
         const unsigned char *p = (const unsigned char *)t->env.data;
@@ -579,7 +591,7 @@ static void start_parse(struct term *t)
 
 static void start_end(struct http_client *c, void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)c;
     t->start = NULL;
     term_close(t, t->start_status == 200 ? 1000 : 1011,
@@ -589,7 +601,7 @@ static void start_end(struct http_client *c, void *arg)
 
 static void start_error(struct http_client *c, int err, const char *msg, void *arg)
 {
-    struct term *t = arg;
+    struct native_term *t = arg;
     (void)c;
     (void)err;
     t->start = NULL;
@@ -638,7 +650,7 @@ static void h_terminal(struct http_exchange *ex, void *arg)
     char token[160], acc_in[128], accept[64];
     unsigned char sha[SHA_DIGEST_LENGTH];
     struct rt_sandbox s = {0};
-    struct term *t;
+    struct native_term *t;
     int cols = query_int(r, "cols", 80), rows = query_int(r, "rows", 24), rc;
 
     if (!header_has(r, "Upgrade", "websocket") || !header_has(r, "Connection", "upgrade") || !key ||
@@ -712,6 +724,10 @@ static void h_terminal(struct http_exchange *ex, void *arg)
     }
     t->ex = ex;
     http_set_body_handler(ex, &body_handler, t);
+    t->next = n->terms;
+    if (n->terms)
+        n->terms->prev = t;
+    n->terms = t;
 
     json_t *req =
         json_pack("{s:{s:s,s:[s,s],s:{s:s,s:s,s:s}},s:{s:{s:i,s:i}}}", "process", "cmd",
@@ -745,6 +761,27 @@ static void h_terminal(struct http_exchange *ex, void *arg)
     http_client_write(t->start, msg, mlen);
     http_client_end(t->start);
     free(msg);
+}
+
+void native_terminal_close_all(struct native *n)
+{
+    while (n->terms) {
+        struct native_term *t = n->terms;
+        if (t->start)
+            http_client_close(t->start);
+        if (t->call)
+            http_client_close(t->call);
+        t->start = t->call = NULL;
+        /* no kill: no new request can start while the agent stops (its
+         * listeners are gone). The shell stays in the sandbox, which outlives
+         * the agent by design, and ends with it. */
+        if (t->ex) {
+            http_set_body_handler(t->ex, NULL, NULL); /* its close must not reach t */
+            http_abort(t->ex);
+            t->ex = NULL;
+        }
+        term_unlink_free(t);
+    }
 }
 
 int native_terminal_add_routes(struct native *n, char *err, size_t errlen)

@@ -273,3 +273,20 @@ test('logs/stream: NDJSON of the last lines, then each new one, until the sandbo
     await pump;
     assert.equal(lines.length, 5, 'no line twice');
 });
+
+test('an agent stopped with a terminal and a log stream open exits clean (no leak, no use after free)', async () => {
+    const a = await claim(alpha, stack.key, { poolName: 'term' });
+    const t = await execToken(a.sandboxId);
+    const { status, ws, body } = await openWs(`/v1/sandboxes/${a.sandboxId}/terminal?token=${t.json.token}`);
+    assert.equal(status, 101, body);
+    ws.send('echo ready-$((2*3))\n');
+    await ws.waitFor(/ready-6/, 'the shell answers');
+    const res = await fetch(`${alpha.native}/v1/sandboxes/${a.sandboxId}/logs/stream`, { headers: { 'AGENTBOX-API-KEY': stack.key } });
+    assert.equal(res.status, 200);
+    const reader = res.body.getReader();
+    await reader.read(); // the stream is live
+    await alpha.proc.stop();
+    assert.doesNotMatch(alpha.proc.logs(), /LeakSanitizer|AddressSanitizer|runtime error/);
+    await ws.closed;
+    await reader.cancel().catch(() => {});
+});
