@@ -353,8 +353,7 @@ static void call_error(struct http_client *c, int err, const char *msg, void *ar
     (void)c;
     (void)err;
     t->call = NULL;
-    term_close(t, 1011, msg ? msg : "envd unreachable");
-    term_maybe_free(t);
+    term_close(t, 1011, msg ? msg : "envd unreachable"); /* frees t */
 }
 static const struct http_client_handler call_handler = {
     .on_head = call_head, .on_data = call_data, .on_end = call_end, .on_error = call_error};
