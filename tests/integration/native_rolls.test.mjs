@@ -174,3 +174,28 @@ test('autoUpdate false replaces nothing until turned back on; an env-level strat
     assert.deepEqual(revs.map((i) => i.rev), Array(REPLICAS).fill(rev2));
     for (const id of ids1) assert.ok(!Object.keys(sandboxRevisions()).includes(id), `${id} replaced`);
 });
+
+test('a restarted agent re-adopts current sandboxes without rolling them, and rolls stale ones it adopted', async () => {
+    const rev = (await poolGet()).status.updateRevision;
+    const ids = Object.keys(sandboxRevisions()).sort();
+    assert.equal(ids.length, REPLICAS);
+    // kill -9 of the agent alone (a graceful stop signals its process group,
+    // sandboxes included), then the same state directory.
+    process.kill(alpha.proc.pid, 'SIGKILL');
+    await alpha.proc.exited;
+    alpha = await stack.launch('alpha', { stateDir: alpha.stateDir });
+    const back = await waitStatus((s) => s.idle === REPLICAS, 'adopted');
+    assert.equal(back.updateRevision, rev, 'the same identity after a restart');
+    assert.equal(back.updatedReplicas, REPLICAS, 'adopted sandboxes keep their recorded revision');
+    assert.deepEqual(Object.keys(sandboxRevisions()).sort(), ids, 'nothing replaced by the restart');
+
+    // Now a change: the adopted (stale) sandboxes roll like any others.
+    await putEnvOverrides({ image: 'roll:5', updateStrategy: { maxUnavailable: '40%' } });
+    const watch = sampler();
+    const done = await waitStatus((s) => s.updateRevision !== rev && s.updatedReplicas === REPLICAS && s.idle === REPLICAS &&
+        s.starting === 0 && s.stopping === 0, 'adopted sandboxes rolled');
+    await watch.stop();
+    assert.ok(watch.seen.minAvailable >= REPLICAS - 2, `40% of 5 = 2 at a time; saw ${watch.seen.minAvailable} available`);
+    for (const id of ids) assert.ok(!Object.keys(sandboxRevisions()).includes(id), `${id} replaced`);
+    assert.deepEqual(Object.values(sandboxRevisions()).map((i) => i.rev), Array(REPLICAS).fill(done.updateRevision));
+});
