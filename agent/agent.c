@@ -75,6 +75,10 @@ const struct cfg_option agent_serve_options[] = {
      "applied to every Pod image after a SandboxTemplate's agentbox.navix.sh/registry-rewrite "
      "annotation (same format); the first FROM equal to the image's registry host wins",
      NULL},
+    {"egress_image", CFG_STRING, NULL, false, AOPT(egress_image),
+     "kube runtime: image of the egress sidecar and init container (agentbox-egress) in the "
+     "Pods of Envs with overrides.gateway.enabled (default: the pool's idle image)",
+     NULL},
     {"namespace", CFG_STRING, NULL, false, AOPT(kube_namespace),
      "kube runtime: namespace of the SandboxEnvs, SandboxPools and Pods (default: the "
      "kubeconfig's, else default)",
@@ -124,7 +128,8 @@ const struct cfg_option agent_serve_options[] = {
      "take their /30s from (one namespace per agent: two agents may use the same range)",
      NULL},
     {"egress_resolver", CFG_STRING, NULL, false, AOPT(egress_resolver),
-     "local runtime: DNS server (IP or IP:port) the egress gateway relays sandbox queries to "
+     "DNS server (IP or IP:port) the egress gateway (kube: the Pod sidecar) relays sandbox queries "
+     "to "
      "(default: the first nameserver of /etc/resolv.conf)",
      NULL},
     {"egress_upstream_ca", CFG_STRING, NULL, false, AOPT(egress_upstream_ca),
@@ -374,6 +379,8 @@ static int agent_kube_new(struct agent *a, char *err, size_t errlen)
         .ns = cfg->kube_namespace,
         .registry_rewrite = cfg->registry_rewrite,
         .lead_now = !cfg->leader_election,
+        .egress_image = cfg->egress_image,
+        .egress_resolver = cfg->egress_resolver,
     };
     if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
         snprintf(err, errlen, "out of memory");

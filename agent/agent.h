@@ -44,6 +44,7 @@ struct agent_config {
     char *kube_namespace;   /* kube runtime: NULL → the config's, else "default" */
     bool leader_election;   /* kube runtime: reconcile only while holding the Lease */
     char *registry_rewrite; /* kube runtime: the region's FROM=TO registry hosts */
+    char *egress_image;     /* kube runtime: the egress sidecar's image; NULL: the idle image */
     char *lease_name;       /* kube runtime: the coordination.k8s.io Lease */
     int64_t lease_duration_ms;
     int64_t lease_renew_deadline_ms;

@@ -279,6 +279,12 @@ out:
     return rc;
 }
 
+int egress_netns_nft(const char *ns_path, const char *ruleset, char *err, size_t errlen)
+{
+    const char *argv[] = {"nft", "-f", "-", NULL};
+    return run(ns_path, argv, ruleset, -1, err, errlen);
+}
+
 static void ns_path_of(const struct egress_netns_config *c, char *buf, size_t len)
 {
     snprintf(buf, len, NETNS_DIR "/%s", c->name);

@@ -682,23 +682,6 @@ static void group_get(struct http_exchange *ex, const struct agent_principal *p,
 
 /* ---- member pools ------------------------------------------------------------------------ */
 
-static int query_long(const struct http_request *r, const char *name, long def, long min, long max,
-                      long *out)
-{
-    char buf[32], *end;
-    *out = def;
-    int rc = http_query_get(r, name, buf, sizeof(buf));
-    if (rc == AB_ENOENT)
-        return 0;
-    if (rc != 0)
-        return AB_EINVAL;
-    long v = strtol(buf, &end, 10);
-    if (!buf[0] || *end || v < min || v > max)
-        return AB_EINVAL;
-    *out = v;
-    return 0;
-}
-
 static void pools_list(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
     struct native *n = arg;
@@ -708,8 +691,8 @@ static void pools_list(struct http_exchange *ex, const struct agent_principal *p
     json_t *env, *items, *m, *st;
     size_t i, total;
 
-    if (query_long(http_req(ex), "limit", LIST_DEFAULT, 1, LIST_MAX, &limit) != 0 ||
-        query_long(http_req(ex), "offset", 0, 0, 1000000, &offset) != 0) {
+    if (http_query_long(http_req(ex), "limit", LIST_DEFAULT, 1, LIST_MAX, &limit) != 0 ||
+        http_query_long(http_req(ex), "offset", 0, 0, 1000000, &offset) != 0) {
         native_error(ex, 400, NULL, NULL,
                      "limit must be an integer from 1 to %d and offset a non-negative integer",
                      LIST_MAX);
@@ -979,7 +962,7 @@ static void events_get(struct http_exchange *ex, const struct agent_principal *p
     json_t *env, *items;
     size_t k, kept;
 
-    if (query_long(http_req(ex), "limit", EVENTS_DEFAULT, 1, EVENTS_MAX, &limit) != 0) {
+    if (http_query_long(http_req(ex), "limit", EVENTS_DEFAULT, 1, EVENTS_MAX, &limit) != 0) {
         native_error(ex, 400, NULL, NULL, "limit must be an integer from 1 to %d", EVENTS_MAX);
         return;
     }
