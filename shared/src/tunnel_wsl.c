@@ -1,0 +1,338 @@
+/* See tunnel_wsl.h. */
+#include "agentbox/tunnel_wsl.h"
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/log.h"
+
+#include <libwebsockets.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <wslay/wslay.h>
+
+/* One lws_write carries up to OUT_MAX encoded bytes; a WRITEABLE writes up
+ * to WRITE_BUDGET before yielding to the loop (other sessions, timers).
+ * Measured with tests/bench/tunnel.mjs: 256 KiB writes cost a quarter of
+ * the syscalls of lws's per-frame writes and stay under the socket buffer. */
+#define OUT_MAX (256 * 1024)
+#define WRITE_BUDGET (1024 * 1024)
+#define PING_PAYLOAD "abxping!"
+
+static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)flags;
+    if (w->fail) {
+        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+    }
+    if (w->inlen == 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    size_t n = AB_MIN(len, w->inlen);
+    memcpy(buf, w->in, n);
+    w->in += n;
+    w->inlen -= n;
+    return (ssize_t)n;
+}
+
+static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                       void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)flags;
+    size_t room = OUT_MAX - w->outlen;
+    if (room == 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    size_t n = AB_MIN(len, room);
+    memcpy(w->out + w->outlen, data, n);
+    w->outlen += n;
+    return (ssize_t)n;
+}
+
+static int genmask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return crypto_random(buf, len) == 0 ? 0 : -1;
+}
+
+static void fail(struct tun_wsl *w, int code, const char *why)
+{
+    if (!w->fail) {
+        w->fail = code;
+        w->err = why;
+    }
+}
+
+static void frame_start_cb(wslay_event_context_ptr ctx,
+                           const struct wslay_event_on_frame_recv_start_arg *a, void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)ctx;
+    w->rx_ctrl = (a->opcode & 0x8) != 0;
+    if (w->rx_ctrl)
+        return; /* wslay buffers control frames itself (≤ 125 bytes) */
+    w->rx_fin = a->fin;
+    if (a->opcode != WSLAY_CONTINUATION_FRAME) {
+        w->rxlen = 0;
+        w->rx_over = false;
+        w->rx_text = a->opcode == WSLAY_TEXT_FRAME;
+    }
+    /* refused from the frame's header, before any of its payload is read */
+    if (w->rxlen + a->payload_length > TUN_FRAME_MAX)
+        fail(w, AB_ELIMIT, "message over 1 MiB");
+}
+
+static void frame_chunk_cb(wslay_event_context_ptr ctx,
+                           const struct wslay_event_on_frame_recv_chunk_arg *a, void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)ctx;
+    if (w->rx_ctrl || w->rx_over || w->fail)
+        return;
+    if (w->rxlen + a->data_length > TUN_FRAME_MAX) {
+        w->rx_over = true;
+        return;
+    }
+    memcpy(w->rx + w->rxlen, a->data, a->data_length);
+    w->rxlen += a->data_length;
+}
+
+static void frame_end_cb(wslay_event_context_ptr ctx, void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)ctx;
+    if (w->rx_ctrl || !w->rx_fin || w->fail)
+        return;
+    if (w->rx_over) {
+        fail(w, AB_ELIMIT, "message over 1 MiB");
+        return;
+    }
+    if (w->rx_text) {
+        fail(w, AB_EINVAL, "text frames are not part of the protocol");
+        return;
+    }
+    size_t len = w->rxlen;
+    w->rxlen = 0;
+    if (!w->s) {
+        fail(w, AB_EINVAL, "a message before the session started");
+        return;
+    }
+    int rc = tun_session_input(w->s, w->rx, len);
+    if (rc < 0)
+        fail(w, rc, tun_session_error(w->s));
+}
+
+static void msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a,
+                   void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)ctx;
+    if (a->opcode == WSLAY_PONG) {
+        LOG_DEBUG("tunnel pong received");
+        if (w->ping_sent_us) {
+            w->last_rtt_us = ab_now_us() - w->ping_sent_us;
+            w->ping_sent_us = 0;
+        }
+    } else if (a->opcode == WSLAY_CONNECTION_CLOSE) {
+        w->peer_code = a->status_code ? a->status_code : 1005;
+        size_t n = a->msg_length > 2 ? a->msg_length - 2 : 0;
+        n = AB_MIN(n, sizeof(w->peer_reason) - 1);
+        if (n)
+            memcpy(w->peer_reason, a->msg + 2, n);
+        w->peer_reason[n] = '\0';
+    }
+}
+
+int tun_wsl_init(struct tun_wsl *w, struct lws *wsi, bool server)
+{
+    memset(w, 0, sizeof(*w));
+    w->wsi = wsi;
+    w->server = server;
+    w->last_rx_ms = ab_now_ms();
+    w->rx = malloc(TUN_FRAME_MAX);
+    w->tx = malloc(TUN_FRAME_MAX);
+    w->out = malloc(OUT_MAX);
+    struct wslay_event_callbacks cb = {
+        .recv_callback = recv_cb,
+        .send_callback = send_cb,
+        .genmask_callback = genmask_cb,
+        .on_frame_recv_start_callback = frame_start_cb,
+        .on_frame_recv_chunk_callback = frame_chunk_cb,
+        .on_frame_recv_end_callback = frame_end_cb,
+        .on_msg_recv_callback = msg_cb,
+    };
+    wslay_event_context_ptr ctx = NULL;
+    int rc = !w->rx || !w->tx || !w->out ? -1
+             : server                    ? wslay_event_context_server_init(&ctx, &cb, w)
+                                         : wslay_event_context_client_init(&ctx, &cb, w);
+    if (rc != 0) {
+        tun_wsl_fini(w);
+        return AB_ENOMEM;
+    }
+    w->ctx = ctx;
+    /* data frames come to us in chunks (one copy, into rx); the 1 MiB limit
+     * is ours (frame_start_cb), across fragments too */
+    wslay_event_config_set_no_buffering(ctx, 1);
+    return 0;
+}
+
+void tun_wsl_start(struct tun_wsl *w, struct tun_session *s)
+{
+    w->s = s;
+}
+
+void tun_wsl_fini(struct tun_wsl *w)
+{
+    if (w->ctx)
+        wslay_event_context_free(w->ctx);
+    w->ctx = NULL;
+    free(w->rx);
+    free(w->tx);
+    free(w->out);
+    w->rx = w->tx = w->out = NULL;
+    w->s = NULL;
+}
+
+void tun_wsl_want_write(struct tun_wsl *w)
+{
+    if (w->wsi && !w->closing)
+        lws_callback_on_writable(w->wsi);
+}
+
+int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len)
+{
+    if (!w->ctx || w->closing)
+        return AB_ECLOSED;
+    w->last_rx_ms = ab_now_ms();
+    w->in = in;
+    w->inlen = len;
+    int rc = wslay_event_recv(w->ctx);
+    w->in = NULL;
+    w->inlen = 0;
+    if (wslay_event_get_queued_msg_count(w->ctx))
+        tun_wsl_want_write(w); /* a pong or a close reply */
+    if (w->fail)
+        return w->fail;
+    if (rc != 0) {
+        w->err = "WebSocket protocol error";
+        return AB_EINVAL;
+    }
+    if (wslay_event_get_close_received(w->ctx)) {
+        if (!w->peer_code)
+            w->peer_code = wslay_event_get_status_code_received(w->ctx);
+        return AB_ECLOSED;
+    }
+    if (!wslay_event_get_read_enabled(w->ctx)) {
+        /* wslay refused what came (bad framing, a frame over the limit) and queued a close */
+        bool big = wslay_event_get_status_code_sent(w->ctx) == WSLAY_CODE_MESSAGE_TOO_BIG;
+        w->err = big ? "message over 1 MiB" : "WebSocket protocol error";
+        w->close_queued = true;
+        return big ? AB_ELIMIT : AB_EINVAL;
+    }
+    return 0;
+}
+
+int tun_wsl_send_raw(struct tun_wsl *w, const void *data, size_t len)
+{
+    if (len > OUT_MAX - w->outlen)
+        return AB_ELIMIT;
+    memcpy(w->out + w->outlen, data, len);
+    w->outlen += len;
+    tun_wsl_want_write(w);
+    return 0;
+}
+
+void tun_wsl_ping(struct tun_wsl *w)
+{
+    w->ping_due = true;
+    tun_wsl_want_write(w);
+}
+
+void tun_wsl_close(struct tun_wsl *w, uint16_t code, const char *reason)
+{
+    if (!w->ctx || w->close_queued || w->closing)
+        return;
+    size_t n = reason ? AB_MIN(strlen(reason), 123) : 0;
+    wslay_event_queue_close(w->ctx, code, (const uint8_t *)reason, n);
+    w->close_queued = true;
+    tun_wsl_want_write(w);
+}
+
+void tun_wsl_kill(struct tun_wsl *w)
+{
+    if (w->closing || !w->wsi)
+        return;
+    w->closing = true;
+    int fd = lws_get_socket_fd(w->wsi);
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+    lws_set_timeout(w->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+/* Moves the session's frames into wslay's queue while the queue is short:
+ * the session keeps the rest (its scheduling and accounting stay exact). */
+static int refill(struct tun_wsl *w)
+{
+    while (w->s && !w->close_queued && wslay_event_get_queued_msg_length(w->ctx) < OUT_MAX &&
+           wslay_event_get_write_enabled(w->ctx)) {
+        size_t len = 0;
+        if (tun_session_next_frame(w->s, w->tx, TUN_FRAME_MAX, &len) < 0)
+            return -1;
+        if (len == 0)
+            break;
+        struct wslay_event_msg m = {.opcode = WSLAY_BINARY_FRAME, .msg = w->tx, .msg_length = len};
+        if (wslay_event_queue_msg(w->ctx, &m) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int tun_wsl_writeable(struct tun_wsl *w)
+{
+    if (w->closing || !w->ctx)
+        return -1;
+    if (w->ping_due && !w->close_queued && wslay_event_get_write_enabled(w->ctx)) {
+        w->ping_due = false;
+        /* a payload: some peers only report pongs that carry one */
+        struct wslay_event_msg m = {.opcode = WSLAY_PING,
+                                    .msg = (const uint8_t *)PING_PAYLOAD,
+                                    .msg_length = sizeof(PING_PAYLOAD) - 1};
+        if (wslay_event_queue_msg(w->ctx, &m) == 0) {
+            w->ping_sent_us = ab_now_us();
+            LOG_DEBUG("tunnel ping sent");
+        }
+    }
+    size_t budget = WRITE_BUDGET;
+    for (;;) {
+        if (refill(w) != 0)
+            return -1;
+        if (wslay_event_send(w->ctx) != 0 && w->outlen == 0)
+            return -1;
+        if (w->outlen == 0)
+            break;
+        size_t n = w->outlen;
+        if (lws_write(w->wsi, w->out, n, LWS_WRITE_RAW) < (int)n)
+            return -1;
+        w->outlen = 0;
+        budget = n >= budget ? 0 : budget - n;
+        if (!budget || lws_send_pipe_choked(w->wsi))
+            break;
+    }
+    bool closed_out = wslay_event_get_close_sent(w->ctx) && !wslay_event_want_write(w->ctx);
+    if (closed_out) {
+        /* our close (or the reply to the peer's) is out: close once lws has
+         * flushed what it holds, so the peer reads the reason */
+        if (!lws_send_pipe_choked(w->wsi))
+            return -1;
+        lws_callback_on_writable(w->wsi);
+        return 0;
+    }
+    if (wslay_event_want_write(w->ctx) || (w->s && tun_session_has_output(w->s)))
+        lws_callback_on_writable(w->wsi);
+    return 0;
+}
