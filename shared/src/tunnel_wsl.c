@@ -17,6 +17,105 @@
 #define OUT_MAX (256 * 1024)
 #define WRITE_BUDGET (1024 * 1024)
 #define PING_PAYLOAD "abxping!"
+#define STAGE_MAX (64 * 1024) /* the hub's unmasked input, fed to wslay per piece */
+
+/* --- the hub's unmasking shim -------------------------------------------------------
+ *
+ * wslay unmasks a byte at a time (half the hub's CPU on a relay, measured
+ * with perf). So the hub's frames pass through this shim first: it parses
+ * each frame header, refuses an unmasked one (RFC 6455 §5.1), unmasks the
+ * payload eight bytes at a time while copying it, and drops the mask bit and
+ * key. A client-role wslay context then reads the result (no unmask loop)
+ * and does all the validation it always does; a server-role context sends. */
+
+/* XORs n bytes of src into dst with key rotated by off (masks and unmasks). */
+static void xor_mask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t key[4], unsigned off)
+{
+    uint8_t k8[8];
+    for (int i = 0; i < 8; i++)
+        k8[i] = key[(off + (unsigned)i) & 3];
+    uint64_t k;
+    memcpy(&k, k8, 8);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, src + i, 8);
+        v ^= k;
+        memcpy(dst + i, &v, 8);
+    }
+    for (; i < n; i++)
+        dst[i] = src[i] ^ k8[i & 7];
+}
+
+/* Converts up to len bytes of in into out (cap ≥ len). Returns 0, or
+ * AB_EINVAL for an unmasked frame. *used and *made are the bytes read and
+ * written. */
+static int shim(struct tun_wsl *w, const uint8_t *in, size_t len, uint8_t *out, size_t *used,
+                size_t *made)
+{
+    size_t i = 0, o = 0;
+    while (i < len) {
+        if (w->sh_left == 0 && w->sh_hlen < w->sh_need) {
+            w->sh_hdr[w->sh_hlen++] = in[i++];
+            if (w->sh_hlen == 2) {
+                if (!(w->sh_hdr[1] & 0x80)) {
+                    *used = i;
+                    *made = o;
+                    return AB_EINVAL;
+                }
+                unsigned l7 = w->sh_hdr[1] & 0x7f;
+                w->sh_need = (uint8_t)(2 + (l7 == 126 ? 2 : l7 == 127 ? 8 : 0) + 4);
+            }
+            if (w->sh_hlen < w->sh_need)
+                continue;
+            /* the whole header: out without the mask */
+            size_t klen = w->sh_need - 4;
+            uint64_t plen = w->sh_hdr[1] & 0x7f;
+            if (plen >= 126) {
+                plen = 0;
+                for (size_t b = 2; b < klen; b++)
+                    plen = plen << 8 | w->sh_hdr[b];
+            }
+            out[o++] = w->sh_hdr[0];
+            out[o++] = w->sh_hdr[1] & 0x7f;
+            memcpy(out + o, w->sh_hdr + 2, klen - 2);
+            o += klen - 2;
+            memcpy(w->sh_key, w->sh_hdr + klen, 4);
+            w->sh_koff = 0;
+            w->sh_left = plen;
+            w->sh_hlen = 0;
+            w->sh_need = 2;
+            continue;
+        }
+        size_t n = len - i;
+        if (n > w->sh_left)
+            n = (size_t)w->sh_left;
+        xor_mask(out + o, in + i, n, w->sh_key, w->sh_koff);
+        w->sh_koff = (uint8_t)((w->sh_koff + n) & 3);
+        w->sh_left -= n;
+        i += n;
+        o += n;
+    }
+    *used = i;
+    *made = o;
+    return 0;
+}
+
+/* The hub's receive context "sends" pongs and close replies of its own:
+ * they are dropped (the send context answers, see msg_cb). */
+static ssize_t discard_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                          void *arg)
+{
+    (void)ctx, (void)data, (void)flags, (void)arg;
+    return (ssize_t)len;
+}
+
+static int zero_mask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *arg)
+{
+    (void)ctx, (void)arg;
+    memset(buf, 0, len);
+    return 0;
+}
 
 static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *arg)
 {
@@ -37,20 +136,73 @@ static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
     return (ssize_t)n;
 }
 
+/* Takes encoded bytes from the send context into out. An agent's frames
+ * leave masked (RFC 6455 §5.3): wslay's server-role context writes them
+ * unmasked, and each header gets the mask bit and a fresh random key here,
+ * its payload XORed eight bytes at a time (wslay's own client masking is a
+ * byte loop, the agent's main cost on a bulk upload). */
 static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
                        void *arg)
 {
     struct tun_wsl *w = arg;
     (void)flags;
-    size_t room = OUT_MAX - w->outlen;
-    if (room == 0) {
+    size_t i = 0;
+    while (i < len) {
+        size_t room = OUT_MAX - w->outlen;
+        if (w->server) {
+            size_t n = AB_MIN(len - i, room);
+            memcpy(w->out + w->outlen, data + i, n);
+            w->outlen += n;
+            i += n;
+            if (!n)
+                break;
+            continue;
+        }
+        if (w->om_left == 0) {
+            /* a header byte: taken only while a whole masked header still fits */
+            if (room < 14)
+                break;
+            w->om_hdr[w->om_hlen++] = data[i++];
+            if (w->om_hlen == 2) {
+                unsigned l7 = w->om_hdr[1] & 0x7f;
+                w->om_need = (uint8_t)(2 + (l7 == 126 ? 2 : l7 == 127 ? 8 : 0));
+            }
+            if (w->om_hlen < 2 || w->om_hlen < w->om_need)
+                continue;
+            uint64_t plen = w->om_hdr[1] & 0x7f;
+            if (plen >= 126) {
+                plen = 0;
+                for (size_t b = 2; b < w->om_need; b++)
+                    plen = plen << 8 | w->om_hdr[b];
+            }
+            if (crypto_random(w->om_key, 4) != 0) {
+                wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+                return -1;
+            }
+            w->om_hdr[1] |= 0x80;
+            memcpy(w->out + w->outlen, w->om_hdr, w->om_need);
+            memcpy(w->out + w->outlen + w->om_need, w->om_key, 4);
+            w->outlen += w->om_need + 4u;
+            w->om_left = plen;
+            w->om_koff = 0;
+            w->om_hlen = 0;
+            w->om_need = 2;
+            continue;
+        }
+        size_t n = AB_MIN(AB_MIN(len - i, room), (size_t)AB_MIN(w->om_left, (uint64_t)SIZE_MAX));
+        if (!n)
+            break;
+        xor_mask(w->out + w->outlen, data + i, n, w->om_key, w->om_koff);
+        w->om_koff = (uint8_t)((w->om_koff + n) & 3);
+        w->om_left -= n;
+        w->outlen += n;
+        i += n;
+    }
+    if (i == 0) {
         wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
         return -1;
     }
-    size_t n = AB_MIN(len, room);
-    memcpy(w->out + w->outlen, data, n);
-    w->outlen += n;
-    return (ssize_t)n;
+    return (ssize_t)i;
 }
 
 static int genmask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *arg)
@@ -131,7 +283,17 @@ static void msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
                    void *arg)
 {
     struct tun_wsl *w = arg;
-    (void)ctx;
+    bool split = ctx != w->ctx; /* answers go out on the send context */
+    if (split && a->opcode == WSLAY_PING) {
+        struct wslay_event_msg m = {
+            .opcode = WSLAY_PONG, .msg = a->msg, .msg_length = a->msg_length};
+        wslay_event_queue_msg(w->ctx, &m);
+    } else if (split && a->opcode == WSLAY_CONNECTION_CLOSE) {
+        /* echo the code, as wslay does for a context that both reads and sends */
+        uint16_t code = a->status_code;
+        const uint8_t *reason = a->msg_length > 2 ? a->msg + 2 : NULL;
+        wslay_event_queue_close(w->ctx, code, reason, reason ? a->msg_length - 2 : 0);
+    }
     if (a->opcode == WSLAY_PONG) {
         LOG_DEBUG("tunnel pong received");
         if (w->ping_sent_us) {
@@ -166,18 +328,31 @@ int tun_wsl_init(struct tun_wsl *w, struct lws *wsi, bool server)
         .on_frame_recv_end_callback = frame_end_cb,
         .on_msg_recv_callback = msg_cb,
     };
-    wslay_event_context_ptr ctx = NULL;
-    int rc = !w->rx || !w->tx || !w->out ? -1
-             : server                    ? wslay_event_context_server_init(&ctx, &cb, w)
-                                         : wslay_event_context_client_init(&ctx, &cb, w);
+    struct wslay_event_callbacks rcb = cb;
+    rcb.send_callback = discard_cb;
+    rcb.genmask_callback = zero_mask_cb;
+    /* Two contexts on either side: a server-role one sends (unmasked; an
+     * agent masks in send_cb), a client-role one receives (unmasked input:
+     * the hub's comes through the unmasking shim). Each answers pings and
+     * closes on the send context (msg_cb). */
+    wslay_event_context_ptr ctx = NULL, rctx = NULL;
+    w->sh_need = w->om_need = 2;
+    if (server)
+        w->stage = malloc(STAGE_MAX);
+    int rc = !w->rx || !w->tx || !w->out || (server && !w->stage)
+                 ? -1
+                 : wslay_event_context_server_init(&ctx, &cb, w);
+    w->ctx = ctx;
+    if (rc == 0)
+        rc = wslay_event_context_client_init(&rctx, &rcb, w);
+    w->rctx = rctx;
     if (rc != 0) {
         tun_wsl_fini(w);
         return AB_ENOMEM;
     }
-    w->ctx = ctx;
     /* data frames come to us in chunks (one copy, into rx); the 1 MiB limit
      * is ours (frame_start_cb), across fragments too */
-    wslay_event_config_set_no_buffering(ctx, 1);
+    wslay_event_config_set_no_buffering(w->rctx, 1);
     return 0;
 }
 
@@ -188,9 +363,13 @@ void tun_wsl_start(struct tun_wsl *w, struct tun_session *s)
 
 void tun_wsl_fini(struct tun_wsl *w)
 {
+    if (w->rctx && w->rctx != w->ctx)
+        wslay_event_context_free(w->rctx);
     if (w->ctx)
         wslay_event_context_free(w->ctx);
-    w->ctx = NULL;
+    w->ctx = w->rctx = NULL;
+    free(w->stage);
+    w->stage = NULL;
     free(w->rx);
     free(w->tx);
     free(w->out);
@@ -209,9 +388,25 @@ int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len)
     if (!w->ctx || w->closing)
         return AB_ECLOSED;
     w->last_rx_ms = ab_now_ms();
-    w->in = in;
-    w->inlen = len;
-    int rc = wslay_event_recv(w->ctx);
+    const uint8_t *p = in;
+    int rc = 0;
+    do {
+        size_t used = len, made = len;
+        if (w->stage) {
+            size_t piece = AB_MIN(len, (size_t)STAGE_MAX);
+            if (shim(w, p, piece, w->stage, &used, &made) != 0)
+                fail(w, AB_EINVAL, "an agent's frames must be masked");
+            w->in = w->stage;
+        } else {
+            w->in = p;
+        }
+        w->inlen = made;
+        rc = wslay_event_recv(w->rctx);
+        if (w->rctx != w->ctx)
+            wslay_event_send(w->rctx); /* drops its own answers */
+        p += used;
+        len -= used;
+    } while (len && rc == 0 && !w->fail && wslay_event_get_read_enabled(w->rctx));
     w->in = NULL;
     w->inlen = 0;
     if (wslay_event_get_queued_msg_count(w->ctx))
@@ -222,17 +417,18 @@ int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len)
         w->err = "WebSocket protocol error";
         return AB_EINVAL;
     }
-    if (wslay_event_get_close_received(w->ctx)) {
+    if (wslay_event_get_close_received(w->rctx)) {
         if (!w->peer_code)
-            w->peer_code = wslay_event_get_status_code_received(w->ctx);
+            w->peer_code = wslay_event_get_status_code_received(w->rctx);
         return AB_ECLOSED;
     }
-    if (!wslay_event_get_read_enabled(w->ctx)) {
-        /* wslay refused what came (bad framing, a frame over the limit) and queued a close */
-        bool big = wslay_event_get_status_code_sent(w->ctx) == WSLAY_CODE_MESSAGE_TOO_BIG;
-        w->err = big ? "message over 1 MiB" : "WebSocket protocol error";
+    if (!wslay_event_get_read_enabled(w->rctx)) {
+        /* wslay refused what came (bad framing) and queued a close */
+        w->err = "WebSocket protocol error";
+        if (w->rctx != w->ctx)
+            wslay_event_queue_close(w->ctx, WSLAY_CODE_PROTOCOL_ERROR, NULL, 0);
         w->close_queued = true;
-        return big ? AB_ELIMIT : AB_EINVAL;
+        return AB_EINVAL;
     }
     return 0;
 }
@@ -292,7 +488,7 @@ static int refill(struct tun_wsl *w)
     return 0;
 }
 
-int tun_wsl_writeable(struct tun_wsl *w)
+int tun_wsl_encode(struct tun_wsl *w)
 {
     if (w->closing || !w->ctx)
         return -1;
@@ -307,11 +503,18 @@ int tun_wsl_writeable(struct tun_wsl *w)
             LOG_DEBUG("tunnel ping sent");
         }
     }
+    if (refill(w) != 0)
+        return -1;
+    if (wslay_event_send(w->ctx) != 0 && w->outlen == 0)
+        return -1;
+    return 0;
+}
+
+int tun_wsl_writeable(struct tun_wsl *w)
+{
     size_t budget = WRITE_BUDGET;
     for (;;) {
-        if (refill(w) != 0)
-            return -1;
-        if (wslay_event_send(w->ctx) != 0 && w->outlen == 0)
+        if (tun_wsl_encode(w) != 0)
             return -1;
         if (w->outlen == 0)
             break;

@@ -26,9 +26,18 @@ struct wslay_event_context;
 
 struct tun_wsl {
     struct lws *wsi;
-    struct tun_session *s; /* NULL until tun_wsl_start */
-    struct wslay_event_context *ctx;
+    struct tun_session *s;            /* NULL until tun_wsl_start */
+    struct wslay_event_context *ctx;  /* sends: server role (an agent masks in send_cb) */
+    struct wslay_event_context *rctx; /* receives: client role (the hub's input is unmasked
+                                         by a shim first; see tunnel_wsl.c) */
     bool server;
+    /* the hub's shim: the frame header being read, the payload left to unmask */
+    uint8_t *stage;
+    uint8_t sh_hdr[14], sh_hlen, sh_need, sh_key[4], sh_koff;
+    uint64_t sh_left;
+    /* an agent's mask on output: the header being written, the payload left to mask */
+    uint8_t om_hdr[14], om_hlen, om_need, om_key[4], om_koff;
+    uint64_t om_left;
     /* one message being reassembled */
     uint8_t *rx; /* TUN_FRAME_MAX */
     size_t rxlen;
@@ -70,6 +79,10 @@ int tun_wsl_send_raw(struct tun_wsl *w, const void *data, size_t len);
  * -1 when the connection must close now (a close frame went out, or the
  * socket failed). */
 int tun_wsl_writeable(struct tun_wsl *w);
+/* The encoding half of tun_wsl_writeable, without the socket: moves a
+ * pending ping and the session's frames through wslay into out (outlen
+ * bytes, up to its bound). Returns 0 or -1. (Tests read out directly.) */
+int tun_wsl_encode(struct tun_wsl *w);
 void tun_wsl_want_write(struct tun_wsl *w);
 void tun_wsl_ping(struct tun_wsl *w);
 /* Sends a close frame with code and reason (≤ 123 bytes), then closes. */
