@@ -29,6 +29,7 @@
 #define PROTOCOL "agentbox.tunnel.v1"
 #define STATS_INTERVAL_MS 5000
 #define RAW_PROTOCOL "ab-tunnel-raw"
+#define HANDSHAKE_TIMEOUT_S 10 /* a hub that accepts but does not answer the upgrade */
 
 struct agent_tunnel {
     struct loop *loop;
@@ -376,6 +377,8 @@ static int raw_handshake(struct agent_tunnel *t, const char *in, size_t len)
     t->upgraded = true;
     tun_upgrade_reader_free(t->rd);
     t->rd = NULL;
+    lws_set_timeout(t->wsi, NO_PENDING_TIMEOUT, 0);
+    t->close_reason[0] = '\0';
     if (session_up(t) != 0)
         return -1;
     tun_wsl_start(&t->wsl, t->s);
@@ -402,6 +405,8 @@ static int raw_connected(struct agent_tunnel *t, struct lws *wsi)
         ab_strlcpy(t->close_reason, "cannot write the upgrade request", sizeof(t->close_reason));
         return -1;
     }
+    ab_strlcpy(t->close_reason, "hub did not answer the upgrade", sizeof(t->close_reason));
+    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, HANDSHAKE_TIMEOUT_S);
     return 0;
 }
 
