@@ -16,6 +16,7 @@
 #include "agentbox/relay.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
+#include "agentbox/tls_client.h"
 #include "agentbox/tunnel_upgrade.h"
 #include "agentbox/tunnel_ws.h"
 #include "agentbox/tunnel_wsl.h"
@@ -30,6 +31,7 @@
 #define STATS_INTERVAL_MS 5000
 #define RAW_PROTOCOL "ab-tunnel-raw"
 #define HANDSHAKE_TIMEOUT_S 10 /* a hub that accepts but does not answer the upgrade */
+#define TLS_BUF (64 * 1024)    /* plaintext read / ciphertext written per step */
 
 struct agent_tunnel {
     struct loop *loop;
@@ -47,7 +49,11 @@ struct agent_tunnel {
     struct tun_wsl wsl;
     struct tun_upgrade_reader *rd; /* raw: until the hub's answer is complete */
     char key[TUN_UPGRADE_KEY_LEN + 1];
-    bool upgraded, conn_live; /* raw: 101 checked; a connection attempt is ours to retry */
+    bool upgraded, conn_live;       /* raw: 101 checked; a connection attempt is ours to retry */
+    struct tls_client_ctx *tls_ctx; /* raw wss://: TLS over the raw socket (tls_client.h) */
+    struct tls_client *tlsc;        /* the current connection's, or NULL */
+    bool tls_up;
+    uint8_t *tls_buf; /* TLS_BUF */
     struct tun_session *s;
     bool established, stopping;
     int64_t connected_at_ms; /* 0 while not connected */
@@ -219,6 +225,9 @@ static void teardown(struct agent_tunnel *t)
         tun_upgrade_reader_free(t->rd);
         t->rd = NULL;
         t->upgraded = false;
+        tls_client_free(t->tlsc);
+        t->tlsc = NULL;
+        t->tls_up = false;
     } else {
         tun_ws_fini(&t->ws);
     }
@@ -245,7 +254,7 @@ static void connect_now(struct loop_timer *tm)
     i.local_protocol_name = t->raw ? RAW_PROTOCOL : PROTOCOL;
     if (t->raw)
         i.method = "RAW"; /* the upgrade is ours: raw_callback */
-    i.ssl_connection = t->tls ? LCCSCF_USE_SSL : 0;
+    i.ssl_connection = t->tls && !t->raw ? LCCSCF_USE_SSL : 0; /* raw: tls_client.h */
     i.opaque_user_data = t;
     i.pwsi = &t->wsi;
     t->close_reason[0] = '\0';
@@ -388,16 +397,11 @@ static int raw_handshake(struct agent_tunnel *t, const char *in, size_t len)
     return 0;
 }
 
-static int raw_connected(struct agent_tunnel *t, struct lws *wsi)
+/* Sends the upgrade request (through TLS when wss://). */
+static int send_upgrade(struct agent_tunnel *t)
 {
-    t->wsi = wsi;
     char req[1024];
     int n;
-    if (tun_wsl_init(&t->wsl, wsi, false) != 0 || !(t->rd = tun_upgrade_reader_new(true))) {
-        ab_strlcpy(t->close_reason, "out of memory for the tunnel's buffers",
-                   sizeof(t->close_reason));
-        return -1;
-    }
     if (tun_upgrade_key(t->key) != 0 ||
         (n = tun_upgrade_request(req, sizeof(req), t->host, t->port, t->key, t->auth, t->cluster)) <
             0 ||
@@ -405,8 +409,100 @@ static int raw_connected(struct agent_tunnel *t, struct lws *wsi)
         ab_strlcpy(t->close_reason, "cannot write the upgrade request", sizeof(t->close_reason));
         return -1;
     }
-    ab_strlcpy(t->close_reason, "hub did not answer the upgrade", sizeof(t->close_reason));
+    return 0;
+}
+
+/* Writes the ciphertext TLS has made (in WRITEABLE). */
+static int tls_flush(struct agent_tunnel *t)
+{
+    size_t n;
+    while ((n = tls_client_output(t->tlsc, t->tls_buf, TLS_BUF)) > 0)
+        if (lws_write(t->wsi, t->tls_buf, n, LWS_WRITE_RAW) < (int)n)
+            return -1;
+    return 0;
+}
+
+/* tun_wsl's write_fn for wss://: encrypt, then write. */
+static int tls_send(void *arg, const uint8_t *data, size_t len)
+{
+    struct agent_tunnel *t = arg;
+    return tls_client_write(t->tlsc, data, len) == 0 ? tls_flush(t) : -1;
+}
+
+static int raw_connected(struct agent_tunnel *t, struct lws *wsi)
+{
+    t->wsi = wsi;
+    if (tun_wsl_init(&t->wsl, wsi, false) != 0 || !(t->rd = tun_upgrade_reader_new(true))) {
+        ab_strlcpy(t->close_reason, "out of memory for the tunnel's buffers",
+                   sizeof(t->close_reason));
+        return -1;
+    }
     lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, HANDSHAKE_TIMEOUT_S);
+    if (t->tls_ctx) {
+        char why[160];
+        if (!(t->tlsc = tls_client_new(t->tls_ctx, t->host)) ||
+            tls_client_handshake(t->tlsc, why, sizeof(why)) < 0) {
+            ab_strlcpy(t->close_reason, "cannot start TLS to the hub", sizeof(t->close_reason));
+            return -1;
+        }
+        t->wsl.write_fn = tls_send;
+        t->wsl.write_arg = t;
+        ab_strlcpy(t->close_reason, "hub did not finish the TLS handshake",
+                   sizeof(t->close_reason));
+        lws_callback_on_writable(wsi); /* the ClientHello */
+        return 0;
+    }
+    if (send_upgrade(t) != 0)
+        return -1;
+    ab_strlcpy(t->close_reason, "hub did not answer the upgrade", sizeof(t->close_reason));
+    return 0;
+}
+
+/* Plaintext from the hub: the upgrade's answer, then WebSocket bytes. */
+static int raw_plain(struct agent_tunnel *t, const char *in, size_t len)
+{
+    return t->upgraded ? raw_rx(t, in, len) : raw_handshake(t, in, len);
+}
+
+/* Ciphertext from the hub: the TLS handshake, then plaintext for raw_plain. */
+static int tls_rx(struct agent_tunnel *t, const void *in, size_t len)
+{
+    if (tls_client_input(t->tlsc, in, len) != 0)
+        return -1;
+    if (!t->tls_up) {
+        char why[160];
+        int hs = tls_client_handshake(t->tlsc, why, sizeof(why));
+        if (hs < 0) {
+            ab_strlcpy(t->close_reason, why, sizeof(t->close_reason));
+            return -1;
+        }
+        if (tls_client_output_pending(t->tlsc))
+            lws_callback_on_writable(t->wsi);
+        if (hs == 0)
+            return 0;
+        t->tls_up = true;
+        if (send_upgrade(t) != 0)
+            return -1;
+        ab_strlcpy(t->close_reason, "hub did not answer the upgrade", sizeof(t->close_reason));
+    }
+    for (;;) {
+        ssize_t n = tls_client_read(t->tlsc, t->tls_buf, TLS_BUF);
+        if (n == 0)
+            break;
+        if (n < 0) {
+            if (!t->close_reason[0])
+                ab_strlcpy(t->close_reason,
+                           n == AB_ECLOSED ? "hub closed the TLS session" : "TLS error",
+                           sizeof(t->close_reason));
+            return -1;
+        }
+        if (raw_plain(t, (const char *)t->tls_buf, (size_t)n) != 0)
+            return -1;
+        if (!t->wsi || !t->tlsc)
+            return 0;
+    }
+    if (tls_client_output_pending(t->tlsc))
+        lws_callback_on_writable(t->wsi);
     return 0;
 }
 
@@ -432,10 +528,12 @@ static int raw_client_callback(struct lws *wsi, enum lws_callback_reasons reason
     case LWS_CALLBACK_RAW_RX:
         if (t->wsi != wsi)
             return 0;
-        return t->upgraded ? raw_rx(t, in, len) : raw_handshake(t, in, len);
+        return t->tlsc ? tls_rx(t, in, len) : raw_plain(t, in, len);
     case LWS_CALLBACK_RAW_WRITEABLE:
         if (t->wsi != wsi)
             return -1;
+        if (t->tlsc && (tls_flush(t) != 0 || !t->tls_up))
+            return t->tls_up ? -1 : 0;
         return tun_wsl_writeable(&t->wsl);
     case LWS_CALLBACK_RAW_CLOSE: {
         if (!t->conn_live || (t->wsi && t->wsi != wsi))
@@ -647,12 +745,21 @@ int agent_tunnel_start(struct loop *loop, const struct agent_tunnel_options *o,
         free(t);
         return AB_EINVAL;
     }
-    if (t->raw && t->tls) {
-        /* lws 4.1's raw client starts TLS before its socket is connected
-         * (lws_client_connect_via_info fails at once): wss:// keeps lws's
-         * WebSocket client; the hub's raw listener serves TLS either way */
-        LOG_INFO("wss:// hub: the tunnel uses lws framing (lws 4.1 has no raw TLS client)");
-        t->raw = false;
+    /* wss:// on a raw socket: lws 4.1's raw client calls SSL_connect before
+     * its socket exists (lws_client_connect_via_info fails at once), so the
+     * raw client dials plain and TLS runs over it here (tls_client.h) */
+    if (t->raw && t->tls &&
+        tls_client_ctx_new(o->hub_ca ? t->ca : NULL, &t->tls_ctx, err, errlen) != 0) {
+        explicit_bzero(t->auth, sizeof(t->auth));
+        free(t);
+        return AB_EIO;
+    }
+    if (t->tls_ctx && !(t->tls_buf = malloc(TLS_BUF))) {
+        snprintf(err, errlen, "out of memory starting the tunnel client");
+        tls_client_ctx_free(t->tls_ctx);
+        explicit_bzero(t->auth, sizeof(t->auth));
+        free(t);
+        return AB_ENOMEM;
     }
     t->protocols[0].name = t->raw ? RAW_PROTOCOL : PROTOCOL;
     t->protocols[0].callback = t->raw ? raw_client_callback : client_callback;
@@ -689,5 +796,7 @@ void agent_tunnel_stop(struct agent_tunnel *t)
     if (t->wsi) /* the context closes it later: it must not find us */
         lws_set_opaque_user_data(t->wsi, NULL);
     teardown(t);
+    tls_client_ctx_free(t->tls_ctx);
+    free(t->tls_buf);
     free(t);
 }

@@ -519,7 +519,8 @@ int tun_wsl_writeable(struct tun_wsl *w)
         if (w->outlen == 0)
             break;
         size_t n = w->outlen;
-        if (lws_write(w->wsi, w->out, n, LWS_WRITE_RAW) < (int)n)
+        if (w->write_fn ? w->write_fn(w->write_arg, w->out, n) != 0
+                        : lws_write(w->wsi, w->out, n, LWS_WRITE_RAW) < (int)n)
             return -1;
         w->outlen = 0;
         budget = n >= budget ? 0 : budget - n;

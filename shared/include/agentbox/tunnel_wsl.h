@@ -49,6 +49,10 @@ struct tun_wsl {
     uint8_t *out;
     size_t outlen;
     uint8_t *tx; /* TUN_FRAME_MAX: one frame from the session */
+    /* how encoded bytes leave in WRITEABLE: NULL, lws_write on the raw
+     * socket; else this (the agent's TLS), 0 or -1 */
+    int (*write_fn)(void *arg, const uint8_t *data, size_t len);
+    void *write_arg;
     bool ping_due;
     int64_t ping_sent_us; /* 0 when no ping is outstanding */
     int64_t last_rtt_us;
