@@ -470,20 +470,71 @@ void tun_wsl_kill(struct tun_wsl *w)
     lws_set_timeout(w->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
-/* Moves the session's frames into wslay's queue while the queue is short:
- * the session keeps the rest (its scheduling and accounting stay exact). */
-static int refill(struct tun_wsl *w)
+/* Moves one frame of the session into wslay's queue (one that did not fit
+ * the room left in out for encode_direct). */
+static int refill_one(struct tun_wsl *w)
 {
-    while (w->s && !w->close_queued && wslay_event_get_queued_msg_length(w->ctx) < OUT_MAX &&
-           wslay_event_get_write_enabled(w->ctx)) {
+    size_t len = 0;
+    if (tun_session_next_frame(w->s, w->tx, TUN_FRAME_MAX, &len) < 0)
+        return -1;
+    if (len == 0)
+        return 0;
+    struct wslay_event_msg m = {.opcode = WSLAY_BINARY_FRAME, .msg = w->tx, .msg_length = len};
+    return wslay_event_queue_msg(w->ctx, &m) == 0 ? 0 : -1;
+}
+
+/* Writes the session's frames straight into out under a header of our own
+ * (RFC 6455 §5.2: FIN, binary, the shortest length; an agent's masked with
+ * a fresh key), so a frame is copied once, not three times (into tx, into
+ * wslay's message, into out). Only between wslay's frames (its queue
+ * empty), so a pong or close it queued goes out whole and first. The
+ * payload lands after room for a 16-bit-length header, what every DATA
+ * frame has; other sizes move it once. Returns 0, 1 when the next frame
+ * needs more room than out has left (refill_one takes it), or -1. */
+static int encode_direct(struct tun_wsl *w)
+{
+    size_t hguess = w->server ? 4 : 8;
+    while (w->s && !w->close_queued && wslay_event_get_write_enabled(w->ctx) &&
+           !wslay_event_want_write(w->ctx)) {
+        size_t room = OUT_MAX - w->outlen;
+        if (room < 14 + TUN_HDR_LEN + 4096)
+            return 0; /* write what is there first */
+        uint8_t *start = w->out + w->outlen, *p = start + hguess;
         size_t len = 0;
-        if (tun_session_next_frame(w->s, w->tx, TUN_FRAME_MAX, &len) < 0)
+        int rc = tun_session_next_frame(w->s, p, room - 14, &len);
+        if (rc == TUN_FRAME_ECAP)
+            return 1;
+        if (rc < 0)
             return -1;
         if (len == 0)
-            break;
-        struct wslay_event_msg m = {.opcode = WSLAY_BINARY_FRAME, .msg = w->tx, .msg_length = len};
-        if (wslay_event_queue_msg(w->ctx, &m) != 0)
-            return -1;
+            return 0;
+        uint8_t hdr[14];
+        size_t h = 0;
+        uint8_t mbit = w->server ? 0 : 0x80;
+        hdr[h++] = 0x80 | WSLAY_BINARY_FRAME;
+        if (len < 126) {
+            hdr[h++] = (uint8_t)(mbit | len);
+        } else if (len < 65536) {
+            hdr[h++] = mbit | 126;
+            hdr[h++] = (uint8_t)(len >> 8);
+            hdr[h++] = (uint8_t)len;
+        } else {
+            hdr[h++] = mbit | 127;
+            for (int b = 7; b >= 0; b--)
+                hdr[h++] = (uint8_t)((uint64_t)len >> (8 * b));
+        }
+        if (!w->server) {
+            uint8_t key[4];
+            if (crypto_random(key, 4) != 0)
+                return -1;
+            memcpy(hdr + h, key, 4);
+            h += 4;
+            xor_mask(p, p, len, key, 0);
+        }
+        if (h != hguess)
+            memmove(start + h, p, len);
+        memcpy(start, hdr, h);
+        w->outlen += h + len;
     }
     return 0;
 }
@@ -503,9 +554,14 @@ int tun_wsl_encode(struct tun_wsl *w)
             LOG_DEBUG("tunnel ping sent");
         }
     }
-    if (refill(w) != 0)
-        return -1;
+    /* wslay's own frames first (pings, pongs, a close, a frame too big for
+     * the room), then ours */
     if (wslay_event_send(w->ctx) != 0 && w->outlen == 0)
+        return -1;
+    int rc = encode_direct(w);
+    if (rc < 0)
+        return -1;
+    if (rc == 1 && (refill_one(w) != 0 || (wslay_event_send(w->ctx) != 0 && w->outlen == 0)))
         return -1;
     return 0;
 }

@@ -188,7 +188,11 @@ function readAllWebsockify(port, expect) {
                 if (pending.length - off < hl) break;
                 need = l7 === 126 ? pending.readUInt16BE(off + 2) : l7 === 127 ? Number(pending.readBigUInt64BE(off + 2)) : l7;
                 off += hl;
-                if (op === 0x8) return fail(new Error('websockify closed the WebSocket'));
+                if (op === 0x8) {
+                    const reason = pending.subarray(off, off + need);
+                    return fail(new Error(`websockify closed the WebSocket after ${Math.max(body, 0)} of ${expect} bytes ` +
+                        `(code ${reason.length >= 2 ? reason.readUInt16BE(0) : '-'} ${reason.subarray(2).toString()})`));
+                }
                 if (op === 0x1 || op === 0x2 || op === 0x0) payload = need;
                 else off += need; // control frames: skipped (none expected)
             }

@@ -8,10 +8,12 @@
  *
  * Reads: the lws RAW_RX bytes go to tun_wsl_rx(), which reassembles binary
  * messages (≤ TUN_FRAME_MAX) into one buffer and hands each to the session;
- * wslay answers pings and close frames itself. Writes: in RAW_WRITEABLE,
- * tun_wsl_writeable() encodes what the session has (and a pending ping or
- * close) into one bounded output buffer and writes it with one lws_write,
- * until the socket chokes or a budget is spent. Loop thread only. */
+ * wslay validates every frame and answers pings and close frames. Writes:
+ * in RAW_WRITEABLE, tun_wsl_writeable() encodes what the session has (and a
+ * pending ping or close) into one bounded output buffer and writes it with
+ * one lws_write, until the socket chokes or a budget is spent; the session's
+ * frames go into that buffer under a header of our own, wslay's control
+ * frames between them. Loop thread only. */
 #ifndef AGENTBOX_TUNNEL_WSL_H
 #define AGENTBOX_TUNNEL_WSL_H
 
