@@ -471,6 +471,23 @@ static void test_round_trip_through_both_ends(void **state)
     assert_int_equal(reports, 1);
     assert_int_equal(report_len, n);
 
+    /* sizes for every header length of the direct encoder: 7-bit (HELLO
+     * above), 16-bit and 64-bit lengths that fit the output buffer */
+    size_t sizes[] = {1000, 70000, 200000};
+    for (size_t k = 0; k < 3; k++) {
+        char *q = malloc(sizes[k] + 1);
+        assert_non_null(q);
+        memset(q, 'q', sizes[k]);
+        q[sizes[k]] = '\0';
+        json_t *r = json_pack("{s:s}", "pad", q);
+        free(q);
+        assert_int_equal(tun_session_send_json(agent.s, TUN_REPORT, r), 0);
+        json_decref(r);
+        assert_int_equal(pump(&agent, &hub, 65537, true), 0);
+        assert_int_equal(reports, (int)k + 2);
+        assert_int_equal(report_len, sizes[k]);
+    }
+
     /* ping from the agent: the hub's answer carries the payload back */
     tun_wsl_ping(&agent.w);
     assert_int_equal(pump(&agent, &hub, 1, true), 0);
