@@ -113,6 +113,10 @@ const struct cfg_option agent_serve_options[] = {
      NULL},
     {"tunnel_ping_interval", CFG_DURATION, "10s", false, AOPT(tunnel_ping_interval_ms),
      "WebSocket ping to the hub every this long", NULL},
+    {"tunnel_framing", CFG_STRING, "wslay", false, AOPT(tunnel_framing),
+     "WebSocket framing of the tunnel: wslay (raw socket, default) or lws; either hub accepts "
+     "either",
+     NULL},
     {"tunnel_timeout", CFG_DURATION, "30s", false, AOPT(tunnel_timeout_ms),
      "drop the tunnel after this long without hearing from the hub", NULL},
     {"reconnect_min", CFG_DURATION, "500ms", false, AOPT(reconnect_min_ms),
@@ -667,6 +671,7 @@ static int agent_tunnel_up(struct agent *a, char *err, size_t errlen)
         .token = a->cfg->join_token,
         .cluster = a->cfg->cluster_id,
         .hub_ca = a->cfg->hub_ca,
+        .framing = a->cfg->tunnel_framing,
         .ping_interval_ms = a->cfg->tunnel_ping_interval_ms,
         .timeout_ms = a->cfg->tunnel_timeout_ms,
         .backoff_min_ms = a->cfg->reconnect_min_ms,

@@ -37,6 +37,7 @@ struct agent_config {
     char *hub_url;
     char *join_token;
     char *hub_ca;
+    char *tunnel_framing;
     char *runtime;
     char *state_dir;
     char *manifests_dir;

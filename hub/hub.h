@@ -40,6 +40,7 @@ struct hub_serve_config {
     char *log_level;
     bool log_json;
     char *tunnel_listen;
+    char *tunnel_framing;
     char *tls_cert;
     char *tls_key;
     int64_t tunnel_timeout_ms;

@@ -52,6 +52,10 @@ const struct cfg_option hub_serve_options[] = {
     {"tls_cert", CFG_STRING, NULL, false, OPT(tls_cert),
      "PEM certificate for the tunnel listener (with tls_key: agents dial wss://)", NULL},
     {"tls_key", CFG_STRING, NULL, false, OPT(tls_key), "PEM private key for tls_cert", NULL},
+    {"tunnel_framing", CFG_STRING, "wslay", false, OPT(tunnel_framing),
+     "WebSocket framing of the tunnel listener: wslay (raw socket, default) or lws; "
+     "agents of either connect",
+     NULL},
     {"tunnel_timeout", CFG_DURATION, "30s", false, OPT(tunnel_timeout_ms),
      "drop a tunnel session silent this long (agents ping every 10 s)", NULL},
     {"tunnel_sync_interval", CFG_DURATION, "60s", false, OPT(tunnel_sync_interval_ms),
@@ -385,6 +389,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
         .tls_key = h->cfg->tls_key,
         .timeout_ms = h->cfg->tunnel_timeout_ms,
         .sync_interval_ms = h->cfg->tunnel_sync_interval_ms,
+        .framing = h->cfg->tunnel_framing,
     };
     struct tunnel_server_deps td = {
         .loop = h->loop, .clusters = h->clusters, .internal = h->internal_router, .auth = h->auth};

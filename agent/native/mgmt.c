@@ -194,23 +194,47 @@ static void iso_time(int64_t ms, char *out, size_t len)
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
+static struct native_event *event_slot(struct native *n, int64_t ms, const char *ns,
+                                       const char *env, const char *reason)
+{
+    struct native_event *e = &n->events[n->nevents % NATIVE_EVENTS_MAX];
+
+    n->nevents++;
+    e->ms = ms;
+    ab_strlcpy(e->ns, ns, sizeof(e->ns));
+    ab_strlcpy(e->env, env, sizeof(e->env));
+    ab_strlcpy(e->reason, reason, sizeof(e->reason));
+    return e;
+}
+
 void native_event_add(struct native *n, const char *ns, const char *env, const char *reason,
                       const char *fmt, ...)
 {
     struct native_event *e;
+    struct rt_event re = {0};
     va_list ap;
 
     if (!n->events)
         return;
-    e = &n->events[n->nevents % NATIVE_EVENTS_MAX];
-    n->nevents++;
-    e->ms = ab_wall_ms();
-    ab_strlcpy(e->ns, ns, sizeof(e->ns));
-    ab_strlcpy(e->env, env, sizeof(e->env));
-    ab_strlcpy(e->reason, reason, sizeof(e->reason));
+    e = event_slot(n, ab_wall_ms(), ns, env, reason);
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof(e->message), fmt, ap);
     va_end(ap);
+    /* kept by the runtime too, so a restarted agent still lists it */
+    re.ms = e->ms;
+    ab_strlcpy(re.ns, e->ns, sizeof(re.ns));
+    ab_strlcpy(re.env, e->env, sizeof(re.env));
+    ab_strlcpy(re.reason, e->reason, sizeof(re.reason));
+    ab_strlcpy(re.message, e->message, sizeof(re.message));
+    rt_event_record(n->d.rt, &re);
+}
+
+static void event_restore(void *arg, const struct rt_event *re)
+{
+    struct native *n = arg;
+    struct native_event *e = event_slot(n, re->ms, re->ns, re->env, re->reason);
+
+    ab_strlcpy(e->message, re->message, sizeof(e->message));
 }
 
 /* ---- reading ----------------------------------------------------------------------------- */
@@ -249,11 +273,12 @@ static void pool_status_one(void *arg, const struct rt_pool *p)
     struct pools_ctx *c = arg;
     if (strcmp(p->env, c->env) != 0)
         return;
-    json_object_set_new(c->byname, p->name,
-                        json_pack("{s:i,s:i,s:i,s:i,s:i,s:i}", "replicas", p->status.replicas,
-                                  "idle", p->status.idle, "running", p->status.running, "starting",
-                                  p->status.starting, "stopping", p->status.stopping, "pending",
-                                  p->status.pending));
+    json_object_set_new(
+        c->byname, p->name,
+        json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:i}", "replicas", p->status.replicas, "idle",
+                  p->status.idle, "running", p->status.running, "starting", p->status.starting,
+                  "stopping", p->status.stopping, "pending", p->status.pending, "updateRevision",
+                  p->status.update_revision, "updatedReplicas", p->status.updated));
 }
 
 /* The status of env's pools on this cluster, by pool name. */
@@ -1083,5 +1108,7 @@ int native_mgmt_add_routes(struct native *n, char *err, size_t errlen)
         snprintf(err, errlen, "native: out of memory");
         return AB_ENOMEM;
     }
+    if (n->d.rt && n->nevents == 0)
+        rt_events_load(n->d.rt, event_restore, n); /* a runtime without them keeps none */
     return native_add(n, routes, AB_ARRAY_LEN(routes), err, errlen);
 }

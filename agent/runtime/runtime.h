@@ -29,6 +29,7 @@
 #include <jansson.h>
 
 #include "agentbox/common.h"
+#include "agent/runtime/revision.h"
 
 #define RT_NAME_MAX 63
 #define RT_ID_MAX 63
@@ -110,6 +111,9 @@ struct rt_pool_status {
     int starting;
     int stopping;
     int pending; /* claims waiting for a sandbox */
+    /* rolls: the revision its sandboxes should be at, and how many are */
+    char update_revision[RT_REV_LEN + 1];
+    int updated;
 };
 
 struct rt_pool {
@@ -343,6 +347,23 @@ static inline int rt_scale_headroom(int replicas, int32_t member_max, int32_t gr
     }
     return h;
 }
+/* --- Env events ------------------------------------------------------------------
+ *
+ * What the native API did to an env (GET /v1/envs/{name}/events), kept by the
+ * runtime so a restarted agent still lists them: the local runtime appends
+ * to a bounded file beside its API overlay; a runtime without the ops keeps
+ * none (the native API's in-memory ring only). */
+#define RT_EVENT_REASON_MAX 31
+#define RT_EVENT_MESSAGE_MAX 255
+struct rt_event {
+    int64_t ms; /* wall clock */
+    char ns[RT_NAME_MAX + 1];
+    char env[RT_NAME_MAX + 1];
+    char reason[RT_EVENT_REASON_MAX + 1];
+    char message[RT_EVENT_MESSAGE_MAX + 1];
+};
+/* One kept event, oldest first; e valid during the call only. */
+typedef void (*rt_event_fn)(void *arg, const struct rt_event *e);
 
 struct rt_ops {
     int (*claim)(struct rt *rt, const char *ns, const char *name, enum rt_target target,
@@ -378,6 +399,9 @@ struct rt_ops {
     void (*scale_groups)(struct rt *rt, rt_group_fn fn, void *arg);
     int (*scale_set)(struct rt *rt, const char *ns, const char *pool, int replicas,
                      const char *reason, char *err, size_t errlen);
+    /* Optional: env events kept across restarts (see rt_event_record). */
+    void (*event_record)(struct rt *rt, const struct rt_event *e);
+    int (*events_load)(struct rt *rt, rt_event_fn fn, void *arg);
 };
 
 /* What a runtime can do beyond the basics. The layers above ask with rt_has;
@@ -579,6 +603,21 @@ static inline int rt_scale_set(struct rt *rt, const char *ns, const char *pool, 
         return AB_ENOENT;
     }
     return rt->ops->scale_set(rt, ns, pool, replicas, reason, err, errlen);
+}
+/* Keeps e (best effort: a failure is logged by the runtime). Loop thread;
+ * a short append, no fsync. No-op without the op. */
+static inline void rt_event_record(struct rt *rt, const struct rt_event *e)
+{
+    if (rt && rt->ops->event_record)
+        rt->ops->event_record(rt, e);
+}
+/* Calls fn for each kept event, oldest first (at most the last few thousand).
+ * 0, or AB_EDENIED without the op. Loop thread, at start (reads a file). */
+static inline int rt_events_load(struct rt *rt, rt_event_fn fn, void *arg)
+{
+    if (!rt || !rt->ops->events_load)
+        return AB_EDENIED;
+    return rt->ops->events_load(rt, fn, arg);
 }
 
 /* Stops timers and in-flight requests; sandboxes keep running (a restarted

@@ -574,6 +574,17 @@ int http_begin(struct http_exchange *ex, int status, const struct http_header *h
     return ex->ops->send_head(ex->t, status, all, k, content_length);
 }
 
+int http_upgrade(struct http_exchange *ex, const struct http_header *h, int n)
+{
+    int rc;
+
+    if (!ex->ops->upgrade || ex->began || !ex->streaming || !can_write(ex))
+        return AB_EINVAL;
+    if ((rc = ex->ops->upgrade(ex->t)) != 0)
+        return rc;
+    return http_begin(ex, 101, h, n, -2);
+}
+
 int http_write(struct http_exchange *ex, const void *data, size_t len)
 {
     if (!can_write(ex))

@@ -2793,6 +2793,8 @@ static void status_of(const struct kpool *p, struct rt_pool_status *o)
     o->starting = p->counts.starting;
     o->stopping = p->counts.stopping;
     o->pending = p->nwaiters;
+    ab_strlcpy(o->update_revision, p->revision, sizeof(o->update_revision));
+    o->updated = p->counts.updated;
 }
 
 static int op_pool_status(struct rt *base, const char *ns, const char *pool,

@@ -304,6 +304,8 @@ static void status_of(struct lrt *rt, struct lpool *p, struct rt_pool_status *o)
     o->starting = lrt_count(rt, p, PH_SPAWNING, PH_STARTING);
     o->stopping = lrt_count(rt, p, PH_STOPPING, PH_REMOVING);
     o->pending = p->nwaiters;
+    ab_strlcpy(o->update_revision, p->rev, sizeof(o->update_revision));
+    o->updated = lrt_roll_updated(rt, p);
 }
 
 static int op_pool_status(struct rt *base, const char *ns, const char *pool,
@@ -448,6 +450,8 @@ static const struct rt_ops lrt_ops = {
     .object_write = lrt_object_write,
     .scale_groups = lrt_scale_groups,
     .scale_set = lrt_scale_set,
+    .event_record = lrt_event_record,
+    .events_load = lrt_events_load,
 };
 
 /* A veth slot is a host uid slice: held while its sandbox is known. */

@@ -11,6 +11,7 @@
 #include "agent/runtime/local/local.h"
 #include "agent/runtime/local/manifest.h"
 #include "agent/runtime/local/sandbox.h"
+#include "agent/runtime/revision.h"
 #include "agent/runtime/startcmd.h"
 #include "agentbox/loop.h"
 
@@ -98,6 +99,12 @@ struct lpool {
      * probes other than envd's, and why its last sandbox failed them */
     struct rt_start_spec start;
     char last_start_err[LRT_START_MSG_MAX];
+    /* rolls (roll.c): the identity its sandboxes should have and the
+     * updateStrategy (maxUnavailable a count, or mu_val percent) */
+    char rev[RT_REV_LEN + 1];
+    bool auto_update;
+    bool mu_pct;
+    int mu_val;
     struct lrt_waiter *w_head, *w_tail;
     int nwaiters;
     /* scaling group (scale.c): the member's bounds and priorities, its
@@ -119,6 +126,7 @@ struct lsb {
     enum lrt_phase phase;
     struct lsbx x;
     char sid[LSBX_ID_MAX + 1]; /* directory name */
+    char rev[RT_REV_LEN + 1];  /* its pool's revision when it was spawned (roll.c) */
     int64_t seq;               /* FIFO order of becoming idle */
     int64_t idle_since_ms;     /* ab_now_ms when it became idle (0: adopted, unknown) */
     int64_t deadline_ms;       /* monotonic: startup deadline while starting */
@@ -193,6 +201,7 @@ struct lrt {
     int writes;
     bool closing;
     bool adopting; /* no spawns before the state directory has been scanned */
+    int nevents;   /* lines in the env events file (events.c) */
 };
 
 #define LRT_WRITES_MAX 64 /* manifest writes waiting (objects.c) */
@@ -282,6 +291,21 @@ void lrt_schedule_end(struct lsb *s);
 void lrt_update_end(struct lsb *s);
 void lrt_serve_waiters(struct lrt *rt, struct lpool *p);
 void lrt_waiter_timeout(struct loop_timer *t);
+
+/* roll.c: replacing stale idle sandboxes after an identity change */
+/* Sets p's revision and updateStrategy from its view in set (on every load). */
+void lrt_roll_configure(struct lpool *p, const struct mf_set *set, const struct mf_pool_view *v,
+                        const char *cluster);
+/* Destroys stale idle sandboxes of p while fewer than maxUnavailable of its
+ * places are unavailable (lrt_reconcile then starts their replacements). */
+void lrt_roll(struct lrt *rt, struct lpool *p);
+/* Sandboxes of p (not stopping) at its revision. */
+int lrt_roll_updated(struct lrt *rt, const struct lpool *p);
+int lrt_roll_max_unavailable(const struct lpool *p);
+
+/* events.c: env events kept in a bounded file beside the API overlay */
+void lrt_event_record(struct rt *base, const struct rt_event *e);
+int lrt_events_load(struct rt *base, rt_event_fn fn, void *arg);
 
 /* adopt.c: re-adopt or reap what a previous agent left */
 void lrt_adopt_all(struct lrt *rt);

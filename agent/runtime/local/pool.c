@@ -337,6 +337,7 @@ void lrt_persist(struct lsb *s)
 
     if (!info)
         return;
+    json_object_set_new(info, "rev", json_string(s->rev));
     if (s->phase == PH_RUNNING) {
         json_object_set_new(info, "id", json_string(s->id));
         json_object_set_new(info, "claimed_ms", json_integer(s->claimed_ms));
@@ -647,6 +648,7 @@ static int spawn_one(struct lrt *rt, struct lpool *p)
     }
     s->rt = rt;
     s->pool = p;
+    ab_strlcpy(s->rev, p->rev, sizeof(s->rev));
     if (lrt_uid_take(s) != 0) {
         LOG_WARN("no host uid slice left for a sandbox", "pool", p->name);
         free(s);
@@ -709,6 +711,7 @@ void lrt_reconcile(struct lrt *rt, struct lpool *p)
 
     if (rt->closing || rt->adopting)
         return;
+    lrt_roll(rt, p); /* stale idle ones go first: their replacements start below */
     /* replicas is the pool's maximum concurrency (DESIGN §7): every
      * sandbox it has counts, starting, idle or claimed, so a claim that
      * finds nothing idle waits for a release instead of a sandbox beyond
@@ -792,6 +795,7 @@ static void apply_manifests(struct lrt *rt, struct mf_set *set)
         p->disable_egress = v->disable_egress;
         lrt_pool_set_runtimes(p, v->runtimes, v->nruntimes);
         lrt_scale_from_view(rt, p, v);
+        lrt_roll_configure(p, set, v, rt->cluster);
     }
     for (p = rt->pools; p; p = p->next)
         if (!p->seen)
