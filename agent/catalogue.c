@@ -1,0 +1,247 @@
+/* The hub's template catalogue applied to this cluster (catalogue.h). */
+#include "agent/catalogue.h"
+
+#include "agent/hub_link.h"
+#include "agent/runtime/runtime.h"
+
+#include "agentbox/common.h"
+#include "agentbox/log.h"
+#include "agentbox/loop.h"
+#include "agentbox/tunnel_http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KICK_MS 20    /* coalesces a WELCOME and the EVENTs right behind it */
+#define RETRY_MS 5000 /* the hub answered but could not serve the catalogue */
+
+struct catalogue {
+    struct loop *loop;
+    struct rt *rt;
+    struct hub_link *hub;
+    bool pulling; /* a call to the hub or the writes it led to are in flight */
+    bool again;   /* a nudge came meanwhile */
+    bool closing;
+    struct loop_timer kick;
+    bool kick_on;
+    json_t *plan; /* [{name, obj|null}] still to write */
+    size_t next;
+};
+
+static void pull(struct catalogue *c);
+
+static void kick_fn(struct loop_timer *t)
+{
+    struct catalogue *c = t->arg;
+    c->kick_on = false;
+    pull(c);
+}
+
+static void kick(struct catalogue *c, int64_t ms)
+{
+    if (c->closing)
+        return;
+    if (c->kick_on)
+        loop_timer_cancel(&c->kick);
+    loop_timer_start(c->loop, &c->kick, ms, kick_fn, c);
+    c->kick_on = true;
+}
+
+static bool is_synced(const json_t *obj)
+{
+    const char *v = json_string_value(json_object_get(
+        json_object_get(json_object_get(obj, "metadata"), "labels"), CATALOGUE_SYNC_LABEL));
+    return v && strcmp(v, "global") == 0;
+}
+
+/* What a template is, for the comparison: its labels, annotations and spec. */
+static bool same(const json_t *a, const json_t *b)
+{
+    const json_t *ma = json_object_get(a, "metadata"), *mb = json_object_get(b, "metadata");
+    static const char *const k[] = {"labels", "annotations"};
+
+    for (size_t i = 0; i < AB_ARRAY_LEN(k); i++) {
+        const json_t *x = json_object_get(ma, k[i]), *y = json_object_get(mb, k[i]);
+        if (json_object_size(x) != json_object_size(y) || (x && y && !json_equal(x, y)))
+            return false;
+    }
+    return json_equal(json_object_get(a, "spec"), json_object_get(b, "spec"));
+}
+
+static void have_one(void *arg, const struct rt_object *o)
+{
+    json_object_set((json_t *)arg, o->name, (json_t *)o->obj);
+}
+
+static void finish(struct catalogue *c)
+{
+    json_decref(c->plan);
+    c->plan = NULL;
+    c->next = 0;
+    c->pulling = false;
+    if (c->again && !c->closing) {
+        c->again = false;
+        kick(c, 0);
+    }
+}
+
+static void write_next(struct catalogue *c);
+
+static void written(void *arg, int err, const char *msg)
+{
+    struct catalogue *c = arg;
+    const json_t *step = json_array_get(c->plan, c->next - 1);
+    const char *name = json_string_value(json_object_get(step, "name"));
+
+    if (err != 0)
+        LOG_WARN("a catalogue template was not applied", "template", name, "error",
+                 msg ? msg : ab_strerror(err));
+    else
+        LOG_INFO(json_is_null(json_object_get(step, "obj")) ? "catalogue template removed"
+                                                            : "catalogue template applied",
+                 "template", name);
+    if (err == AB_ECLOSED || c->closing) {
+        finish(c); /* the runtime is going away */
+        return;
+    }
+    write_next(c);
+}
+
+static void write_next(struct catalogue *c)
+{
+    while (c->next < json_array_size(c->plan)) {
+        const json_t *step = json_array_get(c->plan, c->next++);
+        const char *name = json_string_value(json_object_get(step, "name"));
+        const json_t *obj = json_object_get(step, "obj");
+        const struct rt_write w = {.kind = RT_OBJ_TEMPLATE,
+                                   .ns = "",
+                                   .name = name,
+                                   .obj = json_is_null(obj) ? NULL : obj,
+                                   .secret = RT_SECRET_KEEP};
+        char err[RT_ERR_MAX] = "";
+        int rc = rt_object_write(c->rt, &w, written, c, err, sizeof(err));
+        if (rc == 0)
+            return; /* written() goes on */
+        LOG_WARN("a catalogue template was refused by this cluster", "template", name, "error",
+                 err[0] ? err : ab_strerror(rc));
+        if (rc == AB_ECLOSED || rc == AB_EDENIED)
+            break;
+    }
+    finish(c);
+}
+
+/* The catalogue (items) against what the runtime has → the writes. */
+static json_t *plan_of(struct catalogue *c, const json_t *items)
+{
+    json_t *have = json_object(), *plan = json_array(), *want = json_object(), *v;
+    const char *k;
+    size_t i;
+
+    rt_objects(c->rt, RT_OBJ_TEMPLATE, NULL, NULL, have_one, have);
+    json_array_foreach(items, i, v)
+    {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(v, "metadata"), "name"));
+        if (!name || !is_synced(v))
+            continue; /* the hub labels everything it stores */
+        json_object_set(want, name, v);
+        const json_t *cur = json_object_get(have, name);
+        if (cur && !is_synced(cur)) {
+            LOG_WARN("the hub's catalogue has a template this cluster defines itself; keeping "
+                     "the cluster's",
+                     "template", name);
+            continue;
+        }
+        if (!cur || !same(cur, v))
+            json_array_append_new(plan, json_pack("{s:s,s:O}", "name", name, "obj", v));
+    }
+    json_object_foreach(have, k, v)
+    {
+        if (is_synced(v) && !json_object_get(want, k))
+            json_array_append_new(plan, json_pack("{s:s,s:n}", "name", k, "obj"));
+    }
+    json_decref(have);
+    json_decref(want);
+    return plan;
+}
+
+static void pulled(const struct tun_call_result *res, void *arg)
+{
+    struct catalogue *c = arg;
+    json_t *body = NULL;
+
+    if (c->closing) {
+        c->pulling = false;
+        return;
+    }
+    if (res->status == 200)
+        body = json_loadb(res->body, res->body_len, 0, NULL);
+    if (!json_is_array(json_object_get(body, "items"))) {
+        if (res->status != 0) {
+            /* the hub is up but could not say (PostgreSQL not read yet): it
+             * sends an EVENT once it has, and we ask again meanwhile */
+            LOG_WARN("the hub did not give the template catalogue; asking again", "status",
+                     res->status == 200 ? "200 (not a catalogue)" : "not 200");
+            c->again = true;
+        } /* else: the tunnel went down; the next WELCOME pulls */
+        json_decref(body);
+        c->pulling = false;
+        if (c->again) {
+            c->again = false;
+            kick(c, RETRY_MS);
+        }
+        return;
+    }
+    c->plan = plan_of(c, json_object_get(body, "items"));
+    c->next = 0;
+    json_decref(body);
+    write_next(c);
+}
+
+static void pull(struct catalogue *c)
+{
+    if (c->closing)
+        return;
+    if (c->pulling) {
+        c->again = true;
+        return;
+    }
+    c->pulling = true;
+    if (hub_link_call(c->hub, "GET", "/internal/v1/sandbox-templates", NULL, 0, NULL, 0,
+                      CATALOGUE_PULL_MAX, pulled, c) != 0)
+        c->pulling = false; /* the tunnel is down: its next WELCOME pulls */
+}
+
+void catalogue_on_event(struct catalogue *c, const json_t *event)
+{
+    const char *type = json_string_value(json_object_get(event, "type"));
+
+    if (!c || !type || !rt_has(c->rt, RT_CAP_MANIFEST_WRITE))
+        return;
+    if (!strcmp(type, "welcome") || !strcmp(type, "sandbox_templates"))
+        kick(c, KICK_MS);
+}
+
+struct catalogue *catalogue_new(const struct catalogue_deps *d)
+{
+    struct catalogue *c = calloc(1, sizeof(*c));
+
+    if (!c)
+        return NULL;
+    c->loop = d->loop;
+    c->rt = d->rt;
+    c->hub = d->hub;
+    return c;
+}
+
+void catalogue_free(struct catalogue *c)
+{
+    if (!c)
+        return;
+    c->closing = true;
+    if (c->kick_on)
+        loop_timer_cancel(&c->kick);
+    json_decref(c->plan);
+    free(c);
+}

@@ -1,0 +1,189 @@
+// The template catalogue on the hub (issue 16): SandboxTemplates stored once
+// in PostgreSQL, written by admins through /api/v1/admin/sandbox-templates
+// (body {crdJson}), broadcast to every connected cluster and pulled in full
+// by an agent when it connects, applied through each runtime's write seam.
+// Two agents on the local runtime (root: namespaces), a third started after
+// the write, and one that was down while the catalogue changed.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { adminKey, waitFor } from './lib/harness.mjs';
+import { startStack, manifestsDir, native, waitPool } from './lib/sandboxes.mjs';
+
+let stack;
+let manifests;
+let admin;
+
+before(async () => {
+    assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
+    manifests = manifestsDir([]);
+    stack = await startStack({ clusters: ['alpha', 'beta'], manifests });
+    admin = await adminKey(stack.hub.base);
+});
+
+after(async () => {
+    if (process.env.CAT_DEBUG && stack) {
+        for (const a of Object.values(stack.agents)) console.log(a.proc.logs().split('\n').slice(-40).join('\n'));
+        console.log(stack.hub.proc.logs().split('\n').slice(-40).join('\n'));
+    }
+    if (stack) await stack.stop();
+    if (manifests) fs.rmSync(manifests, { recursive: true, force: true });
+});
+
+async function hub(key, method, p, body) {
+    const res = await fetch(`${stack.hub.base}${p}`, {
+        method,
+        headers: { Authorization: `Bearer ${key}`, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json;
+    try {
+        json = JSON.parse(text);
+    } catch {
+        json = undefined;
+    }
+    return { status: res.status, json, text };
+}
+
+function tpl(name, extra = {}) {
+    return {
+        apiVersion: 'agents.navix.sh/v1alpha1',
+        kind: 'SandboxTemplate',
+        metadata: { name, annotations: { 'agentbox.navix.sh/docs': `# ${name}` } },
+        spec: {
+            idleImage: 'ghcr.io/scitix/agent-sandbox-idle:0.0.10',
+            runtimes: [{ name: 'envd', port: 49983 }],
+            description: `the ${name} template`,
+            ...extra,
+        },
+    };
+}
+
+async function agentTemplates(agent) {
+    const r = await native(agent, stack.key, 'GET', '/v1/sandbox-templates');
+    assert.equal(r.status, 200, r.text);
+    return r.json.items;
+}
+
+async function waitTemplate(agent, name, present, pred = () => true) {
+    return waitFor(async () => {
+        const t = (await agentTemplates(agent)).find((x) => x.name === name);
+        return present ? (t && pred(t) ? t : null) : !t;
+    }, { timeoutMs: 15000, what: `template ${name} ${present ? 'on' : 'gone from'} ${agent.id}` });
+}
+
+function apiError(r, status, re, code) {
+    assert.equal(r.status, status, r.text);
+    assert.equal(typeof r.json.error, 'string', r.text);
+    if (re) assert.match(r.json.error, re);
+    if (code) assert.equal(r.json.errorCode, code);
+}
+
+test('admin writes are validated and refused to anyone else', async () => {
+    // a tenant key (and no key) cannot write; reading is for everyone
+    apiError(await hub(stack.key, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: JSON.stringify(tpl('nope')) }),
+        403, /admin/, 'FORBIDDEN');
+    apiError(await hub(stack.key, 'GET', '/api/v1/admin/sandbox-templates'), 403, /admin/);
+    apiError(await hub(stack.key, 'DELETE', '/api/v1/admin/sandbox-templates/nope'), 403, /admin/);
+    assert.equal((await fetch(`${stack.hub.base}/api/v1/admin/sandbox-templates`, { method: 'POST', body: '{}' })).status, 401);
+    assert.equal((await hub(stack.key, 'GET', '/api/v1/sandbox-templates')).status, 200);
+
+    // errors name the field
+    apiError(await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', {}), 400, /crdJson/);
+    apiError(await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: '{not json' }), 400, /crdJson.*not valid JSON/);
+    apiError(await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: tpl('Bad_Name') }), 400, /metadata\.name/);
+    apiError(await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: { ...tpl('k'), kind: 'SandboxPool' } }), 400, /'kind'/);
+    apiError(await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: { ...tpl('k'), spec: undefined } }), 400, /'spec' is required/);
+    apiError(await hub(admin, 'POST', '/api/v1/admin/sandbox-templates',
+        { crdJson: tpl('k', { runtimes: [{ name: 'envd', port: 70000 }] }) }), 400, /spec\.runtimes\[0\]\.port/);
+    apiError(await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: tpl('k', { replicas: 3 }) }), 400, /spec\.replicas/);
+    apiError(await hub(admin, 'POST', '/api/v1/admin/sandbox-templates',
+        { crdJson: tpl('k', { description: 'x'.repeat(70 * 1024) }) }), 400, /over the 65536-byte limit/);
+    apiError(await hub(admin, 'PUT', '/api/v1/admin/sandbox-templates/other', { crdJson: tpl('k') }), 400, /path names template 'other'/);
+    apiError(await hub(admin, 'PUT', '/api/v1/admin/sandbox-templates/k', { crdJson: tpl('k') }), 404, /'k' not found/);
+    apiError(await hub(admin, 'DELETE', '/api/v1/admin/sandbox-templates/k'), 404, /'k' not found/);
+    assert.equal((await hub(admin, 'GET', '/api/v1/admin/sandbox-templates')).json.total, 0);
+});
+
+test('a template written on the hub reaches both clusters, serves an env, and goes away on DELETE', async () => {
+    const { alpha, beta } = stack.agents;
+    const created = await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: JSON.stringify(tpl('py')) });
+    assert.equal(created.status, 201, created.text);
+    assert.equal(created.json.name, 'py');
+    apiError(await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: tpl('py') }), 409, /already exists/);
+
+    // stored once, read back whole, with the sync label
+    const adm = await hub(admin, 'GET', '/api/v1/admin/sandbox-templates');
+    assert.equal(adm.json.total, 1);
+    const stored = JSON.parse(adm.json.items[0].crdJson);
+    assert.equal(stored.metadata.labels['agentbox.io/sync-source'], 'global');
+    assert.equal(stored.spec.description, 'the py template');
+    const rows = await (await import('./lib/harness.mjs')).psqlAt(stack.pg.url, 'SELECT name FROM sandbox_templates');
+    assert.match(rows, /py/);
+    const pub = await hub(stack.key, 'GET', '/api/v1/sandbox-templates/py');
+    assert.equal(pub.status, 200, pub.text);
+    assert.equal(pub.json.template.syncSource, 'global');
+
+    for (const a of [alpha, beta]) {
+        const t = await waitTemplate(a, 'py', true);
+        assert.equal(t.syncSource, 'global');
+        assert.equal(t.description, 'the py template');
+        assert.equal(t.annotations['agentbox.navix.sh/docs'], '# py');
+    }
+    // the clusters' own template is still there and still theirs
+    assert.equal((await agentTemplates(alpha)).find((x) => x.name === 'envd').syncSource, 'local');
+
+    // an env on beta with templateRef py serves a sandbox
+    const env = await native(beta, stack.key, 'POST', '/v1/envs', { name: 'pyenv', templateRef: { name: 'py' } });
+    assert.equal(env.status, 201, env.text);
+    const member = { config: { inlineResources: { requests: { cpu: '1', memory: '512Mi' } } }, replicas: 1 };
+    assert.equal((await native(beta, stack.key, 'POST', '/v1/envs/pyenv/sandboxpools', member)).status, 202);
+    await waitPool(beta, 'pyenv-1c0gi', (s) => s.idle === 1, 'py pool warm');
+    const sb = await native(beta, stack.key, 'POST', '/v1/sandboxes', { poolName: 'pyenv' });
+    assert.equal(sb.status, 201, sb.text);
+    const got = await native(beta, stack.key, 'GET', `/v1/sandboxes/${sb.json.sandbox.sandboxId}`);
+    assert.equal(got.status, 200, got.text);
+
+    // templateRef is fixed at create: a PUT changing it names the value in force
+    const editable = (await native(beta, stack.key, 'GET', '/v1/envs/pyenv')).json.editable;
+    const put = await native(beta, stack.key, 'PUT', '/v1/envs/pyenv', { ...editable, templateRef: { name: 'envd' } });
+    assert.equal(put.status, 400, put.text);
+    assert.match(put.json.error, /templateRef/);
+    assert.match(put.json.error, /py/);
+
+    // a replaced template reaches the clusters too
+    const upd = await hub(admin, 'PUT', '/api/v1/admin/sandbox-templates/py', { crdJson: tpl('py', { description: 'py, version 2' }) });
+    assert.equal(upd.status, 200, upd.text);
+    for (const a of [alpha, beta]) await waitTemplate(a, 'py', true, (t) => t.description === 'py, version 2');
+
+    assert.equal((await native(beta, stack.key, 'DELETE', `/v1/sandboxes/${sb.json.sandbox.sandboxId}`)).status, 202);
+    assert.equal((await native(beta, stack.key, 'DELETE', '/v1/envs/pyenv')).status, 202);
+    const del = await hub(admin, 'DELETE', '/api/v1/admin/sandbox-templates/py');
+    assert.equal(del.status, 200, del.text);
+    assert.deepEqual(del.json, { name: 'py', status: 'Deleted' });
+    for (const a of [alpha, beta]) await waitTemplate(a, 'py', false);
+    assert.ok((await agentTemplates(alpha)).find((x) => x.name === 'envd'), 'the cluster\'s own template stays');
+    apiError(await hub(stack.key, 'GET', '/api/v1/sandbox-templates/py'), 404, /not found/);
+});
+
+test('an agent started after the write, and one that was down, catch up when they connect', async () => {
+    assert.equal((await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: tpl('early') })).status, 201);
+    await waitTemplate(stack.agents.beta, 'early', true);
+
+    const gamma = await stack.launch('gamma');
+    await waitTemplate(gamma, 'early', true, (t) => t.syncSource === 'global');
+
+    // beta goes down; the catalogue changes; beta comes back with the same state
+    const beta = stack.agents.beta;
+    await beta.proc.stop();
+    assert.equal((await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: tpl('late') })).status, 201);
+    assert.equal((await hub(admin, 'DELETE', '/api/v1/admin/sandbox-templates/early')).status, 200);
+    const beta2 = await stack.launch('beta', { stateDir: beta.stateDir });
+    await waitTemplate(beta2, 'late', true);
+    await waitTemplate(beta2, 'early', false);
+    for (const a of [stack.agents.alpha, gamma]) {
+        await waitTemplate(a, 'late', true);
+        await waitTemplate(a, 'early', false);
+    }
+});
