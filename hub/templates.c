@@ -437,7 +437,7 @@ static void load_start(struct templates *t)
 {
     struct tjob *j;
 
-    if (t->loaded || t->loading || t->closing || !(j = calloc(1, sizeof(*j))))
+    if (!t->db || t->loaded || t->loading || t->closing || !(j = calloc(1, sizeof(*j))))
         return;
     j->t = t;
     t->loading = true;
