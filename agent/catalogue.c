@@ -15,6 +15,7 @@
 
 #define KICK_MS 20    /* coalesces a WELCOME and the EVENTs right behind it */
 #define RETRY_MS 5000 /* the hub answered but could not serve the catalogue */
+#define RETRIES_MAX 5 /* pulls again after writes that may succeed later, per nudge */
 
 struct catalogue {
     struct loop *loop;
@@ -27,6 +28,13 @@ struct catalogue {
     bool kick_on;
     json_t *plan; /* [{name, obj|null}] still to write */
     size_t next;
+    bool failed; /* a write of this plan may succeed later (say, the runtime's
+                    cache had not listed yet and its create met the object) */
+    int retries;
+    /* a WELCOME's pull is made once more RETRY_MS later: a runtime that had
+     * not listed its own objects yet (kube, just started) then shows them,
+     * so stale synced templates are found and deleted too */
+    bool recheck;
 };
 
 static void pull(struct catalogue *c);
@@ -82,8 +90,16 @@ static void finish(struct catalogue *c)
     c->pulling = false;
     if (c->again && !c->closing) {
         c->again = false;
+        c->retries = 0;
         kick(c, 0);
+    } else if (c->recheck && !c->closing) {
+        c->recheck = false;
+        kick(c, RETRY_MS);
+    } else if (c->failed && !c->closing && c->retries < RETRIES_MAX) {
+        c->retries++;
+        kick(c, RETRY_MS);
     }
+    c->failed = false;
 }
 
 static void write_next(struct catalogue *c);
@@ -94,10 +110,11 @@ static void written(void *arg, int err, const char *msg)
     const json_t *step = json_array_get(c->plan, c->next - 1);
     const char *name = json_string_value(json_object_get(step, "name"));
 
-    if (err != 0)
+    if (err != 0) {
         LOG_WARN("a catalogue template was not applied", "template", name, "error",
                  msg ? msg : ab_strerror(err));
-    else
+        c->failed = c->failed || err != AB_EINVAL; /* a refusal stays one */
+    } else
         LOG_INFO(json_is_null(json_object_get(step, "obj")) ? "catalogue template removed"
                                                             : "catalogue template applied",
                  "template", name);
@@ -125,6 +142,7 @@ static void write_next(struct catalogue *c)
             return; /* written() goes on */
         LOG_WARN("a catalogue template was refused by this cluster", "template", name, "error",
                  err[0] ? err : ab_strerror(rc));
+        c->failed = c->failed || rc == AB_EBUSY;
         if (rc == AB_ECLOSED || rc == AB_EDENIED)
             break;
     }
@@ -219,8 +237,11 @@ void catalogue_on_event(struct catalogue *c, const json_t *event)
 
     if (!c || !type || !rt_has(c->rt, RT_CAP_MANIFEST_WRITE))
         return;
-    if (!strcmp(type, "welcome") || !strcmp(type, "sandbox_templates"))
+    if (!strcmp(type, "welcome") || !strcmp(type, "sandbox_templates")) {
+        c->retries = 0;
+        c->recheck = c->recheck || !strcmp(type, "welcome");
         kick(c, KICK_MS);
+    }
 }
 
 struct catalogue *catalogue_new(const struct catalogue_deps *d)

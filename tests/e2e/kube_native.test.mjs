@@ -205,3 +205,25 @@ test('the hub\'s template catalogue lands as SandboxTemplate CRDs and leaves wit
     await waitFor(async () => (await k('GET', `${CR}/sandboxtemplates/hubtpl`)).status === 404, { timeoutMs: 15000, what: 'the CRD deleted' });
     assert.equal((await k('GET', `${CR}/sandboxtemplates/envd`)).status, 200, 'the cluster\'s own template stays');
 });
+
+test('an agent restarted after the catalogue changed catches up on the CRDs; envs written before stay', async () => {
+    const hubCall = (method, p, body) => fetch(`${stack.hub.base}${p}`, {
+        method, headers: { Authorization: `Bearer ${admin}`, 'Content-Type': 'application/json' }, body: body && JSON.stringify(body),
+    });
+    const mk = (name) => ({ ...TEMPLATE, metadata: { name }, spec: { ...TEMPLATE.spec, description: name } });
+    assert.equal((await hubCall('POST', '/api/v1/admin/sandbox-templates', { crdJson: mk('stale') })).status, 201);
+    await waitFor(async () => (await k('GET', `${CR}/sandboxtemplates/stale`)).status === 200, { timeoutMs: 15000, what: 'stale applied' });
+
+    await alpha.proc.stop();
+    assert.equal((await hubCall('DELETE', '/api/v1/admin/sandbox-templates/stale')).status, 200);
+    assert.equal((await hubCall('POST', '/api/v1/admin/sandbox-templates', { crdJson: mk('fresh') })).status, 201);
+    assert.equal((await k('GET', `${CR}/sandboxtemplates/stale`)).status, 200, 'nobody removed it while the agent was down');
+    alpha = await stack.launch('alpha', { stateDir: alpha.stateDir });
+
+    await waitFor(async () => (await k('GET', `${CR}/sandboxtemplates/fresh`)).status === 200, { timeoutMs: 20000, what: 'fresh applied after the restart' });
+    await waitFor(async () => (await k('GET', `${CR}/sandboxtemplates/stale`)).status === 404, { timeoutMs: 20000, what: 'stale removed after the restart' });
+    const web = await direct('GET', '/v1/envs/web');
+    assert.equal(web.status, 200, web.text);
+    assert.equal(web.json.env.source, 'api');
+    assert.equal(web.json.env.pools[0].name, 'web-1c0gi');
+});
