@@ -90,6 +90,8 @@ int native_sandboxes_add_routes(struct native *n, char *err, size_t errlen);
 int native_mgmt_add_routes(struct native *n, char *err, size_t errlen);
 int native_system_add_routes(struct native *n, char *err, size_t errlen);
 int native_exec_add_routes(struct native *n, char *err, size_t errlen);
+/* /v1/admin/sandbox-templates, relayed to the hub (templates_admin.c). */
+int native_templates_admin_add_routes(struct native *n, char *err, size_t errlen);
 /* Answers the writes still queued (native_free calls it). */
 void native_mgmt_free(struct native *n);
 

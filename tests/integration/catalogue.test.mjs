@@ -187,3 +187,49 @@ test('an agent started after the write, and one that was down, catch up when the
         await waitTemplate(a, 'early', false);
     }
 });
+
+test('abx admin-templates on an agent (direct and console mode) write the hub\'s catalogue; tenants are refused', async () => {
+    const { alpha, beta } = stack.agents;
+    const direct = async (key, method, p, body) => {
+        const res = await fetch(`${alpha.native}${p}`, {
+            method, headers: { 'AGENTBOX-API-KEY': key, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+            body: body && JSON.stringify(body),
+        });
+        const text = await res.text();
+        return { status: res.status, json: text ? JSON.parse(text) : undefined, text };
+    };
+    // a tenant key: refused on the agent, nothing reaches the catalogue
+    const t = await direct(stack.key, 'POST', '/v1/admin/sandbox-templates', { crdJson: tpl('viaagent') });
+    apiError(t, 403, /admin api key required/);
+    // the admin key straight at alpha's native API
+    const c = await direct(admin, 'POST', '/v1/admin/sandbox-templates', { crdJson: JSON.stringify(tpl('viaagent')) });
+    assert.equal(c.status, 201, c.text);
+    assert.equal(c.json.name, 'viaagent');
+    apiError(await direct(admin, 'POST', '/v1/admin/sandbox-templates', { crdJson: tpl('Bad') }), 400, /metadata\.name/);
+    await waitTemplate(beta, 'viaagent', true);
+    const listed = await direct(admin, 'GET', '/v1/admin/sandbox-templates');
+    assert.equal(listed.status, 200, listed.text);
+    assert.ok(listed.json.items.some((i) => i.name === 'viaagent'));
+    // console mode: <hub>/api/clusters/<id>/v1/admin/... reaches the same catalogue
+    const put = await hub(admin, 'PUT', '/api/clusters/alpha/v1/admin/sandbox-templates/viaagent',
+        { crdJson: tpl('viaagent', { description: 'via the console' }) });
+    assert.equal(put.status, 200, put.text);
+    await waitTemplate(beta, 'viaagent', true, (x) => x.description === 'via the console');
+    apiError(await hub(stack.key, 'DELETE', '/api/clusters/alpha/v1/admin/sandbox-templates/viaagent'), 403, /admin/);
+    assert.equal((await direct(admin, 'DELETE', '/v1/admin/sandbox-templates/viaagent')).status, 200);
+    await waitTemplate(beta, 'viaagent', false);
+});
+
+test('visibility rules: a tenant outside them sees the template neither on the hub nor on a cluster', async () => {
+    const hidden = tpl('hidden', { visibility: { rules: [{ team: 'someone-else' }] } });
+    assert.equal((await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: hidden })).status, 201);
+    await waitFor(async () => {
+        const r = await native(stack.agents.alpha, admin, 'GET', '/v1/sandbox-templates/hidden');
+        return r.status === 200;
+    }, { timeoutMs: 15000, what: 'hidden on alpha for the admin' });
+    apiError(await hub(stack.key, 'GET', '/api/v1/sandbox-templates/hidden'), 404, /not found/);
+    assert.ok(!(await hub(stack.key, 'GET', '/api/v1/sandbox-templates')).json.items.some((x) => x.name === 'hidden'));
+    assert.equal((await hub(admin, 'GET', '/api/v1/sandbox-templates/hidden')).status, 200);
+    assert.equal((await native(stack.agents.alpha, stack.key, 'GET', '/v1/sandbox-templates/hidden')).status, 404);
+    assert.equal((await hub(admin, 'DELETE', '/api/v1/admin/sandbox-templates/hidden')).status, 200);
+});
