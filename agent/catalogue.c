@@ -5,6 +5,7 @@
 #include "agent/runtime/runtime.h"
 
 #include "agentbox/common.h"
+#include "agentbox/crypto.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
 #include "agentbox/tunnel_http.h"
@@ -63,18 +64,40 @@ static bool is_synced(const json_t *obj)
     return v && strcmp(v, "global") == 0;
 }
 
-/* What a template is, for the comparison: its labels, annotations and spec. */
-static bool same(const json_t *a, const json_t *b)
+/* The catalogue object's digest (canonical JSON), kept on what is written
+ * as CATALOGUE_HASH_ANNOTATION: a runtime may default or reorder fields (an
+ * API server's CRD defaults), so what it shows back is not compared, only
+ * whether it carries the digest of what the hub has now. */
+static void digest(const json_t *o, char out[65])
 {
-    const json_t *ma = json_object_get(a, "metadata"), *mb = json_object_get(b, "metadata");
-    static const char *const k[] = {"labels", "annotations"};
+    char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    crypto_sha256_hex(text ? text : "", out);
+    free(text);
+}
 
-    for (size_t i = 0; i < AB_ARRAY_LEN(k); i++) {
-        const json_t *x = json_object_get(ma, k[i]), *y = json_object_get(mb, k[i]);
-        if (json_object_size(x) != json_object_size(y) || (x && y && !json_equal(x, y)))
-            return false;
+static bool same(const json_t *cur, const char *hash)
+{
+    const char *h = json_string_value(
+        json_object_get(json_object_get(json_object_get(cur, "metadata"), "annotations"),
+                        CATALOGUE_HASH_ANNOTATION));
+    return h && !strcmp(h, hash);
+}
+
+/* The object written: the hub's, with its digest. */
+static json_t *with_digest(const json_t *v, const char *hash)
+{
+    json_t *o = json_deep_copy(v);
+    json_t *md = json_object_get(o, "metadata");
+    json_t *ann = json_object_get(md, "annotations");
+
+    if (!json_is_object(md))
+        return o;
+    if (!json_is_object(ann)) {
+        ann = json_object();
+        json_object_set_new(md, "annotations", ann);
     }
-    return json_equal(json_object_get(a, "spec"), json_object_get(b, "spec"));
+    json_object_set_new(ann, CATALOGUE_HASH_ANNOTATION, json_string(hash));
+    return o;
 }
 
 static void have_one(void *arg, const struct rt_object *o)
@@ -171,8 +194,11 @@ static json_t *plan_of(struct catalogue *c, const json_t *items)
                      "template", name);
             continue;
         }
-        if (!cur || !same(cur, v))
-            json_array_append_new(plan, json_pack("{s:s,s:O}", "name", name, "obj", v));
+        char hash[65];
+        digest(v, hash);
+        if (!cur || !same(cur, hash))
+            json_array_append_new(
+                plan, json_pack("{s:s,s:o}", "name", name, "obj", with_digest(v, hash)));
     }
     json_object_foreach(have, k, v)
     {

@@ -3,7 +3,8 @@
  * pulls GET /internal/v1/sandbox-templates through the hub link and makes
  * the runtime's SandboxTemplates match it through rt_object_write (the
  * write seam: an API-written object on the local runtime, the CRD on kube):
- * each catalogue object created or replaced when it differs, and every
+ * each catalogue object created or replaced when the digest it was written
+ * with (CATALOGUE_HASH_ANNOTATION) is not the hub's object's, and every
  * template labelled agentbox.io/sync-source=global that the catalogue no
  * longer has deleted. A cluster's own template of the same name (no such
  * label) is left alone and the clash logged. One pull and one write at a
@@ -23,6 +24,8 @@ struct hub_link;
 struct catalogue;
 
 #define CATALOGUE_SYNC_LABEL "agentbox.io/sync-source"
+/* On every template written: the SHA-256 of the hub's object, to tell when it changed. */
+#define CATALOGUE_HASH_ANNOTATION "agentbox.io/sync-hash"
 #define CATALOGUE_PULL_MAX (20 * 1024 * 1024) /* the hub's answer: 256 templates of 64 KiB */
 
 struct catalogue_deps {

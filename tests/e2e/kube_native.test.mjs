@@ -197,6 +197,17 @@ test('the hub\'s template catalogue lands as SandboxTemplate CRDs and leaves wit
     assert.equal(crd.spec.description, 'from the hub');
     const listed = (await direct('GET', '/v1/sandbox-templates')).json.items.find((t) => t.name === 'hubtpl');
     assert.equal(listed.syncSource, 'global');
+    // another change makes the agent pull everything again; the CRD it already
+    // wrote (which the API server defaulted: runtimes[].protocol) is not rewritten
+    const second = { ...TEMPLATE, metadata: { name: 'second' } };
+    const p2 = await fetch(`${stack.hub.base}/api/v1/admin/sandbox-templates`, {
+        method: 'POST', headers: { Authorization: `Bearer ${admin}`, 'Content-Type': 'application/json' }, body: JSON.stringify({ crdJson: second }),
+    });
+    assert.equal(p2.status, 201);
+    await waitFor(async () => (await k('GET', `${CR}/sandboxtemplates/second`)).status === 200, { timeoutMs: 15000, what: 'second applied' });
+    const writes = alpha.proc.logs().split('\n').filter((l) => /catalogue template applied/.test(l) && /template=hubtpl\b/.test(l));
+    assert.equal(writes.length, 1, writes.join('\n'));
+    await fetch(`${stack.hub.base}/api/v1/admin/sandbox-templates/second`, { method: 'DELETE', headers: { Authorization: `Bearer ${admin}` } });
     // an env on it serves
     assert.equal((await direct('POST', '/v1/envs', { name: 'onhub', templateRef: { name: 'hubtpl' } })).status, 201);
     assert.equal((await direct('DELETE', '/v1/envs/onhub')).status, 202);

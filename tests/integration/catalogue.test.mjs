@@ -186,6 +186,10 @@ test('an agent started after the write, and one that was down, catch up when the
         await waitTemplate(a, 'late', true);
         await waitTemplate(a, 'early', false);
     }
+    // alpha pulled the whole catalogue on each change, but wrote 'early' only once:
+    // an unchanged template (same digest) is not written again
+    const applied = stack.agents.alpha.proc.logs().split('\n').filter((l) => /catalogue template applied/.test(l) && /template=early\b/.test(l));
+    assert.equal(applied.length, 1, applied.join('\n'));
 });
 
 test('abx admin-templates on an agent (direct and console mode) write the hub\'s catalogue; tenants are refused', async () => {

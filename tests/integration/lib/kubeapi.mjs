@@ -398,6 +398,8 @@ function crDefaults(r, o) {
     const s = o.spec;
     if (!isObj(s)) return;
     if (r.kind === 'SandboxPool') s.podCreationImagePolicy ??= 'IdleImage';
+    // RuntimeSpec.protocol defaults to TCP (crds-and-charts.md §1.1)
+    if (r.kind === 'SandboxTemplate') for (const rt of Array.isArray(s.runtimes) ? s.runtimes : []) if (isObj(rt)) rt.protocol ??= 'TCP';
     if (r.kind === 'SandboxEnv') {
         s.mode ??= 'WarmPool';
         for (const g of s.autoscaling?.groups ?? []) {
