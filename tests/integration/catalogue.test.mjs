@@ -13,11 +13,16 @@ import { startStack, manifestsDir, native, waitPool } from './lib/sandboxes.mjs'
 let stack;
 let manifests;
 let admin;
+// one manifests directory per agent, as in any deployment: an agent's API
+// writes go to its directory's overlay, which two agents must not share
+const dirs = {};
+const dirOf = (id) => (dirs[id] ??= manifestsDir([]));
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
-    manifests = manifestsDir([]);
-    stack = await startStack({ clusters: ['alpha', 'beta'], manifests });
+    manifests = dirOf('alpha');
+    stack = await startStack({ clusters: ['alpha'], manifests });
+    await stack.launch('beta', { manifestsDir: dirOf('beta') });
     admin = await adminKey(stack.hub.base);
 });
 
@@ -27,7 +32,7 @@ after(async () => {
         console.log(stack.hub.proc.logs().split('\n').slice(-40).join('\n'));
     }
     if (stack) await stack.stop();
-    if (manifests) fs.rmSync(manifests, { recursive: true, force: true });
+    for (const d of Object.values(dirs)) fs.rmSync(d, { recursive: true, force: true });
 });
 
 async function hub(key, method, p, body) {
@@ -171,7 +176,7 @@ test('an agent started after the write, and one that was down, catch up when the
     assert.equal((await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: tpl('early') })).status, 201);
     await waitTemplate(stack.agents.beta, 'early', true);
 
-    const gamma = await stack.launch('gamma');
+    const gamma = await stack.launch('gamma', { manifestsDir: dirOf('gamma') });
     await waitTemplate(gamma, 'early', true, (t) => t.syncSource === 'global');
 
     // beta goes down; the catalogue changes; beta comes back with the same state
@@ -179,7 +184,7 @@ test('an agent started after the write, and one that was down, catch up when the
     await beta.proc.stop();
     assert.equal((await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: tpl('late') })).status, 201);
     assert.equal((await hub(admin, 'DELETE', '/api/v1/admin/sandbox-templates/early')).status, 200);
-    const beta2 = await stack.launch('beta', { stateDir: beta.stateDir });
+    const beta2 = await stack.launch('beta', { stateDir: beta.stateDir, manifestsDir: dirOf('beta') });
     await waitTemplate(beta2, 'late', true);
     await waitTemplate(beta2, 'early', false);
     for (const a of [stack.agents.alpha, gamma]) {
@@ -236,4 +241,21 @@ test('visibility rules: a tenant outside them sees the template neither on the h
     assert.equal((await hub(admin, 'GET', '/api/v1/sandbox-templates/hidden')).status, 200);
     assert.equal((await native(stack.agents.alpha, stack.key, 'GET', '/v1/sandbox-templates/hidden')).status, 404);
     assert.equal((await hub(admin, 'DELETE', '/api/v1/admin/sandbox-templates/hidden')).status, 200);
+});
+
+test('the catalogue is PostgreSQL\'s: a restarted hub reads it back and the clusters keep in step', async () => {
+    assert.equal((await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: tpl('durable') })).status, 201);
+    await waitTemplate(stack.agents.alpha, 'durable', true);
+    const { port, tunnelPort } = stack.hub;
+    await stack.hub.proc.stop();
+    const { startHub } = await import('./lib/harness.mjs');
+    stack.hub = await startHub(stack.pg.url, { port, tunnelPort });
+    const back = await waitFor(async () => {
+        const r = await hub(admin, 'GET', '/api/v1/sandbox-templates/durable');
+        return r.status === 200 ? r : null;
+    }, { timeoutMs: 15000, what: 'the catalogue read back by the new hub' });
+    assert.equal(back.json.template.description, 'the durable template');
+    // the agents reconnect (a WELCOME: they pull) and a write after the restart reaches them
+    assert.equal((await hub(admin, 'DELETE', '/api/v1/admin/sandbox-templates/durable')).status, 200);
+    for (const a of Object.values(stack.agents)) await waitTemplate(a, 'durable', false);
 });
