@@ -17,6 +17,7 @@ let admin;
 // writes go to its directory's overlay, which two agents must not share
 const dirs = {};
 const dirOf = (id) => (dirs[id] ??= manifestsDir([]));
+let firstHub; // stack.stop stops the hub startStack made; a restarted one is ours to stop
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the local runtime needs root for its namespaces');
@@ -24,6 +25,7 @@ before(async () => {
     stack = await startStack({ clusters: ['alpha'], manifests });
     await stack.launch('beta', { manifestsDir: dirOf('beta') });
     admin = await adminKey(stack.hub.base);
+    firstHub = stack.hub;
 });
 
 after(async () => {
@@ -31,6 +33,7 @@ after(async () => {
         for (const a of Object.values(stack.agents)) console.log(a.proc.logs().split('\n').slice(-40).join('\n'));
         console.log(stack.hub.proc.logs().split('\n').slice(-40).join('\n'));
     }
+    if (stack && stack.hub !== firstHub) await stack.hub.proc.stop();
     if (stack) await stack.stop();
     for (const d of Object.values(dirs)) fs.rmSync(d, { recursive: true, force: true });
 });
