@@ -115,8 +115,11 @@ test('a PUT that meets a newer resourceVersion is a 409 naming it, and nothing i
     const editable = (await direct('GET', '/v1/envs/conf')).json.editable;
     // the agent's PUT waits at the API server while someone else writes the Env
     api.inject({ method: 'PUT', path: /sandboxenvs\/conf$/, delayMs: 600 });
+    const seenBefore = api.requests.length;
     const put = direct('PUT', '/v1/envs/conf', { ...editable, overrides: { defaultIdleTimeout: '5m' } });
-    await new Promise((r) => setTimeout(r, 150)); // let the PUT reach the server (the delay holds it there)
+    // the PUT has reached the server (the injected delay holds it there)
+    await waitFor(async () => api.requests.slice(seenBefore)
+        .some((q) => q.method === 'PUT' && /sandboxenvs\/conf$/.test(q.path)), { timeoutMs: 5000, what: 'the agent\'s PUT at the API server' });
     const other = await k('PATCH', `${CR}/namespaces/default/sandboxenvs/conf`, { metadata: { labels: { by: 'kubectl' } } }, 'application/merge-patch+json');
     assert.equal(other.status, 200, other.text);
     const r = await put;
