@@ -19,6 +19,9 @@
 #define TEMPLATES_API_VERSION "agents.navix.sh/v1alpha1"
 #define TEMPLATES_KIND "SandboxTemplate"
 #define LOAD_RETRY_MS 2000
+/* Read again this often: another hub replica's writes (or a hand edit of
+ * the table) reach this hub's copy and its clusters within this. */
+#define RELOAD_MS 30000
 #define LABEL_KEY_MAX 317
 #define VALUE_MAX 65536
 
@@ -31,6 +34,7 @@ struct templates {
     int64_t revision;
     struct loop_timer retry;
     bool retry_on;
+    uint64_t writes; /* writes done: a read started before one is stale */
     bool closing;
     templates_change_fn change_fn;
     void *change_arg;
@@ -296,6 +300,7 @@ struct tjob {
     char name[TEMPLATES_NAME_MAX + 1];
     char *text; /* the object as JSON (create, replace) */
     char actor[160];
+    uint64_t writes; /* t->writes when a read was submitted */
     templates_write_cb cb;
     void *arg;
     json_t *all; /* the catalogue after the job */
@@ -409,44 +414,62 @@ static void retry_fn(struct loop_timer *tm)
     load_start(t);
 }
 
+static void arm(struct templates *t, int64_t ms)
+{
+    if (t->closing)
+        return;
+    if (t->retry_on)
+        loop_timer_cancel(&t->retry);
+    loop_timer_start(t->loop, &t->retry, ms, retry_fn, t);
+    t->retry_on = true;
+}
+
 static void load_done(void *arg, int status)
 {
     struct tjob *j = arg;
     struct templates *t = j->t;
 
     t->loading = false;
-    if (status == 0 && j->all) {
-        json_decref(t->items);
-        t->items = j->all;
-        j->all = NULL;
-        t->loaded = true;
-        char n[24];
-        snprintf(n, sizeof(n), "%zu", json_object_size(t->items));
-        LOG_INFO("template catalogue read", "templates", n);
-        changed(t); /* agents that connected before now pull */
+    if (status == 0 && j->all && j->writes == t->writes) {
+        bool first = !t->loaded;
+        if (first || !json_equal(t->items, j->all)) {
+            json_decref(t->items);
+            t->items = j->all;
+            j->all = NULL;
+            t->loaded = true;
+            char n[24];
+            snprintf(n, sizeof(n), "%zu", json_object_size(t->items));
+            LOG_INFO(first ? "template catalogue read" : "template catalogue changed elsewhere",
+                     "templates", n);
+            changed(t); /* agents that connected before (or hold the old one) pull */
+        }
+        arm(t, RELOAD_MS);
+    } else if (status == 0) {
+        arm(t, t->loaded ? RELOAD_MS : 0); /* a write went by: its copy is newer */
     } else if (!t->closing && status != AB_ECLOSED) {
-        LOG_WARN("cannot read the template catalogue yet; retrying", "error",
-                 j->err[0] ? j->err : ab_strerror(status));
-        loop_timer_start(t->loop, &t->retry, LOAD_RETRY_MS, retry_fn, t);
-        t->retry_on = true;
+        if (!t->loaded)
+            LOG_WARN("cannot read the template catalogue yet; retrying", "error",
+                     j->err[0] ? j->err : ab_strerror(status));
+        arm(t, t->loaded ? RELOAD_MS : LOAD_RETRY_MS);
     }
     tjob_free(j);
 }
 
+/* Reads the table (at start until it succeeds, then every RELOAD_MS). */
 static void load_start(struct templates *t)
 {
     struct tjob *j;
 
-    if (!t->db || t->loaded || t->loading || t->closing || !(j = calloc(1, sizeof(*j))))
+    if (!t->db || t->loading || t->closing || !(j = calloc(1, sizeof(*j))))
         return;
     j->t = t;
+    j->writes = t->writes;
     t->loading = true;
     if (db_submit(t->db, load_job, load_done, j) != 0) {
         /* database known down or queue full: try again later */
         t->loading = false;
         free(j);
-        loop_timer_start(t->loop, &t->retry, LOAD_RETRY_MS, retry_fn, t);
-        t->retry_on = true;
+        arm(t, t->loaded ? RELOAD_MS : LOAD_RETRY_MS);
     }
 }
 
@@ -509,6 +532,7 @@ static void write_done(void *arg, int status)
         t->items = j->all;
         j->all = NULL;
         t->loaded = true;
+        t->writes++;
         LOG_INFO("template catalogue changed", "template", j->name, "by", j->actor);
         changed(t);
     }
@@ -548,7 +572,7 @@ static void h_pull(struct http_exchange *ex, void *arg)
     json_t *v, *items;
 
     if (!t->loaded) {
-        load_start(t);
+        load_start(t); /* at once rather than at the next retry */
         http_respond_json(ex, 503,
                           json_pack("{s:s}", "error",
                                     "the hub has not read the template catalogue from PostgreSQL "

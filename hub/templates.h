@@ -4,13 +4,12 @@
  * cluster.
  *
  * The hub keeps the whole catalogue in memory (read at start, retried until
- * PostgreSQL answers; every write's job re-reads it in the same
- * transaction), so reads and the agents' pulls never wait for the
- * database. Sync is "nudge, then pull": after every change (and once the
- * first read succeeded) the change hook broadcasts an EVENT
- * {type:"sandbox_templates", revision} to every connected cluster, and an
- * agent pulls GET /internal/v1/sandbox-templates on each such EVENT and on
- * every WELCOME — so a cluster that was down catches up when it connects,
+ * PostgreSQL answers, then every 30 s — another replica's writes; every
+ * write's job re-reads it in the same transaction), so reads and the
+ * agents' pulls never wait for the database. Sync is "nudge, then pull": after every change (and
+ * once the first read succeeded) the change hook broadcasts an EVENT {type:"sandbox_templates",
+ * revision} to every connected cluster, and an agent pulls GET /internal/v1/sandbox-templates on
+ * each such EVENT and on every WELCOME — so a cluster that was down catches up when it connects,
  * and no EVENT has to carry a catalogue bigger than a control frame.
  *
  * Objects are validated here (templates_validate: the kind, the name, the

@@ -74,11 +74,11 @@ async function agentTemplates(agent) {
     return r.json.items;
 }
 
-async function waitTemplate(agent, name, present, pred = () => true) {
+async function waitTemplate(agent, name, present, pred = () => true, timeoutMs = 15000) {
     return waitFor(async () => {
         const t = (await agentTemplates(agent)).find((x) => x.name === name);
         return present ? (t && pred(t) ? t : null) : !t;
-    }, { timeoutMs: 15000, what: `template ${name} ${present ? 'on' : 'gone from'} ${agent.id}` });
+    }, { timeoutMs, what: `template ${name} ${present ? 'on' : 'gone from'} ${agent.id}` });
 }
 
 function apiError(r, status, re, code) {
@@ -261,4 +261,15 @@ test('the catalogue is PostgreSQL\'s: a restarted hub reads it back and the clus
     // the agents reconnect (a WELCOME: they pull) and a write after the restart reaches them
     assert.equal((await hub(admin, 'DELETE', '/api/v1/admin/sandbox-templates/durable')).status, 200);
     for (const a of Object.values(stack.agents)) await waitTemplate(a, 'durable', false);
+});
+
+test('a change made to the table behind this hub (another replica, a hand edit) reaches the clusters within the reload', async () => {
+    assert.equal((await hub(admin, 'POST', '/api/v1/admin/sandbox-templates', { crdJson: tpl('elsewhere') })).status, 201);
+    await waitTemplate(stack.agents.alpha, 'elsewhere', true);
+    const { psqlAt } = await import('./lib/harness.mjs');
+    await psqlAt(stack.pg.url, `UPDATE sandbox_templates SET crd = jsonb_set(crd, '{spec,description}', '"edited elsewhere"') WHERE name = 'elsewhere'`);
+    // the hub re-reads its table every 30 s
+    await waitTemplate(stack.agents.alpha, 'elsewhere', true, (t) => t.description === 'edited elsewhere', 45000);
+    assert.equal((await hub(admin, 'GET', '/api/v1/sandbox-templates/elsewhere')).json.template.description, 'edited elsewhere');
+    assert.equal((await hub(admin, 'DELETE', '/api/v1/admin/sandbox-templates/elsewhere')).status, 200);
 });
