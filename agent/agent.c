@@ -2,6 +2,7 @@
 #include "agent/agent.h"
 #include "agent/auth.h"
 #include "agent/catalogue.h"
+#include "agent/autoscaler.h"
 #include "agent/dataplane.h"
 #include "agent/e2b/e2b.h"
 #include "agent/egress/wiring.h"
@@ -76,6 +77,10 @@ const struct cfg_option agent_serve_options[] = {
      "applied to every Pod image after a SandboxTemplate's agentbox.navix.sh/registry-rewrite "
      "annotation (same format); the first FROM equal to the image's registry host wins",
      NULL},
+    {"egress_image", CFG_STRING, NULL, false, AOPT(egress_image),
+     "kube runtime: image of the egress sidecar and init container (agentbox-egress) in the "
+     "Pods of Envs with overrides.gateway.enabled (default: the pool's idle image)",
+     NULL},
     {"namespace", CFG_STRING, NULL, false, AOPT(kube_namespace),
      "kube runtime: namespace of the SandboxEnvs, SandboxPools and Pods (default: the "
      "kubeconfig's, else default)",
@@ -125,7 +130,8 @@ const struct cfg_option agent_serve_options[] = {
      "take their /30s from (one namespace per agent: two agents may use the same range)",
      NULL},
     {"egress_resolver", CFG_STRING, NULL, false, AOPT(egress_resolver),
-     "local runtime: DNS server (IP or IP:port) the egress gateway relays sandbox queries to "
+     "DNS server (IP or IP:port) the egress gateway (kube: the Pod sidecar) relays sandbox queries "
+     "to "
      "(default: the first nameserver of /etc/resolv.conf)",
      NULL},
     {"egress_upstream_ca", CFG_STRING, NULL, false, AOPT(egress_upstream_ca),
@@ -375,6 +381,8 @@ static int agent_kube_new(struct agent *a, char *err, size_t errlen)
         .ns = cfg->kube_namespace,
         .registry_rewrite = cfg->registry_rewrite,
         .lead_now = !cfg->leader_election,
+        .egress_image = cfg->egress_image,
+        .egress_resolver = cfg->egress_resolver,
     };
     if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
         snprintf(err, errlen, "out of memory");
@@ -496,6 +504,25 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
     return 0;
 }
 
+static bool agent_elects(const struct agent *a);
+
+/* The autoscaler's Events go to the native API's env events (the kube
+ * runtime also writes a Kubernetes Event for each, in rt_scale_set). */
+static void agent_autoscale_event(void *arg, const char *ns, const char *env, const char *reason,
+                                  const char *message)
+{
+    struct agent *a = arg;
+    if (a->native)
+        native_event_add(a->native, ns, env, reason, "%s", message);
+}
+
+/* With leader election only the leader scales (it alone writes the CRDs). */
+static bool agent_autoscale_active(void *arg)
+{
+    struct agent *a = arg;
+    return !agent_elects(a) || atomic_load(&a->lease_leading);
+}
+
 /* Modules are created in dependency order; struct agent lists them in it. */
 int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_t errlen)
 {
@@ -560,6 +587,19 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     if ((rc = agent_add_routes(a, AGENT_NATIVE, ping, AB_ARRAY_LEN(ping), err, errlen)) != 0)
         return rc;
 
+    const struct autoscaler_deps ad = {
+        .loop = a->loop,
+        .rt = a->rt,
+        .event = agent_autoscale_event,
+        .event_arg = a,
+        .active = agent_autoscale_active,
+        .active_arg = a,
+    };
+    if (!(a->as = autoscaler_new(&ad))) {
+        snprintf(err, errlen, "out of memory creating the autoscaler");
+        return AB_ENOMEM;
+    }
+
     const struct fed_deps fd = {
         .loop = a->loop, .rt = a->rt, .hub = a->hub, .auth = a->auth, .cluster = cfg->cluster_id};
     if ((rc = fed_new(&fd, &a->fed, err, errlen)) != 0)
@@ -570,6 +610,7 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
                                    .auth = a->auth,
                                    .hub = a->hub,
                                    .fed = a->fed,
+                                   .autoscaler = a->as,
                                    .cluster = cfg->cluster_id,
                                    .enable_diag = cfg->enable_diag};
     /* native_new has no code to give: it fails when its route table is full
@@ -811,6 +852,8 @@ void agent_fini(struct agent *a)
      * a follower leads at once instead of waiting the lease duration out */
     kube_lease_free(a->lease);
     a->lease = NULL;
+    autoscaler_free(a->as); /* its timer scales the runtime */
+    a->as = NULL;
     rt_free(a->rt); /* sandboxes keep running: the next agent re-adopts them */
     a->rt = NULL;
     egress_wiring_stop(a->egress); /* the gateway's sockets, while the loop is alive */

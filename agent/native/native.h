@@ -23,6 +23,7 @@
 #include "agentbox/http.h"
 
 struct agent_auth;
+struct autoscaler;
 struct fed;
 struct loop;
 struct hub_link;
@@ -35,8 +36,9 @@ struct native_deps {
     struct agent_auth *auth;
     struct hub_link *hub;
     struct fed *fed;
-    const char *cluster; /* this cluster's id */
-    bool enable_diag;    /* serve /v1/diag/...; off: those routes do not exist (404) */
+    struct autoscaler *autoscaler; /* the groups API's last decisions; NULL: none */
+    const char *cluster;           /* this cluster's id */
+    bool enable_diag;              /* serve /v1/diag/...; off: those routes do not exist (404) */
 };
 
 #define NATIVE_ROUTES_MAX 64

@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -269,6 +270,26 @@ int http_query_get(const struct http_request *r, const char *name, char *buf, si
             q++;
     }
     return AB_ENOENT;
+}
+
+int http_query_long(const struct http_request *r, const char *name, long def, long min, long max,
+                    long *out)
+{
+    char buf[32], *end;
+    long v;
+    int rc = http_query_get(r, name, buf, sizeof(buf));
+
+    *out = def;
+    if (rc == AB_ENOENT)
+        return 0;
+    if (rc != 0 || !(buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9')))
+        return AB_EINVAL; /* strtol would take "" and " 4" */
+    errno = 0;
+    v = strtol(buf, &end, 10);
+    if (*end || errno == ERANGE || v < min || v > max)
+        return AB_EINVAL;
+    *out = v;
+    return 0;
 }
 
 /* --- exchange lifecycle ---------------------------------------------------------- */

@@ -398,6 +398,8 @@ test('agent chart with representative values: existing Secret, per-namespace Rol
   clusterId: us-2
   dataDomain: sbx.example.com
   extraArgs: ["--tunnel-ping-interval=5s"]
+  egressImage: registry.example.com/agentbox-egress:9.9.9
+  egressResolver: 10.96.0.10
 hub:
   existingSecret: agent-hub-creds
   urlKey: url
@@ -406,6 +408,7 @@ hub:
 rbac:
   sandboxNamespaces: [team-a, team-b]
   podLogs: true
+  podMetrics: true
 image:
   repository: registry.example.com/agentbox-agent
   tag: "9.9.9"
@@ -418,7 +421,8 @@ image:
     assert.deepEqual(secretRef(c, 'AGENTBOX_HUB_URL'), { name: 'agent-hub-creds', key: 'url' });
     assert.deepEqual(secretRef(c, 'AGENTBOX_JOIN_TOKEN'), { name: 'agent-hub-creds', key: 'token' });
     assert.equal(dep.spec.template.metadata.annotations['checksum/secret'], undefined);
-    for (const a of ['--cluster-id=us-2', '--data-domain=sbx.example.com', '--hub-ca=/etc/agentbox/hub-ca/ca.crt', '--log-level=debug', '--tunnel-ping-interval=5s'])
+    for (const a of ['--cluster-id=us-2', '--data-domain=sbx.example.com', '--hub-ca=/etc/agentbox/hub-ca/ca.crt', '--log-level=debug', '--tunnel-ping-interval=5s',
+        '--egress-image=registry.example.com/agentbox-egress:9.9.9', '--egress-resolver=10.96.0.10'])
         assert.ok(c.args.includes(a), `args ${JSON.stringify(c.args)} lack ${a}`);
     const ca = dep.spec.template.spec.volumes.find((v) => v.name === 'hub-ca');
     assert.equal(ca.secret.secretName, 'hub-ca');
@@ -430,6 +434,7 @@ image:
     for (const b of rbs) assert.equal(b.roleRef.kind, 'ClusterRole');
     assert.deepEqual(all(objs, 'ClusterRoleBinding').map((b) => b.metadata.name), ['ab-templates']);
     assert.deepEqual(rbacTable(objs)['ClusterRole core pods/log'], ['get']);
+    assert.deepEqual(rbacTable(objs)['ClusterRole metrics.k8s.io pods'], ['get']);
 
     // one other namespace for the runtime: --namespace and the RoleBinding there; or cluster-wide
     const other = (await renderOk(AGENT_CHART, [...AGENT_REQUIRED, '--set', 'agent.namespace=sandboxes'])).objs;

@@ -196,6 +196,10 @@ test('envs, pools and groups: create, apply, scale, delete with the PUT rules of
 
     // scaling groups appear because a member declares one
     const groups = await direct(stack.key, 'GET', '/v1/envs/web/autoscaling/groups');
+    // status: the live numbers on this cluster (autoscale.test.mjs covers them)
+    assert.equal(groups.json.items[0].status.autoscalingActive, false);
+    assert.equal(groups.json.items[0].status.totalDesired, 2);
+    delete groups.json.items[0].status;
     assert.deepEqual(groups.json, { items: [{ name: '1c0gi', enabled: false, members: ['web-1c0gi'] }], total: 1 });
     nativeError(await direct(stack.key, 'PUT', '/v1/envs/web/autoscaling/groups/9c9gi', {}), 404, /declared by no member/);
     const gput = await direct(stack.key, 'PUT', '/v1/envs/web/autoscaling/groups/1c0gi',

@@ -92,6 +92,11 @@ const char *http_param(struct http_exchange *ex, const char *name);
  * not validly encoded ("%G1", "%2", "%00"), buf then "". Callers answer 400 on
  * AB_ELIMIT, so both refusals share that code until they test rc != AB_ENOENT. */
 int http_query_get(const struct http_request *r, const char *name, char *buf, size_t len);
+/* An integer query parameter: *out = def when absent; 0, or AB_EINVAL when
+ * it is not a decimal integer in [min, max] (callers answer 400 naming the
+ * parameter and its range). */
+int http_query_long(const struct http_request *r, const char *name, long def, long min, long max,
+                    long *out);
 
 /* Simple responses: sized body, connection kept alive. Headers may be NULL. */
 int http_respond(struct http_exchange *ex, int status, const char *content_type, const void *body,
