@@ -1,6 +1,7 @@
 /* agentbox-agent serve: configuration, listeners, lifecycle. */
 #include "agent/agent.h"
 #include "agent/auth.h"
+#include "agent/catalogue.h"
 #include "agent/autoscaler.h"
 #include "agent/dataplane.h"
 #include "agent/e2b/e2b.h"
@@ -621,6 +622,11 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
      * (or, which err then says, out of memory). */
     if (!(a->native = native_new(&nd, err, errlen)))
         return AB_ELIMIT;
+    const struct catalogue_deps cd = {.loop = a->loop, .rt = a->rt, .hub = a->hub};
+    if (!(a->catalogue = catalogue_new(&cd))) {
+        snprintf(err, errlen, "out of memory creating the template catalogue");
+        return AB_ENOMEM;
+    }
     r = native_routes(a->native, &n);
     if ((rc = agent_add_routes(a, AGENT_NATIVE, r, n, err, errlen)) != 0)
         return rc;
@@ -647,11 +653,12 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     return agent_add_routes(a, AGENT_E2B, r, n, err, errlen);
 }
 
-/* EVENT frames from the hub: key revocations today. */
+/* EVENT frames from the hub: key revocations, assertion keys, the template catalogue. */
 static void agent_on_hub_event(json_t *event, void *arg)
 {
     struct agent *a = arg;
     agent_auth_on_event(a->auth, event);
+    catalogue_on_event(a->catalogue, event);
 }
 
 /* Whether replicas elect a leader (kube runtime) for the reconciler's
@@ -858,6 +865,7 @@ void agent_fini(struct agent *a)
     egress_wiring_stop(a->egress); /* the gateway's sockets, while the loop is alive */
     e2b_free(a->e2b);
     native_free(a->native);
+    catalogue_free(a->catalogue); /* after the tunnel and the runtime answered its calls */
     dataplane_free(a->dp);
     free(a->pool_seen);
     loop_free(a->loop);

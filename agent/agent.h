@@ -26,6 +26,7 @@ struct e2b;
 struct fed;
 struct hub_link;
 struct native;
+struct catalogue;
 struct rt;
 struct agent_pool_seen;
 struct egress_wiring;
@@ -107,6 +108,7 @@ struct agent {
     struct autoscaler *as; /* scaling groups: the runtime's member replicas */
     struct fed *fed;       /* bare-name placement and the capacity reporter */
     struct native *native;
+    struct catalogue *catalogue; /* the hub's templates applied here (catalogue.c) */
     struct e2b *e2b;
     struct agent_listener_state l[AGENT_NLISTENERS];
     struct agent_tunnel *tunnel; /* NULL when standalone */

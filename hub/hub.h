@@ -26,6 +26,7 @@ struct e2b_front;
 struct vault_api;
 struct sessions;
 struct approvals;
+struct templates;
 
 /* `serve` configuration (flags, AGENTBOX_* environment, YAML keys). */
 struct hub_serve_config {
@@ -88,6 +89,7 @@ struct hub {
     struct vault_api *vault;      /* /e2b/secrets and the resolve route (vault_api.c) */
     struct sessions *sessions;    /* console logins (sessions.c) */
     struct approvals *approvals;  /* the approval gate (approvals.c) */
+    struct templates *templates;  /* the template catalogue (templates.c) */
     struct tunnel_server *tunnel; /* :7701 (tunnel_server.c), created by hub_start */
 };
 

@@ -494,8 +494,13 @@ static void write_done(void *arg, int err, const char *msg)
     struct native_pending *w = arg;
 
     if (err) {
-        native_error(w->ex, err == AB_EBUSY || err == AB_ECLOSED ? 503 : 500, NULL, NULL, "%s",
-                     msg ? msg : ab_strerror(err));
+        /* AB_EEXIST: the kube runtime's PUT met a newer resourceVersion (409) */
+        native_error(w->ex,
+                     err == AB_EBUSY || err == AB_ECLOSED ? 503
+                     : err == AB_EEXIST                   ? 409
+                     : err == AB_EINVAL                   ? 400
+                                                          : 500,
+                     NULL, NULL, "%s", msg ? msg : ab_strerror(err));
     } else {
         native_event_add(w->n, w->ns, w->env, w->reason, "%s", w->message);
         LOG_INFO("env written", "namespace", w->ns, "env", w->env, "change", w->reason);

@@ -129,6 +129,8 @@ bool native_own_sandbox(struct http_exchange *ex, struct native *n, const struct
 /* Ends every open terminal / log stream at once (native_free calls them). */
 void native_terminal_close_all(struct native *n);
 void native_logstream_close_all(struct native *n);
+/* /v1/admin/sandbox-templates, relayed to the hub (templates_admin.c). */
+int native_templates_admin_add_routes(struct native *n, char *err, size_t errlen);
 /* Answers the writes still queued (native_free calls it). */
 void native_mgmt_free(struct native *n);
 

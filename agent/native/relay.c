@@ -243,7 +243,8 @@ struct native *native_new(const struct native_deps *deps, char *err, size_t errl
     if (native_relay_add_routes(n, err, errlen) || native_whoami_add_routes(n, err, errlen) ||
         native_sandboxes_add_routes(n, err, errlen) || native_mgmt_add_routes(n, err, errlen) ||
         native_system_add_routes(n, err, errlen) || native_exec_add_routes(n, err, errlen) ||
-        native_terminal_add_routes(n, err, errlen) || native_logstream_add_routes(n, err, errlen)) {
+        native_terminal_add_routes(n, err, errlen) || native_logstream_add_routes(n, err, errlen) ||
+        native_templates_admin_add_routes(n, err, errlen)) {
         free(n->events);
         free(n);
         return NULL;

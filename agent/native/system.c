@@ -92,7 +92,11 @@ static void tpl_one(void *arg, const struct rt_object *o)
             json_object_set(t, fields[i], json_object_get(spec, fields[i]));
     if (json_object_get(meta, "annotations"))
         json_object_set(t, "annotations", json_object_get(meta, "annotations"));
-    json_object_set_new(t, "syncSource", json_string("local"));
+    /* hub-synced templates carry the label (agent/catalogue.h) */
+    const char *src = json_string_value(
+        json_object_get(json_object_get(meta, "labels"), "agentbox.io/sync-source"));
+    json_object_set_new(t, "syncSource",
+                        json_string(src && !strcmp(src, "global") ? "global" : "local"));
     json_array_append_new(c->items, t);
 }
 

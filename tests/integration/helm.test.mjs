@@ -190,7 +190,8 @@ test('agent chart with the required values: CRDs first and kept, RBAC verbs exac
     assert.equal(find(objs, 'CustomResourceDefinition', 'sandboxtemplates.agents.navix.sh').spec.scope, 'Cluster');
 
     // RBAC: exactly what the runtime uses (§5.3 for pods, events, leases, the CRs and
-    // their status): no secrets, no exec, no logs by default, no wildcard
+    // their status, the ips-<env> pull Secrets written but never read): no secret
+    // reads, no exec, no logs by default, no wildcard
     const crud = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
     assert.deepEqual(rbacTable(objs), {
         'ClusterRole agents.navix.sh sandboxtemplates': crud,
@@ -198,6 +199,7 @@ test('agent chart with the required values: CRDs first and kept, RBAC verbs exac
         'ClusterRole agents.navix.sh sandboxtemplates/finalizers': ['update'],
         'ClusterRole core pods': crud,
         'ClusterRole core events': ['create', 'patch'],
+        'ClusterRole core secrets': ['create', 'delete', 'update'],
         'ClusterRole agents.navix.sh sandboxenvs': crud,
         'ClusterRole agents.navix.sh sandboxpools': crud,
         'ClusterRole agents.navix.sh sandboxenvs/status': ['get', 'patch', 'update'],

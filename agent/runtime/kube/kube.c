@@ -9,6 +9,7 @@
 
 #include "agent/runtime/kube/adopt.h"
 #include "agent/runtime/kube/client.h"
+#include "agent/runtime/kube/objects.h"
 #include "agent/runtime/kube/egress_pod.h"
 #include "agent/runtime/kube/reconcile.h"
 #include "agent/runtime/kube/start.h"
@@ -259,6 +260,8 @@ struct krt {
     json_t *env_writes; /* "ns/name" of an Env → ms before which its status is not written */
     unsigned crd_gen, set_gen;
     struct mf_set *set;
+
+    struct kobj *kobj; /* rt_objects / rt_object_write (objects.c) */
 
     struct kpool *pools;
     struct ksb *sbxs;
@@ -582,6 +585,7 @@ static void drain_now(struct krt *rt)
         free(head);
         head = n;
     }
+    kobj_observed(rt->kobj); /* writes waiting for the watch */
     schedule(rt);
 }
 
@@ -1636,6 +1640,7 @@ static void reconcile_envs(struct krt *rt)
                                         v->member->mem_bytes, mspec);
         if (!want)
             continue;
+        kobj_member_pull_secret(env, want); /* the Env's ips-<env> Secret, if it has one */
         kscale_apply(rt->scale, v->ns, v->name, want); /* the autoscaler's replicas win */
         snprintf(key, sizeof(key), "%s/%s", v->ns, v->name);
         const json_t *live = json_object_get(rt->objs[K_POOL], key);
@@ -2919,6 +2924,7 @@ static void krt_destroy(struct krt *rt)
     json_decref(rt->expect_add);
     json_decref(rt->expect_del);
     json_decref(rt->env_writes);
+    kobj_free(rt->kobj);
     mf_set_free(rt->set);
     kube_seal_clear(&rt->seal);
     kscale_free(rt->scale);
@@ -2935,6 +2941,7 @@ static void op_free(struct rt *base)
     struct krt *rt = (struct krt *)base;
 
     rt->closing = true;
+    kobj_close(rt->kobj); /* its writers hear now */
     atomic_store(&rt->stop, true);
     pthread_mutex_lock(&rt->mu);
     pthread_cond_broadcast(&rt->cv);
@@ -2991,6 +2998,48 @@ static void op_free(struct rt *base)
         ksb_unlink_free(s);
     }
     maybe_destroy(rt);
+}
+
+/* ---- the manifest seam (objects.c) ---------------------------------------------------- */
+
+struct kobj_req {
+    kobj_resp_fn fn;
+    void *arg;
+};
+
+static void kobj_req_done(struct krt *rt, void *arg, int rc, struct kube_response *resp)
+{
+    struct kobj_req *q = arg;
+    (void)rt;
+    q->fn(q->arg, rc, resp);
+    free(q);
+}
+
+static int kobj_send(void *owner, const char *method, const struct kube_ref *ref, const char *ctype,
+                     const json_t *body, kobj_resp_fn fn, void *arg)
+{
+    struct kobj_req *q = malloc(sizeof(*q));
+    int rc;
+
+    if (!q)
+        return AB_ENOMEM;
+    q->fn = fn;
+    q->arg = arg;
+    if ((rc = send_req(owner, method, ref, ctype, body, kobj_req_done, q)) != 0)
+        free(q);
+    return rc;
+}
+
+static void op_objects(struct rt *base, enum rt_obj_kind kind, const char *ns, const char *name,
+                       rt_object_fn fn, void *arg)
+{
+    kobj_objects(((struct krt *)base)->kobj, kind, ns, name, fn, arg);
+}
+
+static int op_object_write(struct rt *base, const struct rt_write *w, rt_write_cb cb, void *arg,
+                           char *err, size_t errlen)
+{
+    return kobj_write(((struct krt *)base)->kobj, w, cb, arg, err, errlen);
 }
 
 static void network_pushed(void *arg, const char *err)
@@ -3077,6 +3126,8 @@ static const struct rt_ops krt_ops = {
     .list_envs = op_list_envs,
     .pool_status = op_pool_status,
     .free = op_free,
+    .objects = op_objects,
+    .object_write = op_object_write,
     .set_network = op_set_network,
     .usage_probe = op_usage_probe,
     .usage_read = kube_usage_read,
@@ -3188,6 +3239,15 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
     rt->expect_add = json_object();
     rt->expect_del = json_object();
     rt->env_writes = json_object();
+    const struct kobj_deps kd = {.loop = rt->loop,
+                                 .send = kobj_send,
+                                 .owner = rt,
+                                 .ns = rt->ns,
+                                 .templates = rt->objs[K_TPL],
+                                 .envs = rt->objs[K_ENV],
+                                 .pools = rt->objs[K_POOL]};
+    if ((rt->kobj = kobj_new(&kd)) != NULL)
+        rt->base.caps |= RT_CAP_MANIFEST_WRITE;
     for (int i = 0; i < K_NKINDS; i++) {
         rt->refl[i].rt = rt;
         rt->refl[i].kind = i;

@@ -86,6 +86,40 @@ RESOURCES.push(
 );
 // --- end of the helm section ------------------------------------------------------------------
 
+// --- Secret: the typed Secrets the agent writes (the ips-<env> pull secret) -------------------
+// As the real server's ValidateSecret: kubernetes.io/dockerconfigjson needs
+// data[".dockerconfigjson"], the base64 of a JSON object; a Secret's type is
+// immutable. Runs after secretNormalize (stringData already folded into data).
+function secretValidate(obj, prev) {
+    const r = RESOURCES.find((x) => x.name === 'secrets');
+    const name = obj.metadata?.name ?? '';
+    const causes = [];
+    if (prev && (prev.type ?? 'Opaque') !== obj.type)
+        causes.push({ reason: 'FieldValueInvalid', field: 'type', message: 'Invalid value: "' + obj.type + '": field is immutable' });
+    if (obj.type === 'kubernetes.io/dockerconfigjson') {
+        const raw = obj.data?.['.dockerconfigjson'];
+        let parsed;
+        try {
+            parsed = raw === undefined ? undefined : JSON.parse(Buffer.from(raw, 'base64').toString('utf8'));
+        } catch {
+            parsed = null;
+        }
+        if (raw === undefined)
+            causes.push({ reason: 'FieldValueRequired', field: 'data[.dockerconfigjson]', message: 'Required value' });
+        else if (!isObj(parsed))
+            causes.push({ reason: 'FieldValueInvalid', field: 'data[.dockerconfigjson]', message: 'Invalid value: "<secret contents redacted>": invalid character in JSON' });
+    }
+    if (causes.length) throw invalid(r, name, causes);
+}
+{
+    const r = RESOURCES.find((x) => x.name === 'secrets');
+    r.normalize = (obj, prev) => {
+        secretNormalize(obj);
+        secretValidate(obj, prev);
+    };
+}
+// --- end of the Secret section ----------------------------------------------------------------
+
 for (const r of RESOURCES) {
     r.apiVersion = r.group ? `${r.group}/${r.version}` : r.version;
     r.prefix = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
@@ -371,6 +405,8 @@ function crDefaults(r, o) {
     const s = o.spec;
     if (!isObj(s)) return;
     if (r.kind === 'SandboxPool') s.podCreationImagePolicy ??= 'IdleImage';
+    // RuntimeSpec.protocol defaults to TCP (crds-and-charts.md §1.1)
+    if (r.kind === 'SandboxTemplate') for (const rt of Array.isArray(s.runtimes) ? s.runtimes : []) if (isObj(rt)) rt.protocol ??= 'TCP';
     if (r.kind === 'SandboxEnv') {
         s.mode ??= 'WarmPool';
         for (const g of s.autoscaling?.groups ?? []) {
@@ -629,7 +665,7 @@ export async function startKubeApi(opts = {}) {
                         message: 'Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)',
                     }]);
             }
-            r.normalize?.(next);
+            r.normalize?.(next, cur);
             if (r.cr) fv.warnings = prune(r, next, fv.mode);
             if (r.cr) crDefaults(r, next);
             validateMeta(r, next);
