@@ -385,6 +385,7 @@ static int agent_kube_new(struct agent *a, char *err, size_t errlen)
         .ns = cfg->kube_namespace,
         .registry_rewrite = cfg->registry_rewrite,
         .lead_now = !cfg->leader_election,
+        .seal_secret = cfg->join_token,
         .egress_image = cfg->egress_image,
         .egress_resolver = cfg->egress_resolver,
     };

@@ -8,6 +8,9 @@
 //                  stopped, a new one spawned and /health answering)
 //   agent after    running → the claim's 201: the watch delivering the
 //                  status, POST /init to envd, the reply
+// Also per claim and release: the agent's API requests (on the critical path,
+// claim → 201, and in all until the Pod is idle again) and the new TCP
+// connections it opened to the API server (the client keeps one per thread).
 // Needs root and a build: AGENTBOX_BUILD_DIR=build-rel node tests/bench/kube_claim_split.mjs
 // Knob: BENCH_SEQ (30).
 import { performance } from 'node:perf_hooks';
@@ -82,13 +85,21 @@ const podPatches = (from) => api.requests.filter((r) => r.t >= from && r.method 
 try {
     await full();
     const total = [], before = [], kubelet = [], after = [];
+    let critical = 0, all = 0, conns = 0;
+    // the agent's: not the watches, not this bench's pool status polls
+    const agentReqs = (from, to = Infinity) => api.requests.filter((r) => r.t >= from && r.t <= to && !r.query?.watch &&
+        !(r.method === 'GET' && r.path === `${CR}/namespaces/default/sandboxpools/bench`)).length;
     for (let i = 0; i < SEQ; i++) {
         await full();
+        const c0 = api.connections;
         const t0 = performance.now();
         const sb = await claim(alpha, stack.key, { poolName: 'bench', timeout: 300 });
         const t1 = performance.now();
         await native(alpha, stack.key, 'DELETE', `/v1/sandboxes/${sb.sandboxId}`);
         await full();
+        critical += agentReqs(t0, t1);
+        all += agentReqs(t0);
+        conns += api.connections - c0;
         const patches = podPatches(t0);
         const swap = patches.find((r) => JSON.stringify(r.body).includes('bench/run:1'));
         if (!swap) throw new Error('no image patch seen');
@@ -108,6 +119,8 @@ try {
     row('agent before: claim → CAS image patch', before);
     row('kubelet: patch → new envd running', kubelet);
     row('agent after: running → 201', after);
+    console.log(`  API requests per claim: ${fmt(critical / SEQ, 1)} before the 201, ${fmt(all / SEQ, 1)} until idle again ` +
+        `; new TCP connections to the API server per claim ${fmt(conns / SEQ, 2)}`);
 } finally {
     ac.abort();
     await stack.stop();

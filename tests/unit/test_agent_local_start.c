@@ -37,19 +37,19 @@ static void pool_takes_start_command_and_probes(void **state)
     assert_false(lrt_start_needed(p));
     lrt_pool_set_runtimes(p, rts, 3);
     assert_true(lrt_start_needed(p));
-    assert_string_equal(p->start_cmd, "run-app");
-    assert_string_equal(p->start_rt, "app");
-    assert_int_equal(p->nprobes, 2); /* envd's is the socket the runtime waits for */
-    assert_string_equal(p->probes[0].rt, "app");
-    assert_int_equal(p->probes[0].p.port, 49999);
-    assert_string_equal(p->probes[0].p.path, "/health");
-    assert_string_equal(p->probes[1].rt, "db");
-    assert_int_equal(p->probes[1].p.kind, MF_PROBE_TCP);
+    assert_string_equal(p->start.cmd, "run-app");
+    assert_string_equal(p->start.cmd_rt, "app");
+    assert_int_equal(p->start.nprobes, 2); /* envd's is the socket the runtime waits for */
+    assert_string_equal(p->start.probes[0].rt, "app");
+    assert_int_equal(p->start.probes[0].p.port, 49999);
+    assert_string_equal(p->start.probes[0].p.path, "/health");
+    assert_string_equal(p->start.probes[1].rt, "db");
+    assert_int_equal(p->start.probes[1].p.kind, MF_PROBE_TCP);
 
     /* a reload without them clears them */
     lrt_pool_set_runtimes(p, rts, 1);
     assert_false(lrt_start_needed(p));
-    assert_string_equal(p->start_cmd, "");
+    assert_string_equal(p->start.cmd, "");
     lrt_pool_set_runtimes(p, NULL, 0);
     assert_false(lrt_start_needed(p));
     free(p);

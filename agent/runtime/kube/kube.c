@@ -7,10 +7,12 @@
  * on_event, which only copy objects into the queue). */
 #include "agent/runtime/kube/kube.h"
 
+#include "agent/runtime/kube/adopt.h"
 #include "agent/runtime/kube/client.h"
 #include "agent/runtime/kube/objects.h"
 #include "agent/runtime/kube/egress_pod.h"
 #include "agent/runtime/kube/reconcile.h"
+#include "agent/runtime/kube/start.h"
 #include "agent/runtime/kube/registry.h"
 #include "agent/runtime/kube/usage.h"
 #include "agent/runtime/kube/scale.h"
@@ -126,10 +128,38 @@ struct ksb {
     struct http_client *hc;
     int http_status;
     bool doomed; /* freed when its request ends */
+    /* Re-adoption (adopt.h): the Pod's resourceVersion our last write of it
+     * produced (older watch events are not news), and end-at writes in flight
+     * (the watch must not undo a newer end with an older one). */
+    long long seen_rv;
+    int end_writing;
+    struct kstart *start; /* the start command and readiness checks (start.h); NULL: none */
+    /* A Pod whose start command ran while idle (prestart): envd already has
+     * this token, so the claim's /init presents it and runs nothing more. */
+    char idle_token[RT_TOKEN_MAX + 1];
     /* egress sidecar (egress_pod.h): the policy pushed, and a push under way */
     json_t *network;
     bool internet, allow_private;
     struct kube_egress_push *push;
+};
+
+/* An idle Pod of a pool claimed without a swap whose start command and
+ * checks run now, so that the warm Pod is already ready (leader only). */
+struct kpre {
+    struct kpre *next;
+    struct krt *rt;
+    struct kpool *pool;
+    char ns[64];
+    char pod[KUBE_POD_NAME_MAX + 1];
+    char uid[64];
+    char ip[64];
+    char token[RT_TOKEN_MAX + 1];
+    struct http_client *hc; /* its /init */
+    int http_status;
+    struct kstart *k;
+    bool ready;              /* passed: the token is written on the Pod (sealed) and kept here */
+    struct loop_timer timer; /* the pool's startup timeout, until ready */
+    bool timer_on;
 };
 
 /* A released sandbox's egress policy being cleared (egress_pod.h): its
@@ -190,7 +220,9 @@ struct kpool {
     struct kube_rewrite rw;
     char rewrite_err[400];
     int64_t last_event_ms;
-    int64_t last_create_ms; /* the autoscaler's last-create tracking (scale.c) */
+    struct rt_start_spec start; /* its runtimes' start command and probes (startcmd.h) */
+    int64_t prestart_after_ms;  /* an idle Pod's start failed: the next waits until then */
+    int64_t last_create_ms;     /* the autoscaler's last-create tracking (scale.c) */
 };
 
 struct krt {
@@ -203,6 +235,7 @@ struct krt {
     int64_t resync_ms;
     int waiters_max;
     struct kube_rewrite rewrite; /* --registry-rewrite: the region's default */
+    struct kube_seal seal;       /* the envd token's seal on claimed Pods (adopt.h) */
     char egress_image[KUBE_IMAGE_MAX], egress_resolver[128]; /* the sidecar's (egress_pod.h) */
     struct kscale *scale; /* scaling groups and the autoscaler's replicas (scale.c) */
     bool leading;
@@ -233,6 +266,7 @@ struct krt {
     struct kpool *pools;
     struct ksb *sbxs;
     struct krel *rels;
+    struct kpre *pres;
     struct kclear *clears; /* DELETE /policy to released Pods' sidecars, under way */
     uint64_t next_ticket;
     struct loop_timer kick, tick, gap, retry;
@@ -242,6 +276,15 @@ struct krt {
 static void schedule(struct krt *rt);
 static void gap_fn(struct loop_timer *t);
 static void reconcile_env_status(struct krt *rt);
+static void refresh_start_specs(struct krt *rt);
+struct kpre;
+static bool prestart_pool(const struct kpool *p);
+static bool prestart_token(struct krt *rt, const struct kube_pod *pod, const json_t *obj,
+                           char *out);
+static void prestart_pod(struct krt *rt, struct kpool *p, const struct kube_pod *pod,
+                         const json_t *obj);
+static void prestart_forget(struct krt *rt, const struct kube_pod *pod);
+static void prestart_free(struct kpre *x);
 static void retry_fn(struct loop_timer *t);
 static void serve_waiters(struct krt *rt, struct kpool *p);
 static void ksb_release(struct ksb *s, const char *why);
@@ -615,10 +658,12 @@ static void ksb_unlink_free(struct ksb *s)
         loop_timer_cancel(&s->timer);
     if (s->hc)
         http_client_close(s->hc);
+    kstart_free(s->start);
     kube_egress_push_cancel(s->push);
     json_decref(s->network);
     json_decref(s->metadata);
     explicit_bzero(s->token, sizeof(s->token));
+    explicit_bzero(s->idle_token, sizeof(s->idle_token));
     free(s);
 }
 
@@ -646,6 +691,155 @@ static void fill(const struct ksb *s, struct rt_sandbox *o, bool ref_md)
 
 static void end_timer(struct loop_timer *t);
 
+/* ---- re-adoption hooks (adopt.h) ---------------------------------------------------------- */
+
+struct kend {
+    char ns[64];
+    char pod[KUBE_POD_NAME_MAX + 1];
+    char id[RT_ID_MAX + 1];
+};
+
+static void end_done(struct krt *rt, void *arg, int rc, struct kube_response *resp)
+{
+    struct kend *e = arg;
+    struct ksb *s = rc == AB_ECLOSED ? NULL : ksb_by_pod(rt, e->ns, e->pod);
+
+    if (s && strcmp(s->id, e->id) == 0) {
+        s->end_writing--;
+        if (rc == 0 && resp->code == 200) {
+            json_t *pod = json_loadb(resp->body, resp->len, 0, NULL);
+            long long rv =
+                strtoll(jstr(json_object_get(pod, "metadata"), "resourceVersion"), NULL, 10);
+            s->seen_rv = AB_MAX(s->seen_rv, rv);
+            json_decref(pod);
+        }
+    }
+    if (rc == 0 && resp->code != 200)
+        LOG_WARN("a sandbox's end-at not written on its Pod", "pod", e->pod, "code",
+                 code_s(resp->code), "message", resp->status.message);
+    free(e);
+}
+
+/* Writes the sandbox's end on its Pod (end-at), with the running phase
+ * label once armed: what another replica, or this agent after a restart,
+ * rebuilds the sandbox's timeout from. */
+static void end_write(struct ksb *s, bool armed_now)
+{
+    char ts[32];
+    struct kend *e = calloc(1, sizeof(*e));
+
+    if (!e)
+        return;
+    ab_strlcpy(e->ns, s->ns, sizeof(e->ns));
+    ab_strlcpy(e->pod, s->pod, sizeof(e->pod));
+    ab_strlcpy(e->id, s->id, sizeof(e->id));
+    kube_time_format(s->end_ms, true, ts);
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", KUBE_A_END, ts);
+    if (patch && armed_now)
+        json_object_set_new(json_object_get(patch, "metadata"), "labels",
+                            json_pack("{s:s}", KUBE_L_PHASE, "running"));
+    struct kube_ref r = ref_of(K_POD, s->ns, s->pod, NULL);
+    if (patch &&
+        send_req(s->rt, "PATCH", &r, "application/merge-patch+json", patch, end_done, e) == 0) {
+        s->end_writing++;
+        e = NULL;
+    }
+    json_decref(patch);
+    free(e);
+}
+
+static void schedule_end(struct ksb *s);
+
+/* A running sandbox's Pod moved. Another replica released it (the claim's
+ * label is gone or the Pod is going back to idle): forgotten here, nothing
+ * written. Another replica set its timeout: the new end applies here too.
+ * true when s was freed. */
+static bool running_moved(struct ksb *s, const struct kube_pod *p, const json_t *obj)
+{
+    long long rv = strtoll(p->rv, NULL, 10);
+    struct kube_claimed c;
+
+    if (rv <= s->seen_rv)
+        return false; /* older than what we wrote or adopted */
+    s->seen_rv = rv;
+    if (p->phase == KUBE_PH_STOPPING || p->phase == KUBE_PH_IDLE || strcmp(p->sandbox_id, s->id)) {
+        LOG_INFO("sandbox released by another agent", "id", s->id, "pod", s->pod);
+        ksb_unlink_free(s);
+        return true;
+    }
+    if (s->end_writing > 0 || kube_claimed_read(obj, &c) != 0)
+        return false;
+    json_decref(c.metadata);
+    if (c.end_ms > 0 && c.end_ms != s->end_ms) {
+        s->end_ms = c.end_ms;
+        schedule_end(s);
+    }
+    return false;
+}
+
+/* A claimed Pod no sandbox of ours holds: rebuilt from its annotations when
+ * it is armed and its token opens; else the verdict says whether to leave it
+ * (a claim under way, perhaps another replica's) or release it. */
+static enum kube_adopt_verdict adopt_pod(struct krt *rt, struct kpool *p,
+                                         const struct kube_pod *pod, const json_t *obj)
+{
+    struct kube_claimed c;
+    char token[RT_TOKEN_MAX + 1] = "";
+    bool unsealed = false;
+    int64_t now = ab_wall_ms();
+    enum kube_adopt_verdict v;
+    struct ksb *s;
+
+    if ((pod->phase != KUBE_PH_STARTING && pod->phase != KUBE_PH_RUNNING) || pod->deleting ||
+        pod->dead || ksb_by_pod(rt, pod->ns, pod->name))
+        return KUBE_ADOPT_NO; /* the phase first: most Pods are idle, and this runs every pass */
+    kube_claimed_read(obj, &c);
+    for (s = rt->sbxs; s && c.id[0]; s = s->next)
+        if (strcmp(s->id, c.id) == 0) { /* another Pod claims to be it: leave both alone */
+            json_decref(c.metadata);
+            return KUBE_ADOPT_NO;
+        }
+    bool running_image = pod->running && pod->ip[0] && strcmp(pod->image, pod->status_image) == 0;
+    if (c.id[0] && c.sealed[0] && pod->phase == KUBE_PH_RUNNING)
+        unsealed = kube_unseal_token(&rt->seal, pod->ns, pod->name, pod->uid, c.id, c.principal,
+                                     c.sealed, token, sizeof(token)) == 0;
+    v = kube_adopt_decide(pod->phase, &c, running_image, unsealed, now,
+                          p->startup_ms > 0 ? p->startup_ms : DEFAULT_STARTUP_MS);
+    if (v != KUBE_ADOPT_YES || !(s = calloc(1, sizeof(*s)))) {
+        explicit_bzero(token, sizeof(token));
+        json_decref(c.metadata);
+        return v == KUBE_ADOPT_YES ? KUBE_ADOPT_NO : v;
+    }
+    s->rt = rt;
+    s->pool = p;
+    s->state = KS_RUNNING;
+    ab_strlcpy(s->ns, pod->ns, sizeof(s->ns));
+    ab_strlcpy(s->pod, pod->name, sizeof(s->pod));
+    ab_strlcpy(s->uid, pod->uid, sizeof(s->uid));
+    ab_strlcpy(s->container, p->container, sizeof(s->container));
+    ab_strlcpy(s->id, c.id, sizeof(s->id));
+    ab_strlcpy(s->image, pod->image, sizeof(s->image));
+    ab_strlcpy(s->ip, pod->ip, sizeof(s->ip));
+    ab_strlcpy(s->token, token, sizeof(s->token));
+    explicit_bzero(token, sizeof(token));
+    ab_strlcpy(s->team, c.team, sizeof(s->team));
+    ab_strlcpy(s->owner, c.owner, sizeof(s->owner));
+    s->metadata = c.metadata;
+    /* the policy's lists stay in the sidecar, which still enforces them */
+    s->internet = c.has_egress ? c.internet : false;
+    s->allow_private = c.has_egress && c.allow_private;
+    s->claimed_ms = c.claimed_ms > 0 ? c.claimed_ms : now;
+    s->end_ms = c.end_ms;
+    s->last_active_ms = now; /* activity before the restart is not known: a full idle period */
+    s->idle_ms = p->idle_ms;
+    s->seen_rv = strtoll(pod->rv, NULL, 10);
+    s->next = rt->sbxs;
+    rt->sbxs = s;
+    schedule_end(s);
+    LOG_INFO("sandbox adopted from its Pod", "id", s->id, "pool", p->name, "pod", s->pod);
+    return KUBE_ADOPT_YES;
+}
+
 /* The next end: the lifetime, or the pool's idle timeout after the last
  * data-plane activity, whichever comes first. */
 static void schedule_end(struct ksb *s)
@@ -664,6 +858,14 @@ static void end_timer(struct loop_timer *t)
     struct ksb *s = t->arg;
     int64_t now = ab_wall_ms();
     s->timer_on = false;
+    if (!s->rt->leading &&
+        (now >= s->end_ms || (s->idle_ms > 0 && now >= s->last_active_ms + s->idle_ms))) {
+        /* Every replica holds the sandbox; the leader ends it. Look again
+         * in a while, in case this one leads by then. */
+        s->timer_on = true;
+        loop_timer_start(s->rt->loop, &s->timer, 1000, end_timer, s);
+        return;
+    }
     if (now >= s->end_ms || (s->idle_ms > 0 && now >= s->last_active_ms + s->idle_ms)) {
         LOG_INFO("sandbox timed out", "id", s->id, "pool", s->pool->name);
         ksb_release(s, "timeout");
@@ -692,12 +894,9 @@ static void armed(struct ksb *s)
     schedule_end(s);
     LOG_INFO("sandbox claimed", "id", s->id, "pool", s->pool->name, "pod", s->pod, "image",
              s->image);
-    /* The swap is done: the Pod says so (operators count phases by label). */
-    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "labels", KUBE_L_PHASE, "running");
-    struct kube_ref r = ref_of(K_POD, s->ns, s->pod, NULL);
-    if (patch)
-        send_simple(s->rt, "running", "PATCH", &r, "application/merge-patch+json", patch);
-    json_decref(patch);
+    /* The swap is done: the Pod says so (operators count phases by label),
+     * with the end a re-adopting agent needs. */
+    end_write(s, true);
     fill(s, &snap, false);
     w->cb(w->arg, 0, NULL, &snap);
     waiter_free(w);
@@ -731,6 +930,38 @@ static void init_data(struct http_client *c, const void *d, size_t len, void *ar
     (void)arg;
 }
 
+/* The start command and readiness checks ended (start.h): armed, or the
+ * claim fails naming the check (the Pod goes back). */
+static void start_done(void *arg, int err, const char *msg)
+{
+    struct ksb *s = arg;
+
+    if (s->state != KS_ARMING || !s->w)
+        return; /* ready long ago: a late word changes nothing */
+    if (err)
+        ksb_fail(s, AB_EIO, msg);
+    else
+        armed(s);
+}
+
+/* After the claim's /init (envd refuses processes before it): the claim's
+ * token and user run the command. */
+static void start_begin(struct ksb *s)
+{
+    struct kstart_deps d = {
+        .loop = s->rt->loop,
+        .spec = &s->pool->start,
+        .ip = s->ip,
+        .envd_port = s->pool->envd_port,
+        .token = s->token,
+        .user = s->w->user,
+        .done = start_done,
+        .arg = s,
+    };
+    if (!(s->start = kstart_new(&d)))
+        ksb_fail(s, AB_ENOMEM, "out of memory starting the start command");
+}
+
 static void init_finish(struct ksb *s, const char *err)
 {
     char msg[RT_ERR_MAX];
@@ -744,7 +975,10 @@ static void init_finish(struct ksb *s, const char *err)
         s->w = NULL;
         ksb_unlink_free(s);
     } else if (!err && s->http_status >= 200 && s->http_status < 300) {
-        armed(s);
+        if (s->w && !s->idle_token[0] && rt_start_spec_needed(&s->pool->start))
+            start_begin(s);
+        else
+            armed(s);
     } else {
         if (err)
             snprintf(msg, sizeof(msg), "envd of Pod %s did not answer POST /init: %s", s->pod, err);
@@ -779,7 +1013,8 @@ static const struct http_client_handler init_handler = {
 static void post_init(struct ksb *s)
 {
     struct kwaiter *w = s->w;
-    struct http_header h[] = {{"Content-Type", "application/json"}};
+    struct http_header h[] = {{"Content-Type", "application/json"},
+                              {"X-Access-Token", s->idle_token}};
     struct http_client_options o = {0};
     char addr[RT_ADDR_MAX], ts[32];
     char *body;
@@ -803,7 +1038,7 @@ static void post_init(struct ksb *s)
     o.method = "POST";
     o.target = "/init";
     o.headers = h;
-    o.nheaders = 1;
+    o.nheaders = s->idle_token[0] ? 2 : 1;
     o.content_length = (int64_t)len;
     o.timeout_ms = 10000;
     s->http_status = 0;
@@ -943,7 +1178,10 @@ static void pod_changed(struct krt *rt, const json_t *obj, bool gone)
 
     if (kube_pod_observe(obj, &p, err, sizeof(err)) != 0)
         return;
-    if ((s = ksb_by_pod(rt, p.ns, p.name)))
+    if (gone || p.deleting || p.dead)
+        prestart_forget(rt, &p);
+    if ((s = ksb_by_pod(rt, p.ns, p.name)) &&
+        !(s->state == KS_RUNNING && !gone && !p.deleting && !p.dead && running_moved(s, &p, obj)))
         ksb_observe(s, &p, gone);
     for (struct krel *r = rt->rels, *next; r; r = next) {
         next = r->next;
@@ -1005,6 +1243,7 @@ static void patch_done(struct krt *rt, void *arg, int rc, struct kube_response *
     s->state = KS_SWAPPING;
     if (pod && kube_pod_observe(pod, &p, err, sizeof(err)) == 0) {
         ab_strlcpy(s->uid, p.uid, sizeof(s->uid));
+        s->seen_rv = strtoll(p.rv, NULL, 10);
         /* The same image on a running Pod: no restart comes (fast path). */
         ksb_observe(s, &p, false);
     }
@@ -1013,7 +1252,7 @@ static void patch_done(struct krt *rt, void *arg, int rc, struct kube_response *
 
 /* Claims Pod p (idle, Ready) for w: the CAS patch with the Pod's version. */
 static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *p,
-                     struct kwaiter *w)
+                     struct kwaiter *w, const char *idle_token)
 {
     struct ksb *s = calloc(1, sizeof(*s));
     char ts[32], principal[160];
@@ -1032,6 +1271,9 @@ static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *
     ab_strlcpy(s->owner, w->owner, sizeof(s->owner));
     ab_strlcpy(s->ip, p->ip, sizeof(s->ip));
     ab_strlcpy(s->image, w->image[0] ? w->image : pool->run_image, sizeof(s->image));
+    /* a swap (an image override) restarts envd: the idle token is gone with it */
+    if (idle_token && strcmp(s->image, pool->idle_image) == 0)
+        ab_strlcpy(s->idle_token, idle_token, sizeof(s->idle_token));
     if (w->token[0])
         ab_strlcpy(s->token, w->token, sizeof(s->token));
     else {
@@ -1041,6 +1283,12 @@ static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *
     }
     now_time(ts);
     snprintf(principal, sizeof(principal), "%s/%s", w->team, w->owner);
+    /* The token, sealed, in the same CAS patch: no moment where the Pod is
+     * ours and what re-adopts it is not written. */
+    char sealed[KUBE_SEALED_MAX + 1] = "";
+    if (rt->seal.on && kube_seal_token(&rt->seal, p->ns, p->name, p->uid, s->id, principal,
+                                       s->token, sealed, sizeof(sealed)) != 0)
+        sealed[0] = '\0';
     char *md = w->metadata ? json_dumps(w->metadata, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_t *patch =
         json_pack("{s:{s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s}},s:{s:[{s:s,s:s}]}}", "metadata",
@@ -1049,6 +1297,14 @@ static int claim_pod(struct krt *rt, struct kpool *pool, const struct kube_pod *
                   KUBE_A_PRINCIPAL, principal, KUBE_A_METADATA, md ? md : "{}", "spec",
                   "containers", "name", pool->container, "image", s->image);
     free(md);
+    json_t *ann = json_object_get(json_object_get(patch, "metadata"), "annotations");
+    if (patch && sealed[0])
+        json_object_set_new(ann, KUBE_A_SEALED, json_string(sealed));
+    if (patch && pool->gateway) { /* what a re-adopting agent reports and keeps (adopt.h) */
+        char flags[32];
+        kube_egress_flags_format(w->internet, w->allow_private, flags);
+        json_object_set_new(ann, KUBE_A_EGRESS, json_string(flags));
+    }
     s->next = rt->sbxs;
     rt->sbxs = s;
     struct kube_ref r = ref_of(K_POD, p->ns, p->name, NULL);
@@ -1085,9 +1341,14 @@ static void serve_waiters(struct krt *rt, struct kpool *p)
         if (strcmp(w->skip_pod, pod.name) == 0 && strcmp(w->skip_rv, pod.rv) == 0 &&
             ab_now_ms() < w->skip_until_ms)
             continue;
+        char idle_token[RT_TOKEN_MAX + 1] = "";
+        if (prestart_pool(p) && !w->image[0] && !prestart_token(rt, &pod, obj, idle_token))
+            continue; /* its start command has not passed yet */
         ab_strlcpy(w->skip_rv, pod.rv, sizeof(w->skip_rv));
         waiter_unlink(p, w);
-        if (claim_pod(rt, p, &pod, w) != 0) {
+        int crc = claim_pod(rt, p, &pod, w, idle_token);
+        explicit_bzero(idle_token, sizeof(idle_token));
+        if (crc != 0) {
             claim_fail(w, AB_EIO, "cannot send the claim to the API server; try again");
             continue;
         }
@@ -1098,12 +1359,22 @@ static void waiter_timeout(struct loop_timer *t)
 {
     struct kwaiter *w = t->arg;
     struct krt *rt = w->rt;
-    char msg[RT_ERR_MAX];
+    char msg[900];
 
     w->timer_on = false;
     for (struct ksb *s = rt->sbxs; s; s = s->next) {
         if (s->w != w)
             continue;
+        if (s->start) { /* swapped and armed: its start command or a check is late */
+            char why[800];
+            kstart_describe(s->start, why, sizeof(why));
+            snprintf(msg, sizeof(msg), "Pod %s was not ready within %lld ms: %s", s->pod,
+                     (long long)w->startup_ms, why);
+            s->w = NULL;
+            claim_fail(w, AB_ETIMEOUT, msg);
+            ksb_release(s, "startup timeout");
+            return;
+        }
         /* Swapping when time ran out: say what the kubelet was doing. */
         json_t *pod = NULL;
         char key[400];
@@ -1193,6 +1464,7 @@ static void ksb_release(struct ksb *s, const char *why)
                       "labels", KUBE_L_PHASE, "stopping", KUBE_L_SANDBOX, "annotations",
                       KUBE_L_SANDBOX, KUBE_A_CLAIMED_AT, KUBE_A_PRINCIPAL, KUBE_A_METADATA, "spec",
                       "containers", "name", p->container, "image", p->idle_image);
+        kube_adopt_strip(patch);
         struct kube_ref r = ref_of(K_POD, s->ns, s->pod, NULL);
         if (patch)
             send_simple(rt, "release", "PATCH", &r, "application/strategic-merge-patch+json",
@@ -1636,11 +1908,13 @@ static void pod_unfinalize(struct krt *rt, const struct kube_pod *pod, const jso
 }
 
 /* A stopping Pod back on its idle image and Ready: idle again. A claimed
- * Pod no sandbox of ours holds (an agent restart): released. */
-static void pod_phase_fix(struct krt *rt, struct kpool *p, const struct kube_pod *pod)
+ * Pod no sandbox of ours holds and adopt_pod could not rebuild (verdict
+ * RELEASE): released; one being claimed (WAIT) is left to its claimer. */
+static void pod_phase_fix(struct krt *rt, struct kpool *p, const struct kube_pod *pod,
+                          enum kube_adopt_verdict verdict)
 {
     struct kube_ref r = ref_of(K_POD, pod->ns, pod->name, NULL);
-    if (ksb_by_pod(rt, pod->ns, pod->name) || pod->deleting)
+    if (ksb_by_pod(rt, pod->ns, pod->name) || pod->deleting || verdict == KUBE_ADOPT_WAIT)
         return;
     if (pod->phase == KUBE_PH_STOPPING && strcmp(pod->image, p->idle_image) == 0 &&
         strcmp(pod->status_image, p->idle_image) == 0 && pod->running && pod->ready) {
@@ -1661,6 +1935,7 @@ static void pod_phase_fix(struct krt *rt, struct kpool *p, const struct kube_pod
                                   "stopping", KUBE_L_SANDBOX, "annotations", KUBE_L_SANDBOX,
                                   KUBE_A_CLAIMED_AT, KUBE_A_PRINCIPAL, KUBE_A_METADATA, "spec",
                                   "containers", "name", p->container, "image", p->idle_image);
+        kube_adopt_strip(patch);
         if (patch)
             send_simple(rt, "release", "PATCH", &r, "application/strategic-merge-patch+json",
                         patch);
@@ -1712,6 +1987,11 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
     ab_strlcpy(in.revision, p->revision, sizeof(in.revision));
     kube_pool_plan(&in, pods, n, &plan);
     p->counts = plan.counts;
+    /* Every replica rebuilds the claimed Pods it does not hold (reads only),
+     * so any of them serves connect(id) and a new leader has them all. */
+    static enum kube_adopt_verdict verdicts[PODS_PER_POOL_MAX];
+    for (int i = 0; i < n; i++)
+        verdicts[i] = adopt_pod(rt, p, &pods[i], objs[i]);
     if (!rt->leading)
         return;
     if (p->rewrite_err[0]) {
@@ -1770,7 +2050,10 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
         pod_unfinalize(rt, &pods[plan.unfinalize[i]], objs[plan.unfinalize[i]]);
     for (int i = 0; i < n; i++)
         if (!pods[i].deleting)
-            pod_phase_fix(rt, p, &pods[i]);
+            pod_phase_fix(rt, p, &pods[i], verdicts[i]);
+    if (prestart_pool(p))
+        for (int i = 0; i < n; i++)
+            prestart_pod(rt, p, &pods[i], objs[i]);
 
     /* Status through the subresource, only when it moved. */
     const json_t *prev = json_object_get(obj, "status");
@@ -1842,6 +2125,7 @@ static void reconcile(struct krt *rt)
         reconcile_pool(rt, p, v);
         serve_waiters(rt, p);
     }
+    refresh_start_specs(rt);
     if (rt->leading) {
         gc_orphan_pods(rt);
         reconcile_env_status(rt);
@@ -1855,6 +2139,287 @@ static void reconcile(struct krt *rt)
             waiter_unlink(p, w);
             claim_fail(w, AB_ENOENT, "the pool was deleted while the claim waited");
         }
+    }
+}
+
+/* ---- idle Pods' start command (pools claimed without a swap) ------------------------------ */
+
+#define PRESTART_BACKOFF_MS 2000 /* after a failure, before the next idle Pod tries */
+
+/* The pool's Pods run their start command while idle: the claim does not
+ * swap the image (idle image = running image), so what runs now is what
+ * the sandbox gets, and a warm Pod is already ready. */
+static bool prestart_pool(const struct kpool *p)
+{
+    return rt_start_spec_needed(&p->start) && p->idle_image[0] &&
+           strcmp(p->run_image, p->idle_image) == 0;
+}
+
+static struct kpre *prestart_find(struct krt *rt, const char *ns, const char *pod)
+{
+    for (struct kpre *x = rt->pres; x; x = x->next)
+        if (strcmp(x->ns, ns) == 0 && strcmp(x->pod, pod) == 0)
+            return x;
+    return NULL;
+}
+
+static void prestart_free(struct kpre *x)
+{
+    struct kpre **pp;
+    for (pp = &x->rt->pres; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
+    if (x->hc) {
+        http_client_close(x->hc);
+        x->rt->inflight--;
+    }
+    if (x->timer_on)
+        loop_timer_cancel(&x->timer);
+    kstart_free(x->k);
+    explicit_bzero(x->token, sizeof(x->token));
+    free(x);
+}
+
+static void prestart_forget(struct krt *rt, const struct kube_pod *pod)
+{
+    struct kpre *x = prestart_find(rt, pod->ns, pod->name);
+    if (x)
+        prestart_free(x);
+}
+
+/* Whether an idle Pod of a prestart pool is ready for a claim, and the envd
+ * token its /init needs (out: RT_TOKEN_MAX + 1 bytes). */
+static bool prestart_token(struct krt *rt, const struct kube_pod *pod, const json_t *obj, char *out)
+{
+    struct kpre *x = prestart_find(rt, pod->ns, pod->name);
+    if (x && strcmp(x->uid, pod->uid) == 0) {
+        if (x->ready)
+            ab_strlcpy(out, x->token, RT_TOKEN_MAX + 1);
+        return x->ready;
+    }
+    const char *sealed = jstr(jget2(obj, "metadata", "annotations"), KUBE_A_IDLE_TOKEN);
+    return sealed[0] && kube_unseal_token(&rt->seal, pod->ns, pod->name, pod->uid, "idle", "",
+                                          sealed, out, RT_TOKEN_MAX + 1) == 0;
+}
+
+/* The Pod cannot become ready: an Event says why, the pool's oldest waiting
+ * claim gets the error (as on local), the Pod is replaced after a pause. */
+static void prestart_failed(struct kpre *x, const char *why)
+{
+    struct krt *rt = x->rt;
+    struct kpool *p = x->pool;
+    struct kube_pod gone;
+    char msg[900];
+
+    snprintf(msg, sizeof(msg), "idle Pod %s: %s", x->pod, why);
+    LOG_WARN("an idle Pod did not become ready", "pool", p->name, "error", msg);
+    pool_event(rt, p, "Warning", "StartFailed", msg);
+    p->prestart_after_ms = ab_now_ms() + PRESTART_BACKOFF_MS;
+    memset(&gone, 0, sizeof(gone));
+    ab_strlcpy(gone.ns, x->ns, sizeof(gone.ns));
+    ab_strlcpy(gone.name, x->pod, sizeof(gone.name));
+    prestart_free(x); /* why may live in x->k: msg holds the copy */
+    pod_delete(rt, &gone);
+    if (p->w_head) {
+        struct kwaiter *w = p->w_head;
+        waiter_unlink(p, w);
+        claim_fail(w, AB_EIO, msg);
+    }
+    schedule(rt);
+}
+
+static void prestart_started(void *arg, int err, const char *msg)
+{
+    struct kpre *x = arg;
+    struct krt *rt = x->rt;
+    char sealed[KUBE_SEALED_MAX + 1] = "-";
+
+    if (err) {
+        prestart_failed(x, msg);
+        return;
+    }
+    x->ready = true;
+    if (x->timer_on)
+        loop_timer_cancel(&x->timer);
+    x->timer_on = false;
+    /* envd keeps the process when its stream closes (e2b-protocol.md §2.5) */
+    kstart_free(x->k);
+    x->k = NULL;
+    if (rt->seal.on && kube_seal_token(&rt->seal, x->ns, x->pod, x->uid, "idle", "", x->token,
+                                       sealed, sizeof(sealed)) != 0)
+        ab_strlcpy(sealed, "-", sizeof(sealed));
+    json_t *patch =
+        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", KUBE_A_IDLE_TOKEN, sealed);
+    struct kube_ref r = ref_of(K_POD, x->ns, x->pod, NULL);
+    if (patch)
+        send_simple(rt, "idle start", "PATCH", &r, "application/merge-patch+json", patch);
+    json_decref(patch);
+    LOG_INFO("idle Pod ready (start command and checks passed)", "pool", x->pool->name, "pod",
+             x->pod);
+    serve_waiters(rt, x->pool);
+}
+
+static void prestart_init_head(struct http_client *c, int status, const struct http_header *h,
+                               int n, void *arg)
+{
+    (void)c;
+    (void)h;
+    (void)n;
+    ((struct kpre *)arg)->http_status = status;
+}
+
+static void prestart_init_finish(struct kpre *x, const char *err)
+{
+    struct krt *rt = x->rt;
+    char msg[320];
+
+    x->hc = NULL;
+    rt->inflight--;
+    if (!err && x->http_status >= 200 && x->http_status < 300) {
+        struct kstart_deps d = {
+            .loop = rt->loop,
+            .spec = &x->pool->start,
+            .ip = x->ip,
+            .envd_port = x->pool->envd_port,
+            .token = x->token,
+            .user = "user",
+            .done = prestart_started,
+            .arg = x,
+        };
+        if ((x->k = kstart_new(&d)))
+            return;
+        err = "out of memory";
+    }
+    if (err)
+        snprintf(msg, sizeof(msg),
+                 "envd did not answer POST /init before the start command: %.200s", err);
+    else
+        snprintf(msg, sizeof(msg), "envd answered %d to POST /init before the start command",
+                 x->http_status);
+    prestart_failed(x, msg);
+}
+
+static void prestart_init_end(struct http_client *c, void *arg)
+{
+    (void)c;
+    prestart_init_finish(arg, NULL);
+}
+
+static void prestart_init_error(struct http_client *c, int err, const char *m, void *arg)
+{
+    (void)c;
+    (void)err;
+    prestart_init_finish(arg, m ? m : "error");
+}
+
+static const struct http_client_handler prestart_init_handler = {
+    .on_head = prestart_init_head,
+    .on_data = init_data,
+    .on_end = prestart_init_end,
+    .on_error = prestart_init_error,
+};
+
+static void prestart_timeout(struct loop_timer *t)
+{
+    struct kpre *x = t->arg;
+    char why[800], msg[900];
+
+    x->timer_on = false;
+    if (x->k)
+        kstart_describe(x->k, why, sizeof(why));
+    else
+        snprintf(why, sizeof(why), "envd did not answer POST /init");
+    snprintf(msg, sizeof(msg), "not ready within %lld ms: %s",
+             (long long)(x->pool->startup_ms > 0 ? x->pool->startup_ms : DEFAULT_STARTUP_MS), why);
+    prestart_failed(x, msg);
+}
+
+/* Leader: an idle Ready Pod of a prestart pool without the token annotation
+ * gets its own envd token (POST /init), then the start command and checks. */
+static void prestart_pod(struct krt *rt, struct kpool *p, const struct kube_pod *pod,
+                         const json_t *obj)
+{
+    struct http_header h[] = {{"Content-Type", "application/json"}};
+    struct http_client_options o = {0};
+    char addr[RT_ADDR_MAX], tok[RT_TOKEN_MAX + 1];
+    uint8_t raw[24];
+    struct kpre *x;
+
+    if (pod->phase != KUBE_PH_IDLE || !pod->ready || !pod->running || pod->deleting || pod->dead ||
+        !pod->ip[0] || strcmp(pod->status_image, p->idle_image) != 0 ||
+        ksb_by_pod(rt, pod->ns, pod->name) || prestart_find(rt, pod->ns, pod->name))
+        return;
+    if (jstr(jget2(obj, "metadata", "annotations"), KUBE_A_IDLE_TOKEN)[0]) {
+        if (!prestart_token(rt, pod, obj, tok)) {
+            /* started by an agent whose token this one cannot open: replaced */
+            LOG_INFO("replacing an idle Pod whose start token this agent cannot open", "pod",
+                     pod->name);
+            pod_delete(rt, pod);
+        }
+        explicit_bzero(tok, sizeof(tok));
+        return;
+    }
+    if (ab_now_ms() < p->prestart_after_ms || !(x = calloc(1, sizeof(*x))))
+        return;
+    x->rt = rt;
+    x->pool = p;
+    ab_strlcpy(x->ns, pod->ns, sizeof(x->ns));
+    ab_strlcpy(x->pod, pod->name, sizeof(x->pod));
+    ab_strlcpy(x->uid, pod->uid, sizeof(x->uid));
+    ab_strlcpy(x->ip, pod->ip, sizeof(x->ip));
+    crypto_random(raw, sizeof(raw));
+    hex_encode(raw, sizeof(raw), x->token);
+    explicit_bzero(raw, sizeof(raw));
+    x->next = rt->pres;
+    rt->pres = x;
+    x->timer_on = true;
+    loop_timer_start(rt->loop, &x->timer, p->startup_ms > 0 ? p->startup_ms : DEFAULT_STARTUP_MS,
+                     prestart_timeout, x);
+    json_t *b = json_pack("{s:s,s:s,s:s,s:{}}", "accessToken", x->token, "defaultUser", "user",
+                          "defaultWorkdir", "/home/user", "envVars");
+    char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+    json_decref(b);
+    if (!body) {
+        prestart_free(x);
+        return;
+    }
+    snprintf(addr, sizeof(addr), "%s:%d", x->ip, p->envd_port);
+    o.addr = addr;
+    o.method = "POST";
+    o.target = "/init";
+    o.headers = h;
+    o.nheaders = 1;
+    o.content_length = (int64_t)strlen(body);
+    o.timeout_ms = 10000;
+    x->hc = http_client_start(rt->loop, &o, &prestart_init_handler, x);
+    if (x->hc) {
+        rt->inflight++;
+        http_client_write(x->hc, body, strlen(body));
+        http_client_end(x->hc);
+    }
+    explicit_bzero(body, strlen(body));
+    free(body);
+    if (!x->hc)
+        prestart_free(x);
+}
+
+/* Each pool's start command and probes, from its runtimes as the manifest
+ * rules read them (the pool's or Env member's, else its template's). */
+static void refresh_start_specs(struct krt *rt)
+{
+    static struct mf_pool_view views[POOLS_MAX];
+    int n = 0;
+
+    for (struct kpool *p = rt->pools; p; p = p->next)
+        memset(&p->start, 0, sizeof(p->start));
+    if (!rt->set || mf_set_pools(rt->set, rt->cluster, views, POOLS_MAX, &n) != 0)
+        return;
+    for (int i = 0; i < n && i < POOLS_MAX; i++) {
+        struct kpool *p = pool_find(rt, views[i].ns, views[i].name);
+        if (p)
+            rt_start_spec_from(&p->start, views[i].runtimes, views[i].nruntimes);
     }
 }
 
@@ -2186,6 +2751,7 @@ static int op_set_timeout(struct rt *base, const char *id, int64_t timeout_s)
         return AB_EINVAL;
     s->end_ms = ab_wall_ms() + timeout_s * 1000;
     schedule_end(s);
+    end_write(s, false);
     return 0;
 }
 
@@ -2360,6 +2926,7 @@ static void krt_destroy(struct krt *rt)
     json_decref(rt->env_writes);
     kobj_free(rt->kobj);
     mf_set_free(rt->set);
+    kube_seal_clear(&rt->seal);
     kscale_free(rt->scale);
     kube_usage_unregister(rt->reader, rt->c); /* or by the last read in flight */
     pthread_mutex_destroy(&rt->mu);
@@ -2367,7 +2934,7 @@ static void krt_destroy(struct krt *rt)
     free(rt);
 }
 
-/* Shutdown: Pods stay as they are (the next agent releases the claimed ones);
+/* Shutdown: Pods stay as they are (the next agent re-adopts the claimed ones);
  * in-flight claims fail; requests still on workers free rt when they end. */
 static void op_free(struct rt *base)
 {
@@ -2409,6 +2976,8 @@ static void op_free(struct rt *base)
     }
     while (rt->rels)
         rel_end(rt->rels, AB_ECLOSED, "the kube runtime is shutting down", false);
+    while (rt->pres)
+        prestart_free(rt->pres);
     while (rt->sbxs) {
         struct ksb *s = rt->sbxs;
         if (s->w)
@@ -2511,6 +3080,13 @@ static int op_set_network(struct rt *base, const char *id, const json_t *network
     json_decref(s->network);
     s->network = network && !json_is_null(network) ? json_deep_copy(network) : NULL;
     s->internet = internet;
+    char flags[32];
+    kube_egress_flags_format(s->internet, s->allow_private, flags);
+    json_t *fp = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", KUBE_A_EGRESS, flags);
+    struct kube_ref fr = ref_of(K_POD, s->ns, s->pod, NULL);
+    if (fp) /* for a re-adopting agent (adopt.h) */
+        send_simple(rt, "egress flags", "PATCH", &fr, "application/merge-patch+json", fp);
+    json_decref(fp);
     kube_egress_push_cancel(s->push); /* the newest policy wins */
     json_t *b = kube_egress_policy_body(s->network, internet, s->allow_private);
     s->push = b ? kube_egress_push(rt->loop, s->ip, token, b, network_pushed, s) : NULL;
@@ -2626,6 +3202,12 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
     rt->waiters_max = o->waiters_max > 0 ? o->waiters_max : 1024;
     rt->leading = o->lead_now;
     rt->rewrite = rw;
+    if (kube_seal_init(&rt->seal, o->seal_secret, o->cluster_id) != 0) {
+        snprintf(err, errlen, "kube runtime: cannot derive the envd token seal key");
+        kube_config_clear(&cfg);
+        free(rt);
+        return AB_EIO;
+    }
     ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
     const char *ns = o->ns && o->ns[0] ? o->ns : cfg.ns[0] ? cfg.ns : "default";
     if (!mf_name_is_label(ns, 63, false)) {

@@ -32,6 +32,10 @@ struct krt_options {
     /* Start the reconciler at once (true) or wait for krt_set_leader (false:
      * the Lease elector decides; claims are served either way). */
     bool lead_now;
+    /* The cluster's join token: the key that seals the envd token on a
+     * claimed Pod, so another replica or a restarted agent re-adopts it
+     * (adopt.h). NULL: nothing sealed; claimed Pods nobody holds are released. */
+    const char *seal_secret;
     /* The egress sidecar's image (NULL: each pool's idle image) and the DNS
      * server it relays to (NULL: the Pod's resolv.conf); egress_pod.h. */
     const char *egress_image;

@@ -12,6 +12,7 @@
 #include "agent/runtime/local/manifest.h"
 #include "agent/runtime/local/sandbox.h"
 #include "agent/runtime/revision.h"
+#include "agent/runtime/startcmd.h"
 #include "agentbox/loop.h"
 
 struct http_client;
@@ -96,13 +97,7 @@ struct lpool {
     int64_t retry_after_ms; /* spawn failures back off */
     /* from its runtimes (start.c): the one start command, the readiness
      * probes other than envd's, and why its last sandbox failed them */
-    char start_cmd[MF_CMD_MAX];
-    char start_rt[RT_NAME_MAX + 1];
-    struct {
-        char rt[RT_NAME_MAX + 1];
-        struct mf_probe p;
-    } probes[MF_RUNTIMES_MAX];
-    int nprobes;
+    struct rt_start_spec start;
     char last_start_err[LRT_START_MSG_MAX];
     /* rolls (roll.c): the identity its sandboxes should have and the
      * updateStrategy (maxUnavailable a count, or mu_val percent) */

@@ -48,12 +48,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define START_RING 8192            /* bytes of the command's output kept */
-#define START_TAIL_MAX 360         /* bytes of it an error message quotes */
-#define START_TAIL_LINES 8         /* ... and at most this many lines */
-#define START_ENVELOPE_MAX 1048576 /* envd's data events are far smaller */
-#define PROBE_PERIOD_MS 100        /* periodSeconds unset: poll fast, creates wait on it */
-#define PROBE_TIMEOUT_MS 1000      /* timeoutSeconds unset (Kubernetes' default) */
 #define RPC_TIMEOUT_MS 10000
 
 enum step { ST_INIT = 1, ST_START, ST_PROBE, ST_READY, ST_FAILED };
@@ -62,14 +56,8 @@ struct lstart {
     struct lsb *s;
     enum step step;
     struct http_client *init_hc, *cmd_hc, *probe_hc;
-    int init_status, cmd_status, probe_status;
-    uint8_t *ebuf; /* a partial Connect envelope of the Start stream */
-    size_t elen, ecap;
-    char ring[START_RING];
-    size_t rpos, rlen; /* next write, bytes held */
-    bool started, exited;
-    int exit_code;
-    char cmd_err[200]; /* envd's refusal of Start */
+    int init_status, probe_status;
+    struct rt_start_stream cmd; /* the Start stream: events, output ring (startcmd.h) */
     int probe_i;
     char last[200]; /* why probe_i has not passed yet */
     struct loop_timer timer;
@@ -87,75 +75,14 @@ static void later(struct lstart *st, int64_t ms)
     loop_timer_start(st->s->rt->loop, &st->timer, AB_MAX(ms, 0), step_timer, st);
 }
 
-static void ring_put(struct lstart *st, const uint8_t *d, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        st->ring[st->rpos] = (char)d[i];
-        st->rpos = (st->rpos + 1) % START_RING;
-    }
-    st->rlen = AB_MIN(st->rlen + n, (size_t)START_RING);
-}
-
-/* The last lines of the command's output into out, control bytes and
- * non-ASCII as '?': the text goes into JSON error bodies, which need valid
- * UTF-8, and the ring's first bytes may be half a character. */
-static void ring_tail(const struct lstart *st, char *out, size_t outlen)
-{
-    char tmp[START_TAIL_MAX + 1];
-    size_t n = AB_MIN(st->rlen, (size_t)START_TAIL_MAX), start, i, k = 0;
-    int lines = 0;
-
-    start = (st->rpos + START_RING - n) % START_RING;
-    for (i = 0; i < n; i++)
-        tmp[i] = st->ring[(start + i) % START_RING];
-    while (n > 0 && (tmp[n - 1] == '\n' || tmp[n - 1] == '\r'))
-        n--;
-    /* keep the last START_TAIL_LINES lines */
-    for (i = n; i > 0; i--) {
-        if (tmp[i - 1] == '\n' && ++lines >= START_TAIL_LINES) {
-            k = i;
-            break;
-        }
-    }
-    for (i = k; i < n; i++) {
-        unsigned char c = (unsigned char)tmp[i];
-        tmp[i] = c == '\n' ? '\n' : (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
-    }
-    tmp[n] = '\0';
-    snprintf(out, outlen, "%s", tmp + k);
-}
-
 static void probe_name(const struct lpool *p, int i, char *out, size_t outlen)
 {
-    const struct mf_probe *pr = &p->probes[i].p;
-
-    if (pr->kind == MF_PROBE_HTTP)
-        snprintf(out, outlen, "readiness check httpGet http://127.0.0.1:%d%.80s of runtime '%s'",
-                 (int)pr->port, pr->path, p->probes[i].rt);
-    else
-        snprintf(out, outlen, "readiness check tcpSocket 127.0.0.1:%d of runtime '%s'",
-                 (int)pr->port, p->probes[i].rt);
+    rt_start_probe_name(&p->start, i, "127.0.0.1", out, outlen);
 }
 
-/* "<what>; start command of runtime 'x' <state>; its output ends: <tail>" */
 static void describe(const struct lstart *st, const char *what, char *out, size_t outlen)
 {
-    const struct lpool *p = st->s->pool;
-    char tail[START_TAIL_MAX + 1], state[96];
-    int n;
-
-    n = snprintf(out, outlen, "%s", what);
-    if (!p->start_cmd[0] || n < 0 || (size_t)n >= outlen)
-        return;
-    if (st->exited)
-        snprintf(state, sizeof(state), "exited with code %d", st->exit_code);
-    else if (st->started)
-        snprintf(state, sizeof(state), "is running");
-    else
-        snprintf(state, sizeof(state), "did not start");
-    ring_tail(st, tail, sizeof(tail));
-    snprintf(out + n, outlen - (size_t)n, "; the start command of runtime '%s' %s; %s%s",
-             p->start_rt, state, tail[0] ? "its output ends:\n" : "it printed nothing", tail);
+    rt_start_describe(&st->s->pool->start, &st->cmd, what, out, outlen);
 }
 
 static void fail_now(struct lstart *st, const char *what)
@@ -192,7 +119,7 @@ static void enter_probe(struct lstart *st)
     const struct lpool *p = st->s->pool;
 
     st->step = ST_PROBE;
-    later(st, p->nprobes ? (int64_t)p->probes[0].p.initial_delay_s * 1000 : 0);
+    later(st, p->start.nprobes ? (int64_t)p->start.probes[0].p.initial_delay_s * 1000 : 0);
 }
 
 static void init_end(struct http_client *c, void *arg)
@@ -209,7 +136,7 @@ static void init_end(struct http_client *c, void *arg)
         fail_now(st, msg);
         return;
     }
-    if (st->s->pool->start_cmd[0]) {
+    if (st->s->pool->start.cmd[0]) {
         st->step = ST_START;
         later(st, 0);
     } else {
@@ -282,112 +209,43 @@ static void post_init(struct lstart *st)
 
 /* ---- step 2: the start command ---------------------------------------------------- */
 
-static void on_event(struct lstart *st, json_t *ev)
-{
-    json_t *e = json_object_get(ev, "event"), *x;
-    const char *k;
-    json_t *v;
-
-    if ((x = json_object_get(e, "start")) != NULL) {
-        st->started = true;
-        if (st->step == ST_START)
-            enter_probe(st);
-    } else if ((x = json_object_get(e, "data")) != NULL) {
-        json_object_foreach(x, k, v)
-        {
-            const char *b64 = json_string_value(v);
-            size_t blen = b64 ? strlen(b64) : 0, w = 0;
-            uint8_t *raw;
-
-            if (!blen || !(raw = malloc(blen / 4 * 3 + 3)))
-                continue;
-            if (crypto_base64_decode(b64, blen, raw, blen / 4 * 3 + 3, &w) == 0)
-                ring_put(st, raw, w);
-            free(raw);
-        }
-    } else if ((x = json_object_get(e, "end")) != NULL) {
-        char msg[320];
-
-        st->exited = true;
-        st->exit_code = (int)json_integer_value(json_object_get(x, "exitCode"));
-        if (st->step == ST_READY) {
-            char tail[START_TAIL_MAX + 1];
-            ring_tail(st, tail, sizeof(tail));
-            snprintf(msg, sizeof(msg), "%d", st->exit_code);
-            LOG_WARN("a sandbox's start command ended", "pool", st->s->pool->name, "dir",
-                     st->s->x.dir, "exit_code", msg, "output", tail);
-        } else if (st->exit_code != 0) {
-            /* exit 0 may be a command that started a daemon: keep checking */
-            char what[256];
-            if (st->probe_i < st->s->pool->nprobes) {
-                probe_name(st->s->pool, st->probe_i, what, sizeof(what));
-                snprintf(msg, sizeof(msg), "the start command exited before the %s passed", what);
-            } else {
-                snprintf(msg, sizeof(msg), "the start command exited before the sandbox was ready");
-            }
-            fail_now(st, msg);
-        }
-    }
-}
-
 static void cmd_head(struct http_client *c, int status, const struct http_header *h, int n,
                      void *arg)
 {
     (void)c;
     (void)h;
     (void)n;
-    ((struct lstart *)arg)->cmd_status = status;
+    ((struct lstart *)arg)->cmd.status = status;
 }
 
 static void cmd_data(struct http_client *c, const void *d, size_t len, void *arg)
 {
     struct lstart *st = arg;
-    size_t off = 0;
+    int evs = rt_start_feed(&st->cmd, d, len);
+    char msg[320];
 
     (void)c;
-    if (st->cmd_status != 200) { /* a unary-style error body: keep its text */
-        size_t have = strlen(st->cmd_err), n = AB_MIN(len, sizeof(st->cmd_err) - 1 - have);
-        memcpy(st->cmd_err + have, d, n);
-        st->cmd_err[have + n] = '\0';
+    if ((evs & RT_START_EV_STARTED) && st->step == ST_START)
+        enter_probe(st);
+    if (!(evs & RT_START_EV_EXITED))
         return;
-    }
-    if (st->elen + len > st->ecap) {
-        size_t cap = AB_MAX(st->ecap * 2, st->elen + len);
-        uint8_t *nb;
-        if (cap > START_ENVELOPE_MAX + 5 || !(nb = realloc(st->ebuf, cap))) {
-            st->elen = 0; /* drop what cannot be framed; the process lives on */
-            return;
+    if (st->step == ST_READY) {
+        char tail[RT_START_TAIL_MAX + 1];
+        rt_start_tail(&st->cmd, tail, sizeof(tail));
+        snprintf(msg, sizeof(msg), "%d", st->cmd.exit_code);
+        LOG_WARN("a sandbox's start command ended", "pool", st->s->pool->name, "dir", st->s->x.dir,
+                 "exit_code", msg, "output", tail);
+    } else if (st->cmd.exit_code != 0) {
+        /* exit 0 may be a command that started a daemon: keep checking */
+        char what[256];
+        if (st->probe_i < st->s->pool->start.nprobes) {
+            probe_name(st->s->pool, st->probe_i, what, sizeof(what));
+            snprintf(msg, sizeof(msg), "the start command exited before the %s passed", what);
+        } else {
+            snprintf(msg, sizeof(msg), "the start command exited before the sandbox was ready");
         }
-        st->ebuf = nb;
-        st->ecap = cap;
+        fail_now(st, msg);
     }
-    memcpy(st->ebuf + st->elen, d, len);
-    st->elen += len;
-    while (st->elen - off >= 5) {
-        const uint8_t *h = st->ebuf + off;
-        uint32_t plen = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
-        json_t *ev;
-
-        if (plen > START_ENVELOPE_MAX) {
-            off = st->elen;
-            break;
-        }
-        if (st->elen - off < 5 + (size_t)plen)
-            break;
-        ev = json_loadb((const char *)h + 5, plen, 0, NULL);
-        if (ev && (h[0] & 0x02)) { /* end of stream: {} or {"error":{...}} */
-            const char *m =
-                json_string_value(json_object_get(json_object_get(ev, "error"), "message"));
-            if (m)
-                snprintf(st->cmd_err, sizeof(st->cmd_err), "%s", m);
-        } else if (ev) {
-            on_event(st, ev);
-        }
-        json_decref(ev);
-        off += 5 + (size_t)plen;
-    }
-    memmove(st->ebuf, st->ebuf + off, st->elen - off);
-    st->elen -= off;
 }
 
 static void cmd_gone(struct lstart *st, const char *why)
@@ -397,9 +255,9 @@ static void cmd_gone(struct lstart *st, const char *why)
     st->cmd_hc = NULL;
     if (st->step == ST_READY || st->step == ST_FAILED)
         return;
-    if (!st->started) {
+    if (!st->cmd.started) {
         snprintf(msg, sizeof(msg), "envd refused to run the start command (%d): %.200s",
-                 st->cmd_status, st->cmd_err[0] ? st->cmd_err : why);
+                 st->cmd.status, st->cmd.err[0] ? st->cmd.err : why);
         fail_now(st, msg);
     }
     /* started and the stream ended: the end event (or its absence) decides */
@@ -427,26 +285,14 @@ static const struct http_client_handler cmd_handler = {
 
 static void start_command(struct lstart *st)
 {
-    json_t *req =
-        json_pack("{s:{s:s, s:[s,s], s:{}, s:s}, s:b}", "process", "cmd", "/bin/bash", "args", "-c",
-                  st->s->pool->start_cmd, "envs", "cwd", "/home/user", "stdin", 0);
-    char *js = req ? json_dumps(req, JSON_COMPACT) : NULL;
-    size_t n = js ? strlen(js) : 0;
-    uint8_t *env = js ? malloc(5 + n) : NULL;
+    uint8_t *env;
+    size_t n;
 
-    json_decref(req);
-    if (env) {
-        env[0] = 0;
-        env[1] = (uint8_t)(n >> 24);
-        env[2] = (uint8_t)(n >> 16);
-        env[3] = (uint8_t)(n >> 8);
-        env[4] = (uint8_t)n;
-        memcpy(env + 5, js, n);
-        st->cmd_hc = post(st, "/process.Process/Start", "application/connect+json", env, 5 + n,
-                          &cmd_handler);
+    if (rt_start_request(st->s->pool->start.cmd, &env, &n) == 0) {
+        st->cmd_hc =
+            post(st, "/process.Process/Start", "application/connect+json", env, n, &cmd_handler);
+        free(env);
     }
-    free(js);
-    free(env);
     if (!st->cmd_hc)
         fail_now(st, "cannot start the request to the sandbox's envd (out of memory)");
 }
@@ -509,9 +355,9 @@ out:
 
 static int64_t period_ms(const struct lstart *st)
 {
-    const struct mf_probe *p = &st->s->pool->probes[st->probe_i].p;
+    const struct mf_probe *p = &st->s->pool->start.probes[st->probe_i].p;
 
-    return p->period_s > 0 ? (int64_t)p->period_s * 1000 : PROBE_PERIOD_MS;
+    return p->period_s > 0 ? (int64_t)p->period_s * 1000 : RT_PROBE_PERIOD_MS;
 }
 
 static void probe_result(struct lstart *st, bool ok)
@@ -573,12 +419,12 @@ static void probe_next(struct lstart *st)
     const struct mf_probe *pr;
     char what[256], msg[LRT_START_MSG_MAX];
 
-    if (st->probe_i >= p->nprobes) {
+    if (st->probe_i >= p->start.nprobes) {
         st->step = ST_READY;
         later(st, 0);
         return;
     }
-    pr = &p->probes[st->probe_i].p;
+    pr = &p->start.probes[st->probe_i].p;
     if (ab_now_ms() > s->deadline_ms) {
         probe_name(p, st->probe_i, what, sizeof(what));
         snprintf(msg, sizeof(msg), "the %s did not pass within %lld ms (last try: %s)", what,
@@ -599,7 +445,7 @@ static void probe_next(struct lstart *st)
         o.addr = addr;
         o.method = "GET";
         o.target = pr->path;
-        o.timeout_ms = pr->timeout_s > 0 ? pr->timeout_s * 1000 : PROBE_TIMEOUT_MS;
+        o.timeout_ms = pr->timeout_s > 0 ? pr->timeout_s * 1000 : RT_PROBE_TIMEOUT_MS;
         st->probe_status = 0;
         st->probe_hc = http_client_start(s->rt->loop, &o, &probe_handler, st);
         if (!st->probe_hc) {
@@ -644,7 +490,7 @@ static void step_timer(struct loop_timer *t)
         post_init(st);
         return;
     case ST_START:
-        if (!st->cmd_hc && !st->started) {
+        if (!st->cmd_hc && !st->cmd.started) {
             start_command(st);
             /* envd answers Start with its "start" event at once; bound the wait */
             if (st->step == ST_START)
@@ -668,7 +514,7 @@ static void step_timer(struct loop_timer *t)
 
 bool lrt_start_needed(const struct lpool *p)
 {
-    return p->start_cmd[0] || p->nprobes > 0;
+    return rt_start_spec_needed(&p->start);
 }
 
 int lrt_start_begin(struct lsb *s)
@@ -699,7 +545,7 @@ void lrt_start_stop(struct lsb *s)
         http_client_close(st->cmd_hc);
     if (st->probe_hc)
         http_client_close(st->probe_hc);
-    free(st->ebuf);
+    rt_start_stream_clear(&st->cmd);
     free(st);
 }
 
@@ -712,7 +558,7 @@ int lrt_start_describe(const struct lpool *p, const struct lrt *rt, char *out, s
         const struct lstart *st = s->start;
         if (s->pool != p || !st || st->step == ST_READY || st->step == ST_FAILED)
             continue;
-        if (st->step == ST_PROBE && st->probe_i < p->nprobes) {
+        if (st->step == ST_PROBE && st->probe_i < p->start.nprobes) {
             probe_name(p, st->probe_i, what, sizeof(what));
             snprintf(now, sizeof(now), "the %s has not passed yet (last try: %s)", what,
                      st->last[0] ? st->last : "not tried yet");
@@ -731,18 +577,5 @@ int lrt_start_describe(const struct lpool *p, const struct lrt *rt, char *out, s
 
 void lrt_pool_set_runtimes(struct lpool *p, const struct mf_runtime *rts, int n)
 {
-    p->start_cmd[0] = p->start_rt[0] = '\0';
-    p->nprobes = 0;
-    for (int i = 0; i < n && i < MF_RUNTIMES_MAX; i++) {
-        if (rts[i].start_command[0] && !p->start_cmd[0]) {
-            ab_strlcpy(p->start_cmd, rts[i].start_command, sizeof(p->start_cmd));
-            ab_strlcpy(p->start_rt, rts[i].name, sizeof(p->start_rt));
-        }
-        /* envd's own probe is the socket the runtime already waits for */
-        if (rts[i].probe.kind != MF_PROBE_NONE && strcmp(rts[i].name, "envd") != 0) {
-            p->probes[p->nprobes].p = rts[i].probe;
-            ab_strlcpy(p->probes[p->nprobes].rt, rts[i].name, sizeof(p->probes[0].rt));
-            p->nprobes++;
-        }
-    }
+    rt_start_spec_from(&p->start, rts, n);
 }

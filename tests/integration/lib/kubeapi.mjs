@@ -1699,7 +1699,9 @@ export async function startKubeApi(opts = {}) {
         });
     });
     server.keepAliveTimeout = 60000;
+    let connections = 0; // kube-adopt: TCP connections accepted (the claim benchmark counts new ones per claim)
     server.on('connection', (s) => {
+        connections++;
         sockets.add(s);
         s.on('close', () => sockets.delete(s));
     });
@@ -1716,6 +1718,10 @@ export async function startKubeApi(opts = {}) {
         requests,
         get resourceVersion() {
             return String(rv);
+        },
+        // TCP connections accepted so far (kube-adopt: connection reuse per claim)
+        get connections() {
+            return connections;
         },
         setToken(t) {
             token = t;
