@@ -102,7 +102,7 @@ static void sql_error(PGconn *conn, const PGresult *r, const char *what, char *e
 
 struct refresh_job {
     struct clusters *c;
-    struct clusters_row *rows; /* owned */
+    struct clusters_entry *entries; /* owned; sorted on the worker (clusters_table_build) */
     size_t n;
     char err[CLUSTERS_ERR_MAX];
 };
@@ -121,6 +121,7 @@ static int refresh_run(PGconn *conn, void *arg)
     struct refresh_job *j = arg;
     char window[16], limit[16];
     const char *vals[2] = {window, limit};
+    struct clusters_row *rows = NULL;
     PGresult *r;
     int rc = 0, n;
 
@@ -141,15 +142,15 @@ static int refresh_run(PGconn *conn, void *arg)
         goto out;
     }
     if (n > 0) {
-        j->rows = calloc((size_t)n, sizeof(*j->rows));
-        if (j->rows == NULL) {
+        rows = calloc((size_t)n, sizeof(*rows));
+        if (rows == NULL) {
             snprintf(j->err, sizeof(j->err), "out of memory reading %d clusters", n);
             rc = AB_ENOMEM;
             goto out;
         }
     }
     for (int i = 0; i < n; i++) {
-        struct clusters_row *row = &j->rows[i];
+        struct clusters_row *row = &rows[i];
 
         ab_strlcpy(row->id, PQgetvalue(r, i, 0), sizeof(row->id));
         ab_strlcpy(row->name, PQgetvalue(r, i, 1), sizeof(row->name));
@@ -162,8 +163,17 @@ static int refresh_run(PGconn *conn, void *arg)
         ab_strlcpy(row->agent_version, PQgetvalue(r, i, 8), sizeof(row->agent_version));
         ab_strlcpy(row->namespaces, PQgetvalue(r, i, 9), sizeof(row->namespaces));
     }
+    /* the sort and the copy here, off the loop (10,000 rows of 1.4 KiB) */
+    rc = clusters_table_build(rows, (size_t)n, &j->entries);
+    if (rc != 0) {
+        snprintf(j->err, sizeof(j->err), "%s",
+                 rc == AB_EINVAL ? "duplicate cluster id in a refresh"
+                                 : "out of memory applying a refresh");
+        goto out;
+    }
     j->n = (size_t)n;
 out:
+    free(rows);
     PQclear(r);
     return rc;
 }
@@ -185,7 +195,6 @@ static void refresh_done(void *arg, int status)
     struct clusters_revocation *revs = NULL;
     size_t nrevs = 0;
     bool was_loaded;
-    int rc;
 
     if (job_finished(c))
         goto out;
@@ -208,12 +217,8 @@ static void refresh_done(void *arg, int status)
         }
     }
     was_loaded = c->table.loaded;
-    rc = clusters_table_replace(&c->table, j->rows, j->n, revs, &nrevs);
-    if (rc != 0) {
-        refresh_failed(c, rc == AB_EINVAL ? "duplicate cluster id in a refresh"
-                                          : "out of memory applying a refresh");
-        goto again;
-    }
+    clusters_table_swap(&c->table, j->entries, j->n, revs, &nrevs);
+    j->entries = NULL;
     if (c->failing || !was_loaded) {
         char count[24];
 
@@ -235,7 +240,7 @@ again:
     }
 out:
     free(revs);
-    free(j->rows);
+    free(j->entries);
     free(j);
 }
 
