@@ -20,6 +20,7 @@
 #include "agentbox/assertion.h"
 #include "agentbox/relay.h"
 #include "agentbox/timerwheel.h"
+#include "agentbox/trace.h"
 #include "hub/auth.h"
 #include "hub/clusters.h"
 
@@ -288,7 +289,9 @@ static void relay(struct hub_session *hs, struct tun_stream *st, const struct tu
 {
     const char *target = header_of(head, H_TARGET_CLUSTER);
     const char *service = header_of(head, H_TARGET_SERVICE);
+    const char *trace = ab_trace_enabled() ? header_of(head, AB_TRACE_HEADER) : NULL;
     char msg[200];
+    ab_trace(trace, "relay.open");
     if (!target || !service) {
         tun_stream_respond_json(st, 400,
                                 "{\"code\":400,\"message\":\"a relay stream needs " H_TARGET_CLUSTER
@@ -354,6 +357,7 @@ static void relay(struct hub_session *hs, struct tun_stream *st, const struct tu
         out.nheaders++;
     }
     snprintf(msg, sizeof(msg), "cluster '%.64s' is not connected to the hub", target);
+    ab_trace(trace, "relay.spliced");
     tun_splice(st, tunnel_server_session(hs->ts, target), &out, msg);
 }
 
