@@ -64,9 +64,11 @@ int clusters_table_build(const struct clusters_row *rows, size_t n, struct clust
     return 0;
 }
 
-void clusters_table_swap(struct clusters_table *t, struct clusters_entry *v, size_t n,
-                         struct clusters_revocation *revs, size_t *nrevs)
+struct clusters_entry *clusters_table_swap(struct clusters_table *t, struct clusters_entry *v,
+                                           size_t n, struct clusters_revocation *revs,
+                                           size_t *nrevs)
 {
+    struct clusters_entry *old_v = t->v;
     size_t nr = 0;
 
     /* Both sorted: one merge pass carries live state over and finds what
@@ -102,11 +104,11 @@ void clusters_table_swap(struct clusters_table *t, struct clusters_entry *v, siz
         if (reason != NULL && t->loaded)
             revs[nr++].reason = reason;
     }
-    free(t->v);
     t->v = v;
     t->n = n;
     t->loaded = true;
     *nrevs = nr;
+    return old_v;
 }
 
 int clusters_table_replace(struct clusters_table *t, const struct clusters_row *rows, size_t n,
@@ -118,7 +120,7 @@ int clusters_table_replace(struct clusters_table *t, const struct clusters_row *
     *nrevs = 0;
     if (rc != 0)
         return rc;
-    clusters_table_swap(t, v, n, revs, nrevs);
+    free(clusters_table_swap(t, v, n, revs, nrevs));
     return 0;
 }
 
