@@ -117,7 +117,7 @@ try {
 
     // --- where a forward's time goes: TRACE_N traced pairs, stages from every process's log
     // a claim that waits for a spawn would bury the forward in beta's refill
-    await waitPool(beta, 'bench-1c0gi', (st) => st.idle >= Math.min(POOL, 2 * TRACE_N), `beta refilled`, 300000)
+    await waitPool(beta, 'bench-1c0gi', (st) => st.idle >= Math.min(POOL, 2 * TRACE_N), `beta refilled`, 60000)
         .catch((e) => console.log(`forward trace: ${e.message}; tracing anyway (a claim may wait for a spawn)`));
     const traced = [];
     // each traced create waits until beta started the last claim's refill
