@@ -1,6 +1,8 @@
 /* agentbox-agent serve: configuration, listeners, lifecycle. */
 #include "agent/agent.h"
 #include "agent/auth.h"
+#include "agent/catalogue.h"
+#include "agent/autoscaler.h"
 #include "agent/dataplane.h"
 #include "agent/e2b/e2b.h"
 #include "agent/egress/wiring.h"
@@ -75,6 +77,10 @@ const struct cfg_option agent_serve_options[] = {
      "applied to every Pod image after a SandboxTemplate's agentbox.navix.sh/registry-rewrite "
      "annotation (same format); the first FROM equal to the image's registry host wins",
      NULL},
+    {"egress_image", CFG_STRING, NULL, false, AOPT(egress_image),
+     "kube runtime: image of the egress sidecar and init container (agentbox-egress) in the "
+     "Pods of Envs with overrides.gateway.enabled (default: the pool's idle image)",
+     NULL},
     {"namespace", CFG_STRING, NULL, false, AOPT(kube_namespace),
      "kube runtime: namespace of the SandboxEnvs, SandboxPools and Pods (default: the "
      "kubeconfig's, else default)",
@@ -108,6 +114,10 @@ const struct cfg_option agent_serve_options[] = {
      NULL},
     {"tunnel_ping_interval", CFG_DURATION, "10s", false, AOPT(tunnel_ping_interval_ms),
      "WebSocket ping to the hub every this long", NULL},
+    {"tunnel_framing", CFG_STRING, "wslay", false, AOPT(tunnel_framing),
+     "WebSocket framing of the tunnel: wslay (raw socket, default) or lws; either hub accepts "
+     "either",
+     NULL},
     {"tunnel_timeout", CFG_DURATION, "30s", false, AOPT(tunnel_timeout_ms),
      "drop the tunnel after this long without hearing from the hub", NULL},
     {"reconnect_min", CFG_DURATION, "500ms", false, AOPT(reconnect_min_ms),
@@ -124,7 +134,8 @@ const struct cfg_option agent_serve_options[] = {
      "take their /30s from (one namespace per agent: two agents may use the same range)",
      NULL},
     {"egress_resolver", CFG_STRING, NULL, false, AOPT(egress_resolver),
-     "local runtime: DNS server (IP or IP:port) the egress gateway relays sandbox queries to "
+     "DNS server (IP or IP:port) the egress gateway (kube: the Pod sidecar) relays sandbox queries "
+     "to "
      "(default: the first nameserver of /etc/resolv.conf)",
      NULL},
     {"egress_upstream_ca", CFG_STRING, NULL, false, AOPT(egress_upstream_ca),
@@ -374,6 +385,8 @@ static int agent_kube_new(struct agent *a, char *err, size_t errlen)
         .ns = cfg->kube_namespace,
         .registry_rewrite = cfg->registry_rewrite,
         .lead_now = !cfg->leader_election,
+        .egress_image = cfg->egress_image,
+        .egress_resolver = cfg->egress_resolver,
     };
     if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
         snprintf(err, errlen, "out of memory");
@@ -495,6 +508,25 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
     return 0;
 }
 
+static bool agent_elects(const struct agent *a);
+
+/* The autoscaler's Events go to the native API's env events (the kube
+ * runtime also writes a Kubernetes Event for each, in rt_scale_set). */
+static void agent_autoscale_event(void *arg, const char *ns, const char *env, const char *reason,
+                                  const char *message)
+{
+    struct agent *a = arg;
+    if (a->native)
+        native_event_add(a->native, ns, env, reason, "%s", message);
+}
+
+/* With leader election only the leader scales (it alone writes the CRDs). */
+static bool agent_autoscale_active(void *arg)
+{
+    struct agent *a = arg;
+    return !agent_elects(a) || atomic_load(&a->lease_leading);
+}
+
 /* Modules are created in dependency order; struct agent lists them in it. */
 int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_t errlen)
 {
@@ -559,6 +591,19 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     if ((rc = agent_add_routes(a, AGENT_NATIVE, ping, AB_ARRAY_LEN(ping), err, errlen)) != 0)
         return rc;
 
+    const struct autoscaler_deps ad = {
+        .loop = a->loop,
+        .rt = a->rt,
+        .event = agent_autoscale_event,
+        .event_arg = a,
+        .active = agent_autoscale_active,
+        .active_arg = a,
+    };
+    if (!(a->as = autoscaler_new(&ad))) {
+        snprintf(err, errlen, "out of memory creating the autoscaler");
+        return AB_ENOMEM;
+    }
+
     const struct fed_deps fd = {
         .loop = a->loop, .rt = a->rt, .hub = a->hub, .auth = a->auth, .cluster = cfg->cluster_id};
     if ((rc = fed_new(&fd, &a->fed, err, errlen)) != 0)
@@ -569,12 +614,18 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
                                    .auth = a->auth,
                                    .hub = a->hub,
                                    .fed = a->fed,
+                                   .autoscaler = a->as,
                                    .cluster = cfg->cluster_id,
                                    .enable_diag = cfg->enable_diag};
     /* native_new has no code to give: it fails when its route table is full
      * (or, which err then says, out of memory). */
     if (!(a->native = native_new(&nd, err, errlen)))
         return AB_ELIMIT;
+    const struct catalogue_deps cd = {.loop = a->loop, .rt = a->rt, .hub = a->hub};
+    if (!(a->catalogue = catalogue_new(&cd))) {
+        snprintf(err, errlen, "out of memory creating the template catalogue");
+        return AB_ENOMEM;
+    }
     r = native_routes(a->native, &n);
     if ((rc = agent_add_routes(a, AGENT_NATIVE, r, n, err, errlen)) != 0)
         return rc;
@@ -601,11 +652,12 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     return agent_add_routes(a, AGENT_E2B, r, n, err, errlen);
 }
 
-/* EVENT frames from the hub: key revocations today. */
+/* EVENT frames from the hub: key revocations, assertion keys, the template catalogue. */
 static void agent_on_hub_event(json_t *event, void *arg)
 {
     struct agent *a = arg;
     agent_auth_on_event(a->auth, event);
+    catalogue_on_event(a->catalogue, event);
 }
 
 /* Whether replicas elect a leader (kube runtime) for the reconciler's
@@ -625,6 +677,7 @@ static int agent_tunnel_up(struct agent *a, char *err, size_t errlen)
         .token = a->cfg->join_token,
         .cluster = a->cfg->cluster_id,
         .hub_ca = a->cfg->hub_ca,
+        .framing = a->cfg->tunnel_framing,
         .ping_interval_ms = a->cfg->tunnel_ping_interval_ms,
         .timeout_ms = a->cfg->tunnel_timeout_ms,
         .backoff_min_ms = a->cfg->reconnect_min_ms,
@@ -804,11 +857,14 @@ void agent_fini(struct agent *a)
      * a follower leads at once instead of waiting the lease duration out */
     kube_lease_free(a->lease);
     a->lease = NULL;
+    autoscaler_free(a->as); /* its timer scales the runtime */
+    a->as = NULL;
     rt_free(a->rt); /* sandboxes keep running: the next agent re-adopts them */
     a->rt = NULL;
     egress_wiring_stop(a->egress); /* the gateway's sockets, while the loop is alive */
     e2b_free(a->e2b);
     native_free(a->native);
+    catalogue_free(a->catalogue); /* after the tunnel and the runtime answered its calls */
     dataplane_free(a->dp);
     free(a->pool_seen);
     loop_free(a->loop);

@@ -26,16 +26,19 @@ struct e2b;
 struct fed;
 struct hub_link;
 struct native;
+struct catalogue;
 struct rt;
 struct agent_pool_seen;
 struct egress_wiring;
 struct kube_lease;
+struct autoscaler;
 
 struct agent_config {
     char *cluster_id;
     char *hub_url;
     char *join_token;
     char *hub_ca;
+    char *tunnel_framing;
     char *runtime;
     char *state_dir;
     char *manifests_dir;
@@ -44,6 +47,7 @@ struct agent_config {
     char *kube_namespace;   /* kube runtime: NULL → the config's, else "default" */
     bool leader_election;   /* kube runtime: reconcile only while holding the Lease */
     char *registry_rewrite; /* kube runtime: the region's FROM=TO registry hosts */
+    char *egress_image;     /* kube runtime: the egress sidecar's image; NULL: the idle image */
     char *lease_name;       /* kube runtime: the coordination.k8s.io Lease */
     int64_t lease_duration_ms;
     int64_t lease_renew_deadline_ms;
@@ -101,8 +105,10 @@ struct agent {
     struct rt *rt;                     /* the sandbox runtime */
     struct agent_pool_seen *pool_seen; /* pool gauge series exported so far (agent.c) */
     struct dataplane *dp;
-    struct fed *fed; /* bare-name placement and the capacity reporter */
+    struct autoscaler *as; /* scaling groups: the runtime's member replicas */
+    struct fed *fed;       /* bare-name placement and the capacity reporter */
     struct native *native;
+    struct catalogue *catalogue; /* the hub's templates applied here (catalogue.c) */
     struct e2b *e2b;
     struct agent_listener_state l[AGENT_NLISTENERS];
     struct agent_tunnel *tunnel; /* NULL when standalone */

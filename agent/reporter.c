@@ -1,8 +1,12 @@
 /* Capacity reports to the hub. See reporter.h.
  *
- * The local runtime has no autoscaler: members report autoscaling false and
- * headroom 0, so only idle members attract forwarded creates. desired is
- * what the pool wants to exist: its replicas, every state counted. */
+ * autoscaling and headroom are the runtime's (struct rt_pool): a member of
+ * a group with the autoscaler on reports how far it may still grow (-1
+ * unbounded, 0 at its ceiling or saturated), so the hub's routing steps 3
+ * and 4 (scale here, forward to a cluster that can scale) see it; any other
+ * member reports false / 0 and attracts creates only with idle sandboxes.
+ * desired is what the pool wants to exist: its replicas, every state
+ * counted. */
 #include "agent/reporter.h"
 
 #include <stdio.h>
@@ -44,14 +48,16 @@ static uint64_t mix(uint64_t h, const char *s)
 static void add_pool(void *arg, const struct rt_pool *p)
 {
     struct build *b = arg;
-    char idle[16];
+    char idle[48];
     if (p->env[0] == '\0')
         return; /* a standalone pool is not an env member: federation pairs envs */
     if (b->n >= FED_REPORT_RECORDS_LIMIT) {
         b->truncated = true;
         return;
     }
-    snprintf(idle, sizeof(idle), "%d", p->status.idle);
+    /* the digest moves with headroom too: a member reaching its ceiling must
+     * stop attracting forwarded creates before the next full report */
+    snprintf(idle, sizeof(idle), "%d/%d/%d", p->status.idle, p->autoscaling ? 1 : 0, p->headroom);
     b->sig = mix(mix(mix(mix(mix(b->sig, p->ns), p->env), p->name), p->scaling_group), idle);
     int desired = p->status.replicas;
     if (!b->recs) { /* a probe: the digest only */
@@ -60,10 +66,11 @@ static void add_pool(void *arg, const struct rt_pool *p)
     }
     json_array_append_new(
         b->recs,
-        json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:i,s:i}", "namespace", p->ns, "env",
+        json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:I,s:i}", "namespace", p->ns, "env",
                   p->env, "pool", p->name, "scalingGroup", p->scaling_group, "idle", p->status.idle,
                   "running", p->status.running, "pending", p->status.pending, "desired", desired,
-                  "autoscaling", 0, "headroom", 0, "saturatedForMs", 0, "ageMs", 0));
+                  "autoscaling", p->autoscaling, "headroom", p->headroom, "saturatedForMs",
+                  (json_int_t)p->saturated_for_ms, "ageMs", 0));
     b->n++;
 }
 

@@ -1,4 +1,11 @@
-/* See tunnel_client.h. */
+/* See tunnel_client.h.
+ *
+ * Two framings of one wire (RFC 6455, subprotocol agentbox.tunnel.v1),
+ * chosen by --tunnel-framing: "wslay" (default) dials an lws raw socket
+ * (TLS by lws/OpenSSL for wss://), writes the upgrade request itself, checks
+ * the 101 (tunnel_upgrade.h) and frames with wslay (tunnel_wsl.h); "lws" is
+ * lws's WebSocket client (tunnel_ws.h), kept as the fallback. Either hub
+ * framing accepts either. */
 #include "agent/tunnel_client.h"
 
 #include "agentbox/common.h"
@@ -9,7 +16,10 @@
 #include "agentbox/relay.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
+#include "agentbox/tls_client.h"
+#include "agentbox/tunnel_upgrade.h"
 #include "agentbox/tunnel_ws.h"
+#include "agentbox/tunnel_wsl.h"
 #include "agentbox/version.h"
 
 #include <libwebsockets.h>
@@ -19,6 +29,9 @@
 
 #define PROTOCOL "agentbox.tunnel.v1"
 #define STATS_INTERVAL_MS 5000
+#define RAW_PROTOCOL "ab-tunnel-raw"
+#define HANDSHAKE_TIMEOUT_S 10 /* a hub that accepts but does not answer the upgrade */
+#define TLS_BUF (64 * 1024)    /* plaintext read / ciphertext written per step */
 
 struct agent_tunnel {
     struct loop *loop;
@@ -31,7 +44,16 @@ struct agent_tunnel {
     bool tls;
 
     struct lws *wsi; /* the current connection, or NULL */
+    bool raw;        /* wslay framing on a raw socket (else lws's WebSocket client) */
     struct tun_ws ws;
+    struct tun_wsl wsl;
+    struct tun_upgrade_reader *rd; /* raw: until the hub's answer is complete */
+    char key[TUN_UPGRADE_KEY_LEN + 1];
+    bool upgraded, conn_live;       /* raw: 101 checked; a connection attempt is ours to retry */
+    struct tls_client_ctx *tls_ctx; /* raw wss://: TLS over the raw socket (tls_client.h) */
+    struct tls_client *tlsc;        /* the current connection's, or NULL */
+    bool tls_up;
+    uint8_t *tls_buf; /* TLS_BUF */
     struct tun_session *s;
     bool established, stopping;
     int64_t connected_at_ms; /* 0 while not connected */
@@ -48,6 +70,26 @@ struct agent_tunnel {
 };
 
 static void schedule_retry(struct agent_tunnel *t, int64_t connected_ms, const char *why);
+
+/* --- the two framings, one set of verbs ----------------------------------------- */
+
+static void cl_want_write(struct agent_tunnel *t)
+{
+    if (t->raw)
+        tun_wsl_want_write(&t->wsl);
+    else
+        tun_ws_want_write(&t->ws);
+}
+
+static int64_t cl_last_rx_ms(struct agent_tunnel *t)
+{
+    return t->raw ? t->wsl.last_rx_ms : t->ws.last_rx_ms;
+}
+
+static int64_t cl_rtt_us(struct agent_tunnel *t)
+{
+    return t->raw ? t->wsl.last_rtt_us : t->ws.last_rtt_us;
+}
 
 struct tun_session *agent_tunnel_session(struct agent_tunnel *t)
 {
@@ -113,7 +155,7 @@ static void want_write(struct tun_session *s, void *arg)
 {
     struct agent_tunnel *t = arg;
     if (t->wsi)
-        tun_ws_want_write(&t->ws);
+        cl_want_write(t);
 }
 
 /* --- timers --------------------------------------------------------------------------- */
@@ -123,7 +165,10 @@ static void ping_tick(struct loop_timer *tm)
     struct agent_tunnel *t = tm->arg;
     if (!t->wsi)
         return;
-    tun_ws_ping(&t->ws);
+    if (t->raw)
+        tun_wsl_ping(&t->wsl);
+    else
+        tun_ws_ping(&t->ws);
     loop_timer_start(t->loop, &t->ping_timer, t->o.ping_interval_ms, ping_tick, t);
 }
 
@@ -132,13 +177,16 @@ static void watchdog_tick(struct loop_timer *tm)
     struct agent_tunnel *t = tm->arg;
     if (!t->wsi)
         return;
-    int64_t silent = ab_now_ms() - t->ws.last_rx_ms;
+    int64_t silent = ab_now_ms() - cl_last_rx_ms(t);
     if (silent >= t->o.timeout_ms) {
         char s[32];
         snprintf(s, sizeof(s), "%lld", (long long)silent);
         LOG_WARN("hub silent; dropping the tunnel", "silent_ms", s);
         ab_strlcpy(t->close_reason, "hub silent", sizeof(t->close_reason));
-        tun_ws_kill(&t->ws, "silent");
+        if (t->raw)
+            tun_wsl_kill(&t->wsl);
+        else
+            tun_ws_kill(&t->ws, "silent");
         return;
     }
     loop_timer_start(t->loop, &t->watchdog_timer, t->o.timeout_ms - silent, watchdog_tick, t);
@@ -156,8 +204,8 @@ static void stats_tick(struct loop_timer *tm)
             metrics_add(t->m_stalls, NULL, (double)(st.credit_stalls - t->stalls_seen));
             t->stalls_seen = st.credit_stalls;
         }
-        if (t->ws.last_rtt_us)
-            metrics_set(t->m_rtt, NULL, (double)t->ws.last_rtt_us / 1e6);
+        if (cl_rtt_us(t))
+            metrics_set(t->m_rtt, NULL, (double)cl_rtt_us(t) / 1e6);
     }
     loop_timer_start(t->loop, &t->stats_timer, STATS_INTERVAL_MS, stats_tick, t);
 }
@@ -172,7 +220,17 @@ static void teardown(struct agent_tunnel *t)
         tun_session_free(t->s); /* resets every stream: pending calls fail fast */
         t->s = NULL;
     }
-    tun_ws_fini(&t->ws);
+    if (t->raw) {
+        tun_wsl_fini(&t->wsl);
+        tun_upgrade_reader_free(t->rd);
+        t->rd = NULL;
+        t->upgraded = false;
+        tls_client_free(t->tlsc);
+        t->tlsc = NULL;
+        t->tls_up = false;
+    } else {
+        tun_ws_fini(&t->ws);
+    }
     t->wsi = NULL;
     t->established = false;
     metrics_set(t->m_connected, NULL, 0);
@@ -192,15 +250,20 @@ static void connect_now(struct loop_timer *tm)
     i.path = "/v1/tunnel";
     i.host = t->host;
     i.origin = t->host;
-    i.protocol = PROTOCOL;
-    i.local_protocol_name = PROTOCOL;
-    i.ssl_connection = t->tls ? LCCSCF_USE_SSL : 0;
+    i.protocol = t->raw ? RAW_PROTOCOL : PROTOCOL;
+    i.local_protocol_name = t->raw ? RAW_PROTOCOL : PROTOCOL;
+    if (t->raw)
+        i.method = "RAW"; /* the upgrade is ours: raw_callback */
+    i.ssl_connection = t->tls && !t->raw ? LCCSCF_USE_SSL : 0; /* raw: tls_client.h */
     i.opaque_user_data = t;
     i.pwsi = &t->wsi;
     t->close_reason[0] = '\0';
+    t->conn_live = true;
     if (!lws_client_connect_via_info(&i)) {
         t->wsi = NULL;
-        schedule_retry(t, 0, "cannot start the connection");
+        if (t->conn_live) /* else CONNECTION_ERROR came already and retried */
+            schedule_retry(t, 0, "cannot start the connection");
+        t->conn_live = false;
     }
 }
 
@@ -220,10 +283,9 @@ static void schedule_retry(struct agent_tunnel *t, int64_t connected_ms, const c
     loop_timer_start(t->loop, &t->retry_timer, delay, connect_now, t);
 }
 
-static const char *refusal_reason(struct lws *wsi, const char *in, char *buf, size_t len,
-                                  const char *cluster)
+static const char *refusal_text(unsigned status, const char *in, char *buf, size_t len,
+                                const char *cluster)
 {
-    unsigned status = wsi ? lws_http_client_http_response(wsi) : 0;
     if (status == 401 || (in && strstr(in, "unauthorized")))
         snprintf(buf, len,
                  "hub refused the join token (HTTP 401): cluster '%s' is unknown or the token "
@@ -239,6 +301,256 @@ static const char *refusal_reason(struct lws *wsi, const char *in, char *buf, si
     else
         snprintf(buf, len, "%s", in ? in : "connection failed");
     return buf;
+}
+
+static const char *refusal_reason(struct lws *wsi, const char *in, char *buf, size_t len,
+                                  const char *cluster)
+{
+    return refusal_text(wsi ? lws_http_client_http_response(wsi) : 0, in, buf, len, cluster);
+}
+
+/* The upgrade is done: the session, HELLO, the ping and watchdog timers. */
+static int session_up(struct agent_tunnel *t)
+{
+    struct tun_config cfg;
+    char err[128] = "";
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.role = TUN_ROLE_AGENT;
+    cfg.cb = &t->cb;
+    cfg.arg = t;
+    cfg.window = TUN_BULK_WINDOW;
+    if (tun_session_new(&cfg, &t->s, err, sizeof(err)) != 0) {
+        LOG_ERROR("cannot create the tunnel session", "error", err);
+        return -1;
+    }
+    t->connected_at_ms = ab_now_ms();
+    json_t *hello = json_pack("{s:s,s:s,s:i,s:[s,s,s]}", "cluster", t->cluster, "version",
+                              AGENTBOX_VERSION, "protocol", 1, "services", "e2b", "data", "native");
+    tun_session_send_json(t->s, TUN_HELLO, hello);
+    json_decref(hello);
+    loop_timer_start(t->loop, &t->ping_timer, t->o.ping_interval_ms, ping_tick, t);
+    loop_timer_start(t->loop, &t->watchdog_timer, t->o.timeout_ms, watchdog_tick, t);
+    return 0;
+}
+
+/* --- raw connections: our upgrade, wslay framing ---------------------------------- */
+
+static int raw_rx(struct agent_tunnel *t, const void *in, size_t len)
+{
+    if (!t->s || t->wsl.closing)
+        return 0;
+    int rc = tun_wsl_rx(&t->wsl, in, len);
+    if (rc == AB_ECLOSED) {
+        /* the reply goes out in WRITEABLE, then the socket closes */
+        ab_strlcpy(t->close_reason, t->wsl.peer_reason, sizeof(t->close_reason));
+        if (strcmp(t->close_reason, "superseded") == 0)
+            LOG_ERROR("tunnel superseded: another agent connected with the same cluster id",
+                      "cluster", t->cluster);
+        return 0;
+    }
+    if (rc < 0) {
+        LOG_WARN("tunnel protocol error; reconnecting", "error", t->wsl.err ? t->wsl.err : "?");
+        ab_strlcpy(t->close_reason, "protocol error", sizeof(t->close_reason));
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the hub's answer to the upgrade; a refusal closes with its reason. */
+static int raw_handshake(struct agent_tunnel *t, const char *in, size_t len)
+{
+    size_t used = 0;
+    int status = 0;
+    const char *why = NULL;
+    int rc = tun_upgrade_reader_feed(t->rd, in, len, &used, &status, &why);
+    if (rc == 0)
+        return 0;
+    if (rc < 0) {
+        snprintf(t->close_reason, sizeof(t->close_reason), "hub answered a malformed upgrade: %s",
+                 why ? why : "?");
+        return -1;
+    }
+    const struct http_request *h = tun_upgrade_reader_head(t->rd, &status);
+    char why2[160];
+    rc = tun_upgrade_check_response(status, h, t->key, why2, sizeof(why2));
+    if (rc == AB_EDENIED) {
+        char buf[300];
+        refusal_text((unsigned)status, NULL, buf, sizeof(buf), t->cluster);
+        ab_strlcpy(t->close_reason, buf, sizeof(t->close_reason));
+        return -1;
+    }
+    if (rc != 0) {
+        ab_strlcpy(t->close_reason, why2, sizeof(t->close_reason));
+        return -1;
+    }
+    t->upgraded = true;
+    tun_upgrade_reader_free(t->rd);
+    t->rd = NULL;
+    lws_set_timeout(t->wsi, NO_PENDING_TIMEOUT, 0);
+    t->close_reason[0] = '\0';
+    if (session_up(t) != 0)
+        return -1;
+    tun_wsl_start(&t->wsl, t->s);
+    tun_wsl_want_write(&t->wsl);
+    if (used < len)
+        return raw_rx(t, in + used, len - used);
+    return 0;
+}
+
+/* Sends the upgrade request (through TLS when wss://). */
+static int send_upgrade(struct agent_tunnel *t)
+{
+    char req[1024];
+    int n;
+    if (tun_upgrade_key(t->key) != 0 ||
+        (n = tun_upgrade_request(req, sizeof(req), t->host, t->port, t->key, t->auth, t->cluster)) <
+            0 ||
+        tun_wsl_send_raw(&t->wsl, req, (size_t)n) != 0) {
+        ab_strlcpy(t->close_reason, "cannot write the upgrade request", sizeof(t->close_reason));
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes the ciphertext TLS has made (in WRITEABLE). */
+static int tls_flush(struct agent_tunnel *t)
+{
+    size_t n;
+    while ((n = tls_client_output(t->tlsc, t->tls_buf, TLS_BUF)) > 0)
+        if (lws_write(t->wsi, t->tls_buf, n, LWS_WRITE_RAW) < (int)n)
+            return -1;
+    return 0;
+}
+
+/* tun_wsl's write_fn for wss://: encrypt, then write. */
+static int tls_send(void *arg, const uint8_t *data, size_t len)
+{
+    struct agent_tunnel *t = arg;
+    return tls_client_write(t->tlsc, data, len) == 0 ? tls_flush(t) : -1;
+}
+
+static int raw_connected(struct agent_tunnel *t, struct lws *wsi)
+{
+    t->wsi = wsi;
+    if (tun_wsl_init(&t->wsl, wsi, false) != 0 || !(t->rd = tun_upgrade_reader_new(true))) {
+        ab_strlcpy(t->close_reason, "out of memory for the tunnel's buffers",
+                   sizeof(t->close_reason));
+        return -1;
+    }
+    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, HANDSHAKE_TIMEOUT_S);
+    if (t->tls_ctx) {
+        char why[160];
+        if (!(t->tlsc = tls_client_new(t->tls_ctx, t->host)) ||
+            tls_client_handshake(t->tlsc, why, sizeof(why)) < 0) {
+            ab_strlcpy(t->close_reason, "cannot start TLS to the hub", sizeof(t->close_reason));
+            return -1;
+        }
+        t->wsl.write_fn = tls_send;
+        t->wsl.write_arg = t;
+        ab_strlcpy(t->close_reason, "hub did not finish the TLS handshake",
+                   sizeof(t->close_reason));
+        lws_callback_on_writable(wsi); /* the ClientHello */
+        return 0;
+    }
+    if (send_upgrade(t) != 0)
+        return -1;
+    ab_strlcpy(t->close_reason, "hub did not answer the upgrade", sizeof(t->close_reason));
+    return 0;
+}
+
+/* Plaintext from the hub: the upgrade's answer, then WebSocket bytes. */
+static int raw_plain(struct agent_tunnel *t, const char *in, size_t len)
+{
+    return t->upgraded ? raw_rx(t, in, len) : raw_handshake(t, in, len);
+}
+
+/* Ciphertext from the hub: the TLS handshake, then plaintext for raw_plain. */
+static int tls_rx(struct agent_tunnel *t, const void *in, size_t len)
+{
+    if (tls_client_input(t->tlsc, in, len) != 0)
+        return -1;
+    if (!t->tls_up) {
+        char why[160];
+        int hs = tls_client_handshake(t->tlsc, why, sizeof(why));
+        if (hs < 0) {
+            ab_strlcpy(t->close_reason, why, sizeof(t->close_reason));
+            return -1;
+        }
+        if (tls_client_output_pending(t->tlsc))
+            lws_callback_on_writable(t->wsi);
+        if (hs == 0)
+            return 0;
+        t->tls_up = true;
+        if (send_upgrade(t) != 0)
+            return -1;
+        ab_strlcpy(t->close_reason, "hub did not answer the upgrade", sizeof(t->close_reason));
+    }
+    for (;;) {
+        ssize_t n = tls_client_read(t->tlsc, t->tls_buf, TLS_BUF);
+        if (n == 0)
+            break;
+        if (n < 0) {
+            if (!t->close_reason[0])
+                ab_strlcpy(t->close_reason,
+                           n == AB_ECLOSED ? "hub closed the TLS session" : "TLS error",
+                           sizeof(t->close_reason));
+            return -1;
+        }
+        if (raw_plain(t, (const char *)t->tls_buf, (size_t)n) != 0)
+            return -1;
+        if (!t->wsi || !t->tlsc)
+            return 0;
+    }
+    if (tls_client_output_pending(t->tlsc))
+        lws_callback_on_writable(t->wsi);
+    return 0;
+}
+
+static int raw_client_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                               void *in, size_t len)
+{
+    struct agent_tunnel *t = lws_get_opaque_user_data(wsi);
+    if (!t)
+        return 0;
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
+        if (!t->conn_live)
+            return 0;
+        t->conn_live = false;
+        char buf[300];
+        const char *why = refusal_text(0, in, buf, sizeof(buf), t->cluster);
+        teardown(t);
+        schedule_retry(t, 0, why);
+        return 0;
+    }
+    case LWS_CALLBACK_RAW_CONNECTED:
+        return raw_connected(t, wsi);
+    case LWS_CALLBACK_RAW_RX:
+        if (t->wsi != wsi)
+            return 0;
+        return t->tlsc ? tls_rx(t, in, len) : raw_plain(t, in, len);
+    case LWS_CALLBACK_RAW_WRITEABLE:
+        if (t->wsi != wsi)
+            return -1;
+        if (t->tlsc && (tls_flush(t) != 0 || !t->tls_up))
+            return t->tls_up ? -1 : 0;
+        return tun_wsl_writeable(&t->wsl);
+    case LWS_CALLBACK_RAW_CLOSE: {
+        if (!t->conn_live || (t->wsi && t->wsi != wsi))
+            return 0;
+        t->conn_live = false;
+        int64_t up = t->connected_at_ms ? ab_now_ms() - t->connected_at_ms : 0;
+        t->connected_at_ms = 0;
+        char why[160];
+        snprintf(why, sizeof(why), "%s",
+                 t->close_reason[0] ? t->close_reason : "connection closed");
+        teardown(t);
+        schedule_retry(t, up, why);
+        return 0;
+    }
+    default:
+        return 0;
+    }
 }
 
 static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -269,29 +581,15 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
         return 0;
     }
     case LWS_CALLBACK_CLIENT_ESTABLISHED: {
-        struct tun_config cfg;
-        char err[128] = "";
-        memset(&cfg, 0, sizeof(cfg));
-        cfg.role = TUN_ROLE_AGENT;
-        cfg.cb = &t->cb;
-        cfg.arg = t;
         t->wsi = wsi;
-        if (tun_session_new(&cfg, &t->s, err, sizeof(err)) != 0 ||
-            tun_ws_init(&t->ws, wsi, t->s) != 0) {
-            if (!err[0]) /* tun_ws_init fails only for its frame buffers */
-                snprintf(err, sizeof(err), "out of memory for the tunnel's frame buffers");
-            LOG_ERROR("cannot create the tunnel session", "error", err);
+        if (session_up(t) != 0)
+            return -1;
+        if (tun_ws_init(&t->ws, wsi, t->s) != 0) {
+            LOG_ERROR("cannot create the tunnel session", "error",
+                      "out of memory for the tunnel's frame buffers");
             return -1;
         }
-        t->connected_at_ms = ab_now_ms();
-        json_t *hello =
-            json_pack("{s:s,s:s,s:i,s:[s,s,s]}", "cluster", t->cluster, "version", AGENTBOX_VERSION,
-                      "protocol", 1, "services", "e2b", "data", "native");
-        tun_session_send_json(t->s, TUN_HELLO, hello);
-        json_decref(hello);
         tun_ws_want_write(&t->ws);
-        loop_timer_start(t->loop, &t->ping_timer, t->o.ping_interval_ms, ping_tick, t);
-        loop_timer_start(t->loop, &t->watchdog_timer, t->o.timeout_ms, watchdog_tick, t);
         return 0;
     }
     case LWS_CALLBACK_CLIENT_RECEIVE: {
@@ -440,8 +738,31 @@ int agent_tunnel_start(struct loop *loop, const struct agent_tunnel_options *o,
                                    "Times a stream ran out of send credit with data queued.",
                                    METRIC_COUNTER, NULL, NULL, 0);
 
-    t->protocols[0].name = PROTOCOL;
-    t->protocols[0].callback = client_callback;
+    t->raw = !o->framing || strcmp(o->framing, "wslay") == 0;
+    if (!t->raw && strcmp(o->framing, "lws") != 0) {
+        snprintf(err, errlen, "tunnel_framing '%s' must be wslay or lws", o->framing);
+        explicit_bzero(t->auth, sizeof(t->auth));
+        free(t);
+        return AB_EINVAL;
+    }
+    /* wss:// on a raw socket: lws 4.1's raw client calls SSL_connect before
+     * its socket exists (lws_client_connect_via_info fails at once), so the
+     * raw client dials plain and TLS runs over it here (tls_client.h) */
+    if (t->raw && t->tls &&
+        tls_client_ctx_new(o->hub_ca ? t->ca : NULL, &t->tls_ctx, err, errlen) != 0) {
+        explicit_bzero(t->auth, sizeof(t->auth));
+        free(t);
+        return AB_EIO;
+    }
+    if (t->tls_ctx && !(t->tls_buf = malloc(TLS_BUF))) {
+        snprintf(err, errlen, "out of memory starting the tunnel client");
+        tls_client_ctx_free(t->tls_ctx);
+        explicit_bzero(t->auth, sizeof(t->auth));
+        free(t);
+        return AB_ENOMEM;
+    }
+    t->protocols[0].name = t->raw ? RAW_PROTOCOL : PROTOCOL;
+    t->protocols[0].callback = t->raw ? raw_client_callback : client_callback;
     t->protocols[0].rx_buffer_size = 64 * 1024;
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof(info));
@@ -475,5 +796,7 @@ void agent_tunnel_stop(struct agent_tunnel *t)
     if (t->wsi) /* the context closes it later: it must not find us */
         lws_set_opaque_user_data(t->wsi, NULL);
     teardown(t);
+    tls_client_ctx_free(t->tls_ctx);
+    free(t->tls_buf);
     free(t);
 }

@@ -20,6 +20,7 @@ struct agent_tunnel_options {
     const char *token;   /* abxc_… */
     const char *cluster;
     const char *hub_ca;       /* CA bundle for wss (NULL: system CAs) */
+    const char *framing;      /* "wslay" (raw socket + wslay) [NULL: wslay] or "lws" */
     int64_t ping_interval_ms; /* [10000] */
     int64_t timeout_ms;       /* [30000] */
     int64_t backoff_min_ms;   /* [500] */

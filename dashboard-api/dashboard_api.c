@@ -23,5 +23,7 @@ int dashboard_api_add_routes(struct hub *h, char *err, size_t errlen)
         rc = federation_api_add_routes(h, err, errlen);
     if (rc == 0)
         rc = console_api_add_routes(h, err, errlen);
+    if (rc == 0)
+        rc = templates_api_add_routes(h, err, errlen);
     return rc;
 }

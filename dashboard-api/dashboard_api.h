@@ -27,4 +27,7 @@ int sandboxes_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_
 /* /api/v1/auth/whoami, /api/v1/api-keys, /api/v1/admin/api-keys (identity_api.h). */
 int identity_api_add_routes(struct hub *h, struct auth_ctx *a, char *err, size_t errlen);
 
+/* /api/v1/sandbox-templates, /api/v1/admin/sandbox-templates (templates_api.c). */
+int templates_api_add_routes(struct hub *h, char *err, size_t errlen);
+
 #endif

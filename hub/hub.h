@@ -27,6 +27,7 @@ struct e2b_front;
 struct vault_api;
 struct sessions;
 struct approvals;
+struct templates;
 
 /* `serve` configuration (flags, AGENTBOX_* environment, YAML keys). */
 struct hub_serve_config {
@@ -41,6 +42,7 @@ struct hub_serve_config {
     char *log_level;
     bool log_json;
     char *tunnel_listen;
+    char *tunnel_framing;
     char *tls_cert;
     char *tls_key;
     int64_t tunnel_timeout_ms;
@@ -92,6 +94,7 @@ struct hub {
     struct vault_api *vault;      /* /e2b/secrets and the resolve route (vault_api.c) */
     struct sessions *sessions;    /* console logins (sessions.c) */
     struct approvals *approvals;  /* the approval gate (approvals.c) */
+    struct templates *templates;  /* the template catalogue (templates.c) */
     struct tunnel_server *tunnel; /* :7701 (tunnel_server.c), created by hub_start */
 };
 

@@ -11,6 +11,7 @@
 #include "agentbox/config.h"
 #include "hub/db.h"
 #include "hub/iam.h"
+#include "hub/cli.h"
 #include "hub/keys.h"
 #include "hub/vault.h"
 
@@ -166,66 +167,45 @@ static int key_create(PGconn *c, const struct key_cli_config *cfg, char *err, si
     return 0;
 }
 
+static int key_run(PGconn *c, struct cli_run *r, char *err, size_t errlen)
+{
+    const char *id = r->res->positional[1];
+    int rc;
+
+    if (r->cmd == 0)
+        return key_create(c, r->cfg, err, errlen);
+    if (r->cmd == 1)
+        return key_list(c, r->cfg, err, errlen);
+    rc = keys_revoke_conn(c, id, NULL, NULL, "cli", NULL, err, errlen);
+    if (rc == 0)
+        printf("revoked api key %s\n", id);
+    return rc;
+}
+
+static const struct cli_cmd key_cmds[] = {
+    {"create", 0, "takes no arguments besides flags"},
+    {"list", 0, "takes no arguments besides flags"},
+    {"revoke", 1, "takes exactly one key id (see key list)"},
+};
+static const struct cli key_cli = {
+    .prog = "agentbox-hub key",
+    .usage = KEY_USAGE,
+    .description = KEY_DESCRIPTION,
+    .opts = key_options,
+    .nopts = AB_ARRAY_LEN(key_options),
+    .cmds = key_cmds,
+    .ncmds = AB_ARRAY_LEN(key_cmds),
+    .url_off = KOPT(database_url),
+    .timeout_off = KOPT(connect_timeout_ms),
+    .run = key_run,
+};
+
 int keys_cli_main(int argc, char **argv)
 {
     struct key_cli_config cfg;
-    struct cfg_result res;
-    char err[1024] = "";
-    const char *sub;
-    PGconn *c = NULL;
-    int rc;
 
     memset(&cfg, 0, sizeof(cfg));
-    rc = cfg_load(key_options, AB_ARRAY_LEN(key_options), &cfg, argc, argv, &res, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub key: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    if (res.help || res.npositional == 0) {
-        cfg_print_help(res.help ? stdout : stderr, KEY_USAGE, KEY_DESCRIPTION, key_options,
-                       AB_ARRAY_LEN(key_options));
-        rc = res.help ? 0 : 2;
-        goto out;
-    }
-    sub = res.positional[0];
-    if (strcmp(sub, "create") != 0 && strcmp(sub, "list") != 0 && strcmp(sub, "revoke") != 0) {
-        fprintf(stderr, "agentbox-hub key: unknown command '%s': use create, list or revoke\n",
-                sub);
-        rc = 2;
-        goto out;
-    }
-    if (res.npositional != (strcmp(sub, "revoke") == 0 ? 2 : 1)) {
-        fprintf(stderr, "agentbox-hub key %s: %s\n", sub,
-                strcmp(sub, "revoke") == 0 ? "takes exactly one key id (see key list)"
-                                           : "takes no arguments besides flags");
-        rc = 2;
-        goto out;
-    }
-    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
-    if (c == NULL) {
-        rc = 1;
-        fprintf(stderr, "agentbox-hub key %s: %s\n", sub, err);
-        goto out;
-    }
-    if (strcmp(sub, "create") == 0)
-        rc = key_create(c, &cfg, err, sizeof(err));
-    else if (strcmp(sub, "list") == 0)
-        rc = key_list(c, &cfg, err, sizeof(err));
-    else {
-        rc = keys_revoke_conn(c, res.positional[1], NULL, NULL, "cli", NULL, err, sizeof(err));
-        if (rc == 0)
-            printf("revoked api key %s\n", res.positional[1]);
-    }
-    if (rc != 0) {
-        fflush(stdout);
-        fprintf(stderr, "agentbox-hub key %s: %s\n", sub, err);
-        rc = rc == AB_EINVAL ? 2 : 1;
-    }
-out:
-    PQfinish(c);
-    cfg_free(key_options, AB_ARRAY_LEN(key_options), &cfg);
-    return rc;
+    return cli_main(&key_cli, &cfg, NULL, argc, argv);
 }
 
 /* --- team ------------------------------------------------------------------------------- */
@@ -273,60 +253,44 @@ static int team_list(PGconn *c, char *err, size_t errlen)
     return 0;
 }
 
+static int team_run(PGconn *c, struct cli_run *r, char *err, size_t errlen)
+{
+    const char *team = r->res->positional[1];
+    int rc;
+
+    if (r->cmd == 2)
+        return team_list(c, err, errlen);
+    rc = iam_team_namespace_set_conn(c, team, r->cmd == 0 ? r->res->positional[2] : NULL, "cli",
+                                     err, errlen);
+    if (rc == 0 && r->cmd == 0)
+        printf("team %s now uses namespace %s\n", team, r->res->positional[2]);
+    else if (rc == 0)
+        printf("team %s uses t-<team>-<user> namespaces again\n", team);
+    return rc;
+}
+
+static const struct cli_cmd team_cmds[] = {
+    {"set-namespace", 2, "takes a team and a namespace"},
+    {"clear-namespace", 1, "takes a team"},
+    {"list", 0, "takes no arguments besides flags"},
+};
+static const struct cli team_cli = {
+    .prog = "agentbox-hub team",
+    .usage = TEAM_USAGE,
+    .description = TEAM_DESCRIPTION,
+    .opts = team_options,
+    .nopts = AB_ARRAY_LEN(team_options),
+    .cmds = team_cmds,
+    .ncmds = AB_ARRAY_LEN(team_cmds),
+    .url_off = TOPT(database_url),
+    .timeout_off = TOPT(connect_timeout_ms),
+    .run = team_run,
+};
+
 int iam_team_cli_main(int argc, char **argv)
 {
     struct team_cli_config cfg;
-    struct cfg_result res;
-    char err[1024] = "";
-    const char *sub;
-    PGconn *c = NULL;
-    int rc, want;
 
     memset(&cfg, 0, sizeof(cfg));
-    rc = cfg_load(team_options, AB_ARRAY_LEN(team_options), &cfg, argc, argv, &res, err,
-                  sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub team: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    if (res.help || res.npositional == 0) {
-        cfg_print_help(res.help ? stdout : stderr, TEAM_USAGE, TEAM_DESCRIPTION, team_options,
-                       AB_ARRAY_LEN(team_options));
-        rc = res.help ? 0 : 2;
-        goto out;
-    }
-    sub = res.positional[0];
-    want = strcmp(sub, "set-namespace") == 0     ? 3
-           : strcmp(sub, "clear-namespace") == 0 ? 2
-           : strcmp(sub, "list") == 0            ? 1
-                                                 : 0;
-    if (want == 0 || res.npositional != want) {
-        fprintf(stderr, "usage: %s\n", TEAM_USAGE);
-        rc = 2;
-        goto out;
-    }
-    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
-    if (c == NULL) {
-        fprintf(stderr, "agentbox-hub team %s: %s\n", sub, err);
-        rc = 1;
-        goto out;
-    }
-    if (want == 1)
-        rc = team_list(c, err, sizeof(err));
-    else
-        rc = iam_team_namespace_set_conn(c, res.positional[1], want == 3 ? res.positional[2] : NULL,
-                                         "cli", err, sizeof(err));
-    if (rc == 0 && want == 3)
-        printf("team %s now uses namespace %s\n", res.positional[1], res.positional[2]);
-    else if (rc == 0 && want == 2)
-        printf("team %s uses t-<team>-<user> namespaces again\n", res.positional[1]);
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub team %s: %s\n", sub, err);
-        rc = rc == AB_EINVAL ? 2 : 1;
-    }
-out:
-    PQfinish(c);
-    cfg_free(team_options, AB_ARRAY_LEN(team_options), &cfg);
-    return rc;
+    return cli_main(&team_cli, &cfg, NULL, argc, argv);
 }

@@ -126,7 +126,9 @@ static const struct http_transport_ops bridge_ops = {
 
 static bool allowed(const char *method, const char *p)
 {
-    static const char *const ok[] = {"/e2b/secrets", "/api/v1/api-keys"};
+    /* the catalogue's admin writes: the handler checks the role (templates_api.c) */
+    static const char *const ok[] = {"/e2b/secrets", "/api/v1/api-keys",
+                                     "/api/v1/admin/sandbox-templates"};
     /* an agent's sandbox lists show the caller's sandboxes on every cluster,
      * as the front door's do (the merged list, GET only, nothing under it) */
     static const char *const lists[] = {"/e2b/sandboxes", "/e2b/v2/sandboxes"};

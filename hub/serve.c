@@ -22,6 +22,7 @@
 #include "hub/sandbox_events.h"
 #include "hub/sessions.h"
 #include "hub/signing_keys.h"
+#include "hub/templates.h"
 #include "hub/tunnel_server.h"
 #include "hub/vault.h"
 #include "hub/vault_api.h"
@@ -52,6 +53,10 @@ const struct cfg_option hub_serve_options[] = {
     {"tls_cert", CFG_STRING, NULL, false, OPT(tls_cert),
      "PEM certificate for the tunnel listener (with tls_key: agents dial wss://)", NULL},
     {"tls_key", CFG_STRING, NULL, false, OPT(tls_key), "PEM private key for tls_cert", NULL},
+    {"tunnel_framing", CFG_STRING, "wslay", false, OPT(tunnel_framing),
+     "WebSocket framing of the tunnel listener: wslay (raw socket, default) or lws; "
+     "agents of either connect",
+     NULL},
     {"tunnel_timeout", CFG_DURATION, "30s", false, OPT(tunnel_timeout_ms),
      "drop a tunnel session silent this long (agents ping every 10 s)", NULL},
     {"tunnel_sync_interval", CFG_DURATION, "60s", false, OPT(tunnel_sync_interval_ms),
@@ -214,6 +219,12 @@ static int create_auth(struct hub *h, char *err, size_t errlen)
     return rc;
 }
 
+/* templates_change_fn → the tunnel: every connected cluster pulls the catalogue. */
+static void templates_broadcast(void *arg, json_t *event)
+{
+    tunnel_server_broadcast(arg, event);
+}
+
 /* Every route of the hub, on the API router and on the internal (tunnel-only)
  * one. The router picks the most specific pattern, so the order is free. */
 static int add_routes(struct hub *h, char *err, size_t errlen)
@@ -234,6 +245,8 @@ static int add_routes(struct hub *h, char *err, size_t errlen)
         rc = hub_sandboxes_add_routes(h, err, errlen);
     if (rc == 0)
         rc = approvals_add_internal_routes(h, h->approvals, err, errlen);
+    if (rc == 0)
+        rc = templates_add_internal_routes(h, h->templates, err, errlen);
     if (rc == 0)
         rc = dashboard_api_add_routes(h, err, errlen);
     return rc;
@@ -293,6 +306,10 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
     struct approvals_deps ad = {
         .loop = h->loop, .db = h->db, .auth = h->auth, .ttl_ms = cfg->approval_ttl_ms};
     rc = approvals_new(&ad, &h->approvals, err, errlen);
+    if (rc != 0)
+        return rc;
+    struct templates_deps tpd = {.loop = h->loop, .db = h->db};
+    rc = templates_new(&tpd, &h->templates, err, errlen);
     if (rc != 0)
         return rc;
     struct e2b_front_deps ed = {
@@ -385,6 +402,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
         .tls_key = h->cfg->tls_key,
         .timeout_ms = h->cfg->tunnel_timeout_ms,
         .sync_interval_ms = h->cfg->tunnel_sync_interval_ms,
+        .framing = h->cfg->tunnel_framing,
     };
     struct tunnel_server_deps td = {
         .loop = h->loop, .clusters = h->clusters, .internal = h->internal_router, .auth = h->auth};
@@ -396,6 +414,7 @@ int hub_start(struct hub *h, char *err, size_t errlen)
     e2b_front_set_tunnel(h->front, h->tunnel);
     auth_set_revocation_hook(h->auth, tunnel_server_on_key_revoked, h->tunnel);
     auth_set_keys_hook(h->auth, tunnel_server_on_assertion_keys, h->tunnel);
+    templates_set_change_hook(h->templates, templates_broadcast, h->tunnel);
     LOG_INFO("hub listening", "listen", h->cfg->listen, "version", AGENTBOX_VERSION);
     return 0;
 }
@@ -423,7 +442,9 @@ void hub_fini(struct hub *h)
         auth_set_revocation_hook(h->auth, NULL, NULL); /* it points at the tunnel */
         auth_set_keys_hook(h->auth, NULL, NULL);
     }
-    tunnel_server_stop(h->tunnel); /* created last, by hub_start */
+    if (h->templates != NULL)
+        templates_set_change_hook(h->templates, NULL, NULL); /* it points at the tunnel */
+    tunnel_server_stop(h->tunnel);                           /* created last, by hub_start */
     h->tunnel = NULL;
     http_server_stop(h->api);
     h->api = NULL;
@@ -440,6 +461,8 @@ void hub_fini(struct hub *h)
     h->vault = NULL;
     e2b_front_free(h->front);
     h->front = NULL;
+    templates_free(h->templates);
+    h->templates = NULL;
     approvals_free(h->approvals);
     h->approvals = NULL;
     if (h->auth != NULL)

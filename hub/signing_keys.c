@@ -1,4 +1,5 @@
 /* See signing_keys.h. */
+#include "hub/cli.h"
 #include "hub/signing_keys.h"
 
 #include <openssl/crypto.h>
@@ -186,17 +187,16 @@ static const char SK_DESCRIPTION[] =
     "list prints every generation with its key id and state.\n"
     "Exit status: 0 done, 1 failed, 2 bad usage.";
 
-static int sk_list(PGconn *c)
+static int sk_list(PGconn *c, char *err, size_t errlen)
 {
     PGresult *r = PQexec(c, "SELECT generation, kid, state, created_at, retired_at FROM "
                             "signing_keys ORDER BY generation");
     char line[256];
 
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        fprintf(stderr, "agentbox-hub signing-key list: %s\n",
-                db_error_line(c, r, line, sizeof(line)));
+        snprintf(err, errlen, "%s", db_error_line(c, r, line, sizeof(line)));
         PQclear(r);
-        return 1;
+        return AB_EIO;
     }
     if (PQntuples(r) == 0)
         printf("generation 0 is current (never rotated)\n");
@@ -208,72 +208,75 @@ static int sk_list(PGconn *c)
     return 0;
 }
 
-int signing_keys_cli_main(int argc, char **argv)
-{
-    struct sk_config cfg;
-    struct cfg_result res;
-    struct signing_set set;
-    char err[1024] = "";
-    char *secret = NULL;
-    size_t len = 0;
-    PGconn *c = NULL;
-    int rc;
+/* What rotate reads before connecting: the hub secret the keys derive from. */
+struct sk_state {
+    char *secret;
+    size_t len;
+};
 
-    memset(&cfg, 0, sizeof(cfg));
-    rc = cfg_load(sk_options, AB_ARRAY_LEN(sk_options), &cfg, argc, argv, &res, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub signing-key: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    if (res.help || res.npositional == 0) {
-        cfg_print_help(res.help ? stdout : stderr, SK_USAGE, SK_DESCRIPTION, sk_options,
-                       AB_ARRAY_LEN(sk_options));
-        rc = res.help ? 0 : 2;
-        goto out;
-    }
-    if (res.npositional != 1 ||
-        (strcmp(res.positional[0], "rotate") != 0 && strcmp(res.positional[0], "list") != 0)) {
-        fprintf(stderr, "agentbox-hub signing-key: unknown command '%s': use rotate or list\n",
-                res.positional[0]);
-        rc = 2;
-        goto out;
-    }
-    if (strcmp(res.positional[0], "rotate") == 0) {
-        rc = vault_hub_secret_load("hub_secret", cfg.hub_secret, cfg.hub_secret_file, &secret, &len,
-                                   err, sizeof(err));
-        if (rc != 0) {
-            fprintf(stderr, "agentbox-hub signing-key rotate: %s\n", err);
-            rc = 2;
-            goto out;
-        }
-    }
-    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
-    if (c == NULL) {
-        fprintf(stderr, "agentbox-hub signing-key: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    if (strcmp(res.positional[0], "list") == 0) {
-        rc = sk_list(c);
-        goto out;
-    }
-    rc = signing_keys_rotate_conn(c, secret, len, cfg.force, &set, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub signing-key rotate: %s\n", err);
-        rc = 1;
-        goto out;
-    }
+static int sk_prepare(struct cli_run *r, char *err, size_t errlen)
+{
+    const struct sk_config *cfg = r->cfg;
+    struct sk_state *st = r->state;
+
+    if (r->cmd != 0)
+        return 0;
+    return vault_hub_secret_load("hub_secret", cfg->hub_secret, cfg->hub_secret_file, &st->secret,
+                                 &st->len, err, errlen) == 0
+               ? 0
+               : AB_EINVAL;
+}
+
+static int sk_run(PGconn *c, struct cli_run *r, char *err, size_t errlen)
+{
+    const struct sk_config *cfg = r->cfg;
+    struct sk_state *st = r->state;
+    struct signing_set set;
+
+    if (r->cmd == 1)
+        return sk_list(c, err, errlen);
+    if (signing_keys_rotate_conn(c, st->secret, st->len, cfg->force, &set, err, errlen) != 0)
+        return AB_EIO;
     printf("signing key generation %d is current; generation %d is previous (published until "
            "its assertions expire)\n",
            set.current, set.previous);
-out:
-    if (secret != NULL) {
-        OPENSSL_cleanse(secret, len);
-        free(secret);
+    return 0;
+}
+
+static void sk_finish(struct cli_run *r)
+{
+    struct sk_state *st = r->state;
+
+    if (st->secret != NULL) {
+        OPENSSL_cleanse(st->secret, st->len);
+        free(st->secret);
     }
-    if (c != NULL)
-        PQfinish(c);
-    cfg_free(sk_options, AB_ARRAY_LEN(sk_options), &cfg);
-    return rc;
+}
+
+static const struct cli_cmd sk_cmds[] = {
+    {"rotate", 0, "takes no arguments besides flags"},
+    {"list", 0, "takes no arguments besides flags"},
+};
+static const struct cli sk_cli = {
+    .prog = "agentbox-hub signing-key",
+    .usage = SK_USAGE,
+    .description = SK_DESCRIPTION,
+    .opts = sk_options,
+    .nopts = AB_ARRAY_LEN(sk_options),
+    .cmds = sk_cmds,
+    .ncmds = AB_ARRAY_LEN(sk_cmds),
+    .url_off = SOPT(database_url),
+    .timeout_off = SOPT(connect_timeout_ms),
+    .prepare = sk_prepare,
+    .run = sk_run,
+    .finish = sk_finish,
+};
+
+int signing_keys_cli_main(int argc, char **argv)
+{
+    struct sk_config cfg;
+    struct sk_state st = {0};
+
+    memset(&cfg, 0, sizeof(cfg));
+    return cli_main(&sk_cli, &cfg, &st, argc, argv);
 }

@@ -1,11 +1,18 @@
 /* The hub's tunnel listener and its sessions. See tunnel_server.h.
  *
- * Handshake: the token is checked in FILTER_PROTOCOL_CONNECTION, before the
- * upgrade, against the in-memory cluster registry (clusters.c), so the
- * decision is synchronous; a refusal is answered 401/403 with a JSON reason.
- * After the upgrade the agent sends HELLO; the hub allocates the session's
- * epoch in PostgreSQL, supersedes an older session of the same cluster, and
- * answers WELCOME. */
+ * Two framings of one wire (RFC 6455, subprotocol agentbox.tunnel.v1),
+ * chosen by --tunnel-framing: "wslay" (default) carries the connection on an
+ * lws raw socket, parses the upgrade request itself (tunnel_upgrade.h) and
+ * frames with wslay (tunnel_wsl.h); "lws" is lws's WebSocket role
+ * (tunnel_ws.h), kept as the fallback. Agents of either framing connect to
+ * a hub of either.
+ *
+ * Handshake: the token is checked before the upgrade (wslay: when the
+ * request head is complete; lws: in FILTER_PROTOCOL_CONNECTION) against the
+ * in-memory cluster registry (clusters.c), so the decision is synchronous; a
+ * refusal is answered 401/403 with a JSON reason. After the upgrade the
+ * agent sends HELLO; the hub allocates the session's epoch in PostgreSQL,
+ * supersedes an older session of the same cluster, and answers WELCOME. */
 #include "hub/tunnel_server.h"
 
 #include "agentbox/common.h"
@@ -15,7 +22,9 @@
 #include "agentbox/metrics.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_http.h"
+#include "agentbox/tunnel_upgrade.h"
 #include "agentbox/tunnel_ws.h"
+#include "agentbox/tunnel_wsl.h"
 #include "agentbox/version.h"
 #include "agentbox/assertion.h"
 #include "agentbox/relay.h"
@@ -33,11 +42,19 @@
 #define TS_BUCKETS 4096
 #define TS_PROTOCOL "agentbox.tunnel.v1"
 #define STATS_INTERVAL_MS 5000
+#define RAW_PROTOCOL "ab-tunnel-raw"
+#define RAW_RX_BUF (64 * 1024)
+#define HANDSHAKE_TIMEOUT_S 10 /* a connection that has not upgraded by then is dropped */
 
 struct hub_session {
     struct tunnel_server *ts;
     struct lws *wsi; /* from the handshake on */
+    bool raw;        /* wslay framing on a raw socket (else lws's WebSocket role) */
     struct tun_ws ws;
+    struct tun_wsl wsl;
+    struct tun_upgrade_reader *rd; /* raw: until the upgrade request is complete */
+    bool upgraded;                 /* raw: 101 queued */
+    bool refusing;                 /* raw: an HTTP refusal is queued; close once it is out */
     struct tun_session *s;
     char cluster[AB_CLUSTER_ID_BUF];
     char peer[40]; /* "tunnel:<cluster>" */
@@ -61,6 +78,7 @@ struct tunnel_server {
     struct auth_ctx *auth;
     struct lws_vhost *vh;
     struct lws_protocols protocols[3];
+    bool raw; /* --tunnel-framing=wslay */
     struct tun_callbacks cb;
     int64_t timeout_ms, sync_interval_ms;
     struct hub_session *buckets[TS_BUCKETS];
@@ -82,6 +100,37 @@ struct tunnel_server {
 };
 
 static void schedule_first_ping(struct tunnel_server *ts, struct hub_session *hs);
+
+/* --- the two framings, one set of verbs ----------------------------------------- */
+
+static void sess_want_write(struct hub_session *hs)
+{
+    if (hs->raw)
+        tun_wsl_want_write(&hs->wsl);
+    else
+        tun_ws_want_write(&hs->ws);
+}
+
+static bool sess_closing(struct hub_session *hs)
+{
+    return hs->raw ? hs->wsl.closing : hs->ws.closing;
+}
+
+static int64_t sess_last_rx_ms(struct hub_session *hs)
+{
+    return hs->raw ? hs->wsl.last_rx_ms : hs->ws.last_rx_ms;
+}
+
+static void sess_fini(struct hub_session *hs)
+{
+    if (hs->raw) {
+        tun_wsl_fini(&hs->wsl);
+        tun_upgrade_reader_free(hs->rd);
+        hs->rd = NULL;
+    } else {
+        tun_ws_fini(&hs->ws);
+    }
+}
 
 /* --- registry ------------------------------------------------------------------- */
 
@@ -151,7 +200,8 @@ static void close_session(struct hub_session *hs, const char *reason)
     hs->close_reason = reason;
     LOG_INFO("closing tunnel session", "cluster", hs->cluster, "reason", reason);
     unregister(hs);
-    lws_callback_on_writable(hs->ws.wsi);
+    if (hs->wsi)
+        lws_callback_on_writable(hs->wsi);
 }
 
 static void session_free_if_done(struct hub_session *hs)
@@ -214,7 +264,7 @@ static void epoch_done(void *arg, int status, int64_t epoch)
     tun_session_send_json(hs->s, TUN_WELCOME, w);
     json_decref(w);
     hs->established = true;
-    tun_ws_want_write(&hs->ws);
+    sess_want_write(hs);
     char ep[24];
     snprintf(ep, sizeof(ep), "%lld", (long long)epoch);
     LOG_INFO("tunnel session up", "cluster", hs->cluster, "epoch", ep, "agent_version",
@@ -378,7 +428,7 @@ static void want_write(struct tun_session *s, void *arg)
 {
     struct hub_session *hs = tun_session_arg(s);
     if (!hs->closed)
-        tun_ws_want_write(&hs->ws);
+        sess_want_write(hs);
 }
 
 /* --- WebSocket callbacks ---------------------------------------------------------- */
@@ -397,23 +447,23 @@ static int refuse(struct lws *wsi, unsigned status, const char *message)
     return 1;
 }
 
-static int filter(struct tunnel_server *ts, struct lws *wsi)
+/* The agent's credentials, for both framings: 0, or the refusal's status
+ * (401, 403) with why. */
+static int check_agent(struct tunnel_server *ts, const char *cluster, const char *auth, char *why,
+                       size_t whylen)
 {
-    char uri[64] = "", auth[256] = "", cluster[64] = "", why[256];
-    lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI);
-    if (strcmp(uri, "/v1/tunnel") != 0)
-        return refuse(wsi, 404, "the tunnel lives at /v1/tunnel");
-    lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION);
-    lws_hdr_custom_copy(wsi, cluster, sizeof(cluster),
-                        "x-agentbox-cluster:", (int)strlen("x-agentbox-cluster:"));
-    if (!cluster[0])
-        return refuse(wsi, 401, "missing X-AgentBox-Cluster header: send the cluster id");
-    if (strncmp(auth, "Bearer ", 7) != 0)
-        return refuse(wsi, 401, "missing 'Authorization: Bearer <join token>'");
-    int rc = clusters_check_token(ts->clusters, cluster, auth + 7, why, sizeof(why));
+    if (!cluster[0]) {
+        snprintf(why, whylen, "missing X-AgentBox-Cluster header: send the cluster id");
+        return 401;
+    }
+    if (strncmp(auth, "Bearer ", 7) != 0) {
+        snprintf(why, whylen, "missing 'Authorization: Bearer <join token>'");
+        return 401;
+    }
+    int rc = clusters_check_token(ts->clusters, cluster, auth + 7, why, whylen);
     if (rc == AB_EDENIED) {
         LOG_WARN("tunnel refused: cluster disabled", "cluster", cluster);
-        return refuse(wsi, 403, why);
+        return 403;
     }
     if (rc != 0) {
         /* a cluster added a moment ago: look again now rather than at the next refresh */
@@ -424,33 +474,66 @@ static int filter(struct tunnel_server *ts, struct lws *wsi)
         }
         LOG_WARN("tunnel refused: unknown cluster or wrong token", "cluster", cluster, "reason",
                  why);
-        return refuse(wsi, 401, why);
+        return 401;
     }
+    return 0;
+}
+
+static struct hub_session *session_new(struct tunnel_server *ts, struct lws *wsi)
+{
     struct hub_session *hs = calloc(1, sizeof(*hs));
     if (!hs)
-        return 1;
+        return NULL;
     hs->ts = ts;
-    ab_strlcpy(hs->cluster, cluster, sizeof(hs->cluster));
-    snprintf(hs->peer, sizeof(hs->peer), "tunnel:%s", hs->cluster);
+    hs->wsi = wsi;
     hs->next = ts->all;
     if (ts->all)
         ts->all->prev = hs;
     ts->all = hs;
-    hs->wsi = wsi;
+    return hs;
+}
+
+static void session_name(struct hub_session *hs, const char *cluster)
+{
+    ab_strlcpy(hs->cluster, cluster, sizeof(hs->cluster));
+    snprintf(hs->peer, sizeof(hs->peer), "tunnel:%s", hs->cluster);
+}
+
+static int filter(struct tunnel_server *ts, struct lws *wsi)
+{
+    char uri[64] = "", auth[256] = "", cluster[64] = "", why[256];
+    lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI);
+    if (strcmp(uri, "/v1/tunnel") != 0)
+        return refuse(wsi, 404, "the tunnel lives at /v1/tunnel");
+    lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION);
+    lws_hdr_custom_copy(wsi, cluster, sizeof(cluster),
+                        "x-agentbox-cluster:", (int)strlen("x-agentbox-cluster:"));
+    int status = check_agent(ts, cluster, auth, why, sizeof(why));
+    if (status)
+        return refuse(wsi, (unsigned)status, why);
+    struct hub_session *hs = session_new(ts, wsi);
+    if (!hs)
+        return 1;
+    session_name(hs, cluster);
     lws_set_opaque_user_data(wsi, hs);
     return 0;
 }
 
-static void established(struct tunnel_server *ts, struct lws *wsi, struct hub_session *hs)
+static int session_start(struct tunnel_server *ts, struct hub_session *hs, char *err, size_t errlen)
 {
     struct tun_config cfg;
-    char err[128];
     memset(&cfg, 0, sizeof(cfg));
     cfg.role = TUN_ROLE_HUB;
     cfg.cb = &ts->cb;
     cfg.arg = hs;
-    if (tun_session_new(&cfg, &hs->s, err, sizeof(err)) != 0 ||
-        tun_ws_init(&hs->ws, wsi, hs->s) != 0) {
+    cfg.window = TUN_BULK_WINDOW;
+    return tun_session_new(&cfg, &hs->s, err, errlen);
+}
+
+static void established(struct tunnel_server *ts, struct lws *wsi, struct hub_session *hs)
+{
+    char err[128] = "out of memory for the tunnel's frame buffers";
+    if (session_start(ts, hs, err, sizeof(err)) != 0 || tun_ws_init(&hs->ws, wsi, hs->s) != 0) {
         LOG_ERROR("cannot create a tunnel session", "error", err);
         close_session(hs, "hub out of memory");
         return;
@@ -473,7 +556,7 @@ static void closed(struct hub_session *hs)
         tun_session_free(hs->s); /* resets its streams: relays and proxies fail fast */
         hs->s = NULL;
     }
-    tun_ws_fini(&hs->ws);
+    sess_fini(hs);
     session_free_if_done(hs);
 }
 
@@ -532,6 +615,132 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
     }
 }
 
+/* --- raw connections: our upgrade, wslay framing ---------------------------------- */
+
+/* Answers the upgrade request with an HTTP refusal and closes once it is out. */
+static int raw_refuse(struct hub_session *hs, int status, const char *why)
+{
+    char buf[1024];
+    int n = tun_upgrade_refusal(buf, sizeof(buf), status, why);
+    hs->refusing = true;
+    if (n < 0 || tun_wsl_send_raw(&hs->wsl, buf, (size_t)n) != 0)
+        return -1;
+    return 0;
+}
+
+static int raw_rx(struct tunnel_server *ts, struct hub_session *hs, const void *in, size_t len)
+{
+    if (!hs->s || hs->close_reason || hs->wsl.closing)
+        return 0;
+    int rc = tun_wsl_rx(&hs->wsl, in, len);
+    if (hs->registered)
+        clusters_touch(ts->clusters, hs->cluster, hs->epoch);
+    if (rc == AB_ECLOSED) {
+        LOG_INFO("tunnel closed by the agent", "cluster", hs->cluster, "reason",
+                 hs->wsl.peer_reason);
+        unregister(hs);
+    } else if (rc < 0) {
+        LOG_WARN("tunnel protocol error; dropping the session", "cluster", hs->cluster, "error",
+                 hs->wsl.err ? hs->wsl.err : "?");
+        close_session(hs, hs->wsl.rx_text ? hs->wsl.err : "protocol error");
+    }
+    return 0;
+}
+
+/* Reads the upgrade request; once complete, checks it and the agent's
+ * credentials and answers 101 (the rest of in is WebSocket data) or a
+ * refusal. */
+static int raw_handshake(struct tunnel_server *ts, struct hub_session *hs, const char *in,
+                         size_t len)
+{
+    size_t used = 0;
+    int status = 0;
+    const char *why = NULL;
+    int rc = tun_upgrade_reader_feed(hs->rd, in, len, &used, &status, &why);
+    if (rc == 0)
+        return 0;
+    if (rc < 0)
+        return raw_refuse(hs, status, why);
+    const struct http_request *r = tun_upgrade_reader_head(hs->rd, NULL);
+    char accept[TUN_UPGRADE_ACCEPT_LEN + 1], reason[256];
+    if (tun_upgrade_check_request(r, accept, &status, &why) != 0)
+        return raw_refuse(hs, status, why);
+    /* the same bounds as the lws path's header copies */
+    char auth[256] = "", cluster[64] = "";
+    const char *a = http_header_get(r, "Authorization");
+    const char *c = http_header_get(r, "X-AgentBox-Cluster");
+    if (a && strlen(a) < sizeof(auth))
+        ab_strlcpy(auth, a, sizeof(auth));
+    if (c && strlen(c) < sizeof(cluster))
+        ab_strlcpy(cluster, c, sizeof(cluster));
+    status = check_agent(ts, cluster, auth, reason, sizeof(reason));
+    if (status)
+        return raw_refuse(hs, status, reason);
+    session_name(hs, cluster);
+    char err[128] = "out of memory";
+    if (session_start(ts, hs, err, sizeof(err)) != 0) {
+        LOG_ERROR("cannot create a tunnel session", "error", err);
+        return raw_refuse(hs, 503, "hub out of memory");
+    }
+    tun_wsl_start(&hs->wsl, hs->s);
+    char resp[512];
+    int n = tun_upgrade_response(resp, sizeof(resp), accept);
+    if (n < 0 || tun_wsl_send_raw(&hs->wsl, resp, (size_t)n) != 0)
+        return -1;
+    hs->upgraded = true;
+    tun_upgrade_reader_free(hs->rd);
+    hs->rd = NULL;
+    lws_set_timeout(hs->wsi, NO_PENDING_TIMEOUT, 0);
+    schedule_first_ping(ts, hs);
+    if (used < len)
+        return raw_rx(ts, hs, in + used, len - used);
+    return 0;
+}
+
+static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                        size_t len)
+{
+    struct tunnel_server *ts = lws_vhost_user(lws_get_vhost(wsi));
+    struct hub_session *hs = lws_get_opaque_user_data(wsi);
+    switch (reason) {
+    case LWS_CALLBACK_RAW_ADOPT:
+        if (!ts || !(hs = session_new(ts, wsi)))
+            return -1;
+        hs->raw = true;
+        lws_set_opaque_user_data(wsi, hs);
+        if (tun_wsl_init(&hs->wsl, wsi, true) != 0 || !(hs->rd = tun_upgrade_reader_new(false))) {
+            LOG_ERROR("cannot accept a tunnel connection", "error", "out of memory");
+            return -1;
+        }
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, HANDSHAKE_TIMEOUT_S);
+        return 0;
+    case LWS_CALLBACK_RAW_RX:
+        if (!hs || hs->closed || hs->refusing)
+            return 0;
+        if (!hs->upgraded)
+            return raw_handshake(ts, hs, in, len);
+        return raw_rx(ts, hs, in, len);
+    case LWS_CALLBACK_RAW_WRITEABLE: {
+        if (!hs)
+            return -1;
+        if (hs->close_reason)
+            tun_wsl_close(&hs->wsl, LWS_CLOSE_STATUS_POLICY_VIOLATION, hs->close_reason);
+        int rc = tun_wsl_writeable(&hs->wsl);
+        if (rc == 0 && hs->refusing && hs->wsl.outlen == 0 && !lws_send_pipe_choked(wsi))
+            return -1; /* the refusal is out */
+        return rc;
+    }
+    case LWS_CALLBACK_RAW_CLOSE:
+        if (hs) {
+            lws_set_opaque_user_data(wsi, NULL);
+            closed(hs);
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
 static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                          size_t len)
 {
@@ -557,7 +766,7 @@ static void sync_tick(struct loop_timer *t)
     for (int k = 0; hs && k < SYNC_SLICE; hs = hs->next, k++)
         if (hs->established && !hs->closed && hs->s) {
             tun_session_send_sync(hs->s);
-            tun_ws_want_write(&hs->ws);
+            sess_want_write(hs);
         }
     ts->sync_next = hs;
     loop_timer_start(ts->loop, &ts->sync_timer, hs ? 1 : ts->sync_interval_ms, sync_tick, ts);
@@ -574,15 +783,21 @@ static void ping_due(struct tw_timer *t, void *arg)
 {
     struct hub_session *hs = arg;
     struct tunnel_server *ts = hs->ts;
-    if (!hs->s || hs->closed || hs->ws.closing)
+    if (!hs->s || hs->closed || sess_closing(hs))
         return;
     int64_t now = ab_now_ms();
-    if (now - hs->ws.last_rx_ms > ts->timeout_ms) {
+    if (now - sess_last_rx_ms(hs) > ts->timeout_ms) {
         LOG_WARN("tunnel silent; dropping the session", "cluster", hs->cluster);
-        tun_ws_kill(&hs->ws, "silent");
+        if (hs->raw)
+            tun_wsl_kill(&hs->wsl);
+        else
+            tun_ws_kill(&hs->ws, "silent");
         return;
     }
-    tun_ws_ping(&hs->ws);
+    if (hs->raw)
+        tun_wsl_ping(&hs->wsl);
+    else
+        tun_ws_ping(&hs->ws);
     if (hs->registered)
         clusters_touch(ts->clusters, hs->cluster, hs->epoch);
     timerwheel_schedule(ts->wheel, t, now + ts->ping_interval_ms, ping_due, hs);
@@ -671,7 +886,7 @@ void tunnel_server_broadcast(struct tunnel_server *ts, json_t *msg)
     for (struct hub_session *hs = ts->all; hs; hs = hs->next)
         if (hs->established && !hs->closed && hs->s) {
             tun_session_send_json(hs->s, TUN_EVENT, msg);
-            tun_ws_want_write(&hs->ws);
+            sess_want_write(hs);
         }
 }
 
@@ -730,13 +945,29 @@ int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_
     }
     memcpy(ts->iface, o->listen, (size_t)(colon - o->listen));
 
-    ts->protocols[0].name = "http";
-    ts->protocols[0].callback = http_callback;
-    ts->protocols[1].name = TS_PROTOCOL;
-    ts->protocols[1].callback = ws_callback;
-    ts->protocols[1].rx_buffer_size = 64 * 1024;
+    ts->raw = !o->framing || strcmp(o->framing, "wslay") == 0;
+    if (!ts->raw && strcmp(o->framing, "lws") != 0) {
+        snprintf(err, errlen, "tunnel_framing '%s' must be wslay or lws", o->framing);
+        timerwheel_free(ts->wheel);
+        free(ts);
+        return AB_EINVAL;
+    }
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof(info));
+    if (ts->raw) {
+        ts->protocols[0].name = RAW_PROTOCOL;
+        ts->protocols[0].callback = raw_callback;
+        ts->protocols[0].rx_buffer_size = RAW_RX_BUF;
+        info.options = LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG;
+        info.listen_accept_role = "raw-skt";
+        info.listen_accept_protocol = RAW_PROTOCOL;
+    } else {
+        ts->protocols[0].name = "http";
+        ts->protocols[0].callback = http_callback;
+        ts->protocols[1].name = TS_PROTOCOL;
+        ts->protocols[1].callback = ws_callback;
+        ts->protocols[1].rx_buffer_size = 64 * 1024;
+    }
     info.vhost_name = "tunnel";
     info.protocols = ts->protocols;
     info.port = (int)port;
@@ -773,7 +1004,8 @@ int tunnel_server_start(const struct tunnel_server_deps *d, const struct tunnel_
     loop_timer_start(ts->loop, &ts->sync_timer, ts->sync_interval_ms, sync_tick, ts);
     loop_timer_start(ts->loop, &ts->stats_timer, STATS_INTERVAL_MS, stats_tick, ts);
     loop_timer_start(ts->loop, &ts->wheel_timer, WHEEL_TICK_MS, wheel_tick, ts);
-    LOG_INFO("tunnel listening", "listen", o->listen, "tls", o->tls_cert ? "on" : "off");
+    LOG_INFO("tunnel listening", "listen", o->listen, "tls", o->tls_cert ? "on" : "off", "framing",
+             ts->raw ? "wslay" : "lws");
     *out = ts;
     return 0;
 }
@@ -797,7 +1029,7 @@ void tunnel_server_stop(struct tunnel_server *ts)
         timerwheel_cancel(ts->wheel, &hs->ping);
         if (hs->s)
             tun_session_free(hs->s);
-        tun_ws_fini(&hs->ws);
+        sess_fini(hs);
         free(hs);
     }
     timerwheel_free(ts->wheel);

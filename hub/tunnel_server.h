@@ -23,6 +23,7 @@ struct tunnel_server_options {
     const char *tls_key;
     int64_t timeout_ms;       /* drop a session silent this long [30000] */
     int64_t sync_interval_ms; /* SYNC cadence [60000] */
+    const char *framing;      /* "wslay" (raw socket + wslay) [NULL: wslay] or "lws" */
 };
 
 /* What the tunnel server may use; none owned, all must outlive ts. */

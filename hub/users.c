@@ -15,6 +15,7 @@
 #include "agentbox/common.h"
 #include "agentbox/config.h"
 #include "agentbox/crypto.h"
+#include "hub/cli.h"
 #include "hub/db.h"
 #include "hub/keys.h"
 
@@ -287,53 +288,36 @@ static int user_run(PGconn *c, const char *sub, const char *name, const struct u
     return rc;
 }
 
+static int user_cli_run(PGconn *c, struct cli_run *r, char *err, size_t errlen)
+{
+    if (r->cmd == 3)
+        return user_list(c, err, errlen);
+    return user_run(c, r->res->positional[0], r->res->positional[1], r->cfg, err, errlen);
+}
+
+static const struct cli_cmd user_cmds[] = {
+    {"add", 1, "takes exactly one user name"},
+    {"passwd", 1, "takes exactly one user name"},
+    {"disable", 1, "takes exactly one user name"},
+    {"list", 0, "takes no arguments besides flags"},
+};
+static const struct cli user_cli = {
+    .prog = "agentbox-hub user",
+    .usage = USER_USAGE,
+    .description = USER_DESCRIPTION,
+    .opts = user_options,
+    .nopts = AB_ARRAY_LEN(user_options),
+    .cmds = user_cmds,
+    .ncmds = AB_ARRAY_LEN(user_cmds),
+    .url_off = UOPT(database_url),
+    .timeout_off = UOPT(connect_timeout_ms),
+    .run = user_cli_run,
+};
+
 int users_cli_main(int argc, char **argv)
 {
     struct user_cli_config cfg;
-    struct cfg_result res;
-    char err[1024] = "";
-    const char *sub;
-    PGconn *c = NULL;
-    int rc, want;
 
     memset(&cfg, 0, sizeof(cfg));
-    rc = cfg_load(user_options, AB_ARRAY_LEN(user_options), &cfg, argc, argv, &res, err,
-                  sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub user: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    if (res.help || res.npositional == 0) {
-        cfg_print_help(res.help ? stdout : stderr, USER_USAGE, USER_DESCRIPTION, user_options,
-                       AB_ARRAY_LEN(user_options));
-        rc = res.help ? 0 : 2;
-        goto out;
-    }
-    sub = res.positional[0];
-    want = strcmp(sub, "list") == 0 ? 1
-           : (strcmp(sub, "add") == 0 || strcmp(sub, "passwd") == 0 || strcmp(sub, "disable") == 0)
-               ? 2
-               : 0;
-    if (want == 0 || res.npositional != want) {
-        fprintf(stderr, "usage: %s\n", USER_USAGE);
-        rc = 2;
-        goto out;
-    }
-    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
-    if (c == NULL) {
-        fprintf(stderr, "agentbox-hub user %s: %s\n", sub, err);
-        rc = 1;
-        goto out;
-    }
-    rc = want == 1 ? user_list(c, err, sizeof(err))
-                   : user_run(c, sub, res.positional[1], &cfg, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub user %s: %s\n", sub, err);
-        rc = rc == AB_EINVAL ? 2 : 1;
-    }
-out:
-    PQfinish(c);
-    cfg_free(user_options, AB_ARRAY_LEN(user_options), &cfg);
-    return rc;
+    return cli_main(&user_cli, &cfg, NULL, argc, argv);
 }

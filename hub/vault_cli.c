@@ -6,6 +6,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/config.h"
+#include "hub/cli.h"
 #include "hub/keys.h"
 #include "hub/vault.h"
 
@@ -42,62 +43,57 @@ static const char VAULT_DESCRIPTION[] =
     "the hubs with the new secret.\n"
     "Exit status: 0 done, 1 failed, 2 bad usage.";
 
+static int vault_prepare(struct cli_run *r, char *err, size_t errlen)
+{
+    const struct vault_cli_config *cfg = r->cfg;
+
+    return keys_cli_keyring(cfg->hub_secret, cfg->hub_secret_file, cfg->previous_hub_secret_file,
+                            r->state, err, errlen) == 0
+               ? 0
+               : AB_EINVAL;
+}
+
+static int vault_run(PGconn *c, struct cli_run *r, char *err, size_t errlen)
+{
+    size_t secrets = 0, tokens = 0;
+    int gen = 0;
+
+    if (vault_rotate_conn(c, r->state, "cli", &gen, &secrets, &tokens, err, errlen) != 0)
+        return AB_EIO;
+    printf("rotated to key generation %d: re-encrypted %zu secret(s) and %zu api key token(s)\n",
+           gen, secrets, tokens);
+    return 0;
+}
+
+static void vault_finish(struct cli_run *r)
+{
+    vault_keyring_clear(r->state);
+}
+
+static const struct cli_cmd vault_cmds[] = {
+    {"rotate-key", 0, "takes no arguments besides flags"},
+};
+static const struct cli vault_cli = {
+    .prog = "agentbox-hub vault",
+    .usage = VAULT_USAGE,
+    .description = VAULT_DESCRIPTION,
+    .opts = vault_options,
+    .nopts = AB_ARRAY_LEN(vault_options),
+    .cmds = vault_cmds,
+    .ncmds = AB_ARRAY_LEN(vault_cmds),
+    .url_off = VOPT(database_url),
+    .timeout_off = VOPT(connect_timeout_ms),
+    .prepare = vault_prepare,
+    .run = vault_run,
+    .finish = vault_finish,
+};
+
 int vault_cli_main(int argc, char **argv)
 {
     struct vault_cli_config cfg;
     struct vault_keyring kr;
-    struct cfg_result res;
-    char err[1024] = "";
-    size_t secrets = 0, tokens = 0;
-    PGconn *c = NULL;
-    int rc, gen = 0;
 
     memset(&cfg, 0, sizeof(cfg));
     memset(&kr, 0, sizeof(kr));
-    rc = cfg_load(vault_options, AB_ARRAY_LEN(vault_options), &cfg, argc, argv, &res, err,
-                  sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub vault: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    if (res.help || res.npositional == 0) {
-        cfg_print_help(res.help ? stdout : stderr, VAULT_USAGE, VAULT_DESCRIPTION, vault_options,
-                       AB_ARRAY_LEN(vault_options));
-        rc = res.help ? 0 : 2;
-        goto out;
-    }
-    if (strcmp(res.positional[0], "rotate-key") != 0 || res.npositional != 1) {
-        fprintf(stderr, "agentbox-hub vault: unknown command '%s': use rotate-key\n",
-                res.positional[0]);
-        rc = 2;
-        goto out;
-    }
-    rc = keys_cli_keyring(cfg.hub_secret, cfg.hub_secret_file, cfg.previous_hub_secret_file, &kr,
-                          err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub vault rotate-key: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    c = keys_cli_connect(cfg.database_url, cfg.connect_timeout_ms, err, sizeof(err));
-    if (c == NULL) {
-        fprintf(stderr, "agentbox-hub vault rotate-key: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    rc = vault_rotate_conn(c, &kr, "cli", &gen, &secrets, &tokens, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "agentbox-hub vault rotate-key: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    printf("rotated to key generation %d: re-encrypted %zu secret(s) and %zu api key token(s)\n",
-           gen, secrets, tokens);
-out:
-    vault_keyring_clear(&kr);
-    if (c != NULL)
-        PQfinish(c);
-    cfg_free(vault_options, AB_ARRAY_LEN(vault_options), &cfg);
-    return rc;
+    return cli_main(&vault_cli, &cfg, &kr, argc, argv);
 }

@@ -9,6 +9,8 @@ PACKAGES=(
   build-essential cmake pkg-config clang clang-format
   libwebsockets-dev libjansson-dev libyaml-dev libpq-dev libcurl4-openssl-dev libssl-dev
   libcmocka-dev libhttp-parser-dev zlib1g-dev libseccomp-dev
+  libwslay-dev # the tunnel's WebSocket framing (shared/src/tunnel_wsl.c)
+  websockify # tests/bench/tunnel.mjs: the one-hop WebSocket relay peer
   postgresql postgresql-contrib
   iproute2 nftables util-linux procps curl ca-certificates
   nodejs npm

@@ -741,6 +741,9 @@ static int conn_dial(struct gw_conn *c, const struct sockaddr_storage *to, sockl
     if (up < 0)
         return -1;
     c->fd[1] = up;
+    if (c->g->deps.out_mark &&
+        setsockopt(up, SOL_SOCKET, SO_MARK, &c->g->deps.out_mark, sizeof(c->g->deps.out_mark)) != 0)
+        return -1;
     if (connect(up, (const struct sockaddr *)to, to_len) != 0 && errno != EINPROGRESS)
         return -1;
     int d1 = fcntl(up, F_DUPFD_CLOEXEC, 0);
@@ -1115,6 +1118,13 @@ static int open_resolver(struct egress_gateway *g, char *err, size_t errlen)
         sl = sizeof(*s6);
     }
     int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && g->deps.out_mark &&
+        setsockopt(fd, SOL_SOCKET, SO_MARK, &g->deps.out_mark, sizeof(g->deps.out_mark)) != 0) {
+        snprintf(err, errlen, "egress gateway resolver socket: SO_MARK: %s (needs CAP_NET_RAW)",
+                 strerror(errno));
+        close(fd);
+        return -1;
+    }
     if (fd < 0 || connect(fd, (struct sockaddr *)&ss, sl) != 0) {
         snprintf(err, errlen, "egress gateway resolver socket: %s", strerror(errno));
         if (fd >= 0)

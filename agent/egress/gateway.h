@@ -72,6 +72,12 @@ struct egress_gateway_deps {
      * (egress_intercept_client_ctx: system trust store plus
      * --egress-upstream-ca); borrowed. NULL: port 443 rules are refused. */
     struct ssl_ctx_st *upstream_ctx;
+    /* SO_MARK on every socket the gateway dials out on (upstream TCP, the
+     * resolver's UDP), 0 for none: the Pod sidecar's nftables redirect lets
+     * marked packets pass (pod.h). Setting it needs CAP_NET_RAW or
+     * CAP_NET_ADMIN; a dial that cannot set it fails (refused), never goes
+     * out unmarked into the redirect. */
+    uint32_t out_mark;
 };
 
 #define EGRESS_DNS_PENDING_MAX 1024 /* relayed queries awaiting an answer */

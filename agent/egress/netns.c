@@ -279,6 +279,12 @@ out:
     return rc;
 }
 
+int egress_netns_nft(const char *ns_path, const char *ruleset, char *err, size_t errlen)
+{
+    const char *argv[] = {"nft", "-f", "-", NULL};
+    return run(ns_path, argv, ruleset, -1, err, errlen);
+}
+
 static void ns_path_of(const struct egress_netns_config *c, char *buf, size_t len)
 {
     snprintf(buf, len, NETNS_DIR "/%s", c->name);
@@ -336,10 +342,40 @@ int egress_netns_destroy(const struct egress_netns_config *c, char *err, size_t 
     return run(NULL, del, NULL, -1, err, errlen);
 }
 
+/* 1 when ifname exists in the namespace at ns_path, 0 when not, -1 when it
+ * cannot tell: the calling thread enters the namespace for one
+ * if_nametoindex (network namespaces are per thread), instead of a process
+ * (nsenter + ip, ~2 ms of CPU, once per sandbox started and once per
+ * sandbox removed). */
+static int link_probe(const char *ns_path, const char *ifname)
+{
+    int saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    int fd = saved >= 0 ? open(ns_path, O_RDONLY | O_CLOEXEC) : -1;
+    int r = -1;
+
+    if (fd >= 0 && setns(fd, CLONE_NEWNET) == 0) {
+        if (if_nametoindex(ifname) != 0)
+            r = 1;
+        else if (errno == ENODEV)
+            r = 0;
+        if (setns(saved, CLONE_NEWNET) != 0)
+            abort(); /* a worker left in the egress namespace would dial from it */
+    }
+    if (fd >= 0)
+        close(fd);
+    if (saved >= 0)
+        close(saved);
+    return r;
+}
+
 static bool link_exists(const char *ns_path, const char *ifname)
 {
     char err[64];
     const char *show[] = {"ip", "link", "show", "dev", ifname, NULL};
+    int r = link_probe(ns_path, ifname);
+
+    if (r >= 0)
+        return r == 1;
     return run(ns_path, show, NULL, -1, err, sizeof(err)) == 0;
 }
 

@@ -89,6 +89,11 @@ int egress_netns_detach(const struct egress_netns_config *c, uint32_t slot, char
 int egress_netns_prune(const struct egress_netns_config *c, bool (*keep)(void *arg, uint32_t slot),
                        void *arg, char *err, size_t errlen);
 
+/* Replaces ruleset text with `nft -f -` inside the network namespace at
+ * ns_path (NULL: the caller's own). Blocks. 0, or AB_EIO with err holding
+ * nft's first line of complaint. */
+int egress_netns_nft(const char *ns_path, const char *ruleset, char *err, size_t errlen);
+
 /* Runs on the calling thread inside the egress namespace until
  * egress_netns_leave: for opening the gateway's listening sockets, which stay
  * in the namespace they were made in. *saved gets the caller's namespace fd. */

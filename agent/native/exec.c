@@ -5,8 +5,7 @@
  * with the JSON codec, the sandbox's access token), so it is exactly what
  * the SDK's commands.run would do; the agent only collects the stream.
  * Output is bounded (EXEC_OUT_MAX per stream; beyond it is cut and said so).
- * POST /v1/sandboxes/{id}/exec-token answers 501: its only use is the
- * terminal WebSocket, which this agent does not serve. Loop thread only. */
+ * (exec-token and the terminal are terminal.c.) Loop thread only. */
 #include "agent/native/native.h"
 #include "agent/native/sandboxes.h"
 
@@ -184,9 +183,7 @@ static void on_error(struct http_client *c, int err, const char *msg, void *arg)
 static const struct http_client_handler exec_handler = {
     .on_head = on_head, .on_data = on_data, .on_end = on_end, .on_error = on_error};
 
-/* The sandbox {id} for p into *s, or false having answered 404 (someone
- * else's sandbox does not exist for p: native_may_touch). */
-static bool own_sandbox(struct http_exchange *ex, struct native *n, const struct agent_principal *p,
+bool native_own_sandbox(struct http_exchange *ex, struct native *n, const struct agent_principal *p,
                         struct rt_sandbox *s)
 {
     memset(s, 0, sizeof(*s));
@@ -214,7 +211,7 @@ static void exec_authed(struct http_exchange *ex, const struct agent_principal *
     char *msg = NULL, tmo[32];
     size_t mlen;
 
-    if (!own_sandbox(ex, n, p, &s))
+    if (!native_own_sandbox(ex, n, p, &s))
         goto out;
     if (!cmd || !cmd[0] || strlen(cmd) > EXEC_COMMAND_MAX) {
         native_error(ex, 400, NULL, NULL,
@@ -273,22 +270,7 @@ out:
     json_decref(body);
 }
 
-static void token_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
-{
-    struct native *n = arg;
-    struct rt_sandbox s;
-
-    if (!own_sandbox(ex, n, p, &s))
-        return;
-    explicit_bzero(s.envd_token, sizeof(s.envd_token));
-    native_error(ex, 501, NULL, NULL,
-                 "exec tokens open the terminal WebSocket, which cluster '%s' does not serve; "
-                 "use POST /v1/sandboxes/%s/exec or the SDK's commands.run",
-                 n->d.cluster, s.id);
-}
-
 NATIVE_GATED(exec_gated, "sandbox.exec", exec_authed)
-NATIVE_GATED(token_gated, "sandbox.execToken", token_authed)
 
 static void h_exec(struct http_exchange *ex, void *arg)
 {
@@ -296,17 +278,10 @@ static void h_exec(struct http_exchange *ex, void *arg)
     agent_auth_request(n->d.auth, ex, exec_gated, n);
 }
 
-static void h_token(struct http_exchange *ex, void *arg)
-{
-    struct native *n = arg;
-    agent_auth_request(n->d.auth, ex, token_gated, n);
-}
-
 int native_exec_add_routes(struct native *n, char *err, size_t errlen)
 {
     const struct http_route routes[] = {
         {"POST", "/v1/sandboxes/{id}/exec", h_exec, n, 0},
-        {"POST", "/v1/sandboxes/{id}/exec-token", h_token, n, 0},
     };
     return native_add(n, routes, AB_ARRAY_LEN(routes), err, errlen);
 }

@@ -23,6 +23,7 @@
 #include "agent/native/put.h"
 
 #include "agent/auth.h"
+#include "agent/autoscaler.h"
 #include "agent/hub_link.h"
 #include "agent/runtime/runtime.h"
 
@@ -193,23 +194,47 @@ static void iso_time(int64_t ms, char *out, size_t len)
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
+static struct native_event *event_slot(struct native *n, int64_t ms, const char *ns,
+                                       const char *env, const char *reason)
+{
+    struct native_event *e = &n->events[n->nevents % NATIVE_EVENTS_MAX];
+
+    n->nevents++;
+    e->ms = ms;
+    ab_strlcpy(e->ns, ns, sizeof(e->ns));
+    ab_strlcpy(e->env, env, sizeof(e->env));
+    ab_strlcpy(e->reason, reason, sizeof(e->reason));
+    return e;
+}
+
 void native_event_add(struct native *n, const char *ns, const char *env, const char *reason,
                       const char *fmt, ...)
 {
     struct native_event *e;
+    struct rt_event re = {0};
     va_list ap;
 
     if (!n->events)
         return;
-    e = &n->events[n->nevents % NATIVE_EVENTS_MAX];
-    n->nevents++;
-    e->ms = ab_wall_ms();
-    ab_strlcpy(e->ns, ns, sizeof(e->ns));
-    ab_strlcpy(e->env, env, sizeof(e->env));
-    ab_strlcpy(e->reason, reason, sizeof(e->reason));
+    e = event_slot(n, ab_wall_ms(), ns, env, reason);
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof(e->message), fmt, ap);
     va_end(ap);
+    /* kept by the runtime too, so a restarted agent still lists it */
+    re.ms = e->ms;
+    ab_strlcpy(re.ns, e->ns, sizeof(re.ns));
+    ab_strlcpy(re.env, e->env, sizeof(re.env));
+    ab_strlcpy(re.reason, e->reason, sizeof(re.reason));
+    ab_strlcpy(re.message, e->message, sizeof(re.message));
+    rt_event_record(n->d.rt, &re);
+}
+
+static void event_restore(void *arg, const struct rt_event *re)
+{
+    struct native *n = arg;
+    struct native_event *e = event_slot(n, re->ms, re->ns, re->env, re->reason);
+
+    ab_strlcpy(e->message, re->message, sizeof(e->message));
 }
 
 /* ---- reading ----------------------------------------------------------------------------- */
@@ -248,11 +273,12 @@ static void pool_status_one(void *arg, const struct rt_pool *p)
     struct pools_ctx *c = arg;
     if (strcmp(p->env, c->env) != 0)
         return;
-    json_object_set_new(c->byname, p->name,
-                        json_pack("{s:i,s:i,s:i,s:i,s:i,s:i}", "replicas", p->status.replicas,
-                                  "idle", p->status.idle, "running", p->status.running, "starting",
-                                  p->status.starting, "stopping", p->status.stopping, "pending",
-                                  p->status.pending));
+    json_object_set_new(
+        c->byname, p->name,
+        json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:i}", "replicas", p->status.replicas, "idle",
+                  p->status.idle, "running", p->status.running, "starting", p->status.starting,
+                  "stopping", p->status.stopping, "pending", p->status.pending, "updateRevision",
+                  p->status.update_revision, "updatedReplicas", p->status.updated));
 }
 
 /* The status of env's pools on this cluster, by pool name. */
@@ -468,8 +494,13 @@ static void write_done(void *arg, int err, const char *msg)
     struct native_pending *w = arg;
 
     if (err) {
-        native_error(w->ex, err == AB_EBUSY || err == AB_ECLOSED ? 503 : 500, NULL, NULL, "%s",
-                     msg ? msg : ab_strerror(err));
+        /* AB_EEXIST: the kube runtime's PUT met a newer resourceVersion (409) */
+        native_error(w->ex,
+                     err == AB_EBUSY || err == AB_ECLOSED ? 503
+                     : err == AB_EEXIST                   ? 409
+                     : err == AB_EINVAL                   ? 400
+                                                          : 500,
+                     NULL, NULL, "%s", msg ? msg : ab_strerror(err));
     } else {
         native_event_add(w->n, w->ns, w->env, w->reason, "%s", w->message);
         LOG_INFO("env written", "namespace", w->ns, "env", w->env, "change", w->reason);
@@ -573,16 +604,87 @@ static void autoscaling_get(struct http_exchange *ex, const struct agent_princip
     json_decref(env);
 }
 
+struct live {
+    struct native *n;
+    const char *ns, *env;
+    json_t *by_group; /* group name -> status */
+};
+
+static void wall_time(json_t *o, const char *key, int64_t ms)
+{
+    char t[40];
+    if (ms <= 0)
+        return;
+    iso_time(ms, t, sizeof(t));
+    json_object_set_new(o, key, json_string(t));
+}
+
+/* The live numbers of one group on this cluster (the runtime's snapshot and
+ * the autoscaler's last decision): what `abx get group` shows. */
+static void live_group(void *arg, const struct rt_scale_group *g)
+{
+    struct live *l = arg;
+    struct autoscaler_info info;
+    int idle = 0, running = 0, starting = 0, pending = 0, desired = 0;
+    json_t *members, *st;
+
+    if (strcmp(g->ns, l->ns) || strcmp(g->env, l->env))
+        return;
+    members = json_array();
+    for (int i = 0; i < g->nmembers; i++) {
+        const struct rt_scale_member *m = &g->members[i];
+        idle += m->status.idle;
+        running += m->status.running;
+        starting += m->status.starting;
+        pending += m->status.pending;
+        desired += m->replicas;
+    }
+    for (int i = 0; i < g->nmembers; i++) {
+        const struct rt_scale_member *m = &g->members[i];
+        json_t *o =
+            json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", m->name, "desiredReplicas",
+                      m->replicas, "specReplicas", m->spec_replicas, "idleCount", m->status.idle,
+                      "runningCount", m->status.running, "startingCount", m->status.starting,
+                      "pendingRequests", m->status.pending, "scaleUpPriority", m->up_priority,
+                      "scaleDownPriority", m->down_priority);
+        if (m->min_replicas >= 0)
+            json_object_set_new(o, "minReplicas", json_integer(m->min_replicas));
+        if (m->max_replicas >= 0)
+            json_object_set_new(o, "maxReplicas", json_integer(m->max_replicas));
+        if (g->policy.enabled) {
+            int h =
+                rt_scale_headroom(m->replicas, m->max_replicas, g->policy.max_replicas, desired);
+            /* null headroom = unbounded (crds-and-charts.md §4.5) */
+            json_object_set_new(o, "scaleUpHeadroom", h < 0 ? json_null() : json_integer(h));
+        }
+        json_array_append_new(members, o);
+    }
+    st = json_pack("{s:b,s:i,s:i,s:i,s:i,s:i,s:o}", "autoscalingActive", g->policy.enabled,
+                   "totalIdle", idle, "totalRunning", running, "totalStarting", starting,
+                   "totalPending", pending, "totalDesired", desired, "members", members);
+    if (autoscaler_info(l->n->d.autoscaler, g->ns, g->env, g->name, &info) == 0) {
+        wall_time(st, "lastScaleUpTime", info.last_up_wall_ms);
+        wall_time(st, "lastScaleDownTime", info.last_down_wall_ms);
+        wall_time(st, "lastDecisionTime", info.decided_wall_ms);
+        json_object_set_new(st, "lastDecision", json_string(info.reason));
+        json_object_set_new(st, "scaleDownMarked", json_boolean(info.marked));
+    }
+    json_object_set_new(l->by_group, g->name, st);
+}
+
 /* Every group of env: its policy entry if any, else the defaults
- * (enabled false), with its members on this cluster. */
-static json_t *groups_of(struct native *n, const json_t *env)
+ * (enabled false), with its members on this cluster and, under "status",
+ * its live numbers here. */
+static json_t *groups_of(struct native *n, const char *ns, const json_t *env)
 {
     const char *name = json_string_value(json_object_get(json_object_get(env, "metadata"), "name"));
     json_t *out = json_object(), *c, *m, *g, *items = json_array();
+    struct live l = {n, ns, name ? name : "", json_object()};
     const char *k;
     char buf[128];
     size_t i, j;
 
+    rt_scale_groups(n->d.rt, live_group, &l);
     json_array_foreach(json_object_get(json_object_get(env, "spec"), "clusters"), i, c)
     {
         const char *id = json_string_value(json_object_get(c, "clusterID"));
@@ -593,8 +695,11 @@ static json_t *groups_of(struct native *n, const json_t *env)
                 continue; /* scalingGroup "": excluded from groups */
             if (!(g = json_object_get(out, gn))) {
                 json_t *pol = native_env_group(env, gn);
+                json_t *live = json_object_get(l.by_group, gn);
                 g = pol ? json_deep_copy(pol) : json_pack("{s:s,s:b}", "name", gn, "enabled", 0);
                 json_object_set_new(g, "members", json_array());
+                if (live)
+                    json_object_set(g, "status", live);
                 json_object_set_new(out, gn, g);
             }
             if (id && !strcmp(id, n->d.cluster))
@@ -603,6 +708,7 @@ static json_t *groups_of(struct native *n, const json_t *env)
     }
     json_object_foreach(out, k, g) json_array_append(items, g);
     json_decref(out);
+    json_decref(l.by_group);
     return items;
 }
 
@@ -615,7 +721,7 @@ static void groups_list(struct http_exchange *ex, const struct agent_principal *
 
     if (!env)
         return;
-    items = groups_of(n, env);
+    items = groups_of(n, ns, env);
     http_respond_json(ex, 200,
                       json_pack("{s:o,s:i}", "items", items, "total", (int)json_array_size(items)));
     json_decref(env);
@@ -632,7 +738,7 @@ static void group_get(struct http_exchange *ex, const struct agent_principal *p,
 
     if (!env)
         return;
-    items = groups_of(n, env);
+    items = groups_of(n, ns, env);
     json_array_foreach(items, i, g)
     {
         const char *name = json_string_value(json_object_get(g, "name"));
@@ -645,6 +751,7 @@ static void group_get(struct http_exchange *ex, const struct agent_principal *p,
         json_t *editable = json_deep_copy(hit);
         json_object_del(editable, "name");
         json_object_del(editable, "members");
+        json_object_del(editable, "status");
         http_respond_json(ex, 200, json_pack("{s:O,s:o}", "group", hit, "editable", editable));
     } else {
         native_error(ex, 404, NULL, NULL,
@@ -657,23 +764,6 @@ static void group_get(struct http_exchange *ex, const struct agent_principal *p,
 
 /* ---- member pools ------------------------------------------------------------------------ */
 
-static int query_long(const struct http_request *r, const char *name, long def, long min, long max,
-                      long *out)
-{
-    char buf[32], *end;
-    *out = def;
-    int rc = http_query_get(r, name, buf, sizeof(buf));
-    if (rc == AB_ENOENT)
-        return 0;
-    if (rc != 0)
-        return AB_EINVAL;
-    long v = strtol(buf, &end, 10);
-    if (!buf[0] || *end || v < min || v > max)
-        return AB_EINVAL;
-    *out = v;
-    return 0;
-}
-
 static void pools_list(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
     struct native *n = arg;
@@ -683,8 +773,8 @@ static void pools_list(struct http_exchange *ex, const struct agent_principal *p
     json_t *env, *items, *m, *st;
     size_t i, total;
 
-    if (query_long(http_req(ex), "limit", LIST_DEFAULT, 1, LIST_MAX, &limit) != 0 ||
-        query_long(http_req(ex), "offset", 0, 0, 1000000, &offset) != 0) {
+    if (http_query_long(http_req(ex), "limit", LIST_DEFAULT, 1, LIST_MAX, &limit) != 0 ||
+        http_query_long(http_req(ex), "offset", 0, 0, 1000000, &offset) != 0) {
         native_error(ex, 400, NULL, NULL,
                      "limit must be an integer from 1 to %d and offset a non-negative integer",
                      LIST_MAX);
@@ -954,7 +1044,7 @@ static void events_get(struct http_exchange *ex, const struct agent_principal *p
     json_t *env, *items;
     size_t k, kept;
 
-    if (query_long(http_req(ex), "limit", EVENTS_DEFAULT, 1, EVENTS_MAX, &limit) != 0) {
+    if (http_query_long(http_req(ex), "limit", EVENTS_DEFAULT, 1, EVENTS_MAX, &limit) != 0) {
         native_error(ex, 400, NULL, NULL, "limit must be an integer from 1 to %d", EVENTS_MAX);
         return;
     }
@@ -1023,5 +1113,7 @@ int native_mgmt_add_routes(struct native *n, char *err, size_t errlen)
         snprintf(err, errlen, "native: out of memory");
         return AB_ENOMEM;
     }
+    if (n->d.rt && n->nevents == 0)
+        rt_events_load(n->d.rt, event_restore, n); /* a runtime without them keeps none */
     return native_add(n, routes, AB_ARRAY_LEN(routes), err, errlen);
 }

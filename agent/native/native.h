@@ -7,7 +7,9 @@
  *   mgmt.c       /v1/envs/{name}/..., pools, scaling groups, events (put.h: §4.4)
  *   system.c     /ping, templates, clusters, feature gates, quotas, statistics,
  *                sandbox timeout/logs/is_ready
- *   exec.c       POST /v1/sandboxes/{id}/exec (through envd), exec-token (501)
+ *   exec.c       POST /v1/sandboxes/{id}/exec (through envd)
+ *   terminal.c   POST /v1/sandboxes/{id}/exec-token, GET .../terminal (WebSocket PTY)
+ *   logstream.c  GET /v1/sandboxes/{id}/logs/stream (NDJSON, follows)
  *   error.c      the error shape {"error","errorCode","detail"}
  * Owner: struct agent. Loop thread only. */
 #ifndef AGENTBOX_AGENT_NATIVE_H
@@ -23,6 +25,7 @@
 #include "agentbox/http.h"
 
 struct agent_auth;
+struct autoscaler;
 struct fed;
 struct loop;
 struct hub_link;
@@ -35,8 +38,9 @@ struct native_deps {
     struct agent_auth *auth;
     struct hub_link *hub;
     struct fed *fed;
-    const char *cluster; /* this cluster's id */
-    bool enable_diag;    /* serve /v1/diag/...; off: those routes do not exist (404) */
+    struct autoscaler *autoscaler; /* the groups API's last decisions; NULL: none */
+    const char *cluster;           /* this cluster's id */
+    bool enable_diag;              /* serve /v1/diag/...; off: those routes do not exist (404) */
 };
 
 #define NATIVE_ROUTES_MAX 64
@@ -54,7 +58,19 @@ struct native_event {
 
 #define NATIVE_WRITES_MAX 256 /* management writes queued (mgmt.c) */
 
+#define NATIVE_EXEC_TOKENS_MAX 256 /* outstanding exec tokens (terminal.c) */
+#define NATIVE_EXEC_TOKEN_TTL_MS 30000
+/* An exec token: its SHA-256 (hex), the sandbox it opens, its expiry
+ * (monotonic). Empty digest: a free slot. */
+struct native_exec_token {
+    char digest[65];
+    char sandbox[128];
+    int64_t expires_ms;
+};
+
 struct native_pending;
+struct native_term;
+struct native_lstream;
 
 struct native {
     struct native_deps d;
@@ -66,6 +82,11 @@ struct native {
     struct native_pending *wq_head, *wq_tail;
     int wq_len;
     bool wq_busy;
+    struct native_exec_token exec_tokens[NATIVE_EXEC_TOKENS_MAX];
+    /* open terminals and log streams: native_free ends them (they hold
+     * exchanges and envd calls that outlive this module otherwise) */
+    struct native_term *terms;
+    struct native_lstream *streams;
 };
 
 /* NULL with err set on failure. */
@@ -90,6 +111,26 @@ int native_sandboxes_add_routes(struct native *n, char *err, size_t errlen);
 int native_mgmt_add_routes(struct native *n, char *err, size_t errlen);
 int native_system_add_routes(struct native *n, char *err, size_t errlen);
 int native_exec_add_routes(struct native *n, char *err, size_t errlen);
+int native_terminal_add_routes(struct native *n, char *err, size_t errlen);
+int native_logstream_add_routes(struct native *n, char *err, size_t errlen);
+/* terminal.c: a single-use token for sandbox (out gets it); AB_EBUSY when
+ * NATIVE_EXEC_TOKENS_MAX are outstanding. */
+int native_exec_token_issue(struct native *n, const char *sandbox, char *out, size_t outlen);
+/* Consumes token: 0 when it was issued for sandbox and is live; AB_ETIMEOUT
+ * expired or another sandbox's (consumed all the same); AB_EDENIED unknown
+ * or used. */
+int native_exec_token_take(struct native *n, const char *sandbox, const char *token);
+struct rt_sandbox;
+struct agent_principal;
+/* exec.c: the sandbox {id} for p into *s (envd token included: wipe it), or
+ * false having answered 404 (someone else's sandbox does not exist for p). */
+bool native_own_sandbox(struct http_exchange *ex, struct native *n, const struct agent_principal *p,
+                        struct rt_sandbox *s);
+/* Ends every open terminal / log stream at once (native_free calls them). */
+void native_terminal_close_all(struct native *n);
+void native_logstream_close_all(struct native *n);
+/* /v1/admin/sandbox-templates, relayed to the hub (templates_admin.c). */
+int native_templates_admin_add_routes(struct native *n, char *err, size_t errlen);
 /* Answers the writes still queued (native_free calls it). */
 void native_mgmt_free(struct native *n);
 

@@ -242,7 +242,9 @@ struct native *native_new(const struct native_deps *deps, char *err, size_t errl
     n->d = *deps;
     if (native_relay_add_routes(n, err, errlen) || native_whoami_add_routes(n, err, errlen) ||
         native_sandboxes_add_routes(n, err, errlen) || native_mgmt_add_routes(n, err, errlen) ||
-        native_system_add_routes(n, err, errlen) || native_exec_add_routes(n, err, errlen)) {
+        native_system_add_routes(n, err, errlen) || native_exec_add_routes(n, err, errlen) ||
+        native_terminal_add_routes(n, err, errlen) || native_logstream_add_routes(n, err, errlen) ||
+        native_templates_admin_add_routes(n, err, errlen)) {
         free(n->events);
         free(n);
         return NULL;
@@ -259,6 +261,8 @@ const struct http_route *native_routes(const struct native *n, size_t *count)
 void native_free(struct native *n)
 {
     if (n) {
+        native_terminal_close_all(n);
+        native_logstream_close_all(n);
         native_mgmt_free(n);
         free(n->events);
     }

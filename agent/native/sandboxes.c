@@ -288,7 +288,9 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
         respond_error(ex, 400, "allowInternetAccess must be true or false");
         goto out;
     }
-    o.allow_internet = json_is_true(v);
+    /* absent: allowed, as on the E2B API (a runtime without a gateway
+     * refuses a create that asks for internet off rather than ignore it) */
+    o.allow_internet = !v || json_is_true(v);
     ns = caller_ns(p, json_string_value(json_object_get(body, "namespace")));
     if (!ns)
         ns = "default";
@@ -382,23 +384,6 @@ static void list_one(void *arg, const struct rt_sandbox *s)
     l->total++;
 }
 
-static int query_long(const struct http_request *r, const char *name, long def, long min, long max,
-                      long *out)
-{
-    char buf[32], *end;
-    *out = def;
-    int rc = http_query_get(r, name, buf, sizeof(buf));
-    if (rc == AB_ENOENT)
-        return 0;
-    if (rc != 0)
-        return AB_EINVAL;
-    long v = strtol(buf, &end, 10);
-    if (!buf[0] || *end || v < min || v > max)
-        return AB_EINVAL;
-    *out = v;
-    return 0;
-}
-
 static void list_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
     struct native *n = arg;
@@ -407,11 +392,11 @@ static void list_authed(struct http_exchange *ex, const struct agent_principal *
     struct rt_filter f = {0};
     char pool[RT_NAME_MAX + 1];
 
-    if (query_long(r, "limit", LIST_DEFAULT, 1, LIST_MAX, &l.limit) != 0) {
+    if (http_query_long(r, "limit", LIST_DEFAULT, 1, LIST_MAX, &l.limit) != 0) {
         respond_error(ex, 400, "limit must be an integer from 1 to %d", LIST_MAX);
         return;
     }
-    if (query_long(r, "offset", 0, 0, 1000000, &l.offset) != 0) {
+    if (http_query_long(r, "offset", 0, 0, 1000000, &l.offset) != 0) {
         respond_error(ex, 400, "offset must be a non-negative integer");
         return;
     }

@@ -92,7 +92,11 @@ static void tpl_one(void *arg, const struct rt_object *o)
             json_object_set(t, fields[i], json_object_get(spec, fields[i]));
     if (json_object_get(meta, "annotations"))
         json_object_set(t, "annotations", json_object_get(meta, "annotations"));
-    json_object_set_new(t, "syncSource", json_string("local"));
+    /* hub-synced templates carry the label (agent/catalogue.h) */
+    const char *src = json_string_value(
+        json_object_get(json_object_get(meta, "labels"), "agentbox.io/sync-source"));
+    json_object_set_new(t, "syncSource",
+                        json_string(src && !strcmp(src, "global") ? "global" : "local"));
     json_array_append_new(c->items, t);
 }
 
@@ -296,18 +300,14 @@ static void logs_done(void *arg, int status)
 static void logs_authed(struct http_exchange *ex, const struct agent_principal *p, void *arg)
 {
     struct native *n = arg;
-    char buf[32], *end;
+    char buf[32];
     struct rt_sandbox s;
     long lines = 100;
     struct logs *l;
 
-    if (http_query_get(http_req(ex), "lines", buf, sizeof(buf)) == 0) {
-        lines = strtol(buf, &end, 10);
-        if (!buf[0] || *end || lines < 0 || lines > LOG_LINES_MAX) {
-            native_error(ex, 400, NULL, NULL, "lines must be an integer from 0 to %d",
-                         LOG_LINES_MAX);
-            return;
-        }
+    if (http_query_long(http_req(ex), "lines", 100, 0, LOG_LINES_MAX, &lines) != 0) {
+        native_error(ex, 400, NULL, NULL, "lines must be an integer from 0 to %d", LOG_LINES_MAX);
+        return;
     }
     if (http_query_get(http_req(ex), "source", buf, sizeof(buf)) == 0 && buf[0] &&
         strcmp(buf, "stdout") != 0) {

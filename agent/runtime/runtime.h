@@ -29,6 +29,7 @@
 #include <jansson.h>
 
 #include "agentbox/common.h"
+#include "agent/runtime/revision.h"
 
 #define RT_NAME_MAX 63
 #define RT_ID_MAX 63
@@ -110,6 +111,9 @@ struct rt_pool_status {
     int starting;
     int stopping;
     int pending; /* claims waiting for a sandbox */
+    /* rolls: the revision its sandboxes should be at, and how many are */
+    char update_revision[RT_REV_LEN + 1];
+    int updated;
 };
 
 struct rt_pool {
@@ -119,6 +123,11 @@ struct rt_pool {
     char scaling_group[RT_NAME_MAX + 1];
     char template_name[254];
     struct rt_pool_status status;
+    /* Its scaling group's autoscaler is on, and how far it may grow
+     * (rt_scale_headroom: -1 unbounded, 0 at a ceiling); false / 0 otherwise. */
+    bool autoscaling;
+    int headroom;
+    int64_t saturated_for_ms; /* what is left of its saturation cooldown; 0: not saturated */
 };
 
 struct rt_env {
@@ -252,6 +261,110 @@ typedef void (*rt_object_fn)(void *arg, const struct rt_object *o);
  * (the runtime reconciles to it), else msg says why. */
 typedef void (*rt_write_cb)(void *arg, int err, const char *msg);
 
+/* --- Scaling groups (the autoscaler's seam, reference §6.6) -------------------------------
+ *
+ * A runtime that runs Envs with autoscaling groups (RT_CAP_AUTOSCALE) hands
+ * the agent's autoscaler (agent/autoscale.h) a snapshot of every group with
+ * members on this cluster, and takes back each member pool's desired
+ * replicas. A group exists while a member declares it (scalingGroup; "" is
+ * excluded); the Env's autoscaling.groups[] entry, if any, gives its policy,
+ * else the defaults with enabled false. Times are ab_now_ms() (monotonic). */
+#define RT_GROUP_MEMBERS_MAX 64
+#define RT_IDLE_SAMPLES_MAX 64 /* idle sandboxes described per member (oldest first) */
+
+enum rt_scale_mode { RT_SCALE_DEFAULT = 0, RT_SCALE_CONSERVATIVE, RT_SCALE_AGGRESSIVE };
+
+/* A group's policy with every default applied (crds-and-charts.md §1.3, §4.3). */
+struct rt_scale_policy {
+    bool enabled;
+    int32_t min_replicas; /* aggregate floor over this cluster's members */
+    int32_t max_replicas; /* aggregate ceiling; -1: none */
+    enum rt_scale_mode mode;
+    int64_t cooldown_ms;          /* 30 s: between scale-ups */
+    int64_t idle_threshold_ms;    /* 30 s: proactive after idle stayed 0 this long; 0 off */
+    int64_t quiet_window_ms;      /* 300 s: proactive only with a create this recent; 0 off */
+    int64_t saturation_ms;        /* 60 s: a saturated member is skipped this long */
+    int64_t down_idle_timeout_ms; /* 300 s: idle this long to be removed */
+    int64_t stabilization_ms;     /* 60 s: between scale-downs (and after a scale-up) */
+    int64_t protection_ms;        /* 10 s: a marked sandbox may still be claimed */
+};
+
+struct rt_scale_member {
+    char name[RT_NAME_MAX + 1]; /* the member pool */
+    int32_t up_priority;        /* scaleUpPriority, else priority: lower grows first */
+    int32_t down_priority;      /* scaleDownPriority, else priority: higher shrinks first */
+    int32_t min_replicas;       /* -1: none */
+    int32_t max_replicas;       /* -1: none */
+    int replicas;               /* desired now: the autoscaler's if it set one, else the spec's */
+    int spec_replicas;          /* what the manifest / CRD says */
+    struct rt_pool_status status;
+    int nidle;                                  /* entries of idle_since_ms */
+    int64_t idle_since_ms[RT_IDLE_SAMPLES_MAX]; /* when each idle sandbox became idle */
+    int64_t last_create_ms;                     /* the last claim on it; 0: none seen */
+    int64_t saturated_ms; /* the last time it could not grow (no capacity); 0: never */
+};
+
+struct rt_scale_group {
+    char ns[RT_NAME_MAX + 1];
+    char env[RT_NAME_MAX + 1];
+    char name[RT_NAME_MAX + 1];
+    char cluster[RT_NAME_MAX + 1]; /* this cluster (the tie-break of §6.6's order) */
+    struct rt_scale_policy policy;
+    int nmembers;
+    struct rt_scale_member members[RT_GROUP_MEMBERS_MAX];
+};
+
+/* g is valid during the call only. */
+typedef void (*rt_group_fn)(void *arg, const struct rt_scale_group *g);
+
+/* The defaults of a policy, enabled false. */
+static inline void rt_scale_policy_defaults(struct rt_scale_policy *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->max_replicas = -1;
+    p->cooldown_ms = 30000;
+    p->idle_threshold_ms = 30000;
+    p->quiet_window_ms = 300000;
+    p->saturation_ms = 60000;
+    p->down_idle_timeout_ms = 300000;
+    p->stabilization_ms = 60000;
+    p->protection_ms = 10000;
+}
+
+/* A member's scale-up headroom as reported to the hub (DESIGN §6): how many
+ * more replicas its own ceiling and its group's leave it, -1 when neither
+ * bounds it, 0 at a ceiling. group_total: the replicas of all members. */
+static inline int rt_scale_headroom(int replicas, int32_t member_max, int32_t group_max,
+                                    int group_total)
+{
+    int h = -1;
+    if (member_max >= 0)
+        h = member_max > replicas ? member_max - replicas : 0;
+    if (group_max >= 0) {
+        int g = group_max > group_total ? group_max - group_total : 0;
+        if (h < 0 || g < h)
+            h = g;
+    }
+    return h;
+}
+/* --- Env events ------------------------------------------------------------------
+ *
+ * What the native API did to an env (GET /v1/envs/{name}/events), kept by the
+ * runtime so a restarted agent still lists them: the local runtime appends
+ * to a bounded file beside its API overlay; a runtime without the ops keeps
+ * none (the native API's in-memory ring only). */
+#define RT_EVENT_REASON_MAX 31
+#define RT_EVENT_MESSAGE_MAX 255
+struct rt_event {
+    int64_t ms; /* wall clock */
+    char ns[RT_NAME_MAX + 1];
+    char env[RT_NAME_MAX + 1];
+    char reason[RT_EVENT_REASON_MAX + 1];
+    char message[RT_EVENT_MESSAGE_MAX + 1];
+};
+/* One kept event, oldest first; e valid during the call only. */
+typedef void (*rt_event_fn)(void *arg, const struct rt_event *e);
+
 struct rt_ops {
     int (*claim)(struct rt *rt, const char *ns, const char *name, enum rt_target target,
                  const char *scaling_group, const struct rt_claim_options *o, rt_claim_cb cb,
@@ -282,6 +395,13 @@ struct rt_ops {
                     rt_object_fn fn, void *arg);
     int (*object_write)(struct rt *rt, const struct rt_write *w, rt_write_cb cb, void *arg,
                         char *err, size_t errlen);
+    /* RT_CAP_AUTOSCALE: see rt_scale_groups / rt_scale_set. */
+    void (*scale_groups)(struct rt *rt, rt_group_fn fn, void *arg);
+    int (*scale_set)(struct rt *rt, const char *ns, const char *pool, int replicas,
+                     const char *reason, char *err, size_t errlen);
+    /* Optional: env events kept across restarts (see rt_event_record). */
+    void (*event_record)(struct rt *rt, const struct rt_event *e);
+    int (*events_load)(struct rt *rt, rt_event_fn fn, void *arg);
 };
 
 /* What a runtime can do beyond the basics. The layers above ask with rt_has;
@@ -294,6 +414,7 @@ enum rt_cap {
     RT_CAP_EGRESS = 1u << 4, /* every sandbox's traffic passes an egress gateway that enforces
                                 the claim's network policy (allowOut, denyOut, the tiers) */
     RT_CAP_MANIFEST_WRITE = 1u << 5, /* rt_objects / rt_object_write answer */
+    RT_CAP_AUTOSCALE = 1u << 6,      /* rt_scale_groups / rt_scale_set answer */
 };
 
 /* Every implementation's object starts with this. */
@@ -460,6 +581,43 @@ static inline int rt_object_write(struct rt *rt, const struct rt_write *w, rt_wr
         return AB_EDENIED;
     }
     return rt->ops->object_write(rt, w, cb, arg, err, errlen);
+}
+
+/* Every scaling group with members on this cluster, each once through fn.
+ * Nothing without RT_CAP_AUTOSCALE. */
+static inline void rt_scale_groups(struct rt *rt, rt_group_fn fn, void *arg)
+{
+    if (rt_has(rt, RT_CAP_AUTOSCALE) && rt->ops->scale_groups)
+        rt->ops->scale_groups(rt, fn, arg);
+}
+/* The autoscaler's word on member pool ns/pool: keep `replicas` sandboxes
+ * (it overrides the spec's; on local it is not written to the manifest, on
+ * kube it is the SandboxPool's spec.replicas). reason is the decision's, for
+ * the runtime's own record (a Kubernetes Event on kube). 0, AB_ENOENT for an
+ * unknown pool (or no RT_CAP_AUTOSCALE), AB_EINVAL with err. */
+static inline int rt_scale_set(struct rt *rt, const char *ns, const char *pool, int replicas,
+                               const char *reason, char *err, size_t errlen)
+{
+    if (!rt_has(rt, RT_CAP_AUTOSCALE) || !rt->ops->scale_set) {
+        snprintf(err, errlen, "the %s runtime has no autoscaler seam", rt ? rt->kind : "absent");
+        return AB_ENOENT;
+    }
+    return rt->ops->scale_set(rt, ns, pool, replicas, reason, err, errlen);
+}
+/* Keeps e (best effort: a failure is logged by the runtime). Loop thread;
+ * a short append, no fsync. No-op without the op. */
+static inline void rt_event_record(struct rt *rt, const struct rt_event *e)
+{
+    if (rt && rt->ops->event_record)
+        rt->ops->event_record(rt, e);
+}
+/* Calls fn for each kept event, oldest first (at most the last few thousand).
+ * 0, or AB_EDENIED without the op. Loop thread, at start (reads a file). */
+static inline int rt_events_load(struct rt *rt, rt_event_fn fn, void *arg)
+{
+    if (!rt || !rt->ops->events_load)
+        return AB_EDENIED;
+    return rt->ops->events_load(rt, fn, arg);
 }
 
 /* Stops timers and in-flight requests; sandboxes keep running (a restarted

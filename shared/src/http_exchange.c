@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -270,6 +271,26 @@ int http_query_get(const struct http_request *r, const char *name, char *buf, si
             q++;
     }
     return AB_ENOENT;
+}
+
+int http_query_long(const struct http_request *r, const char *name, long def, long min, long max,
+                    long *out)
+{
+    char buf[32], *end;
+    long v;
+    int rc = http_query_get(r, name, buf, sizeof(buf));
+
+    *out = def;
+    if (rc == AB_ENOENT)
+        return 0;
+    if (rc != 0 || !(buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9')))
+        return AB_EINVAL; /* strtol would take "" and " 4" */
+    errno = 0;
+    v = strtol(buf, &end, 10);
+    if (*end || errno == ERANGE || v < min || v > max)
+        return AB_EINVAL;
+    *out = v;
+    return 0;
 }
 
 /* --- exchange lifecycle ---------------------------------------------------------- */
@@ -556,6 +577,17 @@ int http_begin(struct http_exchange *ex, int status, const struct http_header *h
     for (int i = 0; i < n && k < HTTP_MAX_HEADERS; i++)
         all[k++] = h[i];
     return ex->ops->send_head(ex->t, status, all, k, content_length);
+}
+
+int http_upgrade(struct http_exchange *ex, const struct http_header *h, int n)
+{
+    int rc;
+
+    if (!ex->ops->upgrade || ex->began || !ex->streaming || !can_write(ex))
+        return AB_EINVAL;
+    if ((rc = ex->ops->upgrade(ex->t)) != 0)
+        return rc;
+    return http_begin(ex, 101, h, n, -2);
 }
 
 int http_write(struct http_exchange *ex, const void *data, size_t len)

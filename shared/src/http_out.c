@@ -129,7 +129,10 @@ int http_out_head(struct http_out *o, const char *first_line, const struct http_
     if (k < 0 || (size_t)k >= sizeof(buf) - len)
         return AB_ELIMIT;
     len += (size_t)k;
-    k = snprintf(buf + len, sizeof(buf) - len, "%s\r\n", close ? "Connection: close\r\n" : "");
+    k = snprintf(buf + len, sizeof(buf) - len, "%s\r\n",
+                 close == 2 ? "Connection: Upgrade\r\n"
+                 : close    ? "Connection: close\r\n"
+                            : "");
     if (k < 0 || (size_t)k >= sizeof(buf) - len)
         return AB_ELIMIT;
     len += (size_t)k;

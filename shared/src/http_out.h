@@ -18,7 +18,8 @@ size_t http_out_peek(struct http_out *o, const char **data);
 void http_out_consume(struct http_out *o, size_t n);
 void http_out_clear(struct http_out *o);
 
-/* Writes an HTTP/1.1 response or request head. */
+/* Writes an HTTP/1.1 response or request head; close 1 adds "Connection:
+ * close", 2 "Connection: Upgrade" (a 101). */
 int http_out_head(struct http_out *o, const char *first_line, const struct http_header *h, int n,
                   long long content_length, int close);
 

@@ -45,6 +45,7 @@ struct conn {
     bool ex_finished, msg_complete;
     bool resp_chunked, resp_no_body;
     bool close_after; /* close once the output is flushed */
+    bool upgraded;    /* after a 101: raw bytes both ways (http_upgrade) */
     bool killed;
     bool handler_paused, buffer_paused;
     char *inbuf;
@@ -75,6 +76,12 @@ static int op_send_head(void *t, int status, const struct http_header *h, int n,
             c->close_after = true;
     if (!http_parse_keep_alive(c->parser) && c->msg_complete)
         c->close_after = true;
+    if (c->upgraded) {
+        c->resp_no_body = false;
+        c->resp_chunked = false;
+        conn_want_write(c);
+        return http_out_head(&c->out, "HTTP/1.1 101 Switching Protocols", h, n, -2, 2);
+    }
     c->resp_no_body = (status >= 100 && status < 200) || status == 204 || status == 304;
     const struct http_request *r = c->ex ? http_req(c->ex) : NULL;
     bool head_req = r && strcmp(r->method, "HEAD") == 0;
@@ -149,6 +156,16 @@ static void op_finished(void *t)
     conn_want_write(c); /* advance from the WRITEABLE callback, not from inside the handler */
 }
 
+static int op_upgrade(void *t)
+{
+    struct conn *c = t;
+
+    c->upgraded = true;
+    c->close_after = true; /* no HTTP after the raw bytes */
+    lws_set_timeout(c->wsi, NO_PENDING_TIMEOUT, 0);
+    return 0;
+}
+
 static const struct http_transport_ops conn_ops = {
     .send_head = op_send_head,
     .send_body = op_send_body,
@@ -157,6 +174,7 @@ static const struct http_transport_ops conn_ops = {
     .pause_body = op_pause_body,
     .abort = op_abort,
     .finished = op_finished,
+    .upgrade = op_upgrade,
 };
 
 /* --- parser callbacks -------------------------------------------------------------- */
@@ -330,6 +348,11 @@ static int server_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
     case LWS_CALLBACK_RAW_RX:
         if (!c || c->killed)
             return 0;
+        if (c->upgraded) {
+            if (c->ex)
+                http_exchange_body(c->ex, in, len);
+            return 0;
+        }
         if (c->inlen + len > INBUF_MAX + SERVER_RX_BUF) {
             LOG_WARN("http input overflow; closing", "server", c->srv->name, "peer", c->peer);
             return -1;

@@ -1117,7 +1117,11 @@ int tun_stream_respond(struct tun_stream *st, int status, const struct tun_heade
     return 0;
 }
 
-/* Makes room for add more bytes at the end of the output buffer. */
+/* Makes room for add more bytes at the end of the output buffer. The
+ * queued bytes move to the front only once at least as many were sent
+ * (off >= len), so each byte moves at most once on average: compacting on
+ * every write made a stream kept near its high water copy its whole queue
+ * per 32 KiB chunk (perf: most of a bulk sender's CPU). */
 static int reserve(struct tun_stream *st, size_t add)
 {
     size_t want = st->len + add, ncap;
@@ -1125,23 +1129,25 @@ static int reserve(struct tun_stream *st, size_t add)
 
     if (st->off + want <= st->cap)
         return 0;
-    if (want <= st->cap) {
+    if (want <= st->cap && (st->off >= st->len || st->cap >= st->s->cfg.stream_buf_max)) {
         memmove(st->buf, st->buf + st->off, st->len);
         st->off = 0;
         return 0;
     }
+    /* grow (never past stream_buf_max, which the caller keeps want under),
+     * keeping the offset while it fits */
     ncap = AB_MAX(st->cap * 2, (size_t)STREAM_BUF_MIN_ALLOC);
     ncap = AB_MAX(ncap, want);
     ncap = AB_MIN(ncap, st->s->cfg.stream_buf_max);
-    if (st->off > 0) {
-        memmove(st->buf, st->buf + st->off, st->len);
-        st->off = 0;
-    }
     nb = realloc(st->buf, ncap);
     if (nb == NULL)
         return AB_ENOMEM;
     st->buf = nb;
     st->cap = ncap;
+    if (st->off + want > st->cap) {
+        memmove(st->buf, st->buf + st->off, st->len);
+        st->off = 0;
+    }
     return 0;
 }
 

@@ -6,10 +6,14 @@
 //
 // The envs are seeded as YAML (one file, 1,000 documents, no member pools so
 // no sandboxes start); a GET /ping round trip on the same listener is the
-// in-script baseline. Prints p50/p99 (ms). Needs root (the local runtime):
+// in-script baseline; GET /v1/envs/{name}/events reads the events the PUTs
+// recorded (each PUT also appends one to the events file beside the
+// overlay). Prints p50/p99 (ms) and the load average before and after (the
+// machine may be shared). Needs root (the local runtime):
 //   sudo AGENTBOX_BUILD_DIR=build node tests/bench/native_api.mjs   [BENCH_ENVS=1000 BENCH_N=200]
 import { performance } from 'node:perf_hooks';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { startStack, manifestsDir } from '../integration/lib/sandboxes.mjs';
 import { quantile } from './util.mjs';
@@ -48,6 +52,7 @@ const row = (what, xs) => console.log(`${what.padEnd(28)} p50 ${quantile(xs, 0.5
 try {
     const first = await (await fetch(`${alpha.native}/v1/envs/${name(ENVS - 1)}`, { headers })).json();
     if (!first.env) throw new Error(`the seeded envs did not load: ${JSON.stringify(first)}`);
+    const loadBefore = os.loadavg();
     const ping = [];
     for (let i = 0; i < N; i++) ping.push(await timed('GET', '/ping'));
     const list = [];
@@ -60,11 +65,15 @@ try {
         const ed = (await (await fetch(`${alpha.native}/v1/envs/${n}`, { headers })).json()).editable;
         put.push(await timed('PUT', `/v1/envs/${n}`, { ...ed, overrides: { defaultIdleTimeout: `${6 + (i % 50)}m` } }));
     }
-    console.log(`native API at ${ENVS} envs (one agent, local runtime)`);
+    const events = [];
+    for (let i = 0; i < N; i++) events.push(await timed('GET', `/v1/envs/${name((i * 104729) % ENVS)}/events?limit=100`));
+    const la = (l) => l.map((x) => x.toFixed(2)).join(' ');
+    console.log(`native API at ${ENVS} envs (one agent, local runtime); load average ${la(loadBefore)} before, ${la(os.loadavg())} after`);
     row('GET /ping (baseline)', ping);
     row('list GET /v1/envs', list);
     row('get GET /v1/envs/{name}', get);
     row('put PUT /v1/envs/{name}', put);
+    row('events GET .../events', events);
     console.log(`get/ping p50 ratio ${(quantile(get, 0.5) / quantile(ping, 0.5)).toFixed(1)}x; ` +
         'a put includes the overlay write (fsync), the set updated in memory and the pools reconciled');
 } finally {

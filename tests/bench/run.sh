@@ -56,6 +56,7 @@ benchmarks=(
     "kube-claim|node bench/kube_claim.mjs"
     "kube-claim-split|node bench/kube_claim_split.mjs"
     "dataplane-files|node bench/dataplane_files.mjs"
+    "autoscale|node bench/autoscale.mjs"
 )
 
 # The issue-17 table (tests/bench/README.md, "Summary rows"): key | measure |

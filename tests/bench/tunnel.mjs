@@ -2,6 +2,9 @@
 //   1. bulk throughput alpha → hub → beta, against two direct loopback
 //      baselines measured in the same run: a plain node TCP server, and
 //      beta's own /v1/diag/bytes without the tunnel;
+//      and a peer: websockify (Debian) carrying the same bytes from the same
+//      node TCP server over one WebSocket hop (websockify → a WebSocket
+//      client here), where ours has three (beta → hub → alpha);
 //   2. small-request round trip through the relay (alpha → hub → beta
 //      /v1/ping) against beta's /v1/ping directly, keep-alive clients.
 // Not part of the test suite: it prints figures and ratios and exits 0
@@ -11,7 +14,9 @@
 // default 1 GiB), BENCH_ROUNDS (bulk rounds per path, default 3),
 // BENCH_RTT_N (round trips per path, default 2000).
 import http from 'node:http';
-import { spawn } from 'node:child_process';
+import net from 'node:net';
+import crypto from 'node:crypto';
+import { spawn, spawnSync } from 'node:child_process';
 import {
     startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, buildDir, adminKey,
 } from '../integration/lib/harness.mjs';
@@ -89,6 +94,115 @@ function startNetServer() {
     });
 }
 
+// --- websockify, the one-hop peer ---------------------------------------------------------
+
+function freePort() {
+    return new Promise((resolve, reject) => {
+        const s = net.createServer();
+        s.once('error', reject);
+        s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+    });
+}
+
+// websockify in front of the node TCP server; null when it is not installed.
+async function startWebsockify(netBase) {
+    if (spawnSync('sh', ['-c', 'command -v websockify']).status !== 0) return null;
+    const port = await freePort();
+    const target = new URL(netBase);
+    const child = spawn('websockify', [`127.0.0.1:${port}`, `${target.hostname}:${target.port}`],
+        { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d) => { err += d; });
+    const deadline = Date.now() + 15000;
+    for (;;) {
+        const up = await new Promise((r) => {
+            const c = net.connect(port, '127.0.0.1', () => { c.destroy(); r(true); });
+            c.once('error', () => r(false));
+        });
+        if (up) return { child, port };
+        if (child.exitCode !== null || Date.now() > deadline) {
+            child.kill('SIGTERM');
+            throw new Error(`websockify did not listen on ${port}: ${err.slice(-500)}`);
+        }
+        await new Promise((r) => setTimeout(r, 50));
+    }
+}
+
+// One WebSocket client transfer through websockify: the upgrade, one masked
+// binary frame with the HTTP request for n bytes, then every frame's payload
+// counted (server frames are not masked: nothing to undo) until the head and
+// n bytes of body are in. Resolves MB/s (10^6) of body.
+function readAllWebsockify(port, expect) {
+    return new Promise((resolve, reject) => {
+        const t0 = process.hrtime.bigint();
+        const sock = net.connect(port, '127.0.0.1');
+        const key = crypto.randomBytes(16).toString('base64');
+        let upgraded = false, head = Buffer.alloc(0), pending = Buffer.alloc(0);
+        let need = -1, payload = 0; // bytes of the current frame's payload still to skip
+        let body = -1, headText = '';
+        const fail = (e) => { sock.destroy(); reject(e); };
+        sock.on('connect', () => sock.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\n` +
+            `Connection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n` +
+            'Sec-WebSocket-Protocol: binary\r\n\r\n'));
+        const onPayload = (chunk) => {
+            if (body < 0) { // the HTTP head comes first inside the frames
+                headText += chunk.toString('latin1');
+                const e = headText.indexOf('\r\n\r\n');
+                if (e < 0) return;
+                if (!/^HTTP\/1\.1 200/.test(headText)) return fail(new Error(`websockify target: ${headText.slice(0, 100)}`));
+                body = headText.length - e - 4;
+            } else body += chunk.length;
+            if (body >= expect) {
+                const sec = Number(process.hrtime.bigint() - t0) / 1e9;
+                sock.destroy();
+                if (body !== expect) reject(new Error(`websockify: ${body} bytes, expected ${expect}`));
+                else resolve(body / sec / 1e6);
+            }
+        };
+        sock.on('data', (d) => {
+            if (!upgraded) {
+                head = Buffer.concat([head, d]);
+                const e = head.indexOf('\r\n\r\n');
+                if (e < 0) return;
+                if (!/^HTTP\/1\.1 101/.test(head.toString('latin1'))) return fail(new Error(`websockify refused: ${head.toString().slice(0, 200)}`));
+                upgraded = true;
+                d = head.subarray(e + 4);
+                const req = Buffer.from(`GET /bytes?n=${expect} HTTP/1.1\r\nHost: x\r\n\r\n`);
+                const mask = crypto.randomBytes(4);
+                const masked = Buffer.from(req.map((b, i) => b ^ mask[i & 3]));
+                sock.write(Buffer.concat([Buffer.from([0x82, 0x80 | req.length]), mask, masked]));
+            }
+            let off = 0;
+            pending = pending.length ? Buffer.concat([pending, d]) : d;
+            while (off < pending.length) {
+                if (payload > 0) {
+                    const n = Math.min(payload, pending.length - off);
+                    onPayload(pending.subarray(off, off + n));
+                    payload -= n;
+                    off += n;
+                    continue;
+                }
+                if (pending.length - off < 2) break;
+                const op = pending[off] & 0x0f, l7 = pending[off + 1] & 0x7f;
+                const hl = 2 + (l7 === 126 ? 2 : l7 === 127 ? 8 : 0);
+                if (pending.length - off < hl) break;
+                need = l7 === 126 ? pending.readUInt16BE(off + 2) : l7 === 127 ? Number(pending.readBigUInt64BE(off + 2)) : l7;
+                off += hl;
+                if (op === 0x8) {
+                    const reason = pending.subarray(off, off + need);
+                    return fail(new Error(`websockify closed the WebSocket after ${Math.max(body, 0)} of ${expect} bytes ` +
+                        `(code ${reason.length >= 2 ? reason.readUInt16BE(0) : '-'} ${reason.subarray(2).toString()})`));
+                }
+                if (op === 0x1 || op === 0x2 || op === 0x0) payload = need;
+                else off += need; // control frames: skipped (none expected)
+            }
+            pending = off < pending.length ? Buffer.from(pending.subarray(off)) : Buffer.alloc(0);
+        });
+        sock.on('error', fail);
+        sock.setTimeout(600000, () => fail(new Error('websockify: no progress')));
+    });
+}
+
 // --- 1. bulk throughput -------------------------------------------------------------------
 
 // GETs url and reads the body as fast as possible; resolves MB/s (10^6).
@@ -115,28 +229,33 @@ function readAll(url, expect) {
     });
 }
 
-async function benchThroughput(st, net) {
+const WSFY = 'websockify → node TCP server (one WS hop)';
+
+async function benchThroughput(st, net, wsfy) {
     const paths = {
         'node TCP server (direct loopback)': `${net.base}/bytes?n=${BYTES}`,
         'beta /v1/diag/bytes (direct)': `${st.beta.native}/v1/diag/bytes?n=${BYTES}`,
         'alpha → hub → beta (relay)': `${st.alpha.native}/v1/relay/beta/native/v1/diag/bytes?n=${BYTES}`,
     };
+    if (wsfy) paths[WSFY] = `websockify:${wsfy.port}`;
+    const read = (url, n) => (url.startsWith('websockify:') ? readAllWebsockify(Number(url.split(':')[1]), n) : readAll(url, n));
     // warm up every path (connections, page cache of the binaries)
     for (const url of Object.values(paths)) {
         const u = url.replace(/n=\d+/, `n=${16 << 20}`);
-        await readAll(u, 16 << 20);
+        await read(u, 16 << 20);
     }
     // CPU of every process during each transfer says whether a path is CPU
     // bound (the box may have few cores) or waiting on credit/latency.
     const procs = { hub: [st.hub.proc.pid], alpha: [st.alpha.proc.pid], beta: [st.beta.proc.pid],
         'node server': [net.child.pid], reader: [process.pid] };
+    // (websockify's CPU is left out: it forks a process per connection)
     const results = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
     const cpu = Object.fromEntries(Object.keys(paths).map((k) => [k, {}]));
     for (let r = 0; r < ROUNDS; r++) {
         for (const [name, url] of Object.entries(paths)) {
             const c0 = Object.fromEntries(Object.entries(procs).map(([p, pids]) => [p, cpuOf(pids)]));
             const t0 = process.hrtime.bigint();
-            const mbs = await readAll(url, BYTES);
+            const mbs = await read(url, BYTES);
             const wall = Number(process.hrtime.bigint() - t0) / 1e9;
             for (const [p, pids] of Object.entries(procs)) {
                 (cpu[name][p] ||= []).push((cpuOf(pids) - c0[p]) / wall);
@@ -197,9 +316,11 @@ async function main() {
     console.log(`# tunnel benchmarks  build=${buildDir()}  ${machineNote()}`);
     const st = await startStack();
     const net = await startNetServer();
+    const wsfy = await startWebsockify(net.base);
+    if (!wsfy) console.log('websockify is not installed (scripts/deps.sh): its row is left out');
     try {
         console.log(`\n## 1. bulk throughput, ${BYTES} bytes per transfer, ${ROUNDS} rounds per path (interleaved)`);
-        const { results: tp, cpu, procs } = await benchThroughput(st, net);
+        const { results: tp, cpu, procs } = await benchThroughput(st, net, wsfy);
         const rows = Object.entries(tp).map(([k, v]) => [k, fmt(median(v), 0), fmt(Math.max(...v), 0), fmt(Math.min(...v), 0)]);
         printTable(['path', 'median MB/s', 'best MB/s', 'worst MB/s'], rows);
         console.log('\nCPU during the transfers (cores, median over rounds):');
@@ -209,6 +330,10 @@ async function main() {
         const beta = median(tp['beta /v1/diag/bytes (direct)']);
         console.log(`ratio relay / direct node TCP   = ${fmt(relay / netMbs, 3)}  (target >= 0.5)`);
         console.log(`ratio relay / direct beta bytes = ${fmt(relay / beta, 3)}  (target >= 0.5)`);
+        if (wsfy) {
+            const w = median(tp[WSFY]);
+            console.log(`ratio websockify (1 hop) / direct node TCP = ${fmt(w / netMbs, 3)};  relay (3 hops) / websockify = ${fmt(relay / w, 3)}`);
+        }
 
         console.log(`\n## 2. round trip, ${RTT_N} sequential keep-alive GETs per path (blocks of ${RTT_BLOCK}, interleaved)`);
         const rt = await benchRoundTrip(st);
@@ -221,6 +346,7 @@ async function main() {
             `p99 ${fmt(quantile(r, 0.99) - quantile(d, 0.99), 3)} ms`);
     } finally {
         net.child.kill('SIGTERM');
+        if (wsfy) wsfy.child.kill('SIGTERM');
         await st.stop();
     }
 }

@@ -8,8 +8,8 @@
 // shortened fails. Needs root (namespaces).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { createHash } from 'node:crypto';
+import { slowStart as slowStartWith } from '../integration/lib/connect.mjs';
 import { startStack, manifestsDir, envManifest, claim, waitPool } from '../integration/lib/sandboxes.mjs';
 
 process.env.E2B_API_KEY ??= 'unused-by-the-data-plane';
@@ -48,83 +48,17 @@ const sdk = (sb, base) => new Sandbox({
     sandboxId: sb.sandboxId, envdAccessToken: sb.envdAccessToken, envdVersion: '0.6.13', sandboxUrl: base,
 });
 
-const envelope = (obj) => {
-    const body = Buffer.from(JSON.stringify(obj));
-    const h = Buffer.alloc(5);
-    h.writeUInt32BE(body.length, 1);
-    return Buffer.concat([h, body]);
-};
 
-// process.Process/Start through a data plane (base), read by a raw HTTP client that takes 16 KiB every
-// 4 ms (a few MB/s, far below the pipe's speed), so envd's subscriber stays
-// congested until the child has exited. Resolves {len, sha, exit, frames}.
+
+
+// process.Process/Start through a data plane (base), read slowly (lib/connect.mjs).
 function slowStart(base, sb, cmd, args) {
     const u = new URL(base);
-    const prefix = u.pathname.replace(/\/$/, '');
-    return new Promise((resolve, reject) => {
-        const req = http.request({
-            host: u.hostname, port: u.port, method: 'POST', path: `${prefix}/process.Process/Start`,
-            headers: {
-                'E2b-Sandbox-Id': sb.sandboxId, 'E2b-Sandbox-Port': '49983',
-                'X-Access-Token': sb.envdAccessToken,
-                'Content-Type': 'application/connect+json', 'Connect-Protocol-Version': '1',
-            },
-            highWaterMark: 16 * 1024,
-        }, (res) => {
-            if (res.statusCode !== 200) {
-                reject(new Error(`Start: HTTP ${res.statusCode}`));
-                res.resume();
-                return;
-            }
-            const hash = createHash('sha256');
-            let len = 0;
-            let exit = null;
-            let frames = 0;
-            let buf = Buffer.alloc(0);
-            const take = () => {
-                for (;;) {
-                    if (buf.length < 5) return;
-                    const n = buf.readUInt32BE(1);
-                    if (buf.length < 5 + n) return;
-                    const flags = buf[0];
-                    const msg = JSON.parse(buf.subarray(5, 5 + n).toString());
-                    buf = buf.subarray(5 + n);
-                    frames++;
-                    if (flags & 2) {
-                        if (msg.error) reject(new Error(`stream error: ${JSON.stringify(msg.error)}`));
-                        continue;
-                    }
-                    const ev = msg.event || {};
-                    if (ev.data && ev.data.stdout) {
-                        const b = Buffer.from(ev.data.stdout, 'base64');
-                        len += b.length;
-                        hash.update(b);
-                    }
-                    if (ev.end) exit = ev.end.exitCode ?? 0;
-                }
-            };
-            const pump = () => {
-                let chunk;
-                while ((chunk = res.read(16 * 1024)) !== null) {
-                    buf = Buffer.concat([buf, chunk]);
-                    take();
-                    setTimeout(pump, 4);
-                    return;
-                }
-                res.once('readable', pump);
-            };
-            res.once('readable', pump);
-            res.on('end', () => {
-                take();
-                resolve({ len, sha: hash.digest('hex'), exit, frames });
-            });
-            res.on('error', reject);
-        });
-        req.on('error', reject);
-        req.end(envelope({ process: { cmd, args } }));
-    });
+    return slowStartWith({
+        host: u.hostname, port: u.port, path: `${u.pathname.replace(/\/$/, '')}/process.Process/Start`,
+        headers: { 'E2b-Sandbox-Id': sb.sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': sb.envdAccessToken },
+    }, cmd, args);
 }
-
 
 const paths = () => [
     ['the agent\'s data plane', alpha.data, onAlpha],

@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
+import { slowStart as slowStartWith } from '../integration/lib/connect.mjs';
 import { startStack, manifestsDir, envManifest, claim, waitPool } from '../integration/lib/sandboxes.mjs';
 
 process.env.E2B_API_KEY ??= 'unused-by-the-data-plane';
@@ -60,86 +61,14 @@ const connect = () => new Sandbox({
     sandboxUrl: alpha.data,
 });
 
-const envelope = (obj) => {
-    const body = Buffer.from(JSON.stringify(obj));
-    const h = Buffer.alloc(5);
-    h.writeUInt32BE(body.length, 1);
-    return Buffer.concat([h, body]);
-};
 
-// process.Process/Start read by a raw HTTP client that takes 16 KiB every
-// 4 ms (a few MB/s, far below the pipe's speed), so envd's subscriber stays
-// congested until the child has exited. Resolves {len, sha, exit, frames}.
-function slowStart(cmd, args) {
-    return new Promise((resolve, reject) => {
-        const req = http.request({
-            socketPath: envdSock, method: 'POST', path: '/process.Process/Start',
-            headers: {
-                'X-Access-Token': sb.envdAccessToken,
-                'Content-Type': 'application/connect+json', 'Connect-Protocol-Version': '1',
-            },
-            highWaterMark: 16 * 1024,
-        }, (res) => {
-            if (res.statusCode !== 200) {
-                reject(new Error(`Start: HTTP ${res.statusCode}`));
-                res.resume();
-                return;
-            }
-            const hash = createHash('sha256');
-            let len = 0;
-            let exit = null;
-            let frames = 0;
-            let buf = Buffer.alloc(0);
-            const take = () => {
-                for (;;) {
-                    if (buf.length < 5) return;
-                    const n = buf.readUInt32BE(1);
-                    if (buf.length < 5 + n) return;
-                    const flags = buf[0];
-                    const msg = JSON.parse(buf.subarray(5, 5 + n).toString());
-                    buf = buf.subarray(5 + n);
-                    frames++;
-                    if (flags & 2) {
-                        if (msg.error) reject(new Error(`stream error: ${JSON.stringify(msg.error)}`));
-                        continue;
-                    }
-                    const ev = msg.event || {};
-                    if (ev.data && ev.data.stdout) {
-                        const b = Buffer.from(ev.data.stdout, 'base64');
-                        len += b.length;
-                        hash.update(b);
-                    }
-                    if (ev.end) exit = ev.end.exitCode ?? 0;
-                }
-            };
-            const pump = () => {
-                let chunk;
-                while ((chunk = res.read(16 * 1024)) !== null) {
-                    buf = Buffer.concat([buf, chunk]);
-                    take();
-                    setTimeout(pump, 4);
-                    return;
-                }
-                res.once('readable', pump);
-            };
-            res.once('readable', pump);
-            res.on('end', () => {
-                take();
-                resolve({ len, sha: hash.digest('hex'), exit, frames });
-            });
-            res.on('error', reject);
-        });
-        req.on('error', reject);
-        req.end(envelope({ process: { cmd, args } }));
-    });
-}
 
 test(`${RUNS} runs: three SDK clients and one slow raw reader, every stdout exact`, { timeout: 600000 }, async () => {
     const s = connect();
     const failures = [];
     for (let run = 0; run < RUNS; run++) {
         const sdk = [0, 1, 2].map(() => s.commands.run(`seq 1 ${N}`, { timeoutMs: 120000 }));
-        const slow = slowStart('/usr/bin/seq', ['1', String(N)]);
+        const slow = slowStartWith({ socketPath: envdSock, path: '/process.Process/Start', headers: { 'X-Access-Token': sb.envdAccessToken } }, '/usr/bin/seq', ['1', String(N)]);
         const all = await Promise.allSettled([...sdk, slow]);
         for (const [i, x] of all.entries()) {
             const who = `run ${run} ${i < 3 ? `SDK client ${i}` : 'slow reader'}`;

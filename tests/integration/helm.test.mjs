@@ -190,7 +190,8 @@ test('agent chart with the required values: CRDs first and kept, RBAC verbs exac
     assert.equal(find(objs, 'CustomResourceDefinition', 'sandboxtemplates.agents.navix.sh').spec.scope, 'Cluster');
 
     // RBAC: exactly what the runtime uses (§5.3 for pods, events, leases, the CRs and
-    // their status): no secrets, no exec, no logs by default, no wildcard
+    // their status, the ips-<env> pull Secrets written but never read): no secret
+    // reads, no exec, no logs by default, no wildcard
     const crud = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
     assert.deepEqual(rbacTable(objs), {
         'ClusterRole agents.navix.sh sandboxtemplates': crud,
@@ -198,6 +199,7 @@ test('agent chart with the required values: CRDs first and kept, RBAC verbs exac
         'ClusterRole agents.navix.sh sandboxtemplates/finalizers': ['update'],
         'ClusterRole core pods': crud,
         'ClusterRole core events': ['create', 'patch'],
+        'ClusterRole core secrets': ['create', 'delete', 'update'],
         'ClusterRole agents.navix.sh sandboxenvs': crud,
         'ClusterRole agents.navix.sh sandboxpools': crud,
         'ClusterRole agents.navix.sh sandboxenvs/status': ['get', 'patch', 'update'],
@@ -396,6 +398,8 @@ test('agent chart with representative values: existing Secret, per-namespace Rol
   clusterId: us-2
   dataDomain: sbx.example.com
   extraArgs: ["--tunnel-ping-interval=5s"]
+  egressImage: registry.example.com/agentbox-egress:9.9.9
+  egressResolver: 10.96.0.10
 hub:
   existingSecret: agent-hub-creds
   urlKey: url
@@ -404,6 +408,7 @@ hub:
 rbac:
   sandboxNamespaces: [team-a, team-b]
   podLogs: true
+  podMetrics: true
 image:
   repository: registry.example.com/agentbox-agent
   tag: "9.9.9"
@@ -416,7 +421,8 @@ image:
     assert.deepEqual(secretRef(c, 'AGENTBOX_HUB_URL'), { name: 'agent-hub-creds', key: 'url' });
     assert.deepEqual(secretRef(c, 'AGENTBOX_JOIN_TOKEN'), { name: 'agent-hub-creds', key: 'token' });
     assert.equal(dep.spec.template.metadata.annotations['checksum/secret'], undefined);
-    for (const a of ['--cluster-id=us-2', '--data-domain=sbx.example.com', '--hub-ca=/etc/agentbox/hub-ca/ca.crt', '--log-level=debug', '--tunnel-ping-interval=5s'])
+    for (const a of ['--cluster-id=us-2', '--data-domain=sbx.example.com', '--hub-ca=/etc/agentbox/hub-ca/ca.crt', '--log-level=debug', '--tunnel-ping-interval=5s',
+        '--egress-image=registry.example.com/agentbox-egress:9.9.9', '--egress-resolver=10.96.0.10'])
         assert.ok(c.args.includes(a), `args ${JSON.stringify(c.args)} lack ${a}`);
     const ca = dep.spec.template.spec.volumes.find((v) => v.name === 'hub-ca');
     assert.equal(ca.secret.secretName, 'hub-ca');
@@ -428,6 +434,7 @@ image:
     for (const b of rbs) assert.equal(b.roleRef.kind, 'ClusterRole');
     assert.deepEqual(all(objs, 'ClusterRoleBinding').map((b) => b.metadata.name), ['ab-templates']);
     assert.deepEqual(rbacTable(objs)['ClusterRole core pods/log'], ['get']);
+    assert.deepEqual(rbacTable(objs)['ClusterRole metrics.k8s.io pods'], ['get']);
 
     // one other namespace for the runtime: --namespace and the RoleBinding there; or cluster-wide
     const other = (await renderOk(AGENT_CHART, [...AGENT_REQUIRED, '--set', 'agent.namespace=sandboxes'])).objs;

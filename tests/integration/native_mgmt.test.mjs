@@ -148,7 +148,9 @@ test('native create: unknown pool lists the available ones; an image is refused,
     nativeError(await direct(stack.key, 'POST', `/v1/sandboxes/${id}/exec`, { command: '' }), 400, /command is required/);
     nativeError(await direct(stack.key, 'POST', `/v1/sandboxes/${id}/exec`, { command: 'true', timeoutSeconds: 301 }), 400,
         /timeoutSeconds must be an integer from 1 to 300/);
-    nativeError(await direct(stack.key, 'POST', `/v1/sandboxes/${id}/exec-token`), 501, /terminal WebSocket/);
+    const tok = await direct(stack.key, 'POST', `/v1/sandboxes/${id}/exec-token`);
+    assert.equal(tok.status, 200, tok.text); // the terminal itself: native_terminal.test.mjs
+    assert.match(tok.json.token, /^abxt_[0-9a-f]{64}$/);
     const stranger = await createKey(stack.pg.url, 'z', 'z');
     nativeError(await direct(stranger.token, 'POST', `/v1/sandboxes/${id}/exec`, { command: 'id' }), 404, /not found/);
     assert.equal((await direct(stack.key, 'DELETE', `/v1/sandboxes/${id}`)).status, 202);
@@ -196,6 +198,10 @@ test('envs, pools and groups: create, apply, scale, delete with the PUT rules of
 
     // scaling groups appear because a member declares one
     const groups = await direct(stack.key, 'GET', '/v1/envs/web/autoscaling/groups');
+    // status: the live numbers on this cluster (autoscale.test.mjs covers them)
+    assert.equal(groups.json.items[0].status.autoscalingActive, false);
+    assert.equal(groups.json.items[0].status.totalDesired, 2);
+    delete groups.json.items[0].status;
     assert.deepEqual(groups.json, { items: [{ name: '1c0gi', enabled: false, members: ['web-1c0gi'] }], total: 1 });
     nativeError(await direct(stack.key, 'PUT', '/v1/envs/web/autoscaling/groups/9c9gi', {}), 404, /declared by no member/);
     const gput = await direct(stack.key, 'PUT', '/v1/envs/web/autoscaling/groups/1c0gi',
@@ -233,8 +239,9 @@ test('envs, pools and groups: create, apply, scale, delete with the PUT rules of
     nativeError(await direct(stack.key, 'PUT', '/v1/envs/web', { ...editable, clusters: [] }), 400, /unknown field 'clusters'/);
     nativeError(await direct(stack.key, 'PUT', '/v1/envs/web', { ...editable, overrides: { defaultIdleTimeout: 'soon' } }), 400,
         /overrides.defaultIdleTimeout/);
-    // the pool kept its members through the env PUTs
-    assert.equal((await poolStatus(alpha, 'web-1c0gi')).idle, 2);
+    // the pool kept its members through the env PUTs (the image is identity:
+    // its idle sandboxes rolled, native_rolls.test.mjs)
+    await waitPool(alpha, 'web-1c0gi', (s) => s.idle === 2 && s.starting === 0 && s.stopping === 0, 'rolled back to two idle');
 
     // events: newest first, bounded
     const ev = await direct(stack.key, 'GET', '/v1/envs/web/events');
@@ -338,6 +345,8 @@ test('writes persist across an agent restart; the YAML directory stays the seed'
     assert.equal((await direct(stack.key, 'PUT', '/v1/envs/demo/sandboxpools/demo-1c0gi', { replicas: 2 })).status, 200);
     assert.equal(fs.readFileSync(seedFile, 'utf8'), seedText);
     await waitPool(alpha, 'kept-1c0gi', (s) => s.idle === 2, 'kept warm');
+    const eventsBefore = (await direct(stack.key, 'GET', '/v1/envs/kept/events')).json.items;
+    assert.deepEqual(eventsBefore.map((e) => e.reason), ['PoolAdded', 'Created']);
 
     const restart = async ({ graceful = false } = {}) => {
         if (graceful) {
@@ -351,6 +360,12 @@ test('writes persist across an agent restart; the YAML directory stays the seed'
         alpha = await stack.launch('alpha', { stateDir: alpha.stateDir });
     };
     await restart({ graceful: true });
+    // env events persist too (a bounded file beside the API overlay)
+    const eventsAfter = await direct(stack.key, 'GET', '/v1/envs/kept/events');
+    assert.equal(eventsAfter.status, 200, eventsAfter.text);
+    assert.deepEqual(eventsAfter.json.items, eventsBefore, 'the restarted agent lists the same events');
+    assert.ok((await direct(stack.key, 'GET', '/v1/envs/demo/events')).json.items.some((e) => e.reason === 'Scaled'));
+    assert.ok(fs.existsSync(path.join(manifests, '.agentbox-events.ndjson')));
     const kept = await direct(stack.key, 'GET', '/v1/envs/kept');
     assert.equal(kept.status, 200, kept.text);
     assert.equal(kept.json.env.source, 'api');

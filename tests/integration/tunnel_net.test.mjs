@@ -61,6 +61,18 @@ test('TLS: the agent verifies the hub against a CA generated here', async () => 
         timeoutMs: 10000, what: 'tlsok reachable over wss',
     });
 
+    // the default framing (wslay) runs its own TLS client over a raw socket
+    // (tls_client.c); an agent of the old framing (lws's WebSocket client)
+    // joins the same hub
+    const token3 = await addCluster(pg.url, 'tlsold');
+    const old = await startAgent('tlsold', {
+        hubUrl: `wss://localhost:${hub.tunnelPort}`, token: token3, args: ['--hub-ca', f('ca.pem'), '--tunnel-framing', 'lws'],
+    });
+    cleanups.push(() => old.proc.stop());
+    await waitFor(async () => (await httpJson(`${hub.base}/api/clusters/tlsold/v1/ping`, { headers: await adminHeaders(hub.base) })).status === 200, {
+        timeoutMs: 10000, what: 'tlsold (lws framing) reachable over wss',
+    });
+
     // an agent that trusts another CA refuses the hub and keeps retrying
     await sh('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=other CA',
         '-keyout', f('other.key'), '-out', f('other.pem')]);
@@ -73,6 +85,8 @@ test('TLS: the agent verifies the hub against a CA generated here', async () => 
         timeoutMs: 10000, what: 'the agent with the wrong CA to keep failing (agentbox_tunnel_reconnects_total)',
     });
     assert.equal(await metricValue(bad.e2b, 'agentbox_tunnel_connected'), 0);
+    // the refusal names the certificate (tls_client.c), not just "connection closed"
+    assert.match(bad.proc.logs(), /certificate does not verify/);
     const r = await httpJson(`${hub.base}/api/clusters/tlsbad/v1/ping`, { headers: await adminHeaders(hub.base) });
     assert.equal(r.status, 503);
 });

@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -32,6 +34,7 @@
 #include "agentbox/common.h"
 #include "agent/runtime/local/sandbox.h"
 #include "agent/runtime/local/local.h"
+#include "agent/runtime/local/lrt.h"
 #include "agentbox/loop.h"
 
 static char self_exe[512];
@@ -575,6 +578,45 @@ static void test_kill_leaves_no_process(void **state)
     assert_false(path_exists(s.dir));
 }
 
+/* A spawn does not copy the agent's address space (sandbox.c: the init
+ * shares it until exec): after a fork, each page the parent had written
+ * faults again on its next write (copy-on-write, or its reuse), so writing
+ * 64 MiB after a spawn would cost >= 16384 minor faults. */
+static void test_spawn_does_not_copy_memory(void **state)
+{
+    const size_t len = 64u << 20;
+    struct rusage before, after;
+    struct lsbx s;
+    char *big;
+    long faults;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    /* spawned from a thread at a low priority (as pool.c spawns), envd
+     * still runs at the ordinary one */
+    assert_int_equal(setpriority(PRIO_PROCESS, 0, 10), 0);
+    big = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(big != MAP_FAILED);
+    madvise(big, len, MADV_NOHUGEPAGE); /* one fault per 4 KiB page, as the agent's heap */
+    memset(big, 1, len);
+    spawn(&s, false);
+    assert_int_equal(setpriority(PRIO_PROCESS, 0, 0), 0);
+    errno = 0;
+    assert_int_equal(getpriority(PRIO_PROCESS, (id_t)s.pid), 0);
+    assert_int_equal(errno, 0);
+    getrusage(RUSAGE_SELF, &before);
+    memset(big, 2, len);
+    getrusage(RUSAGE_SELF, &after);
+    faults = after.ru_minflt - before.ru_minflt;
+    munmap(big, len);
+    assert_int_equal(lsbx_destroy(&s, 5000), 0);
+    if (faults >= 4096)
+        fail_msg("writing 64 MiB after a spawn took %ld minor faults: the spawn copied the "
+                 "address space",
+                 faults);
+}
+
 static void test_readopt_or_reap(void **state)
 {
     struct lsbx s, again;
@@ -986,6 +1028,150 @@ static void test_warm_pools_claim_release_readopt(void **state)
     rmdir(mdir);
 }
 
+/* ---- refill pacing and claim records (pool.c, arm.c) ------------------------------- */
+
+static const char *WIDE =
+    "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxTemplate\nmetadata: {name: t}\n"
+    "spec: {version: '1'}\n"
+    "---\n"
+    "apiVersion: agents.navix.sh/v1alpha1\nkind: SandboxPool\nmetadata: {name: wide}\n"
+    "spec: {replicas: 8}\n";
+
+#define WIDE_N 8
+
+static int max_spawning, max_heavy, wide_ok, wide_cb;
+static char wide_err[256];
+
+/* Samples what runs on workers now: never more than LRT_HEAVY_MAX spawns
+ * and removals (the old code started a pool's every missing sandbox at once). */
+static void sample_heavy(struct script *sc)
+{
+    struct lrt *rt = (struct lrt *)sc->rt;
+    int n = 0;
+
+    for (struct lsb *s = rt->sbxs; s; s = s->next)
+        n += s->phase == PH_SPAWNING;
+    max_spawning = AB_MAX(max_spawning, n);
+    max_heavy = AB_MAX(max_heavy, rt->heavy);
+}
+
+/* A claim is reported only once state.json on disk records it as running
+ * (written on a worker: a restarted agent must never see it as idle). */
+static void wide_claim_cb(void *arg, int err, const char *msg, const struct rt_sandbox *s)
+{
+    char path[400], buf[8192], want[96];
+    FILE *f;
+    size_t n = 0;
+
+    (void)arg;
+    wide_cb++;
+    if (err != 0 || !s) {
+        snprintf(wide_err, sizeof(wide_err), "claim failed: %s", msg ? msg : "?");
+        return;
+    }
+    /* envd_addr is unix:<dir>/run/envd.sock */
+    snprintf(path, sizeof(path), "%s", s->envd_addr + 5);
+    *strrchr(path, '/') = '\0';
+    *strrchr(path, '/') = '\0';
+    strncat(path, "/state.json", sizeof(path) - strlen(path) - 1);
+    f = fopen(path, "r");
+    if (f) {
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+    snprintf(want, sizeof(want), "\"id\":\"%s\"", s->id);
+    if (!strstr(buf, "\"phase\":\"running\"") || !strstr(buf, want))
+        snprintf(wide_err, sizeof(wide_err), "claim %s reported before state.json said so: %.150s",
+                 s->id, buf);
+    else
+        wide_ok++;
+}
+
+static int wide_steps(struct script *sc)
+{
+    struct rt_claim_options o = {0};
+    char err[256], id[32];
+
+    sample_heavy(sc);
+    switch (sc->step) {
+    case 0: /* the pool fills, a few spawns at a time */
+        if (!status_is(sc, "wide", WIDE_N, 0))
+            return 0;
+        for (int i = 0; i < WIDE_N; i++) {
+            snprintf(id, sizeof(id), "wide-%d", i);
+            o.id = id;
+            o.timeout_s = 60;
+            CHECK(rt_claim(sc->rt, "default", "wide", RT_TARGET_POOL, NULL, &o, wide_claim_cb, sc,
+                           NULL, err, sizeof(err)) == 0);
+        }
+        sc->step++;
+        return 1;
+    case 1:
+        if (wide_cb < WIDE_N)
+            return 0;
+        CHECK(wide_err[0] == '\0');
+        CHECK(wide_ok == WIDE_N);
+        for (int i = 0; i < WIDE_N; i++) { /* every place frees at once */
+            snprintf(id, sizeof(id), "wide-%d", i);
+            CHECK(rt_release(sc->rt, id) == 0);
+        }
+        sc->step++;
+        return 1;
+    case 2: /* removals and replacements, paced too */
+        if (!status_is(sc, "wide", WIDE_N, 0))
+            return 0;
+        sc->step = -1;
+        return 1;
+    }
+    return -1;
+}
+
+static void test_spawns_paced_claims_recorded_first(void **state)
+{
+    const char *args[] = {NULL};
+    struct lrt_options o = {0};
+    struct script sc;
+    char mdir[256], sdir[256], sbxdir[300], err[512], path[600];
+    FILE *f;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    snprintf(mdir, sizeof(mdir), "%s/wm", state_dir);
+    snprintf(sdir, sizeof(sdir), "%s/wst", state_dir);
+    snprintf(sbxdir, sizeof(sbxdir), "%s/sandboxes", sdir);
+    assert_int_equal(mkdir(mdir, 0700), 0);
+    snprintf(path, sizeof(path), "%s/all.yaml", mdir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(WIDE, f);
+    fclose(f);
+    memset(&sc, 0, sizeof(sc));
+    sc.loop = loop_new(NULL); /* 4 workers: more than LRT_HEAVY_MAX */
+    assert_non_null(sc.loop);
+    o.loop = sc.loop;
+    o.cluster_id = "here";
+    o.state_dir = sdir;
+    o.manifests_dir = mdir;
+    o.envd_path = self_exe;
+    o.envd_args = args;
+    if (lrt_new(&o, &sc.rt, err, sizeof(err)) != 0)
+        fail_msg("lrt_new: %s", err);
+    run_script(&sc, wide_steps, 60000);
+    rt_free(sc.rt);
+    loop_free(sc.loop);
+    reap_all(sbxdir);
+    rmdir(sbxdir);
+    rmdir(sdir);
+    unlink(path);
+    rmdir(mdir);
+    assert_true(max_spawning >= 1);
+    if (max_spawning > LRT_HEAVY_MAX || max_heavy > LRT_HEAVY_MAX)
+        fail_msg("%d spawns (%d heavy jobs) ran at once; at most %d may", max_spawning, max_heavy,
+                 LRT_HEAVY_MAX);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -994,10 +1180,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_network_is_isolated),
         cmocka_unit_test(test_egress_veth_and_no_host_loopback),
         cmocka_unit_test(test_kill_leaves_no_process),
+        cmocka_unit_test(test_spawn_does_not_copy_memory),
         cmocka_unit_test(test_readopt_or_reap),
         cmocka_unit_test(test_adopted_sandbox_is_killed_without_waitpid),
         cmocka_unit_test(test_spawn_failures_leave_nothing),
         cmocka_unit_test(test_warm_pools_claim_release_readopt),
+        cmocka_unit_test(test_spawns_paced_claims_recorded_first),
     };
     ssize_t n;
     int rc;

@@ -572,8 +572,8 @@ static void rec_finished(void *t)
 {
     ((struct rec *)t)->finished = true;
 }
-static const struct http_transport_ops rec_ops = {rec_head,  rec_body,  rec_end,     rec_pending,
-                                                  rec_pause, rec_abort, rec_finished};
+static const struct http_transport_ops rec_ops = {rec_head,  rec_body,  rec_end,      rec_pending,
+                                                  rec_pause, rec_abort, rec_finished, NULL};
 
 static const char *g_winner;
 static char g_winner_param[64];

@@ -22,6 +22,7 @@
 #include "hub/sessions.h"
 #include "hub/hub.h"
 #include "hub/sandbox_events.h"
+#include "hub/templates.h"
 #include "hub/vault_api.h"
 
 static const char SECRET[] = "0123456789abcdef0123456789abcdef";
@@ -60,6 +61,12 @@ static const char *const API_ROUTES[] = {
     "GET /api/clusters/{id}/v1/approvals/{approvalId}",
     "POST /api/clusters/{id}/v1/approvals/{approvalId}/decision",
     "DELETE /api/clusters/{id}/v1/approvals/grants/{grantId}",
+    "GET /api/v1/sandbox-templates",
+    "GET /api/v1/sandbox-templates/{name}",
+    "GET /api/v1/admin/sandbox-templates",
+    "POST /api/v1/admin/sandbox-templates",
+    "PUT /api/v1/admin/sandbox-templates/{name}",
+    "DELETE /api/v1/admin/sandbox-templates/{name}",
 };
 
 static bool is_api(const struct http_route *r)
@@ -124,6 +131,8 @@ static void test_hub_modules_register_no_api_routes(void **state)
     assert_int_equal(sessions_new(&sd, &h.sessions, err, sizeof(err)), 0);
     struct approvals_deps apd = {.loop = h.loop, .auth = h.auth};
     assert_int_equal(approvals_new(&apd, &h.approvals, err, sizeof(err)), 0);
+    struct templates_deps tpd = {.loop = h.loop}; /* no database: nothing is read */
+    assert_int_equal(templates_new(&tpd, &h.templates, err, sizeof(err)), 0);
 
     assert_int_equal(hub_health_add_routes(&h, err, sizeof(err)), 0);
     assert_int_equal(hub_internal_add_routes(&h, err, sizeof(err)), 0);
@@ -132,6 +141,7 @@ static void test_hub_modules_register_no_api_routes(void **state)
     assert_int_equal(route_api_add_routes(&h, h.fed, err, sizeof(err)), 0);
     assert_int_equal(e2b_front_add_routes(h.front, &h, err, sizeof(err)), 0);
     assert_int_equal(hub_sandboxes_add_routes(&h, err, sizeof(err)), 0);
+    assert_int_equal(templates_add_internal_routes(&h, h.templates, err, sizeof(err)), 0);
     for (size_t i = 0; i < h.nroutes; i++)
         if (is_api(&h.routes[i]))
             fail_msg("a hub/ module registered %s %s: /api/ handlers belong to dashboard-api/",
@@ -152,6 +162,7 @@ static void test_hub_modules_register_no_api_routes(void **state)
     assert_no_duplicates(h.internal_routes, h.ninternal);
 
     vault_api_free(h.vault);
+    templates_free(h.templates);
     approvals_free(h.approvals);
     sessions_free(h.sessions);
     e2b_front_free(h.front);
@@ -198,6 +209,8 @@ static void test_hub_init_wires_every_route(void **state)
     assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/keys/validate"));
     assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/sandbox-events"));
     assert_true(has_route(h.internal_routes, h.ninternal, "POST /internal/v1/approvals/gate"));
+    assert_true(has_route(h.internal_routes, h.ninternal, "GET /internal/v1/sandbox-templates"));
+    assert_non_null(h.templates);
     assert_no_duplicates(h.routes, h.nroutes);
     assert_no_duplicates(h.internal_routes, h.ninternal);
     hub_fini(&h);

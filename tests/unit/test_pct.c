@@ -137,6 +137,31 @@ static void test_query_get_uses_policy(void **state)
     assert_int_equal(http_query_get(&r, "missing", out, sizeof(out)), AB_ENOENT);
 }
 
+/* http_query_long: absent → the default; only a whole decimal in range. */
+static void test_query_long(void **state)
+{
+    struct http_request r;
+    long v;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    r.query = "n=42&neg=-3&big=99999999999999999999&junk=4x&empty=&sp=%204&top=500";
+    assert_int_equal(http_query_long(&r, "n", 7, 0, 100, &v), 0);
+    assert_int_equal(v, 42);
+    assert_int_equal(http_query_long(&r, "missing", 7, 0, 100, &v), 0);
+    assert_int_equal(v, 7);
+    assert_int_equal(http_query_long(&r, "neg", 7, 0, 100, &v), AB_EINVAL);
+    assert_int_equal(http_query_long(&r, "neg", 7, -5, 100, &v), 0);
+    assert_int_equal(v, -3);
+    assert_int_equal(http_query_long(&r, "big", 7, 0, 100, &v), AB_EINVAL);
+    assert_int_equal(http_query_long(&r, "junk", 7, 0, 100, &v), AB_EINVAL);
+    assert_int_equal(http_query_long(&r, "empty", 7, 0, 100, &v), AB_EINVAL);
+    assert_int_equal(http_query_long(&r, "sp", 7, 0, 100, &v), AB_EINVAL);
+    assert_int_equal(http_query_long(&r, "top", 7, 1, 500, &v), 0);
+    assert_int_equal(v, 500);
+    assert_int_equal(http_query_long(&r, "top", 7, 1, 499, &v), AB_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +172,7 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_length_not_terminator),
         cmocka_unit_test(test_query_get_uses_policy),
+        cmocka_unit_test(test_query_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,9 +8,14 @@
 #include "agent/runtime/kube/kube.h"
 
 #include "agent/runtime/kube/client.h"
+#include "agent/runtime/kube/objects.h"
+#include "agent/runtime/kube/egress_pod.h"
 #include "agent/runtime/kube/reconcile.h"
 #include "agent/runtime/kube/registry.h"
+#include "agent/runtime/kube/usage.h"
+#include "agent/runtime/kube/scale.h"
 #include "agent/runtime/local/manifest.h"
+#include "agent/egress/policy.h"
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
@@ -84,6 +89,8 @@ struct kwaiter {
     char team[RT_NAME_MAX + 1], owner[RT_NAME_MAX + 1];
     char token[RT_TOKEN_MAX + 1]; /* "" → a random one */
     char image[KUBE_IMAGE_MAX];   /* "" → the pool's running image */
+    json_t *network;              /* the egress policy (egress_pod.h); NULL: no lists */
+    bool internet, allow_private;
     struct loop_timer timer;
     bool timer_on;
     bool cancelled;
@@ -119,6 +126,19 @@ struct ksb {
     struct http_client *hc;
     int http_status;
     bool doomed; /* freed when its request ends */
+    /* egress sidecar (egress_pod.h): the policy pushed, and a push under way */
+    json_t *network;
+    bool internet, allow_private;
+    struct kube_egress_push *push;
+};
+
+/* A released sandbox's egress policy being cleared (egress_pod.h): its
+ * sidecar refuses everything again at once, before the kubelet has even
+ * stopped the old container. */
+struct kclear {
+    struct kclear *next;
+    struct krt *rt;
+    struct kube_egress_push *push;
 };
 
 /* A release someone waits on: done once the kubelet runs the idle image
@@ -151,6 +171,7 @@ struct kpool {
     char run_image[KUBE_IMAGE_MAX];
     char container[64];
     int envd_port;
+    bool gateway; /* its Pods carry the egress sidecar (egress_pod.h) */
     int replicas, max_replicas, priority;
     int64_t startup_ms, idle_ms;
     bool removed;
@@ -169,17 +190,21 @@ struct kpool {
     struct kube_rewrite rw;
     char rewrite_err[400];
     int64_t last_event_ms;
+    int64_t last_create_ms; /* the autoscaler's last-create tracking (scale.c) */
 };
 
 struct krt {
     struct rt base;
     struct loop *loop;
     struct kube_client *c;
+    uint64_t reader; /* c as the usage and log reads know it (usage.h) */
     char cluster[64];
     char ns[64];
     int64_t resync_ms;
     int waiters_max;
     struct kube_rewrite rewrite; /* --registry-rewrite: the region's default */
+    char egress_image[KUBE_IMAGE_MAX], egress_resolver[128]; /* the sidecar's (egress_pod.h) */
+    struct kscale *scale; /* scaling groups and the autoscaler's replicas (scale.c) */
     bool leading;
     bool closing;
     int inflight; /* kube_submit jobs and envd requests not yet called back */
@@ -203,9 +228,12 @@ struct krt {
     unsigned crd_gen, set_gen;
     struct mf_set *set;
 
+    struct kobj *kobj; /* rt_objects / rt_object_write (objects.c) */
+
     struct kpool *pools;
     struct ksb *sbxs;
     struct krel *rels;
+    struct kclear *clears; /* DELETE /policy to released Pods' sidecars, under way */
     uint64_t next_ticket;
     struct loop_timer kick, tick, gap, retry;
     bool kick_on, gap_on, retry_on;
@@ -514,6 +542,7 @@ static void drain_now(struct krt *rt)
         free(head);
         head = n;
     }
+    kobj_observed(rt->kobj); /* writes waiting for the watch */
     schedule(rt);
 }
 
@@ -538,6 +567,7 @@ static void waiter_free(struct kwaiter *w)
         loop_timer_cancel(&w->timer);
     json_decref(w->env_vars);
     json_decref(w->metadata);
+    json_decref(w->network);
     explicit_bzero(w->token, sizeof(w->token));
     free(w);
 }
@@ -585,6 +615,8 @@ static void ksb_unlink_free(struct ksb *s)
         loop_timer_cancel(&s->timer);
     if (s->hc)
         http_client_close(s->hc);
+    kube_egress_push_cancel(s->push);
+    json_decref(s->network);
     json_decref(s->metadata);
     explicit_bzero(s->token, sizeof(s->token));
     free(s);
@@ -602,7 +634,8 @@ static void fill(const struct ksb *s, struct rt_sandbox *o, bool ref_md)
     ab_strlcpy(o->team, s->team, sizeof(o->team));
     ab_strlcpy(o->owner, s->owner, sizeof(o->owner));
     o->state = s->state == KS_RUNNING ? RT_RUNNING : RT_STARTING;
-    o->internet = true; /* the Pod's network policy is the cluster's */
+    /* without the sidecar the Pod's network policy is the cluster's */
+    o->internet = s->pool->gateway ? s->internet : true;
     o->claimed_ms = s->claimed_ms;
     o->end_ms = s->end_ms;
     snprintf(o->envd_addr, sizeof(o->envd_addr), "%s:%d", s->ip, s->pool->envd_port);
@@ -788,6 +821,47 @@ static void post_init(struct ksb *s)
     free(body);
 }
 
+/* The egress sidecar holds the claim's policy: now envd. */
+static void pushed(void *arg, const char *err)
+{
+    struct ksb *s = arg;
+    char msg[RT_ERR_MAX];
+    s->push = NULL;
+    if (err) {
+        snprintf(msg, sizeof(msg), "Pod %s: %s", s->pod, err);
+        ksb_fail(s, AB_EIO, msg);
+        return;
+    }
+    post_init(s);
+}
+
+/* With the egress sidecar, its policy first (egress_pod.h): in force before
+ * envd runs a byte of the claim's code. */
+static void arm(struct ksb *s)
+{
+    char token[KUBE_EGRESS_TOKEN_MAX + 1], key[400];
+
+    if (!s->pool->gateway) {
+        post_init(s);
+        return;
+    }
+    s->state = KS_ARMING;
+    snprintf(key, sizeof(key), "%s/%s", s->ns, s->pod);
+    if (kube_egress_token_of(json_object_get(s->rt->objs[K_POD], key), token, sizeof(token)) != 0) {
+        ksb_fail(s, AB_EIO, "the Pod's egress sidecar has no token (made by another agent?)");
+        return;
+    }
+    s->network = s->w->network ? json_incref(s->w->network) : NULL;
+    s->internet = s->w->internet;
+    s->allow_private = s->w->allow_private;
+    json_t *b = kube_egress_policy_body(s->network, s->internet, s->allow_private);
+    s->push = b ? kube_egress_push(s->rt->loop, s->ip, token, b, pushed, s) : NULL;
+    json_decref(b);
+    explicit_bzero(token, sizeof(token));
+    if (!s->push)
+        ksb_fail(s, AB_EIO, "cannot start the request to the Pod's egress sidecar");
+}
+
 /* A claimed Pod moved: is the swap done, failed, or the Pod gone? */
 static void ksb_observe(struct ksb *s, const struct kube_pod *p, bool gone)
 {
@@ -801,6 +875,8 @@ static void ksb_observe(struct ksb *s, const struct kube_pod *p, bool gone)
             return;
         }
         if (s->state == KS_ARMING) {
+            kube_egress_push_cancel(s->push);
+            s->push = NULL;
             if (s->hc) {
                 http_client_close(s->hc);
                 s->hc = NULL;
@@ -834,7 +910,7 @@ static void ksb_observe(struct ksb *s, const struct kube_pod *p, bool gone)
         return;
     }
     if (strcmp(p->status_image, s->image) == 0 && p->running && p->ready && p->ip[0])
-        post_init(s);
+        arm(s);
 }
 
 static void rel_end(struct krel *r, int err, const char *msg, bool timer_fired)
@@ -1063,6 +1139,39 @@ static void waiter_timeout(struct loop_timer *t)
 
 /* Back to the idle image, the claim's labels and annotations stripped; the
  * reconciler marks it idle once the kubelet runs the idle image again. */
+static void cleared(void *arg, const char *err)
+{
+    struct kclear *c = arg, **pp;
+    for (pp = &c->rt->clears; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    if (err)
+        LOG_WARN("the egress sidecar kept a released sandbox's policy", "error", err);
+    free(c);
+}
+
+static void clear_policy(struct ksb *s)
+{
+    char token[KUBE_EGRESS_TOKEN_MAX + 1], key[400];
+    struct kclear *c;
+
+    snprintf(key, sizeof(key), "%s/%s", s->ns, s->pod);
+    if (!s->pool->gateway || !s->ip[0] ||
+        kube_egress_token_of(json_object_get(s->rt->objs[K_POD], key), token, sizeof(token)) != 0 ||
+        !(c = calloc(1, sizeof(*c))))
+        return;
+    c->rt = s->rt;
+    if (!(c->push = kube_egress_push(s->rt->loop, s->ip, token, NULL, cleared, c))) {
+        free(c);
+    } else {
+        c->next = s->rt->clears;
+        s->rt->clears = c;
+    }
+    explicit_bzero(token, sizeof(token));
+}
+
 static void ksb_release(struct ksb *s, const char *why)
 {
     struct krt *rt = s->rt;
@@ -1094,6 +1203,10 @@ static void ksb_release(struct ksb *s, const char *why)
         s->doomed = true;
         return;
     }
+    kube_egress_push_cancel(s->push);
+    s->push = NULL;
+    if (s->state == KS_ARMING || s->state == KS_RUNNING)
+        clear_policy(s);
     if (s->state == KS_ARMING && s->hc) {
         http_client_close(s->hc);
         s->hc = NULL;
@@ -1255,6 +1368,8 @@ static void reconcile_envs(struct krt *rt)
                                         v->member->mem_bytes, mspec);
         if (!want)
             continue;
+        kobj_member_pull_secret(env, want); /* the Env's ips-<env> Secret, if it has one */
+        kscale_apply(rt->scale, v->ns, v->name, want); /* the autoscaler's replicas win */
         snprintf(key, sizeof(key), "%s/%s", v->ns, v->name);
         const json_t *live = json_object_get(rt->objs[K_POOL], key);
         struct kpool *p = pool_find(rt, v->ns, v->name);
@@ -1373,6 +1488,15 @@ static json_t *effective_spec(struct krt *rt, const json_t *pool, struct kube_re
     err[0] = '\0';
     if (rewrite_spec(rt, tpl, eff, rw, err, errlen) != 0 && !err[0])
         snprintf(err, errlen, "%s: cannot apply", KUBE_REWRITE_ANNOTATION);
+    /* The Env's gateway: the sidecar in every Pod (and in the revision, so
+     * turning it on or off rolls the idle Pods). */
+    char ekey[200];
+    const json_t *md = json_object_get(pool, "metadata");
+    snprintf(ekey, sizeof(ekey), "%s/%s", jstr(md, "namespace"),
+             jstr(json_object_get(md, "labels"), KUBE_L_ENV));
+    const struct kube_egress_config ec = {rt->egress_image, rt->egress_resolver};
+    if (!err[0] && kube_egress_env_enabled(json_object_get(rt->objs[K_ENV], ekey)))
+        kube_egress_inject(eff, &ec, err, errlen);
     return eff;
 }
 
@@ -1404,6 +1528,7 @@ static void pool_refresh(struct krt *rt, struct kpool *p, const json_t *obj, con
                json_is_string(json_object_get(c0, "image")) ? jstr(c0, "image") : p->idle_image,
                sizeof(p->run_image));
     p->envd_port = kube_envd_port(eff);
+    p->gateway = kube_egress_spec_has(jget2(eff, "template", "spec"));
     if (kube_revision(eff, p->revision) != 0)
         p->revision[0] = '\0';
 }
@@ -1611,6 +1736,8 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
     plan.create = AB_MIN(plan.create, CREATES_PER_PASS);
     for (int i = 0; i < plan.create && !deleting; i++) {
         json_t *body = kube_pod_body(p->name, p->uid, p->env, eff, p->revision, NULL);
+        if (body)
+            kube_egress_pod_token(body); /* each Pod its own (egress_pod.h) */
         if (!body) {
             pool_event(rt, p, "Warning", "NoImage",
                        "the pool has no idleImage and its template no container image");
@@ -1944,6 +2071,8 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
                  "image '%s' is the pool's idle image; a sandbox must run another image", o->image);
         return AB_EINVAL;
     }
+    if ((rc = kube_egress_claim_check(p->gateway, o->network, o->allow_internet, err, errlen)) != 0)
+        return rc;
     if (p->nwaiters >= rt->waiters_max) {
         snprintf(err, errlen, "pool '%s' already has %d claims waiting for a sandbox; try again",
                  p->name, rt->waiters_max);
@@ -1971,9 +2100,13 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
     if (o->access_token)
         ab_strlcpy(w->token, o->access_token, sizeof(w->token));
     ab_strlcpy(w->image, image, sizeof(w->image));
+    w->network = o->network && !json_is_null(o->network) ? json_deep_copy(o->network) : NULL;
+    w->internet = o->allow_internet;
+    w->allow_private = o->allow_private_networks;
     w->startup_ms = o->startup_timeout_ms ? o->startup_timeout_ms
                     : p->startup_ms       ? p->startup_ms
                                           : DEFAULT_STARTUP_MS;
+    p->last_create_ms = ab_now_ms();
     if (p->w_tail)
         p->w_tail->next = w;
     else
@@ -2099,6 +2232,8 @@ static void status_of(const struct kpool *p, struct rt_pool_status *o)
     o->starting = p->counts.starting;
     o->stopping = p->counts.stopping;
     o->pending = p->nwaiters;
+    ab_strlcpy(o->update_revision, p->revision, sizeof(o->update_revision));
+    o->updated = p->counts.updated;
 }
 
 static int op_pool_status(struct rt *base, const char *ns, const char *pool,
@@ -2125,8 +2260,63 @@ static void op_list_pools(struct rt *base, const char *ns, rt_pool_fn fn, void *
         ab_strlcpy(info.scaling_group, p->group, sizeof(info.scaling_group));
         ab_strlcpy(info.template_name, p->tpl, sizeof(info.template_name));
         status_of(p, &info.status);
+        kscale_pool_info(rt->scale, p->ns, p->name, &info.autoscaling, &info.headroom);
         fn(arg, &info);
     }
+}
+
+/* The scaling-group seam (scale.c has the logic). */
+static void op_scale_groups(struct rt *base, rt_group_fn fn, void *arg)
+{
+    struct krt *rt = (struct krt *)base;
+    struct kscale_pool *v;
+    int n = 0, i = 0;
+
+    for (struct kpool *p = rt->pools; p; p = p->next)
+        n++;
+    if (!(v = calloc((size_t)(n > 0 ? n : 1), sizeof(*v))))
+        return;
+    for (struct kpool *p = rt->pools; p; p = p->next) {
+        if (p->removed)
+            continue;
+        v[i] = (struct kscale_pool){.ns = p->ns,
+                                    .name = p->name,
+                                    .env = p->env,
+                                    .group = p->group,
+                                    .replicas = p->replicas,
+                                    .last_create_ms = p->last_create_ms};
+        status_of(p, &v[i].status);
+        /* Pods on their way (created, or idle and not Ready yet) will serve
+         * what waits: starting, for the autoscaler, not idle */
+        v[i].status.idle -= p->counts.unavailable_idle;
+        v[i].status.starting += p->counts.unavailable_idle + p->creating;
+        i++;
+    }
+    kscale_groups(rt->scale, rt->set, rt->cluster, rt->objs[K_POD], v, i, fn, arg);
+    free(v);
+}
+
+/* Recorded, then the Env reconciler patches the member pool's spec.replicas
+ * on its next pass (now); a Kubernetes Event on the pool says why. */
+static int op_scale_set(struct rt *base, const char *ns, const char *pool, int replicas,
+                        const char *reason, char *err, size_t errlen)
+{
+    struct krt *rt = (struct krt *)base;
+    struct kpool *p = pool_find(rt, ns, pool);
+
+    if (!p || !p->env[0]) {
+        snprintf(err, errlen, "pool '%s/%s' is not an Env member pool on cluster '%s'", ns, pool,
+                 rt->cluster);
+        return AB_ENOENT;
+    }
+    if (kscale_set(rt->scale, ns, pool, replicas) != 0) {
+        snprintf(err, errlen, "replicas must be a non-negative count, got %d", replicas);
+        return AB_EINVAL;
+    }
+    pool_event(rt, p, "Normal", replicas >= p->replicas ? "ScaledUp" : "ScaledDown",
+               reason ? reason : "autoscaler");
+    schedule(rt);
+    return 0;
 }
 
 static void op_list_envs(struct rt *base, const char *ns, rt_env_fn fn, void *arg)
@@ -2168,8 +2358,10 @@ static void krt_destroy(struct krt *rt)
     json_decref(rt->expect_add);
     json_decref(rt->expect_del);
     json_decref(rt->env_writes);
+    kobj_free(rt->kobj);
     mf_set_free(rt->set);
-    kube_client_free(rt->c);
+    kscale_free(rt->scale);
+    kube_usage_unregister(rt->reader, rt->c); /* or by the last read in flight */
     pthread_mutex_destroy(&rt->mu);
     pthread_cond_destroy(&rt->cv);
     free(rt);
@@ -2182,6 +2374,7 @@ static void op_free(struct rt *base)
     struct krt *rt = (struct krt *)base;
 
     rt->closing = true;
+    kobj_close(rt->kobj); /* its writers hear now */
     atomic_store(&rt->stop, true);
     pthread_mutex_lock(&rt->mu);
     pthread_cond_broadcast(&rt->cv);
@@ -2208,6 +2401,12 @@ static void op_free(struct rt *base)
             waiter_unlink(p, w);
             claim_fail(w, AB_ECLOSED, "the kube runtime is shutting down");
         }
+    while (rt->clears) {
+        struct kclear *c = rt->clears;
+        rt->clears = c->next;
+        kube_egress_push_cancel(c->push);
+        free(c);
+    }
     while (rt->rels)
         rel_end(rt->rels, AB_ECLOSED, "the kube runtime is shutting down", false);
     while (rt->sbxs) {
@@ -2232,6 +2431,112 @@ static void op_free(struct rt *base)
     maybe_destroy(rt);
 }
 
+/* ---- the manifest seam (objects.c) ---------------------------------------------------- */
+
+struct kobj_req {
+    kobj_resp_fn fn;
+    void *arg;
+};
+
+static void kobj_req_done(struct krt *rt, void *arg, int rc, struct kube_response *resp)
+{
+    struct kobj_req *q = arg;
+    (void)rt;
+    q->fn(q->arg, rc, resp);
+    free(q);
+}
+
+static int kobj_send(void *owner, const char *method, const struct kube_ref *ref, const char *ctype,
+                     const json_t *body, kobj_resp_fn fn, void *arg)
+{
+    struct kobj_req *q = malloc(sizeof(*q));
+    int rc;
+
+    if (!q)
+        return AB_ENOMEM;
+    q->fn = fn;
+    q->arg = arg;
+    if ((rc = send_req(owner, method, ref, ctype, body, kobj_req_done, q)) != 0)
+        free(q);
+    return rc;
+}
+
+static void op_objects(struct rt *base, enum rt_obj_kind kind, const char *ns, const char *name,
+                       rt_object_fn fn, void *arg)
+{
+    kobj_objects(((struct krt *)base)->kobj, kind, ns, name, fn, arg);
+}
+
+static int op_object_write(struct rt *base, const struct rt_write *w, rt_write_cb cb, void *arg,
+                           char *err, size_t errlen)
+{
+    return kobj_write(((struct krt *)base)->kobj, w, cb, arg, err, errlen);
+}
+
+static void network_pushed(void *arg, const char *err)
+{
+    struct ksb *s = arg;
+    s->push = NULL;
+    if (err)
+        LOG_WARN("the egress sidecar did not take the new policy", "id", s->id, "pod", s->pod,
+                 "error", err);
+}
+
+/* PUT /sandboxes/{id}/network: checked here with the parser the sidecar uses
+ * (the 400 names the field), then pushed; the sidecar swaps it in. */
+static int op_set_network(struct rt *base, const char *id, const json_t *network, bool internet,
+                          char *err, size_t errlen)
+{
+    struct krt *rt = (struct krt *)base;
+    struct ksb *s = ksb_by_id(rt, id);
+    struct egress_policy *pol = NULL;
+    char token[KUBE_EGRESS_TOKEN_MAX + 1], key[400];
+    int rc;
+
+    if (!s)
+        return AB_ENOENT;
+    if ((rc = kube_egress_claim_check(s->pool->gateway, network, internet, err, errlen)) != 0)
+        return rc;
+    if (!s->pool->gateway)
+        return 0; /* nothing asked that the cluster's network does not already give */
+    const struct egress_opts eo = {.internet = internet, .allow_private = s->allow_private};
+    if ((rc = egress_policy_parse(network, &eo, &pol, err, errlen)) != 0)
+        return rc;
+    egress_policy_free(pol);
+    snprintf(key, sizeof(key), "%s/%s", s->ns, s->pod);
+    if (kube_egress_token_of(json_object_get(rt->objs[K_POD], key), token, sizeof(token)) != 0) {
+        snprintf(err, errlen, "the Pod's egress sidecar has no token");
+        return AB_EIO;
+    }
+    json_decref(s->network);
+    s->network = network && !json_is_null(network) ? json_deep_copy(network) : NULL;
+    s->internet = internet;
+    kube_egress_push_cancel(s->push); /* the newest policy wins */
+    json_t *b = kube_egress_policy_body(s->network, internet, s->allow_private);
+    s->push = b ? kube_egress_push(rt->loop, s->ip, token, b, network_pushed, s) : NULL;
+    json_decref(b);
+    explicit_bzero(token, sizeof(token));
+    if (!s->push) {
+        snprintf(err, errlen, "cannot start the request to the Pod's egress sidecar");
+        return AB_EIO;
+    }
+    return 0;
+}
+
+static const struct rt_ops krt_ops;
+
+/* Usage and logs (usage.h): the probe names the Pod and its sandbox container. */
+static int op_usage_probe(struct rt *base, const char *id, struct rt_probe *out)
+{
+    struct krt *rt = (struct krt *)base;
+    struct ksb *s = ksb_by_id(rt, id);
+    if (!s)
+        return AB_ENOENT;
+    kube_usage_probe_fill(out, &krt_ops, rt->reader, s->id, s->ns, s->pod, s->pool->container,
+                          s->claimed_ms, 0, 0);
+    return 0;
+}
+
 static const struct rt_ops krt_ops = {
     .claim = op_claim,
     .claim_cancel = op_claim_cancel,
@@ -2245,6 +2550,15 @@ static const struct rt_ops krt_ops = {
     .list_envs = op_list_envs,
     .pool_status = op_pool_status,
     .free = op_free,
+    .objects = op_objects,
+    .object_write = op_object_write,
+    .set_network = op_set_network,
+    .usage_probe = op_usage_probe,
+    .usage_read = kube_usage_read,
+    .log_probe = op_usage_probe,
+    .log_read = kube_log_read,
+    .scale_groups = op_scale_groups,
+    .scale_set = op_scale_set,
 };
 
 void krt_set_leader(struct rt *base, bool leading)
@@ -2300,7 +2614,13 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
     }
     rt->base.ops = &krt_ops;
     rt->base.kind = "kube";
-    rt->base.caps = RT_CAP_IMAGE_OVERRIDE;
+    /* egress: only pools whose Env enables the gateway have the sidecar;
+     * a claim elsewhere that asks for a policy is refused (egress_pod.h) */
+    rt->base.caps = RT_CAP_IMAGE_OVERRIDE | RT_CAP_AUTOSCALE | RT_CAP_EGRESS |
+                    RT_CAP_NETWORK_UPDATE | RT_CAP_USAGE | RT_CAP_LOGS;
+    ab_strlcpy(rt->egress_image, o->egress_image ? o->egress_image : "", sizeof(rt->egress_image));
+    ab_strlcpy(rt->egress_resolver, o->egress_resolver ? o->egress_resolver : "",
+               sizeof(rt->egress_resolver));
     rt->loop = o->loop;
     rt->resync_ms = o->resync_ms > 0 ? o->resync_ms : 10000;
     rt->waiters_max = o->waiters_max > 0 ? o->waiters_max : 1024;
@@ -2323,6 +2643,13 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
         free(rt);
         return AB_EIO;
     }
+    rt->reader = kube_usage_register(rt->c);
+    if (!(rt->scale = kscale_new())) {
+        snprintf(err, errlen, "kube runtime: out of memory");
+        kube_usage_unregister(rt->reader, rt->c);
+        free(rt);
+        return AB_ENOMEM;
+    }
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv, NULL);
     for (int i = 0; i < K_NKINDS; i++)
@@ -2330,6 +2657,15 @@ int krt_new(const struct krt_options *o, struct rt **out, char *err, size_t errl
     rt->expect_add = json_object();
     rt->expect_del = json_object();
     rt->env_writes = json_object();
+    const struct kobj_deps kd = {.loop = rt->loop,
+                                 .send = kobj_send,
+                                 .owner = rt,
+                                 .ns = rt->ns,
+                                 .templates = rt->objs[K_TPL],
+                                 .envs = rt->objs[K_ENV],
+                                 .pools = rt->objs[K_POOL]};
+    if ((rt->kobj = kobj_new(&kd)) != NULL)
+        rt->base.caps |= RT_CAP_MANIFEST_WRITE;
     for (int i = 0; i < K_NKINDS; i++) {
         rt->refl[i].rt = rt;
         rt->refl[i].kind = i;

@@ -32,6 +32,10 @@ struct krt_options {
     /* Start the reconciler at once (true) or wait for krt_set_leader (false:
      * the Lease elector decides; claims are served either way). */
     bool lead_now;
+    /* The egress sidecar's image (NULL: each pool's idle image) and the DNS
+     * server it relays to (NULL: the Pod's resolv.conf); egress_pod.h. */
+    const char *egress_image;
+    const char *egress_resolver;
 };
 
 /* Connects (config only: the reflectors connect on their threads) and starts.

@@ -72,6 +72,8 @@ static void adopt_or_reap(struct lrt *rt, const char *dir, const char *name)
     }
     s->pool = p;
     s->x = x;
+    /* a record without a revision predates rolls: take it as current */
+    ab_strlcpy(s->rev, json_string_value(json_object_get(x.info, "rev")) ?: p->rev, sizeof(s->rev));
     ab_strlcpy(s->sid, x.id, sizeof(s->sid));
     s->next = rt->sbxs;
     rt->sbxs = s;

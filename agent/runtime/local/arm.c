@@ -97,19 +97,27 @@ static void end_timer(struct loop_timer *t)
     lrt_schedule_end(s);
 }
 
+/* envd is armed. The claim was recorded in state.json (on a worker: a write
+ * on the loop thread held every other claim back, and an ext4 journal commit
+ * made it tens of ms) while envd handled /init; it is reported once both are
+ * done — never before the record, or a restarted agent could take a claimed
+ * sandbox for an idle one. The sandbox stays PH_ARMING until then. */
 static void armed(struct lsb *s)
 {
-    struct lrt_waiter *w = s->armer;
-    struct rt_sandbox snap;
-
-    s->armer = NULL;
-    if (w->cancelled) {
-        lrt_waiter_free(w);
-        lrt_destroy(s);
-        return;
+    s->init_ok = true;
+    if (s->w_done_gen >= s->report_gen) { /* the record is on disk already */
+        s->report_gen = 0;
+        lrt_claim_written(s, 0);
     }
-    s->phase = PH_RUNNING;
+    /* else state_done (pool.c) reports it once written */
+}
+
+/* What a claim gives the sandbox, recorded in state.json while envd is
+ * armed (post_init) and reported once both are done. */
+static void claim_fields(struct lsb *s, struct lrt_waiter *w)
+{
     ab_strlcpy(s->id, w->id, sizeof(s->id));
+    json_decref(s->metadata);
     s->metadata = w->metadata;
     w->metadata = NULL;
     ab_strlcpy(s->team, w->team, sizeof(s->team));
@@ -123,7 +131,21 @@ static void armed(struct lsb *s)
         s->idle_ms = s->pool->idle_ms;
     }
     lrt_update_end(s);
-    lrt_persist(s);
+}
+
+void lrt_claim_written(struct lsb *s, int rc)
+{
+    struct lrt_waiter *w = s->armer;
+    struct rt_sandbox snap;
+
+    (void)rc; /* a failed write was logged; the claim goes on, as it always did */
+    s->armer = NULL;
+    if (w->cancelled) {
+        lrt_waiter_free(w);
+        lrt_destroy(s);
+        return;
+    }
+    s->phase = PH_RUNNING;
     lrt_schedule_end(s);
     lrt_fill(s, &snap, false);
     w->cb(w->arg, 0, NULL, &snap);
@@ -335,6 +357,13 @@ static void post_init(struct lsb *s)
     /* the caller's token when it brought one, else the sandbox's own */
     if (s->armer->token)
         ab_strlcpy(s->x.token, s->armer->token, sizeof(s->x.token));
+    /* the record (with the token envd will hold) is written while envd
+     * handles /init; a crash in between leaves a running record of a claim
+     * never reported, which ends at its timeout: never an idle one */
+    s->phase = PH_RUNNING; /* as recorded */
+    lrt_persist(s);
+    s->phase = PH_ARMING;
+    s->report_gen = s->w_gen;
     body = init_body(s->armer, s);
 
     if (!body || (len = strlen(body)) > INIT_BODY_MAX) {
@@ -387,6 +416,7 @@ static void arm(struct lsb *s, struct lrt_waiter *w)
         arm_failed(s, why);
         return;
     }
+    claim_fields(s, w);
     post_init(s);
 }
 
@@ -397,7 +427,7 @@ void lrt_serve_waiters(struct lrt *rt, struct lpool *p)
         struct lrt_waiter *w;
 
         for (s = rt->sbxs; s; s = s->next)
-            if (s->pool == p && s->phase == PH_IDLE && (!best || s->seq < best->seq))
+            if (s->pool == p && s->phase == PH_IDLE && !s->doomed && (!best || s->seq < best->seq))
                 best = s;
         if (!best)
             return;

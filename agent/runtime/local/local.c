@@ -132,6 +132,7 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
         lrt_waiter_free(w);
         return AB_ENOMEM;
     }
+    p->last_create_ms = ab_now_ms(); /* the autoscaler's last-create tracking */
     if (p->w_tail)
         p->w_tail->next = w;
     else
@@ -297,12 +298,14 @@ static void op_list(struct rt *base, const struct rt_filter *f, rt_sandbox_fn fn
 
 static void status_of(struct lrt *rt, struct lpool *p, struct rt_pool_status *o)
 {
-    o->replicas = p->removed ? 0 : p->replicas;
+    o->replicas = p->removed ? 0 : lrt_pool_replicas(p);
     o->idle = lrt_count(rt, p, PH_IDLE, PH_IDLE);
     o->running = lrt_count(rt, p, PH_ATTACHING, PH_RUNNING);
     o->starting = lrt_count(rt, p, PH_SPAWNING, PH_STARTING);
     o->stopping = lrt_count(rt, p, PH_STOPPING, PH_REMOVING);
     o->pending = p->nwaiters;
+    ab_strlcpy(o->update_revision, p->rev, sizeof(o->update_revision));
+    o->updated = lrt_roll_updated(rt, p);
 }
 
 static int op_pool_status(struct rt *base, const char *ns, const char *pool,
@@ -333,6 +336,7 @@ static void op_list_pools(struct rt *base, const char *ns, rt_pool_fn fn, void *
         ab_strlcpy(info.scaling_group, p->group, sizeof(info.scaling_group));
         ab_strlcpy(info.template_name, p->tpl, sizeof(info.template_name));
         status_of(rt, p, &info.status);
+        lrt_scale_fill_pool(rt, p, &info);
         fn(arg, &info);
     }
 }
@@ -395,15 +399,25 @@ static void op_free(struct rt *base)
             http_client_close(s->hc);
             s->hc = NULL;
         }
-        if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING || s->phase == PH_REMOVING) {
+        /* a removal still waiting for a worker is left to the next agent */
+        if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING ||
+            (s->phase == PH_REMOVING && !s->rm_queued) || s->w_busy) {
             s->doomed = true;
             continue; /* freed by the worker's done callback */
         }
         lrt_sbx_unlink_free(s);
     }
-    /* Leftovers owned by workers keep pointers to rt and pools: leak those few
-     * bytes deliberately rather than free under a running worker. */
-    if (rt->sbxs || rt->writes)
+    /* Leftovers owned by workers keep pointers to rt and pools: the last one
+     * to come back (its done callback, before loop_free returns) frees them. */
+    rt->free_pending = true;
+    lrt_free_if_done(rt);
+}
+
+void lrt_free_if_done(struct lrt *rt)
+{
+    struct lpool *p;
+
+    if (!rt->free_pending || rt->sbxs || rt->writes)
         return;
     while (rt->pools) {
         p = rt->pools;
@@ -434,6 +448,10 @@ static const struct rt_ops lrt_ops = {
     .set_network = op_set_network,
     .objects = lrt_objects,
     .object_write = lrt_object_write,
+    .scale_groups = lrt_scale_groups,
+    .scale_set = lrt_scale_set,
+    .event_record = lrt_event_record,
+    .events_load = lrt_events_load,
 };
 
 /* A veth slot is a host uid slice: held while its sandbox is known. */
@@ -461,7 +479,7 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     rt->base.ops = &lrt_ops;
     rt->base.kind = "local";
     /* no image override; with an egress namespace, policies are enforced and updatable */
-    rt->base.caps = RT_CAP_USAGE | RT_CAP_LOGS | RT_CAP_MANIFEST_WRITE;
+    rt->base.caps = RT_CAP_USAGE | RT_CAP_LOGS | RT_CAP_MANIFEST_WRITE | RT_CAP_AUTOSCALE;
     if (o->egress && o->egress_table)
         rt->base.caps |= RT_CAP_EGRESS | RT_CAP_NETWORK_UPDATE;
     rt->egress = o->egress_table ? o->egress : NULL;

@@ -11,6 +11,7 @@
 #include "agent/runtime/local/local.h"
 #include "agent/runtime/local/manifest.h"
 #include "agent/runtime/local/sandbox.h"
+#include "agent/runtime/revision.h"
 #include "agentbox/loop.h"
 
 struct http_client;
@@ -23,6 +24,11 @@ struct mf_set;
 #define RETRY_MS 1000
 #define REFILL_QUIET_MS 100     /* replacements start after this long without a claim */
 #define REFILL_DEFER_MAX_MS 500 /* ... and never later than this after the first one */
+/* Spawns and removals on the loop's workers at a time (pool.c): the rest of
+ * the workers stay free for a claim's state write (and usage, logs, manifest
+ * writes), and the two cores for claims. Claims waiting for a sandbox have
+ * their spawns started first, then removals, then refills. */
+#define LRT_HEAVY_MAX 2
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
 #define LRT_START_MSG_MAX 900 /* a start failure; fits an HTTP error body (1024) */
@@ -98,8 +104,24 @@ struct lpool {
     } probes[MF_RUNTIMES_MAX];
     int nprobes;
     char last_start_err[LRT_START_MSG_MAX];
+    /* rolls (roll.c): the identity its sandboxes should have and the
+     * updateStrategy (maxUnavailable a count, or mu_val percent) */
+    char rev[RT_REV_LEN + 1];
+    bool auto_update;
+    bool mu_pct;
+    int mu_val;
     struct lrt_waiter *w_head, *w_tail;
     int nwaiters;
+    /* scaling group (scale.c): the member's bounds and priorities, its
+     * group's policy, and the autoscaler's replicas when it set one */
+    bool in_group;
+    bool snapped; /* already in this lrt_scale_groups pass */
+    bool has_scaled;
+    int scaled;
+    int32_t min_r, max_r, up_prio, down_prio;
+    struct rt_scale_policy policy;
+    int64_t last_create_ms; /* ab_now_ms of the last claim; 0: none */
+    int64_t saturated_ms;   /* the last time max_sandboxes kept it from its replicas */
 };
 
 struct lsb {
@@ -109,7 +131,9 @@ struct lsb {
     enum lrt_phase phase;
     struct lsbx x;
     char sid[LSBX_ID_MAX + 1]; /* directory name */
+    char rev[RT_REV_LEN + 1];  /* its pool's revision when it was spawned (roll.c) */
     int64_t seq;               /* FIFO order of becoming idle */
+    int64_t idle_since_ms;     /* ab_now_ms when it became idle (0: adopted, unknown) */
     int64_t deadline_ms;       /* monotonic: startup deadline while starting */
     struct loop_timer timer;
     bool timer_on;
@@ -133,6 +157,15 @@ struct lsb {
      * timeout, else the pool's idle timeout): lrt_update_end */
     int64_t life_end_ms, idle_ms;
     int uid_slot; /* its host uid slice + 1; 0: none held */
+    /* state.json (lrt_persist): written on a worker, one write of a sandbox
+     * at a time; a newer text waits in w_next (owned) and replaces an older
+     * waiting one. w_gen counts the texts made, w_done_gen the newest
+     * written; a claim is reported once report_gen is written (arm.c). */
+    bool w_busy;
+    char *w_next;
+    uint64_t w_gen, w_next_gen, w_done_gen, report_gen;
+    bool init_ok;   /* envd armed for the claim (arm.c); reported once report_gen is written */
+    bool rm_queued; /* gone, waiting for a heavy-job place to be removed */
     /* rt_release_wait: told once every process is gone (gone_poll), or at
      * rel_deadline_ms (monotonic) with AB_ETIMEOUT */
     rt_release_cb rel_cb;
@@ -164,11 +197,16 @@ struct lrt {
     struct loop_timer tick;
     struct loop_timer refill; /* deferred replacements after claims (op_claim) */
     bool refill_on;
+    int heavy;      /* spawns and removals on workers (at most LRT_HEAVY_MAX) */
+    int rm_running; /* of which removals */
+    /* op_free ran: the last leftover frees rt (lrt_free_if_done) */
+    bool free_pending;
     int64_t refill_first_ms;                /* when the pending refill was first deferred */
     struct lwrite *write_head, *write_tail; /* manifest writes, one on a worker at a time */
     int writes;
     bool closing;
     bool adopting; /* no spawns before the state directory has been scanned */
+    int nevents;   /* lines in the env events file (events.c) */
 };
 
 #define LRT_WRITES_MAX 64 /* manifest writes waiting (objects.c) */
@@ -179,6 +217,9 @@ void lrt_objects(struct rt *base, enum rt_obj_kind kind, const char *ns, const c
                  rt_object_fn fn, void *arg);
 int lrt_object_write(struct rt *base, const struct rt_write *w, rt_write_cb cb, void *arg,
                      char *err, size_t errlen);
+/* local.c: after op_free, frees rt once no sandbox and no write is left
+ * (a worker's done callback brings the last one back). rt may be gone after. */
+void lrt_free_if_done(struct lrt *rt);
 /* op_free: every waiting write is told AB_ECLOSED now. */
 void lrt_writes_close(struct lrt *rt);
 
@@ -190,6 +231,9 @@ void lrt_waiter_free(struct lrt_waiter *w);
 void lrt_waiter_unlink(struct lpool *p, struct lrt_waiter *w);
 void lrt_sbx_unlink_free(struct lsb *s);
 void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata);
+/* Writes s's state.json on a worker (the text is made now, numbered
+ * s->w_gen); s->w_done_gen reaches that number once it is on disk (at once
+ * when the write had to be done here). */
 void lrt_persist(struct lsb *s);
 void lrt_destroy(struct lsb *s);
 /* Runs and clears s's release callback, if any. */
@@ -210,6 +254,17 @@ void lrt_refill_later(struct lrt *rt);
 /* A started sandbox whose envd listens (and whose start command and
  * readiness checks passed) becomes idle and serves waiting claims. */
 void lrt_sbx_idle(struct lsb *s);
+
+/* scale.c: the scaling-group seam (runtime.h "Scaling groups") */
+/* The replicas p keeps: the autoscaler's when it set one, else the manifest's. */
+int lrt_pool_replicas(const struct lpool *p);
+/* p's group membership, bounds, priorities and policy from its manifest view. */
+void lrt_scale_from_view(struct lrt *rt, struct lpool *p, const struct mf_pool_view *v);
+/* info->autoscaling and info->headroom for pool p. */
+void lrt_scale_fill_pool(struct lrt *rt, const struct lpool *p, struct rt_pool *info);
+void lrt_scale_groups(struct rt *base, rt_group_fn fn, void *arg);
+int lrt_scale_set(struct rt *base, const char *ns, const char *pool, int replicas,
+                  const char *reason, char *err, size_t errlen);
 
 /* start.c: start commands and readiness checks before a sandbox is idle */
 bool lrt_start_needed(const struct lpool *p);
@@ -233,11 +288,29 @@ void lrt_egress_clear(struct lsb *s);
 
 /* arm.c: arming, the end of a claim, waiting claims */
 void lrt_claim_fail(struct lrt_waiter *w, int err, const char *msg);
+/* pool.c calls it when the state write a claim waits for (report_gen) is
+ * done: the claim is reported (arm.c). rc: the write's result. */
+void lrt_claim_written(struct lsb *s, int rc);
 void lrt_schedule_end(struct lsb *s);
 /* Recomputes s->end_ms from its lifetime, idle timeout and last activity. */
 void lrt_update_end(struct lsb *s);
 void lrt_serve_waiters(struct lrt *rt, struct lpool *p);
 void lrt_waiter_timeout(struct loop_timer *t);
+
+/* roll.c: replacing stale idle sandboxes after an identity change */
+/* Sets p's revision and updateStrategy from its view in set (on every load). */
+void lrt_roll_configure(struct lpool *p, const struct mf_set *set, const struct mf_pool_view *v,
+                        const char *cluster);
+/* Destroys stale idle sandboxes of p while fewer than maxUnavailable of its
+ * places are unavailable (lrt_reconcile then starts their replacements). */
+void lrt_roll(struct lrt *rt, struct lpool *p);
+/* Sandboxes of p (not stopping) at its revision. */
+int lrt_roll_updated(struct lrt *rt, const struct lpool *p);
+int lrt_roll_max_unavailable(const struct lpool *p);
+
+/* events.c: env events kept in a bounded file beside the API overlay */
+void lrt_event_record(struct rt *base, const struct rt_event *e);
+int lrt_events_load(struct rt *base, rt_event_fn fn, void *arg);
 
 /* adopt.c: re-adopt or reap what a previous agent left */
 void lrt_adopt_all(struct lrt *rt);

@@ -100,6 +100,9 @@ struct mf_member {
     int64_t pids_max;   /* inlineResources pids; 0 → the runtime's default */
     int32_t min_replicas, max_replicas; /* -1 when absent */
     int32_t priority;
+    /* scaleUpPriority / scaleDownPriority; priority when absent */
+    bool has_up_priority, has_down_priority;
+    int32_t up_priority, down_priority;
     int line;
     bool has_spec;
     struct mf_pool_spec spec;
@@ -117,6 +120,9 @@ struct mf_group {
     int32_t min_replicas;
     int32_t max_replicas; /* -1 = no ceiling */
     enum mf_scale_mode up_mode;
+    /* scaleUpPolicy / scaleDownPolicy seconds; -1 when absent (the default) */
+    int32_t cooldown_s, idle_threshold_s, quiet_window_s, saturation_s;
+    int32_t down_idle_timeout_s, stabilization_s, protection_s;
     int line;
 };
 
@@ -264,5 +270,13 @@ int mf_set_pools(const struct mf_set *s, const char *cluster_id, struct mf_pool_
                  int *n);
 
 const char *mf_kind_name(enum mf_kind k);
+
+/* A group's policy (runtime.h struct rt_scale_policy) with every default
+ * applied; g NULL (a group only a member declares): the defaults, off.
+ * Shared by both runtimes (agent/runtime/local/scale.c). */
+struct rt_scale_policy;
+void mf_group_policy(const struct mf_group *g, struct rt_scale_policy *out);
+/* The group g of Env object env named name, or NULL. */
+const struct mf_group *mf_env_group(const struct mf_object *env, const char *name);
 
 #endif

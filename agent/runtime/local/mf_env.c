@@ -133,8 +133,14 @@ static int member_sizing_pair(struct mf_walk *w, const char *k, yaml_node_t *v,
         return mfw_i32(w, v, 0, &m->max_replicas);
     if (!strcmp(k, "priority"))
         return mfw_i32(w, v, INT32_MIN, &m->priority);
-    if (!strcmp(k, "scaleUpPriority") || !strcmp(k, "scaleDownPriority"))
-        return mfw_i32(w, v, INT32_MIN, &x);
+    if (!strcmp(k, "scaleUpPriority")) {
+        m->has_up_priority = v != NULL;
+        return mfw_i32(w, v, INT32_MIN, &m->up_priority);
+    }
+    if (!strcmp(k, "scaleDownPriority")) {
+        m->has_down_priority = v != NULL;
+        return mfw_i32(w, v, INT32_MIN, &m->down_priority);
+    }
     *handled = false;
     return 0;
 }
@@ -281,7 +287,6 @@ static int scale_up_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void 
 {
     struct mf_group *g = ctx;
     const char *s;
-    int32_t x;
 
     if (!strcmp(k, "mode")) {
         if (!v)
@@ -299,20 +304,27 @@ static int scale_up_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void 
                                   s);
         return 0;
     }
-    if (!strcmp(k, "cooldownSeconds") || !strcmp(k, "idleThresholdSeconds") ||
-        !strcmp(k, "idleZeroQuietWindowSeconds") || !strcmp(k, "saturationCooldownSeconds"))
-        return mfw_i32(w, v, 0, &x);
+    if (!strcmp(k, "cooldownSeconds"))
+        return mfw_i32(w, v, 0, &g->cooldown_s);
+    if (!strcmp(k, "idleThresholdSeconds"))
+        return mfw_i32(w, v, 0, &g->idle_threshold_s);
+    if (!strcmp(k, "idleZeroQuietWindowSeconds"))
+        return mfw_i32(w, v, 0, &g->quiet_window_s);
+    if (!strcmp(k, "saturationCooldownSeconds"))
+        return mfw_i32(w, v, 0, &g->saturation_s);
     return mfw_unknown(w);
 }
 
 static int scale_down_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void *ctx)
 {
-    int32_t x;
+    struct mf_group *g = ctx;
 
-    (void)ctx;
-    if (!strcmp(k, "idleTimeoutSeconds") || !strcmp(k, "stabilizationSeconds") ||
-        !strcmp(k, "protectionWindowSeconds"))
-        return mfw_i32(w, v, 0, &x);
+    if (!strcmp(k, "idleTimeoutSeconds"))
+        return mfw_i32(w, v, 0, &g->down_idle_timeout_s);
+    if (!strcmp(k, "stabilizationSeconds"))
+        return mfw_i32(w, v, 0, &g->stabilization_s);
+    if (!strcmp(k, "protectionWindowSeconds"))
+        return mfw_i32(w, v, 0, &g->protection_s);
     return mfw_unknown(w);
 }
 
@@ -348,6 +360,8 @@ static int group_item(struct mf_walk *w, int i, yaml_node_t *v, void *ctx)
 
     memset(g, 0, sizeof(*g));
     g->max_replicas = -1;
+    g->cooldown_s = g->idle_threshold_s = g->quiet_window_s = g->saturation_s = -1;
+    g->down_idle_timeout_s = g->stabilization_s = g->protection_s = -1;
     g->line = (int)v->start_mark.line + 1;
     e->gcur = g;
     e->has_gname = e->has_gmax = false;

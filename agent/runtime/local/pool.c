@@ -31,8 +31,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- bookkeeping ------------------------------------------------------------ */
 
@@ -62,7 +64,7 @@ struct lsb *lrt_sbx_find(struct lrt *rt, const char *id)
     struct lsb *s;
 
     for (s = rt->sbxs; s; s = s->next)
-        if (s->phase == PH_RUNNING && !strcmp(s->id, id))
+        if (s->phase == PH_RUNNING && !s->doomed && !strcmp(s->id, id))
             return s;
     return NULL;
 }
@@ -166,6 +168,10 @@ void lrt_sbx_unlink_free(struct lsb *s)
     uid_give_back(s); /* its processes are gone (or it never started) */
     json_decref(s->metadata);
     json_decref(s->network);
+    if (s->w_next) {
+        explicit_bzero(s->w_next, strlen(s->w_next));
+        free(s->w_next);
+    }
     lsbx_release(&s->x);
     free(s);
 }
@@ -229,13 +235,109 @@ void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
     o->metadata = s->metadata && ref_metadata ? json_incref(s->metadata) : s->metadata;
 }
 
+/* ---- state.json, off the loop ---------------------------------------------------- */
+
+/* One write of one sandbox's state on a worker. */
+struct state_job {
+    struct lsb *s;
+    char *text; /* owned; holds the envd token */
+    uint64_t gen;
+    int rc;
+};
+
+static void text_free(char *text)
+{
+    if (text) {
+        explicit_bzero(text, strlen(text));
+        free(text);
+    }
+}
+
+static void state_work(void *arg)
+{
+    struct state_job *j = arg;
+
+    j->rc = lsbx_state_write_text(j->s->x.dir, j->text);
+}
+
+static void state_submit(struct lsb *s, char *text, uint64_t gen);
+
+static void state_done(void *arg, int status)
+{
+    struct state_job *j = arg;
+    struct lsb *s = j->s;
+    int rc = status != 0 ? status : j->rc;
+
+    s->w_busy = false;
+    if (rc != 0)
+        LOG_WARN("cannot write sandbox state", "dir", s->x.dir);
+    else
+        s->w_done_gen = j->gen;
+    text_free(j->text);
+    free(j);
+    if (s->rt->closing || status != 0) { /* op_free left it to us */
+        struct lrt *rt = s->rt;
+        if (s->armer) {
+            lrt_claim_fail(s->armer, AB_ECLOSED, "the local runtime is shutting down");
+            s->armer = NULL;
+        }
+        lrt_sbx_unlink_free(s);
+        lrt_free_if_done(rt);
+        return;
+    }
+    if (s->w_next) { /* a newer state came meanwhile */
+        char *text = s->w_next;
+        s->w_next = NULL;
+        state_submit(s, text, s->w_next_gen);
+    }
+    if (s->doomed && !s->w_busy) {
+        s->doomed = false;
+        if (s->armer) { /* never reported: the claim fails instead */
+            lrt_claim_fail(s->armer, AB_EIO,
+                           "the sandbox was destroyed while its claim was recorded");
+            s->armer = NULL;
+        }
+        lrt_destroy(s);
+        return;
+    }
+    /* a failed write does not hold a claim back (as before: a warning) */
+    if (s->armer && s->init_ok && (rc != 0 || s->w_done_gen >= s->report_gen)) {
+        s->report_gen = 0;
+        lrt_claim_written(s, rc);
+    }
+}
+
+/* Takes text. Falls back to writing here when the worker queue is full. */
+static void state_submit(struct lsb *s, char *text, uint64_t gen)
+{
+    struct state_job *j = calloc(1, sizeof(*j));
+
+    if (j) {
+        j->s = s;
+        j->text = text;
+        j->gen = gen;
+        s->w_busy = true;
+        if (loop_submit(s->rt->loop, state_work, state_done, j) == 0)
+            return;
+        s->w_busy = false;
+        free(j);
+    }
+    if (lsbx_state_write_text(s->x.dir, text) != 0)
+        LOG_WARN("cannot write sandbox state", "dir", s->x.dir);
+    else
+        s->w_done_gen = gen;
+    text_free(text);
+}
+
 void lrt_persist(struct lsb *s)
 {
     json_t *info = json_pack("{s:s, s:s, s:s}", "ns", s->pool->ns, "pool", s->pool->name, "phase",
                              s->phase == PH_RUNNING ? "running" : "idle");
+    char *text;
 
     if (!info)
         return;
+    json_object_set_new(info, "rev", json_string(s->rev));
     if (s->phase == PH_RUNNING) {
         json_object_set_new(info, "id", json_string(s->id));
         json_object_set_new(info, "claimed_ms", json_integer(s->claimed_ms));
@@ -252,15 +354,54 @@ void lrt_persist(struct lsb *s)
     }
     json_decref(s->x.info);
     s->x.info = info;
-    if (lsbx_state_write(&s->x) != 0)
+    if (!(text = lsbx_state_text(&s->x))) {
         LOG_WARN("cannot write sandbox state", "dir", s->x.dir);
+        return;
+    }
+    /* one write of this sandbox at a time (the same temporary file), in
+     * order; a waiting text is replaced by the newer one */
+    if (s->w_busy) {
+        text_free(s->w_next);
+        s->w_next = text;
+        s->w_next_gen = ++s->w_gen;
+        return;
+    }
+    state_submit(s, text, ++s->w_gen);
 }
 
 /* ---- destroying ---------------------------------------------------------------- */
 
+static void heavy_next(struct lrt *rt);
+static void remove_start(struct lsb *s);
+
+/* Heavy jobs yield the CPU to claims (the loop thread, envd answering
+ * /init): the worker, and what it starts meanwhile (the init's setup before
+ * exec, ip and nsenter), run at HEAVY_NICE; envd itself is put back at 0
+ * (lsbx_spawn). Root may raise the worker's priority back afterwards. */
+#define HEAVY_NICE 10
+
+static int heavy_nice_begin(void)
+{
+    int old;
+
+    errno = 0;
+    old = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (errno != 0)
+        old = 0;
+    setpriority(PRIO_PROCESS, (id_t)gettid(), HEAVY_NICE);
+    return old;
+}
+
+static void heavy_nice_end(int old)
+{
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), old) != 0)
+        LOG_WARN("cannot give a worker its priority back after a spawn", "error", strerror(errno));
+}
+
 static void remove_work(void *arg)
 {
     struct lsb *s = arg;
+    int nice = heavy_nice_begin();
 
     /* the veth went with the sandbox's namespace; a leftover (its namespace
      * held open by something) must not greet the slot's next sandbox */
@@ -270,15 +411,14 @@ static void remove_work(void *arg)
             LOG_WARN("cannot remove a sandbox's egress veth", "dir", s->x.dir, "error", why);
     }
     s->rc = lsbx_remove_dir(&s->x);
+    heavy_nice_end(nice);
 }
 
-static void remove_done(void *arg, int status)
+static void remove_finish(struct lsb *s)
 {
-    struct lsb *s = arg;
     struct lrt *rt = s->rt;
     struct lpool *p = s->pool;
 
-    (void)status;
     if (s->rc != 0)
         LOG_WARN("cannot remove sandbox directory", "dir", s->x.dir);
     lrt_sbx_unlink_free(s);
@@ -286,6 +426,23 @@ static void remove_done(void *arg, int status)
         return;
     if (!pool_maybe_free(rt, p)) /* a removed pool's last sandbox: p is gone */
         lrt_reconcile(rt, p);
+}
+
+static void remove_done(void *arg, int status)
+{
+    struct lsb *s = arg;
+    struct lrt *rt = s->rt;
+
+    (void)status;
+    if (rt->heavy > 0)
+        rt->heavy--;
+    if (rt->rm_running > 0)
+        rt->rm_running--;
+    remove_finish(s);
+    if (rt->closing)
+        lrt_free_if_done(rt);
+    else
+        heavy_next(rt);
 }
 
 static void gone_poll(struct loop_timer *t)
@@ -311,16 +468,27 @@ static void gone_poll(struct loop_timer *t)
     }
     lrt_release_done(s, 0, NULL);
     s->phase = PH_REMOVING;
+    s->rm_queued = true; /* removed when a heavy-job place is free (lrt_heavy_next) */
+    heavy_next(s->rt);
+}
+
+/* Starts the removal of s (rm_queued) on a worker. */
+static void remove_start(struct lsb *s)
+{
+    s->rm_queued = false;
     if (loop_submit(s->rt->loop, remove_work, remove_done, s) != 0) {
         s->rc = lsbx_remove_dir(&s->x); /* queue full: do it here rather than leak */
-        remove_done(s, 0);
+        remove_finish(s);
+        return;
     }
+    s->rt->heavy++; /* given back by remove_done */
+    s->rt->rm_running++;
 }
 
 /* Kills the sandbox and frees it once gone. Safe in any phase. */
 void lrt_destroy(struct lsb *s)
 {
-    if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING) {
+    if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING || s->w_busy) {
         s->doomed = true; /* a worker holds it; finish when it comes back */
         return;
     }
@@ -385,6 +553,7 @@ void lrt_sbx_idle(struct lsb *s)
 {
     s->phase = PH_IDLE;
     s->seq = ++s->rt->seq;
+    s->idle_since_ms = ab_now_ms();
     lrt_persist(s);
     lrt_serve_waiters(s->rt, s->pool);
     lrt_reconcile(s->rt, s->pool);
@@ -395,6 +564,7 @@ static void spawn_work(void *arg)
     struct lsb *s = arg;
     struct lsbx_options o = {0};
     char dir[LSBX_DIR_MAX];
+    int nice;
 
     snprintf(dir, sizeof(dir), "%s/%s", s->rt->sbx_dir, s->sid);
     o.id = s->sid;
@@ -407,7 +577,9 @@ static void spawn_work(void *arg)
     o.mem_bytes = s->pool->mem_bytes;
     o.cpu_milli = s->pool->cpu_milli;
     o.pids_max = s->pool->pids_max;
+    nice = heavy_nice_begin();
     s->rc = lsbx_spawn(&o, &s->x, s->err, sizeof(s->err));
+    heavy_nice_end(nice);
 }
 
 static void retry_timer(struct loop_timer *t)
@@ -421,9 +593,8 @@ static void retry_timer(struct loop_timer *t)
         lrt_reconcile(rt, p);
 }
 
-static void spawn_done(void *arg, int status)
+static void spawn_finish(struct lsb *s, int status)
 {
-    struct lsb *s = arg;
     struct lrt *rt = s->rt;
 
     if (status != 0 || s->rc != 0) {
@@ -449,6 +620,20 @@ static void spawn_done(void *arg, int status)
     loop_timer_start(rt->loop, &s->timer, 0, ready_poll, s);
 }
 
+static void spawn_done(void *arg, int status)
+{
+    struct lsb *s = arg;
+    struct lrt *rt = s->rt;
+
+    if (rt->heavy > 0)
+        rt->heavy--;
+    spawn_finish(s, status); /* may free s */
+    if (rt->closing)
+        lrt_free_if_done(rt);
+    else
+        heavy_next(rt);
+}
+
 static int spawn_one(struct lrt *rt, struct lpool *p)
 {
     struct lsb *s = calloc(1, sizeof(*s));
@@ -463,6 +648,7 @@ static int spawn_one(struct lrt *rt, struct lpool *p)
     }
     s->rt = rt;
     s->pool = p;
+    ab_strlcpy(s->rev, p->rev, sizeof(s->rev));
     if (lrt_uid_take(s) != 0) {
         LOG_WARN("no host uid slice left for a sandbox", "pool", p->name);
         free(s);
@@ -478,7 +664,43 @@ static int spawn_one(struct lrt *rt, struct lpool *p)
         lrt_sbx_unlink_free(s);
         return AB_EBUSY;
     }
+    rt->heavy++;
     return 0;
+}
+
+/* A heavy-job place came free (or work for one appeared): spawns for pools
+ * with claims waiting first (after one removal, if none runs), then
+ * removals, then the other pools' refills.
+ * (lrt_refill_later holds the first refills of a burst of claims back; once
+ * started they go on at this pace.) */
+static void heavy_next(struct lrt *rt)
+{
+    struct lpool *p, *next;
+    struct lsb *s, *sn;
+
+    if (rt->closing || rt->adopting)
+        return;
+    /* one removal always makes progress, or claims waiting without end
+     * would keep dead sandboxes (their memory, slices) until max_sandboxes */
+    for (s = rt->sbxs; s && rt->rm_running == 0 && rt->heavy < LRT_HEAVY_MAX; s = sn) {
+        sn = s->next;
+        if (s->rm_queued)
+            remove_start(s); /* may free s */
+    }
+    for (p = rt->pools; p && rt->heavy < LRT_HEAVY_MAX; p = next) {
+        next = p->next;
+        if (p->w_head)
+            lrt_reconcile(rt, p);
+    }
+    for (s = rt->sbxs; s && rt->heavy < LRT_HEAVY_MAX; s = sn) {
+        sn = s->next;
+        if (s->rm_queued)
+            remove_start(s); /* may free s */
+    }
+    for (p = rt->pools; p && rt->heavy < LRT_HEAVY_MAX; p = next) {
+        next = p->next;
+        lrt_reconcile(rt, p);
+    }
 }
 
 /* Starts or stops sandboxes so that idle + starting = replicas + waiting
@@ -489,27 +711,32 @@ void lrt_reconcile(struct lrt *rt, struct lpool *p)
 
     if (rt->closing || rt->adopting)
         return;
+    lrt_roll(rt, p); /* stale idle ones go first: their replacements start below */
     /* replicas is the pool's maximum concurrency (DESIGN §7): every
      * sandbox it has counts, starting, idle or claimed, so a claim that
      * finds nothing idle waits for a release instead of a sandbox beyond
      * replicas; a free place is kept filled with an idle one */
     idle = lrt_count(rt, p, PH_IDLE, PH_IDLE);
     live = lrt_count(rt, p, PH_SPAWNING, PH_RUNNING);
-    want = p->removed ? 0 : p->replicas;
+    want = p->removed ? 0 : lrt_pool_replicas(p);
     total = lrt_count(rt, NULL, PH_SPAWNING, PH_REMOVING);
     if (ab_now_ms() >= p->retry_after_ms) {
-        while (live < want && total < rt->max_sandboxes) {
+        /* at most LRT_HEAVY_MAX at a time: heavy_next starts the rest */
+        while (live < want && total < rt->max_sandboxes && rt->heavy < LRT_HEAVY_MAX) {
             if (spawn_one(rt, p) != 0)
                 break;
             live++;
             total++;
         }
+        if (live < want && total >= rt->max_sandboxes)
+            p->saturated_ms = ab_now_ms(); /* the autoscaler grows another member */
     }
     /* Too many (replicas lowered, pool removed): stop the newest idle ones. */
     while (live > want && idle > 0) {
         struct lsb *s, *newest = NULL;
         for (s = rt->sbxs; s; s = s->next)
-            if (s->pool == p && s->phase == PH_IDLE && (!newest || s->seq > newest->seq))
+            if (s->pool == p && s->phase == PH_IDLE && !s->doomed &&
+                (!newest || s->seq > newest->seq))
                 newest = s;
         if (!newest)
             break;
@@ -567,6 +794,8 @@ static void apply_manifests(struct lrt *rt, struct mf_set *set)
         p->idle_ms = v->idle_timeout_ms;
         p->disable_egress = v->disable_egress;
         lrt_pool_set_runtimes(p, v->runtimes, v->nruntimes);
+        lrt_scale_from_view(rt, p, v);
+        lrt_roll_configure(p, set, v, rt->cluster);
     }
     for (p = rt->pools; p; p = p->next)
         if (!p->seen)

@@ -1,10 +1,17 @@
 /* Local sandboxes as namespaced process trees (see sandbox.h for the layout).
  *
- * The agent is multi-threaded, so between clone() and exec() the children
- * only use system calls and memory prepared by the parent: no malloc, no
- * stdio, no locks. Both children are made with the raw clone system call in
- * its fork-like form (no new stack), which is what fork() does minus the
- * atfork handlers that could deadlock on locks another thread held. */
+ * The init of a sandbox is made with clone(CLONE_VM) on a small stack of
+ * its own: it shares the agent's address space until it execs envd, so a
+ * spawn copies no page tables and the agent takes no copy-on-write faults
+ * afterwards (what fork() cost: time proportional to the agent's memory, on
+ * every thread, for every spawn). Sharing memory with a multi-threaded
+ * process asks three things of the child until exec: it only uses system
+ * calls and memory the parent prepared (no malloc, no stdio, no locks);
+ * it is not instrumented by the address sanitizer (CHILD_FN); and, since it
+ * shares the calling thread's thread-local block (errno), the parent and the
+ * child take turns: the parent works only while the child is blocked on the
+ * sync socket and only waits while the child works. README.md says why this
+ * rather than a separate spawner process. */
 #include "agent/runtime/local/sandbox.h"
 
 #include "agentbox/common.h"
@@ -23,9 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -35,6 +44,24 @@
 #include <linux/capability.h>
 
 extern char **environ;
+
+/* Code that runs in the init before exec, on the agent's memory: never
+ * instrumented (the sanitizer's per-thread state is the calling thread's). */
+#if defined(__SANITIZE_ADDRESS__)
+#define CHILD_FN __attribute__((no_sanitize_address))
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHILD_FN __attribute__((no_sanitize_address))
+#endif
+#endif
+#ifndef CHILD_FN
+#define CHILD_FN
+#endif
+
+/* The init's stack until exec: its setup needs a few KiB (the plan's copy,
+ * snprintf); a guard page below it turns an overflow into the child's
+ * SIGSEGV instead of a write into the agent's memory. */
+#define CHILD_STACK_SIZE (256 * 1024)
 
 enum setup_step {
     STEP_MOUNT_PRIVATE = 1,
@@ -46,7 +73,6 @@ enum setup_step {
     STEP_PROC,
     STEP_LOOPBACK,
     STEP_HOSTNAME,
-    STEP_SYNC,
     STEP_FORK,
     STEP_EXEC,
     STEP_USERNS,
@@ -79,8 +105,6 @@ static const char *step_name(int step)
         return "bringing loopback up";
     case STEP_HOSTNAME:
         return "setting the hostname";
-    case STEP_SYNC:
-        return "waiting for the network";
     case STEP_FORK:
         return "starting the program";
     case STEP_EXEC:
@@ -123,8 +147,9 @@ struct child_plan {
     char hostname[LSBX_ID_MAX + 1];
     const char *argv[LSBX_ARGV_MAX + 1];
     const char *envp[LSBX_ENV_MAX + 1];
-    int errfd;  /* write end: {step, errno} on failure */
-    int syncfd; /* read end: one byte when the network is ready */
+    int errfd;         /* write end: {step, errno} on failure */
+    int syncfd;        /* the init's end of the sync socket: 'g' (go), 'u' / 'm' (user namespace) */
+    int parent_fds[2]; /* the parent's ends, closed in the child before it waits */
 };
 
 static pid_t raw_fork(unsigned long flags)
@@ -132,7 +157,7 @@ static pid_t raw_fork(unsigned long flags)
     return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
 }
 
-static void child_fail(const struct child_plan *p, int step)
+CHILD_FN static void child_fail(const struct child_plan *p, int step)
 {
     int msg[2] = {step, errno};
     ssize_t r = write(p->errfd, msg, sizeof(msg));
@@ -141,7 +166,7 @@ static void child_fail(const struct child_plan *p, int step)
     _exit(127);
 }
 
-static int loopback_up(void)
+CHILD_FN static int loopback_up(void)
 {
     struct ifreq ifr;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -162,7 +187,7 @@ static int loopback_up(void)
 /* Leaves the init with stdin /dev/null, stdout and stderr on the sandbox's
  * log, the two pipes on fds 3 and 4, and nothing else of the agent's (its
  * listening sockets must not outlive it in a sandbox). */
-static void child_fds(struct child_plan *p)
+CHILD_FN static void child_fds(struct child_plan *p)
 {
     int e = fcntl(p->errfd, F_DUPFD_CLOEXEC, 100);
     int sy = fcntl(p->syncfd, F_DUPFD_CLOEXEC, 100);
@@ -195,13 +220,13 @@ static const char *const system_dirs[] = {"/usr",   "/bin",    "/sbin", "/lib", 
                                           "/lib64", "/libx32", "/etc",  "/opt", NULL};
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
 
-static const char *under(struct child_plan *p, const char *path)
+CHILD_FN static const char *under(struct child_plan *p, const char *path)
 {
     snprintf(p->rpath, sizeof(p->rpath), "%s%s", p->root, path);
     return p->rpath;
 }
 
-static int bind_ro(struct child_plan *p, const char *src, const char *dst, bool is_dir)
+CHILD_FN static int bind_ro(struct child_plan *p, const char *src, const char *dst, bool is_dir)
 {
     (void)p;
     if (is_dir) {
@@ -218,7 +243,7 @@ static int bind_ro(struct child_plan *p, const char *src, const char *dst, bool 
     return mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, NULL);
 }
 
-static void build_root(struct child_plan *p, const char fdpath[3][32])
+CHILD_FN static void build_root(struct child_plan *p, const char fdpath[3][32])
 {
     static const char *const inner[3] = {LSBX_HOME, "/tmp", LSBX_INNER_RUN};
     struct stat st;
@@ -312,7 +337,7 @@ static void build_root(struct child_plan *p, const char fdpath[3][32])
 /* /proc is the sandbox's own, but some of its files are the kernel's (DESIGN
  * §10a, as runc does): read-only where they configure the host, hidden where
  * they leak its memory, keys or timers. Entries this kernel lacks are skipped. */
-static int mask_proc(void)
+CHILD_FN static int mask_proc(void)
 {
     static const char *const ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus",
                                      NULL};
@@ -353,7 +378,7 @@ static const int kept_caps[] = {CAP_CHOWN,      CAP_DAC_OVERRIDE, CAP_FSETID,
                                 CAP_SETFCAP,    CAP_SETPCAP,      CAP_NET_BIND_SERVICE,
                                 CAP_SYS_CHROOT, CAP_KILL,         CAP_AUDIT_WRITE};
 
-static int drop_caps(void)
+CHILD_FN static int drop_caps(void)
 {
     struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
     struct __user_cap_data_struct d[2];
@@ -385,7 +410,7 @@ static int drop_caps(void)
  * lies below), the kept capabilities, no_new_privs and the seccomp filter.
  * Raw system calls for the ids: glibc's setxid would signal the agent's
  * threads, which do not exist in this copy of it. */
-static void child_confine(struct child_plan *p)
+CHILD_FN static void child_confine(struct child_plan *p)
 {
     char c = 'u';
 
@@ -406,8 +431,22 @@ static void child_confine(struct child_plan *p)
         child_fail(p, STEP_SECCOMP);
 }
 
+static void child_init(const struct child_plan *plan);
+
+/* clone()'s entry point: the init on its own stack. Never returns. */
+CHILD_FN static int child_main(void *arg)
+{
+    const struct child_plan *plan = arg;
+
+    /* the parent's ends: a parent that gives up must be an EOF here */
+    close(plan->parent_fds[0]);
+    close(plan->parent_fds[1]);
+    child_init(plan);
+    return 127;
+}
+
 /* pid 1 of the namespace. Never returns. */
-static void child_init(const struct child_plan *plan)
+CHILD_FN static void child_init(const struct child_plan *plan)
 {
     struct child_plan copy = *plan;
     struct child_plan *p = &copy;
@@ -419,6 +458,10 @@ static void child_init(const struct child_plan *plan)
 
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL); /* pid 1: only SIGKILL from outside matters */
+    /* The parent puts this process in its cgroups and attaches the veth
+     * while it waits here (its turn: see the top of this file). */
+    if (read(p->syncfd, &c, 1) != 1)
+        _exit(125); /* the parent gave up: nobody reads a report */
     child_fds(p);
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
         child_fail(p, STEP_MOUNT_PRIVATE);
@@ -442,8 +485,6 @@ static void child_init(const struct child_plan *plan)
         child_fail(p, STEP_LOOPBACK);
     if (sethostname(p->hostname, strlen(p->hostname)) != 0)
         child_fail(p, STEP_HOSTNAME);
-    if (read(p->syncfd, &c, 1) != 1)
-        child_fail(p, STEP_SYNC);
     child_confine(p);
     close(p->syncfd);
 
@@ -699,9 +740,10 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     char data_opts[96];
     uint64_t disk;
     const char *const *envp = o->envp ? o->envp : default_env;
-    bool made_dir = false, made_cg = false;
+    bool made_dir = false, made_cg = false, stack_done = false;
+    void *stack = NULL;
     ssize_t n;
-    char c = 1;
+    char c = 'g';
 
     memset(s, 0, sizeof(*s));
     memset(&plan, 0, sizeof(plan));
@@ -821,34 +863,32 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     }
     plan.errfd = errp[1];
     plan.syncfd = syncp[0];
-    s->pid = raw_fork(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET);
+    plan.parent_fds[0] = errp[0];
+    plan.parent_fds[1] = syncp[1];
+    stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (stack == MAP_FAILED || mprotect(stack, 4096, PROT_NONE) != 0) {
+        snprintf(err, errlen, "cannot map the sandbox init's stack: %s", strerror(errno));
+        if (stack != MAP_FAILED)
+            munmap(stack, CHILD_STACK_SIZE);
+        stack = NULL;
+        goto fail;
+    }
+    /* no CLONE_VFORK: this thread must write the id maps and attach the
+     * veth while the child waits half-way */
+    s->pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE,
+                   CLONE_VM | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |
+                       CLONE_NEWNET | SIGCHLD,
+                   &plan);
     if (s->pid < 0) {
         snprintf(err, errlen, "clone() of the sandbox failed: %s%s", strerror(errno),
                  errno == EPERM ? " (the local runtime needs root or CAP_SYS_ADMIN)" : "");
         s->pid = 0;
         goto fail;
     }
-    if (s->pid == 0) {
-        close(errp[0]);
-        close(syncp[1]);
-        child_init(&plan);
-    }
     s->is_child = true;
     if ((rc = lcg_enter(&s->cg, s->pid, err, errlen)) != 0)
         goto fail; /* before the init may run anything: every process is counted */
-    /* envd (pid 1 once exec'd) is the OOM killer's last choice in its
-     * cgroup: a hog, or a writer filling the tmpfs, goes first. envd gives
-     * its commands the ordinary score back. */
-    {
-        char adj[64];
-        int fd;
-        snprintf(adj, sizeof(adj), "/proc/%d/oom_score_adj", (int)s->pid);
-        fd = open(adj, O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            (void)!write(fd, "-998", 4);
-            close(fd);
-        }
-    }
     rc = AB_EIO;
     s->created_ms = ab_wall_ms();
     s->uid_base = plan.uid_base;
@@ -860,8 +900,9 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
 
     if (o->egress && attach_egress(s, o, err, errlen) != 0)
         goto fail;
-    /* A child that failed before reading the byte makes send() fail: its
-     * report on errfd below names the step. */
+    /* The child's turn: it sets up its root and enters its user namespace
+     * while this thread only waits. A child that failed makes send() fail
+     * or closes the socket: its report on errfd below names the step. */
     if (send(syncp[1], &c, 1, MSG_NOSIGNAL) == 1) {
         rc = map_child(s, syncp[1], plan.uid_base, err, errlen);
         if (rc == AB_ECLOSED)
@@ -874,6 +915,9 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         goto fail;
     }
     n = read(errp[0], msg, sizeof(msg));
+    /* EOF: the child exec'd or exited, and either way left its stack (the
+     * kernel drops its old memory before closing its descriptors) */
+    stack_done = n >= 0;
     if (n != 0) {
         snprintf(err, errlen, "sandbox setup failed while %s: %s",
                  n == (ssize_t)sizeof(msg) ? step_name(msg[0]) : "starting",
@@ -882,6 +926,27 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     }
     if (!lsbx_is_alive(s)) {
         snprintf(err, errlen, "sandbox init or its program exited during setup");
+        goto fail;
+    }
+    /* envd (pid 1) is the OOM killer's last choice in its cgroup: a hog, or
+     * a writer filling the tmpfs, goes first; envd gives its commands the
+     * ordinary score back. Written only now: before exec the init shared
+     * the agent's memory, and the score is set for every process sharing it. */
+    {
+        char adj[64];
+        int fd;
+        snprintf(adj, sizeof(adj), "/proc/%d/oom_score_adj", (int)s->pid);
+        fd = open(adj, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            (void)!write(fd, "-998", 4);
+            close(fd);
+        }
+    }
+    /* the caller may spawn at a low priority (pool.c); envd runs at the
+     * ordinary one whatever the spawning thread's */
+    if (setpriority(PRIO_PROCESS, (id_t)s->pid, 0) != 0) {
+        snprintf(err, errlen, "cannot give the sandbox's envd the ordinary priority: %s",
+                 strerror(errno));
         goto fail;
     }
     if ((rc = lsbx_state_write(s)) != 0) {
@@ -903,6 +968,10 @@ fail:
         lsbx_kill(s);
         while (!lsbx_is_gone(s) && ab_now_ms() < deadline)
             poll(NULL, 0, 5);
+        if (s->pid == 0)
+            stack_done = true; /* reaped */
+    } else {
+        stack_done = true; /* never cloned */
     }
     if (made_cg) {
         lcg_kill_all(&s->cg);
@@ -918,6 +987,9 @@ out:
         if (syncp[i] >= 0)
             close(syncp[i]);
     }
+    /* a child that may still run on it keeps it (a few pages, never reused) */
+    if (stack && stack_done)
+        munmap(stack, CHILD_STACK_SIZE);
     return rc;
 }
 
@@ -999,36 +1071,59 @@ int lsbx_check_host(uint32_t uid_base, char *err, size_t errlen)
     return 0;
 }
 
-int lsbx_state_write(const struct lsbx *s)
+char *lsbx_state_text(const struct lsbx *s)
 {
-    char path[LSBX_DIR_MAX + 32], tmp[LSBX_DIR_MAX + 32];
     json_t *j;
-    int rc;
+    char *text;
 
     j = json_pack("{s:s, s:s, s:I, s:I, s:b, s:b, s:I, s:I}", "id", s->id, "token", s->token, "pid",
                   (json_int_t)s->pid, "start_time", (json_int_t)s->start_time, "internet",
                   s->internet, "egress", s->egress, "created_ms", (json_int_t)s->created_ms,
                   "uid_base", (json_int_t)s->uid_base);
     if (!j)
-        return AB_ENOMEM;
+        return NULL;
     if (s->info)
         json_object_set(j, "info", s->info);
-    snprintf(path, sizeof(path), "%s/state.json", s->dir);
-    snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", s->dir);
-    /* it holds the envd token: the agent's user only */
-    {
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-        rc = AB_EIO;
-        if (!f && fd >= 0)
-            close(fd);
-        if (f) {
-            bool ok = fchmod(fd, 0600) == 0 && json_dumpf(j, f, JSON_COMPACT) == 0;
-            ok = fclose(f) == 0 && ok;
-            rc = ok && rename(tmp, path) == 0 ? 0 : AB_EIO;
-        }
-    }
+    text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
+    return text;
+}
+
+int lsbx_state_write_text(const char *dir, const char *text)
+{
+    char path[LSBX_DIR_MAX + 32], tmp[LSBX_DIR_MAX + 32];
+    size_t len = strlen(text), off = 0;
+    int fd;
+    bool ok;
+
+    snprintf(path, sizeof(path), "%s/state.json", dir);
+    snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", dir);
+    /* it holds the envd token: the agent's user only */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return AB_EIO;
+    ok = fchmod(fd, 0600) == 0;
+    while (ok && off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        off += ok ? (size_t)w : 0;
+    }
+    ok = close(fd) == 0 && ok;
+    return ok && rename(tmp, path) == 0 ? 0 : AB_EIO;
+}
+
+int lsbx_state_write(const struct lsbx *s)
+{
+    char *text = lsbx_state_text(s);
+    int rc;
+
+    if (!text)
+        return AB_ENOMEM;
+    rc = lsbx_state_write_text(s->dir, text);
+    explicit_bzero(text, strlen(text));
+    free(text);
     return rc;
 }
 

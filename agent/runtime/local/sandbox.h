@@ -26,9 +26,10 @@
  * (cgroup.h) holds every process of it.
  *
  * Process tree: pid 1 of the namespace is the program (envd), which reaps
- * every child. Before exec it is a copy of the agent made by clone() that
- * sets up mounts, loopback and hostname as host root, then enters the user
- * namespace (the parent writes the maps) and confines itself. SIGKILL to
+ * every child. Before exec it is a clone(CLONE_VM) of the agent (sharing its
+ * memory on a small stack of its own: nothing is copied) that sets up mounts,
+ * loopback and hostname as host root, then enters the user namespace (the
+ * parent writes the maps) and confines itself. SIGKILL to
  * pid 1 ends the whole namespace. With an egress namespace (o->egress) the
  * sandbox's network namespace gets one veth into it before the program runs
  * (agent/egress/netns.h): its only way out is the agent's egress gateway.
@@ -108,6 +109,12 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
 
 /* Writes <dir>/state.json atomically (also after changing s->info). */
 int lsbx_state_write(const struct lsbx *s);
+/* The two halves of lsbx_state_write, so that the loop thread builds the
+ * text and a worker writes it: the JSON of *s (caller frees; it holds the
+ * token: bzero it) or NULL; and the atomic write of text as <dir>/state.json
+ * (mode 0600, temporary file + rename). */
+char *lsbx_state_text(const struct lsbx *s);
+int lsbx_state_write_text(const char *dir, const char *text);
 
 /* Reads <dir>/state.json into *s (is_child false). AB_ENOENT / AB_EINVAL. */
 int lsbx_state_read(const char *dir, struct lsbx *s);

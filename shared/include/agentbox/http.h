@@ -65,6 +65,9 @@ struct http_transport_ops {
     void (*pause_body)(void *t, bool paused); /* stop/start reading request body */
     void (*abort)(void *t);                   /* reset the exchange (close the connection) */
     void (*finished)(void *t); /* handler is done with the exchange; transport may free it */
+    /* Optional (NULL: the transport cannot, e.g. a tunnel stream): the next
+     * head is a 101 and the connection carries raw bytes both ways after it. */
+    int (*upgrade)(void *t);
 };
 
 /* --- handler side --------------------------------------------------------- */
@@ -92,6 +95,11 @@ const char *http_param(struct http_exchange *ex, const char *name);
  * not validly encoded ("%G1", "%2", "%00"), buf then "". Callers answer 400 on
  * AB_ELIMIT, so both refusals share that code until they test rc != AB_ENOENT. */
 int http_query_get(const struct http_request *r, const char *name, char *buf, size_t len);
+/* An integer query parameter: *out = def when absent; 0, or AB_EINVAL when
+ * it is not a decimal integer in [min, max] (callers answer 400 naming the
+ * parameter and its range). */
+int http_query_long(const struct http_request *r, const char *name, long def, long min, long max,
+                    long *out);
 
 /* Simple responses: sized body, connection kept alive. Headers may be NULL. */
 int http_respond(struct http_exchange *ex, int status, const char *content_type, const void *body,
@@ -114,6 +122,13 @@ size_t http_pending(struct http_exchange *ex);
 /* Finish by resetting the exchange (e.g. upstream failed mid-body). */
 void http_abort(struct http_exchange *ex);
 bool http_is_aborted(struct http_exchange *ex);
+/* Answers 101 with h (e.g. a WebSocket handshake: Upgrade, Sec-WebSocket-Accept;
+ * "Connection: Upgrade" is added) and hands the connection over as raw bytes:
+ * the body handler's on_data gets what the peer sends, http_write sends raw
+ * bytes, http_end closes the connection once they are flushed. Only on an
+ * HTTP_ROUTE_STREAM route before anything was answered; AB_EINVAL when the
+ * transport cannot (a tunnel stream) — then answer the request normally. */
+int http_upgrade(struct http_exchange *ex, const struct http_header *h, int n);
 bool http_has_begun(struct http_exchange *ex);
 
 /* Streaming request bodies (HTTP_ROUTE_STREAM). on_abort means the peer went

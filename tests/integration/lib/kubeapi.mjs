@@ -13,10 +13,17 @@
 // real processes unless given `envd`: then every Pod gets its own loopback
 // address (127.0.a.b) and its first container is a real agentbox-envd bound
 // there (restarted, fresh, on every image change; Ready once /health answers).
+// With `netns` as well, every Pod gets a network namespace of its own behind a
+// veth from the host (Pod IP 10.N.a.b, the host's end its node address), init
+// containers run to completion and native sidecars (restartPolicy Always) keep
+// running in it, each container a real process (command[0] mapped through
+// `bins`) with its securityContext's capabilities as its bounding set, and
+// envd listens on the Pod IP inside it. Each container's stdout and stderr
+// are kept for the Pod log API (GET .../pods/{name}/log).
 //
 //   const api = await startKubeApi({ token: 'sekret', historyLimit: 100 });
 //   api.url; api.kubeconfig(dir); api.compact(); api.inject({...}); await api.close();
-import { spawn } from 'node:child_process';
+import { spawn, execFile } from 'node:child_process';
 import { randomUUID, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
@@ -78,6 +85,40 @@ RESOURCES.push(
     { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRoleBinding', name: 'clusterrolebindings', namespaced: false },
 );
 // --- end of the helm section ------------------------------------------------------------------
+
+// --- Secret: the typed Secrets the agent writes (the ips-<env> pull secret) -------------------
+// As the real server's ValidateSecret: kubernetes.io/dockerconfigjson needs
+// data[".dockerconfigjson"], the base64 of a JSON object; a Secret's type is
+// immutable. Runs after secretNormalize (stringData already folded into data).
+function secretValidate(obj, prev) {
+    const r = RESOURCES.find((x) => x.name === 'secrets');
+    const name = obj.metadata?.name ?? '';
+    const causes = [];
+    if (prev && (prev.type ?? 'Opaque') !== obj.type)
+        causes.push({ reason: 'FieldValueInvalid', field: 'type', message: 'Invalid value: "' + obj.type + '": field is immutable' });
+    if (obj.type === 'kubernetes.io/dockerconfigjson') {
+        const raw = obj.data?.['.dockerconfigjson'];
+        let parsed;
+        try {
+            parsed = raw === undefined ? undefined : JSON.parse(Buffer.from(raw, 'base64').toString('utf8'));
+        } catch {
+            parsed = null;
+        }
+        if (raw === undefined)
+            causes.push({ reason: 'FieldValueRequired', field: 'data[.dockerconfigjson]', message: 'Required value' });
+        else if (!isObj(parsed))
+            causes.push({ reason: 'FieldValueInvalid', field: 'data[.dockerconfigjson]', message: 'Invalid value: "<secret contents redacted>": invalid character in JSON' });
+    }
+    if (causes.length) throw invalid(r, name, causes);
+}
+{
+    const r = RESOURCES.find((x) => x.name === 'secrets');
+    r.normalize = (obj, prev) => {
+        secretNormalize(obj);
+        secretValidate(obj, prev);
+    };
+}
+// --- end of the Secret section ----------------------------------------------------------------
 
 for (const r of RESOURCES) {
     r.apiVersion = r.group ? `${r.group}/${r.version}` : r.version;
@@ -364,6 +405,8 @@ function crDefaults(r, o) {
     const s = o.spec;
     if (!isObj(s)) return;
     if (r.kind === 'SandboxPool') s.podCreationImagePolicy ??= 'IdleImage';
+    // RuntimeSpec.protocol defaults to TCP (crds-and-charts.md §1.1)
+    if (r.kind === 'SandboxTemplate') for (const rt of Array.isArray(s.runtimes) ? s.runtimes : []) if (isObj(rt)) rt.protocol ??= 'TCP';
     if (r.kind === 'SandboxEnv') {
         s.mode ??= 'WarmPool';
         for (const g of s.autoscaling?.groups ?? []) {
@@ -488,7 +531,7 @@ export async function startKubeApi(opts = {}) {
         while (history.length > o.historyLimit) compactedRv = history.shift().rv;
         for (const w of watchers) if (w.r === r) w.deliver(ev);
         if (o.kubelet && r.name === 'pods' && type !== 'DELETED') kubeletKick(obj);
-        if (r.name === 'pods' && type === 'DELETED') void envdStop(obj.metadata.uid);
+        if (r.name === 'pods' && type === 'DELETED') void envdStop(obj.metadata.uid).then(() => podNetDown(obj.metadata.uid)).then(() => podLogs.delete(obj.metadata.uid));
     }
 
     function persist(r, obj, prev) {
@@ -622,7 +665,7 @@ export async function startKubeApi(opts = {}) {
                         message: 'Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)',
                     }]);
             }
-            r.normalize?.(next);
+            r.normalize?.(next, cur);
             if (r.cr) fv.warnings = prune(r, next, fv.mode);
             if (r.cr) crDefaults(r, next);
             validateMeta(r, next);
@@ -727,7 +770,7 @@ export async function startKubeApi(opts = {}) {
         if (!e) return;
         envds.delete(uid);
         for (const so of e.socks) so.destroy();
-        await new Promise((res) => e.fwd.close(() => res()));
+        if (e.fwd) await new Promise((res) => e.fwd.close(() => res()));
         if (e.proc.exitCode === null && e.proc.signalCode === null) {
             e.proc.kill('SIGKILL');
             await e.exited;
@@ -750,6 +793,7 @@ export async function startKubeApi(opts = {}) {
     async function envdStart(uid, ip, name, container) {
         await envdStop(uid);
         const kl = kubeletOpts();
+        if (kl.netns && podNets.has(uid)) return envdStartNetns(uid, ip, name, container);
         // the container's port named envd, as a Service would target it
         const port = (container.ports ?? []).find((x) => x.name === 'envd')?.containerPort ?? kl.envdPort ?? 49983;
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), `kpod-${name.slice(0, 40)}-`));
@@ -759,7 +803,11 @@ export async function startKubeApi(opts = {}) {
         const inner = await freeLoopbackPort();
         const proc = spawn(kl.envd, ['--listen', `127.0.0.1:${inner}`, '--state-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
         let log = '';
-        proc.stderr.on('data', (d) => { log = (log + d).slice(-4000); });
+        podLogs.get(uid)?.delete(container.name); // a new container: its log starts empty
+        proc.stderr.on('data', (d) => {
+            log = (log + d).slice(-4000);
+            logLine(uid, container.name, d);
+        });
         const exited = new Promise((res) => proc.once('exit', res));
         const socks = new Set();
         const fwd = net.createServer((c) => {
@@ -772,13 +820,168 @@ export async function startKubeApi(opts = {}) {
             c.pipe(up);
             up.pipe(c);
         });
-        envds.set(uid, { proc, dir, exited, fwd, socks, log: () => log });
+        envds.set(uid, { proc, dir, exited, fwd, socks, log: () => log, startedAt: Date.now() });
         await new Promise((res, rej) => { fwd.once('error', rej); fwd.listen(port, ip, res); });
         const deadline = Date.now() + 10000;
         for (;;) {
             const ok = await fetch(`http://${ip}:${port}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 204, () => false);
             if (ok) break;
             if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`envd of Pod ${name} did not answer at ${ip}:${port}: ${log}`);
+            await new Promise((r) => setTimeout(r, 10));
+        }
+    }
+
+    // --- Pod network namespaces, init containers, sidecars, container logs (kubelet.netns) ---
+    // One namespace per Pod (`ip netns add`), a veth pair with the host's end
+    // 10.N.a.4k+1 (the Pod's node address: status.hostIP) and the Pod's eth0
+    // 10.N.a.4k+2 (status.podIP), its default route via the host's end.
+    // Processes enter it with nsenter (never `ip netns exec`, which remounts
+    // /sys) and get their capabilities through setpriv.
+    const podNets = new Map(); // uid → {ns, hostIf, ip, hostIP, procs: Map(name → {proc, exited, code})}
+    const podLogs = new Map(); // uid → Map(container → [{t, line}])
+    const LOG_LINES = 5000;
+    let netNext = 0;
+    const netBase = 160 + (process.pid % 30);
+    const sh = (cmd, args) => new Promise((res, rej) => execFile(cmd, args, { timeout: 10000 }, (e, so, se) => (e ? rej(new Error(`${cmd} ${args.join(' ')}: ${se || e.message}`)) : res(so))));
+    async function podNetUp(uid) {
+        const n = netNext++;
+        const a = Math.floor(n / 64) % 250, k = n % 64;
+        const hostIP = `10.${netBase}.${a}.${4 * k + 1}`, ip = `10.${netBase}.${a}.${4 * k + 2}`;
+        const ns = `kp-${process.pid}-${n}`, hostIf = `kp${process.pid % 100000}x${n}`;
+        const net = { ns, hostIf, ip, hostIP, procs: new Map() };
+        podNets.set(uid, net);
+        const inNs = (...args) => sh('nsenter', [`--net=/run/netns/${ns}`, '--', 'ip', ...args]);
+        await sh('ip', ['netns', 'add', ns]);
+        await sh('ip', ['link', 'add', hostIf, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+        await sh('ip', ['addr', 'add', `${hostIP}/30`, 'dev', hostIf]);
+        await sh('ip', ['link', 'set', hostIf, 'up']);
+        await inNs('addr', 'add', `${ip}/30`, 'dev', 'eth0');
+        await inNs('link', 'set', 'eth0', 'up');
+        await inNs('link', 'set', 'lo', 'up');
+        await inNs('route', 'add', 'default', 'via', hostIP);
+        return net;
+    }
+    async function podNetDown(uid) {
+        const net = podNets.get(uid);
+        if (!net) return;
+        podNets.delete(uid);
+        await Promise.all([...net.procs.values()].map(async (p) => {
+            if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGTERM');
+            const t = setTimeout(() => p.proc.kill('SIGKILL'), 3000);
+            await p.exited;
+            clearTimeout(t);
+        }));
+        await sh('ip', ['netns', 'del', net.ns]).catch(() => {});
+        await sh('ip', ['link', 'del', net.hostIf]).catch(() => {});
+    }
+    const DEFAULT_CAPS = ['chown', 'dac_override', 'fowner', 'fsetid', 'kill', 'setgid', 'setuid', 'setpcap', 'net_bind_service', 'net_raw', 'sys_chroot', 'mknod', 'audit_write', 'setfcap'];
+    // A container runtime's default capabilities, then securityContext's drop and add.
+    function capsOf(c) {
+        const sc = c.securityContext ?? {};
+        if (sc.privileged) return null;
+        const norm = (x) => String(x).toLowerCase().replace(/^cap_/, '');
+        let set = new Set(DEFAULT_CAPS);
+        for (const d of sc.capabilities?.drop ?? []) norm(d) === 'all' ? (set = new Set()) : set.delete(norm(d));
+        for (const x of sc.capabilities?.add ?? []) if (norm(x) !== 'all') set.add(norm(x));
+        return [...set];
+    }
+    function envOf(pod, c, net) {
+        const env = { PATH: process.env.PATH, HOME: '/root', ...(process.env.ASAN_OPTIONS ? { ASAN_OPTIONS: process.env.ASAN_OPTIONS } : {}), ...(process.env.UBSAN_OPTIONS ? { UBSAN_OPTIONS: process.env.UBSAN_OPTIONS } : {}) };
+        const field = { 'status.podIP': net.ip, 'status.hostIP': net.hostIP, 'metadata.name': pod.metadata.name, 'metadata.namespace': pod.metadata.namespace, 'metadata.uid': pod.metadata.uid };
+        for (const e of c.env ?? []) {
+            if (typeof e.value === 'string') env[e.name] = e.value;
+            else if (e.valueFrom?.fieldRef) env[e.name] = field[e.valueFrom.fieldRef.fieldPath] ?? '';
+        }
+        return env;
+    }
+    function logLine(uid, container, text) {
+        if (!podLogs.has(uid)) podLogs.set(uid, new Map());
+        const m = podLogs.get(uid);
+        if (!m.has(container)) m.set(container, []);
+        const lines = m.get(container);
+        for (const line of String(text).split('\n')) {
+            if (!line) continue;
+            lines.push({ t: new Date().toISOString().replace(/(\.\d{3})Z$/, '$1000000Z'), line });
+            if (lines.length > LOG_LINES) lines.splice(0, lines.length - LOG_LINES);
+        }
+    }
+    // Runs container c of the Pod as a process in the Pod's namespace.
+    function containerSpawn(pod, c, net, argv) {
+        const kl = kubeletOpts();
+        const caps = capsOf(c);
+        const cmd = argv ?? [...(c.command ?? []), ...(c.args ?? [])];
+        if (!cmd.length) throw new Error(`container ${c.name} has no command`);
+        const bin = kl.bins?.[cmd[0]] ?? cmd[0];
+        const priv = caps ? ['setpriv', `--bounding-set=-all${caps.map((x) => `,+${x}`).join('')}`, '--inh-caps=-all', '--'] : [];
+        const proc = spawn('nsenter', [`--net=/run/netns/${net.ns}`, '--', ...priv, bin, ...cmd.slice(1)], { stdio: ['ignore', 'pipe', 'pipe'], env: envOf(pod, c, net) });
+        let tail = '';
+        const out = (d) => {
+            tail = (tail + d).slice(-4000);
+            logLine(pod.metadata.uid, c.name, d);
+        };
+        proc.stdout.on('data', out);
+        proc.stderr.on('data', out);
+        const rec = { proc, exited: null, log: () => tail };
+        rec.exited = new Promise((res) => proc.once('exit', (code, sig) => res(code ?? (sig ? 128 : 1))));
+        return rec;
+    }
+    async function probeReady(c, pn, rec, deadlineMs) {
+        const pr = c.readinessProbe ?? c.startupProbe;
+        if (!pr?.httpGet && !pr?.tcpSocket) return;
+        const port = pr.httpGet?.port ?? pr.tcpSocket?.port;
+        const deadline = Date.now() + deadlineMs;
+        for (;;) {
+            const ok = pr.httpGet
+                ? await fetch(`http://${pn.ip}:${port}${pr.httpGet.path ?? '/'}`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status >= 200 && r.status < 400, () => false)
+                : await new Promise((res) => { const so = net.connect(port, pn.ip); so.once('connect', () => { so.destroy(); res(true); }); so.once('error', () => res(false)); });
+            if (ok) return;
+            if (rec.proc.exitCode !== null || Date.now() > deadline) throw new Error(`container ${c.name} did not become ready: ${rec.log()}`);
+            await new Promise((r) => setTimeout(r, 20));
+        }
+    }
+    // Init containers in order: the ordinary ones to completion (a failure
+    // stops the Pod here, as Init:Error), native sidecars (restartPolicy
+    // Always) started and, with a probe, ready before the next one.
+    async function runInits(ns, name, uid, pod, net) {
+        const statuses = [];
+        for (const c of pod.spec.initContainers ?? []) {
+            const rec = containerSpawn(pod, c, net);
+            const sidecar = c.restartPolicy === 'Always';
+            const startedAt = nowTime();
+            if (sidecar) {
+                net.procs.set(c.name, rec);
+                await probeReady(c, net, rec, 10000);
+                statuses.push({ name: c.name, image: c.image, imageID: imageID(c.image), containerID: containerID(), ready: true, started: true, restartCount: 0, state: { running: { startedAt } } });
+            } else {
+                const code = await rec.exited;
+                statuses.push({ name: c.name, image: c.image, imageID: imageID(c.image), containerID: containerID(), ready: false, started: false, restartCount: 0, state: { terminated: { exitCode: code, reason: code === 0 ? 'Completed' : 'Error', startedAt, finishedAt: nowTime() } } });
+                if (code !== 0) {
+                    kubeletEvent(pod, 'Warning', 'BackOff', `init container ${c.name} failed (exit ${code}): ${rec.log().slice(-300)}`, c.name);
+                    writeStatus(ns, name, uid, (s) => { s.initContainerStatuses = statuses; });
+                    return false;
+                }
+            }
+            kubeletEvent(pod, 'Normal', 'Started', `Started container ${c.name}`, c.name);
+        }
+        writeStatus(ns, name, uid, (s) => { s.initContainerStatuses = statuses; });
+        return true;
+    }
+    // envd inside the Pod's namespace, on the Pod IP: no forwarder.
+    async function envdStartNetns(uid, ip, name, container) {
+        const kl = kubeletOpts();
+        const net = podNets.get(uid);
+        const pod = [...store.values()].find((x) => x.metadata?.uid === uid && x.kind === 'Pod') ?? { metadata: { uid, name, namespace: '' } };
+        const port = (container.ports ?? []).find((x) => x.name === 'envd')?.containerPort ?? kl.envdPort ?? 49983;
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), `kpod-${name.slice(0, 40)}-`));
+        fs.mkdirSync('/home/user', { recursive: true });
+        podLogs.get(uid)?.delete(container.name);
+        const rec = containerSpawn(pod, container, net, [kl.envd, '--listen', `${net.ip}:${port}`, '--state-dir', dir]);
+        envds.set(uid, { proc: rec.proc, dir, exited: rec.exited, fwd: null, socks: new Set(), log: rec.log, startedAt: Date.now() });
+        const deadline = Date.now() + 10000;
+        for (;;) {
+            const ok = await fetch(`http://${net.ip}:${port}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 204, () => false);
+            if (ok) break;
+            if (rec.proc.exitCode !== null || Date.now() > deadline) throw new Error(`envd of Pod ${name} did not answer at ${net.ip}:${port}: ${rec.log()}`);
             await new Promise((r) => setTimeout(r, 10));
         }
     }
@@ -879,6 +1082,7 @@ export async function startKubeApi(opts = {}) {
             for (const c of pod.spec.containers) kubeletEvent(pod, 'Normal', 'Killing', `Stopping container ${c.name}`, c.name);
             await sleep(kl.stopDelayMs);
             await envdStop(uid);
+            await podNetDown(uid);
             pod = podNow(ns, name, uid);
             if (!pod) return;
             writeStatus(ns, name, uid, (st) => {
@@ -897,11 +1101,16 @@ export async function startKubeApi(opts = {}) {
         const st = pod.status ?? {};
         if (!st.containerStatuses) {
             // first start: sandbox ready, pull, run
+            let pn = null;
+            if (kl.netns && kl.envd && !podNets.has(uid)) {
+                pn = await podNetUp(uid);
+                if (!podNow(ns, name, uid)) return void (await podNetDown(uid));
+            }
             writeStatus(ns, name, uid, (s) => {
                 s.phase = 'Pending';
-                s.hostIP = '127.0.0.1';
-                s.hostIPs = [{ ip: '127.0.0.1' }];
-                const ip = kl.envd ? allocIP(uid) : kl.podIP;
+                s.hostIP = pn ? pn.hostIP : '127.0.0.1';
+                s.hostIPs = [{ ip: s.hostIP }];
+                const ip = pn ? pn.ip : kl.envd ? allocIP(uid) : kl.podIP;
                 s.podIP = ip;
                 s.podIPs = [{ ip }];
                 s.startTime = nowTime();
@@ -913,6 +1122,7 @@ export async function startKubeApi(opts = {}) {
                 }));
                 recomputeReady(s);
             });
+            if (pn && !(await runInits(ns, name, uid, pod, pn))) return;
             kubeletKick(pod);
             return;
         }
@@ -1187,6 +1397,80 @@ export async function startKubeApi(opts = {}) {
             'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json' + (r.cr ? ', application/apply-patch+yaml' : ', application/strategic-merge-patch+json'));
     }
 
+    // --- Pod log API and metrics.k8s.io PodMetrics (kubelet.envd) ---
+    // GET /api/v1/namespaces/{ns}/pods/{name}/log: container (required when
+    // the Pod has several), tailLines, sinceTime, sinceSeconds, timestamps,
+    // limitBytes; text/plain, the current container's output.
+    function podLog(res, ns, name, q) {
+        const pod = store.get(keyOf(podRes, ns, name));
+        if (!pod) throw new ApiError(404, 'NotFound', `pods "${name}" not found`, { name, kind: 'pods' });
+        const names = pod.spec.containers.map((c) => c.name);
+        const all = [...names, ...(pod.spec.initContainers ?? []).map((c) => c.name)];
+        let c = q.get('container');
+        if (!c) {
+            if (names.length !== 1) throw badRequest(`a container name must be specified for pod ${name}, choose one of: [${names.join(' ')}]`);
+            c = names[0];
+        }
+        if (!all.includes(c)) throw badRequest(`container ${c} is not valid for pod ${name}`);
+        let lines = podLogs.get(pod.metadata.uid)?.get(c) ?? [];
+        const since = q.get('sinceTime') ? Date.parse(q.get('sinceTime')) : q.get('sinceSeconds') ? Date.now() - 1000 * Number(q.get('sinceSeconds')) : null;
+        if (since !== null) {
+            if (Number.isNaN(since)) throw badRequest(`parsing time "${q.get('sinceTime')}" as RFC 3339: invalid`);
+            lines = lines.filter((x) => Date.parse(x.t) >= since);
+        }
+        if (q.get('tailLines') !== null) {
+            const n = Number(q.get('tailLines'));
+            if (!Number.isInteger(n) || n < 0) throw badRequest('tailLines must be a non-negative integer');
+            lines = lines.slice(Math.max(0, lines.length - n));
+        }
+        let text = lines.map((x) => (q.get('timestamps') === 'true' ? `${x.t} ${x.line}` : x.line) + '\n').join('');
+        if (q.get('limitBytes')) text = Buffer.from(text).subarray(0, Number(q.get('limitBytes'))).toString();
+        res.writeHead(200, { 'Content-Type': 'text/plain' });
+        res.end(text);
+        return 200;
+    }
+    // The envd process and its descendants, from /proc: CPU as nanocores over
+    // the Pod's life so far, memory as the working set (RSS).
+    function procTree(root) {
+        const kids = new Map();
+        for (const d of fs.readdirSync('/proc')) {
+            if (!/^\d+$/.test(d)) continue;
+            try {
+                const st = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+                const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+                const ppid = Number(f[1]);
+                if (!kids.has(ppid)) kids.set(ppid, []);
+                kids.get(ppid).push({ pid: Number(d), utime: Number(f[11]), stime: Number(f[12]), start: Number(f[19]), rss: Number(f[21]) });
+            } catch { /* gone */ }
+        }
+        const out = [];
+        const walk = (pid) => { for (const k of kids.get(pid) ?? []) { out.push(k); walk(k.pid); } };
+        walk(root);
+        return out;
+    }
+    function podMetrics(ns, name) {
+        const pod = store.get(keyOf(podRes, ns, name));
+        if (!pod) throw new ApiError(404, 'NotFound', `podmetrics.metrics.k8s.io "${name}" not found`, { name, kind: 'pods', group: 'metrics.k8s.io' });
+        const e = envds.get(pod.metadata.uid);
+        const containers = [];
+        if (e && e.proc.exitCode === null) {
+            const self = (() => { try { const st = fs.readFileSync(`/proc/${e.proc.pid}/stat`, 'utf8'); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return { pid: e.proc.pid, utime: Number(f[11]), stime: Number(f[12]), rss: Number(f[21]) }; } catch { return null; } })();
+            const ps = [...(self ? [self] : []), ...procTree(e.proc.pid)];
+            // a rate, as metrics-server reports: CPU ticks (1/100 s) over the
+            // last window, one sample per 10 s (as a scrape interval would)
+            const ticks = ps.reduce((a, x) => a + x.utime + x.stime, 0);
+            const now = Date.now();
+            if (!e.cpuSample || now - e.cpuSample.t >= 10000) {
+                const prev = e.cpuSample ?? { ticks: 0, t: e.startedAt ?? now - 1000 };
+                e.cpuSample = { ticks, t: now, cores: Math.max(0, (ticks - prev.ticks) / 100) / Math.max(0.001, (now - prev.t) / 1000) };
+            }
+            const cores = e.cpuSample.cores;
+            const rssKi = ps.reduce((a, x) => a + x.rss, 0) * 4;
+            containers.push({ name: pod.spec.containers[0].name, usage: { cpu: `${Math.round(cores * 1e9)}n`, memory: `${rssKi}Ki` } });
+        }
+        return { kind: 'PodMetrics', apiVersion: 'metrics.k8s.io/v1beta1', metadata: { name, namespace: ns, creationTimestamp: nowTime(), labels: pod.metadata.labels ?? {} }, timestamp: nowTime(), window: '10s', containers };
+    }
+
     async function handle(req, res, url, body) {
         const p = url.pathname;
         const q = url.searchParams;
@@ -1226,6 +1510,18 @@ export async function startKubeApi(opts = {}) {
                 res.writeHead(200, { 'Content-Type': 'text/plain' });
                 res.end('ok');
                 return 200;
+            }
+        }
+        if (req.method === 'GET') {
+            const lm = p.match(/^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/log$/);
+            if (lm) return podLog(res, lm[1], lm[2], q);
+            const mm = p.match(/^\/apis\/metrics\.k8s\.io\/v1beta1\/namespaces\/([^/]+)\/pods\/([^/]+)$/);
+            if (mm) return send(200, podMetrics(mm[1], mm[2]));
+            const ml = p.match(/^\/apis\/metrics\.k8s\.io\/v1beta1\/namespaces\/([^/]+)\/pods$/);
+            if (ml) {
+                const match = parseLabelSelector(q.get('labelSelector'));
+                const pods = [...store.values()].filter((x) => x.kind === 'Pod' && x.metadata.namespace === ml[1] && match(x.metadata.labels ?? {}) && envds.has(x.metadata.uid));
+                return send(200, { kind: 'PodMetricsList', apiVersion: 'metrics.k8s.io/v1beta1', metadata: {}, items: pods.map((x) => podMetrics(ml[1], x.metadata.name)) });
             }
         }
         const rt = route(p);
@@ -1499,6 +1795,7 @@ ${token !== null ? `    token: ${token}\n` : '    {}\n'}contexts:
         async close() {
             closed = true;
             await Promise.all([...envds.keys()].map((uid) => envdStop(uid)));
+            await Promise.all([...podNets.keys()].map((uid) => podNetDown(uid)));
             for (const w of [...watchers]) w.end();
             for (const t of timers) clearTimeout(t);
             await new Promise((resolve) => {

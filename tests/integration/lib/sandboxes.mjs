@@ -100,10 +100,13 @@ function removeCgroups(sid) {
 }
 
 // envd processes whose mount namespace binds a directory of stateDir:
-// [{pid, dir}] (dir = the sandbox directory name).
+// [{pid, dir}] (dir = the sandbox directory name). Processes in the host's
+// own mount namespace are not sandboxes (an envd another test runs there
+// sees every sandbox's writable space mounted under stateDir).
 export function envdProcesses(stateDir) {
     const out = [];
     const prefix = path.join(fs.realpathSync(stateDir), 'sandboxes') + '/';
+    const hostNs = fs.readlinkSync('/proc/self/ns/mnt');
     for (const e of fs.readdirSync('/proc')) {
         if (!/^\d+$/.test(e)) continue;
         let comm;
@@ -111,6 +114,7 @@ export function envdProcesses(stateDir) {
         try {
             comm = fs.readFileSync(`/proc/${e}/comm`, 'utf8').trim();
             if (comm !== 'agentbox-envd') continue;
+            if (fs.readlinkSync(`/proc/${e}/ns/mnt`) === hostNs) continue;
             mi = fs.readFileSync(`/proc/${e}/mountinfo`, 'utf8');
         } catch {
             continue;

@@ -1,0 +1,99 @@
+/* Binding of a tunnel session to a raw lws connection with WebSocket
+ * framing by wslay (RFC 6455; wslay does no I/O). Shared by the hub's server
+ * and the agent's client once their upgrade (tunnel_upgrade.h) is done.
+ *
+ * Why not lws's own WebSocket role: lws 4.1's parser copies payload a byte
+ * at a time (about 6 ms of CPU per MB received); here lws only moves bytes
+ * (64 KiB reads, TLS included) and wslay frames them.
+ *
+ * Reads: the lws RAW_RX bytes go to tun_wsl_rx(), which reassembles binary
+ * messages (≤ TUN_FRAME_MAX) into one buffer and hands each to the session;
+ * wslay validates every frame and answers pings and close frames. Writes:
+ * in RAW_WRITEABLE, tun_wsl_writeable() encodes what the session has (and a
+ * pending ping or close) into one bounded output buffer and writes it with
+ * one lws_write, until the socket chokes or a budget is spent; the session's
+ * frames go into that buffer under a header of our own, wslay's control
+ * frames between them. Loop thread only. */
+#ifndef AGENTBOX_TUNNEL_WSL_H
+#define AGENTBOX_TUNNEL_WSL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentbox/tunnel.h"
+
+struct lws;
+struct wslay_event_context;
+
+struct tun_wsl {
+    struct lws *wsi;
+    struct tun_session *s;            /* NULL until tun_wsl_start */
+    struct wslay_event_context *ctx;  /* sends: server role (an agent masks in send_cb) */
+    struct wslay_event_context *rctx; /* receives: client role (the hub's input is unmasked
+                                         by a shim first; see tunnel_wsl.c) */
+    bool server;
+    /* the hub's shim: the frame header being read, the payload left to unmask */
+    uint8_t *stage;
+    uint8_t sh_hdr[14], sh_hlen, sh_need, sh_key[4], sh_koff;
+    uint64_t sh_left;
+    /* an agent's mask on output: the header being written, the payload left to mask */
+    uint8_t om_hdr[14], om_hlen, om_need, om_key[4], om_koff;
+    uint64_t om_left;
+    /* one message being reassembled */
+    uint8_t *rx; /* TUN_FRAME_MAX */
+    size_t rxlen;
+    bool rx_ctrl, rx_fin, rx_text, rx_over;
+    /* the input being fed to wslay */
+    const uint8_t *in;
+    size_t inlen;
+    /* encoded bytes waiting for lws_write */
+    uint8_t *out;
+    size_t outlen;
+    uint8_t *tx; /* TUN_FRAME_MAX: one frame from the session */
+    /* how encoded bytes leave in WRITEABLE: NULL, lws_write on the raw
+     * socket; else this (the agent's TLS), 0 or -1 */
+    int (*write_fn)(void *arg, const uint8_t *data, size_t len);
+    void *write_arg;
+    bool ping_due;
+    int64_t ping_sent_us; /* 0 when no ping is outstanding */
+    int64_t last_rtt_us;
+    int64_t last_rx_ms;    /* any bytes */
+    bool closing;          /* killed: the socket is shut down */
+    bool close_queued;     /* we queued a close frame: close the socket once it is out */
+    int fail;              /* the first error seen inside a wslay callback */
+    const char *err;       /* why the connection must close (static text or the session's) */
+    char peer_reason[124]; /* the reason of a close frame the peer sent */
+    uint16_t peer_code;    /* its status code, 0 when none came */
+};
+
+/* server: the hub's end (expects masked frames). Returns 0 or AB_ENOMEM. */
+int tun_wsl_init(struct tun_wsl *w, struct lws *wsi, bool server);
+/* Attaches the session: from now on received messages go to it. */
+void tun_wsl_start(struct tun_wsl *w, struct tun_session *s);
+void tun_wsl_fini(struct tun_wsl *w);
+/* Feeds received bytes. Returns 0, AB_ECLOSED when the peer sent a close
+ * frame (peer_code, peer_reason; the reply goes out on the next
+ * WRITEABLE), or another negative code when the connection must close
+ * (w->err says why: message over 1 MiB, a text frame, a protocol error, the
+ * session's error). */
+int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len);
+/* Queues raw bytes before any framing (the upgrade request or answer).
+ * Returns 0 or AB_ELIMIT. */
+int tun_wsl_send_raw(struct tun_wsl *w, const void *data, size_t len);
+/* Writes what is queued, the session's frames, a pending ping. Returns 0, or
+ * -1 when the connection must close now (a close frame went out, or the
+ * socket failed). */
+int tun_wsl_writeable(struct tun_wsl *w);
+/* The encoding half of tun_wsl_writeable, without the socket: moves a
+ * pending ping and the session's frames through wslay into out (outlen
+ * bytes, up to its bound). Returns 0 or -1. (Tests read out directly.) */
+int tun_wsl_encode(struct tun_wsl *w);
+void tun_wsl_want_write(struct tun_wsl *w);
+void tun_wsl_ping(struct tun_wsl *w);
+/* Sends a close frame with code and reason (≤ 123 bytes), then closes. */
+void tun_wsl_close(struct tun_wsl *w, uint16_t code, const char *reason);
+/* Closes now: shuts the socket down (no close handshake). */
+void tun_wsl_kill(struct tun_wsl *w);
+
+#endif

@@ -1,0 +1,598 @@
+/* See tunnel_wsl.h. */
+#include "agentbox/tunnel_wsl.h"
+#include "agentbox/common.h"
+#include "agentbox/crypto.h"
+#include "agentbox/log.h"
+
+#include <libwebsockets.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <wslay/wslay.h>
+
+/* One lws_write carries up to OUT_MAX encoded bytes; a WRITEABLE writes up
+ * to WRITE_BUDGET before yielding to the loop (other sessions, timers).
+ * Measured with tests/bench/tunnel.mjs: 256 KiB writes cost a quarter of
+ * the syscalls of lws's per-frame writes and stay under the socket buffer. */
+#define OUT_MAX (256 * 1024)
+#define WRITE_BUDGET (1024 * 1024)
+#define PING_PAYLOAD "abxping!"
+#define STAGE_MAX (64 * 1024) /* the hub's unmasked input, fed to wslay per piece */
+
+/* --- the hub's unmasking shim -------------------------------------------------------
+ *
+ * wslay unmasks a byte at a time (half the hub's CPU on a relay, measured
+ * with perf). So the hub's frames pass through this shim first: it parses
+ * each frame header, refuses an unmasked one (RFC 6455 §5.1), unmasks the
+ * payload eight bytes at a time while copying it, and drops the mask bit and
+ * key. A client-role wslay context then reads the result (no unmask loop)
+ * and does all the validation it always does; a server-role context sends. */
+
+/* XORs n bytes of src into dst with key rotated by off (masks and unmasks). */
+static void xor_mask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t key[4], unsigned off)
+{
+    uint8_t k8[8];
+    for (int i = 0; i < 8; i++)
+        k8[i] = key[(off + (unsigned)i) & 3];
+    uint64_t k;
+    memcpy(&k, k8, 8);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, src + i, 8);
+        v ^= k;
+        memcpy(dst + i, &v, 8);
+    }
+    for (; i < n; i++)
+        dst[i] = src[i] ^ k8[i & 7];
+}
+
+/* Converts up to len bytes of in into out (cap ≥ len). Returns 0, or
+ * AB_EINVAL for an unmasked frame. *used and *made are the bytes read and
+ * written. */
+static int shim(struct tun_wsl *w, const uint8_t *in, size_t len, uint8_t *out, size_t *used,
+                size_t *made)
+{
+    size_t i = 0, o = 0;
+    while (i < len) {
+        if (w->sh_left == 0 && w->sh_hlen < w->sh_need) {
+            w->sh_hdr[w->sh_hlen++] = in[i++];
+            if (w->sh_hlen == 2) {
+                if (!(w->sh_hdr[1] & 0x80)) {
+                    *used = i;
+                    *made = o;
+                    return AB_EINVAL;
+                }
+                unsigned l7 = w->sh_hdr[1] & 0x7f;
+                w->sh_need = (uint8_t)(2 + (l7 == 126 ? 2 : l7 == 127 ? 8 : 0) + 4);
+            }
+            if (w->sh_hlen < w->sh_need)
+                continue;
+            /* the whole header: out without the mask */
+            size_t klen = w->sh_need - 4;
+            uint64_t plen = w->sh_hdr[1] & 0x7f;
+            if (plen >= 126) {
+                plen = 0;
+                for (size_t b = 2; b < klen; b++)
+                    plen = plen << 8 | w->sh_hdr[b];
+            }
+            out[o++] = w->sh_hdr[0];
+            out[o++] = w->sh_hdr[1] & 0x7f;
+            memcpy(out + o, w->sh_hdr + 2, klen - 2);
+            o += klen - 2;
+            memcpy(w->sh_key, w->sh_hdr + klen, 4);
+            w->sh_koff = 0;
+            w->sh_left = plen;
+            w->sh_hlen = 0;
+            w->sh_need = 2;
+            continue;
+        }
+        size_t n = len - i;
+        if (n > w->sh_left)
+            n = (size_t)w->sh_left;
+        xor_mask(out + o, in + i, n, w->sh_key, w->sh_koff);
+        w->sh_koff = (uint8_t)((w->sh_koff + n) & 3);
+        w->sh_left -= n;
+        i += n;
+        o += n;
+    }
+    *used = i;
+    *made = o;
+    return 0;
+}
+
+/* The hub's receive context "sends" pongs and close replies of its own:
+ * they are dropped (the send context answers, see msg_cb). */
+static ssize_t discard_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                          void *arg)
+{
+    (void)ctx, (void)data, (void)flags, (void)arg;
+    return (ssize_t)len;
+}
+
+static int zero_mask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *arg)
+{
+    (void)ctx, (void)arg;
+    memset(buf, 0, len);
+    return 0;
+}
+
+static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)flags;
+    if (w->fail) {
+        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+    }
+    if (w->inlen == 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    size_t n = AB_MIN(len, w->inlen);
+    memcpy(buf, w->in, n);
+    w->in += n;
+    w->inlen -= n;
+    return (ssize_t)n;
+}
+
+/* Takes encoded bytes from the send context into out. An agent's frames
+ * leave masked (RFC 6455 §5.3): wslay's server-role context writes them
+ * unmasked, and each header gets the mask bit and a fresh random key here,
+ * its payload XORed eight bytes at a time (wslay's own client masking is a
+ * byte loop, the agent's main cost on a bulk upload). */
+static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                       void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)flags;
+    size_t i = 0;
+    while (i < len) {
+        size_t room = OUT_MAX - w->outlen;
+        if (w->server) {
+            size_t n = AB_MIN(len - i, room);
+            memcpy(w->out + w->outlen, data + i, n);
+            w->outlen += n;
+            i += n;
+            if (!n)
+                break;
+            continue;
+        }
+        if (w->om_left == 0) {
+            /* a header byte: taken only while a whole masked header still fits */
+            if (room < 14)
+                break;
+            w->om_hdr[w->om_hlen++] = data[i++];
+            if (w->om_hlen == 2) {
+                unsigned l7 = w->om_hdr[1] & 0x7f;
+                w->om_need = (uint8_t)(2 + (l7 == 126 ? 2 : l7 == 127 ? 8 : 0));
+            }
+            if (w->om_hlen < 2 || w->om_hlen < w->om_need)
+                continue;
+            uint64_t plen = w->om_hdr[1] & 0x7f;
+            if (plen >= 126) {
+                plen = 0;
+                for (size_t b = 2; b < w->om_need; b++)
+                    plen = plen << 8 | w->om_hdr[b];
+            }
+            if (crypto_random(w->om_key, 4) != 0) {
+                wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+                return -1;
+            }
+            w->om_hdr[1] |= 0x80;
+            memcpy(w->out + w->outlen, w->om_hdr, w->om_need);
+            memcpy(w->out + w->outlen + w->om_need, w->om_key, 4);
+            w->outlen += w->om_need + 4u;
+            w->om_left = plen;
+            w->om_koff = 0;
+            w->om_hlen = 0;
+            w->om_need = 2;
+            continue;
+        }
+        size_t n = AB_MIN(AB_MIN(len - i, room), (size_t)AB_MIN(w->om_left, (uint64_t)SIZE_MAX));
+        if (!n)
+            break;
+        xor_mask(w->out + w->outlen, data + i, n, w->om_key, w->om_koff);
+        w->om_koff = (uint8_t)((w->om_koff + n) & 3);
+        w->om_left -= n;
+        w->outlen += n;
+        i += n;
+    }
+    if (i == 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    return (ssize_t)i;
+}
+
+static int genmask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return crypto_random(buf, len) == 0 ? 0 : -1;
+}
+
+static void fail(struct tun_wsl *w, int code, const char *why)
+{
+    if (!w->fail) {
+        w->fail = code;
+        w->err = why;
+    }
+}
+
+static void frame_start_cb(wslay_event_context_ptr ctx,
+                           const struct wslay_event_on_frame_recv_start_arg *a, void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)ctx;
+    w->rx_ctrl = (a->opcode & 0x8) != 0;
+    if (w->rx_ctrl)
+        return; /* wslay buffers control frames itself (≤ 125 bytes) */
+    w->rx_fin = a->fin;
+    if (a->opcode != WSLAY_CONTINUATION_FRAME) {
+        w->rxlen = 0;
+        w->rx_over = false;
+        w->rx_text = a->opcode == WSLAY_TEXT_FRAME;
+    }
+    /* refused from the frame's header, before any of its payload is read */
+    if (w->rxlen + a->payload_length > TUN_FRAME_MAX)
+        fail(w, AB_ELIMIT, "message over 1 MiB");
+}
+
+static void frame_chunk_cb(wslay_event_context_ptr ctx,
+                           const struct wslay_event_on_frame_recv_chunk_arg *a, void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)ctx;
+    if (w->rx_ctrl || w->rx_over || w->fail)
+        return;
+    if (w->rxlen + a->data_length > TUN_FRAME_MAX) {
+        w->rx_over = true;
+        return;
+    }
+    memcpy(w->rx + w->rxlen, a->data, a->data_length);
+    w->rxlen += a->data_length;
+}
+
+static void frame_end_cb(wslay_event_context_ptr ctx, void *arg)
+{
+    struct tun_wsl *w = arg;
+    (void)ctx;
+    if (w->rx_ctrl || !w->rx_fin || w->fail)
+        return;
+    if (w->rx_over) {
+        fail(w, AB_ELIMIT, "message over 1 MiB");
+        return;
+    }
+    if (w->rx_text) {
+        fail(w, AB_EINVAL, "text frames are not part of the protocol");
+        return;
+    }
+    size_t len = w->rxlen;
+    w->rxlen = 0;
+    if (!w->s) {
+        fail(w, AB_EINVAL, "a message before the session started");
+        return;
+    }
+    int rc = tun_session_input(w->s, w->rx, len);
+    if (rc < 0)
+        fail(w, rc, tun_session_error(w->s));
+}
+
+static void msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a,
+                   void *arg)
+{
+    struct tun_wsl *w = arg;
+    bool split = ctx != w->ctx; /* answers go out on the send context */
+    if (split && a->opcode == WSLAY_PING) {
+        struct wslay_event_msg m = {
+            .opcode = WSLAY_PONG, .msg = a->msg, .msg_length = a->msg_length};
+        wslay_event_queue_msg(w->ctx, &m);
+    } else if (split && a->opcode == WSLAY_CONNECTION_CLOSE) {
+        /* echo the code, as wslay does for a context that both reads and sends */
+        uint16_t code = a->status_code;
+        const uint8_t *reason = a->msg_length > 2 ? a->msg + 2 : NULL;
+        wslay_event_queue_close(w->ctx, code, reason, reason ? a->msg_length - 2 : 0);
+    }
+    if (a->opcode == WSLAY_PONG) {
+        LOG_DEBUG("tunnel pong received");
+        if (w->ping_sent_us) {
+            w->last_rtt_us = ab_now_us() - w->ping_sent_us;
+            w->ping_sent_us = 0;
+        }
+    } else if (a->opcode == WSLAY_CONNECTION_CLOSE) {
+        w->peer_code = a->status_code ? a->status_code : 1005;
+        size_t n = a->msg_length > 2 ? a->msg_length - 2 : 0;
+        n = AB_MIN(n, sizeof(w->peer_reason) - 1);
+        if (n)
+            memcpy(w->peer_reason, a->msg + 2, n);
+        w->peer_reason[n] = '\0';
+    }
+}
+
+int tun_wsl_init(struct tun_wsl *w, struct lws *wsi, bool server)
+{
+    memset(w, 0, sizeof(*w));
+    w->wsi = wsi;
+    w->server = server;
+    w->last_rx_ms = ab_now_ms();
+    w->rx = malloc(TUN_FRAME_MAX);
+    w->tx = malloc(TUN_FRAME_MAX);
+    w->out = malloc(OUT_MAX);
+    struct wslay_event_callbacks cb = {
+        .recv_callback = recv_cb,
+        .send_callback = send_cb,
+        .genmask_callback = genmask_cb,
+        .on_frame_recv_start_callback = frame_start_cb,
+        .on_frame_recv_chunk_callback = frame_chunk_cb,
+        .on_frame_recv_end_callback = frame_end_cb,
+        .on_msg_recv_callback = msg_cb,
+    };
+    struct wslay_event_callbacks rcb = cb;
+    rcb.send_callback = discard_cb;
+    rcb.genmask_callback = zero_mask_cb;
+    /* Two contexts on either side: a server-role one sends (unmasked; an
+     * agent masks in send_cb), a client-role one receives (unmasked input:
+     * the hub's comes through the unmasking shim). Each answers pings and
+     * closes on the send context (msg_cb). */
+    wslay_event_context_ptr ctx = NULL, rctx = NULL;
+    w->sh_need = w->om_need = 2;
+    if (server)
+        w->stage = malloc(STAGE_MAX);
+    int rc = !w->rx || !w->tx || !w->out || (server && !w->stage)
+                 ? -1
+                 : wslay_event_context_server_init(&ctx, &cb, w);
+    w->ctx = ctx;
+    if (rc == 0)
+        rc = wslay_event_context_client_init(&rctx, &rcb, w);
+    w->rctx = rctx;
+    if (rc != 0) {
+        tun_wsl_fini(w);
+        return AB_ENOMEM;
+    }
+    /* data frames come to us in chunks (one copy, into rx); the 1 MiB limit
+     * is ours (frame_start_cb), across fragments too */
+    wslay_event_config_set_no_buffering(w->rctx, 1);
+    return 0;
+}
+
+void tun_wsl_start(struct tun_wsl *w, struct tun_session *s)
+{
+    w->s = s;
+}
+
+void tun_wsl_fini(struct tun_wsl *w)
+{
+    if (w->rctx && w->rctx != w->ctx)
+        wslay_event_context_free(w->rctx);
+    if (w->ctx)
+        wslay_event_context_free(w->ctx);
+    w->ctx = w->rctx = NULL;
+    free(w->stage);
+    w->stage = NULL;
+    free(w->rx);
+    free(w->tx);
+    free(w->out);
+    w->rx = w->tx = w->out = NULL;
+    w->s = NULL;
+}
+
+void tun_wsl_want_write(struct tun_wsl *w)
+{
+    if (w->wsi && !w->closing)
+        lws_callback_on_writable(w->wsi);
+}
+
+int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len)
+{
+    if (!w->ctx || w->closing)
+        return AB_ECLOSED;
+    w->last_rx_ms = ab_now_ms();
+    const uint8_t *p = in;
+    int rc = 0;
+    do {
+        size_t used = len, made = len;
+        if (w->stage) {
+            size_t piece = AB_MIN(len, (size_t)STAGE_MAX);
+            if (shim(w, p, piece, w->stage, &used, &made) != 0)
+                fail(w, AB_EINVAL, "an agent's frames must be masked");
+            w->in = w->stage;
+        } else {
+            w->in = p;
+        }
+        w->inlen = made;
+        rc = wslay_event_recv(w->rctx);
+        if (w->rctx != w->ctx)
+            wslay_event_send(w->rctx); /* drops its own answers */
+        p += used;
+        len -= used;
+    } while (len && rc == 0 && !w->fail && wslay_event_get_read_enabled(w->rctx));
+    w->in = NULL;
+    w->inlen = 0;
+    if (wslay_event_get_queued_msg_count(w->ctx))
+        tun_wsl_want_write(w); /* a pong or a close reply */
+    if (w->fail)
+        return w->fail;
+    if (rc != 0) {
+        w->err = "WebSocket protocol error";
+        return AB_EINVAL;
+    }
+    if (wslay_event_get_close_received(w->rctx)) {
+        if (!w->peer_code)
+            w->peer_code = wslay_event_get_status_code_received(w->rctx);
+        return AB_ECLOSED;
+    }
+    if (!wslay_event_get_read_enabled(w->rctx)) {
+        /* wslay refused what came (bad framing) and queued a close */
+        w->err = "WebSocket protocol error";
+        if (w->rctx != w->ctx)
+            wslay_event_queue_close(w->ctx, WSLAY_CODE_PROTOCOL_ERROR, NULL, 0);
+        w->close_queued = true;
+        return AB_EINVAL;
+    }
+    return 0;
+}
+
+int tun_wsl_send_raw(struct tun_wsl *w, const void *data, size_t len)
+{
+    if (len > OUT_MAX - w->outlen)
+        return AB_ELIMIT;
+    memcpy(w->out + w->outlen, data, len);
+    w->outlen += len;
+    tun_wsl_want_write(w);
+    return 0;
+}
+
+void tun_wsl_ping(struct tun_wsl *w)
+{
+    w->ping_due = true;
+    tun_wsl_want_write(w);
+}
+
+void tun_wsl_close(struct tun_wsl *w, uint16_t code, const char *reason)
+{
+    if (!w->ctx || w->close_queued || w->closing)
+        return;
+    size_t n = reason ? AB_MIN(strlen(reason), 123) : 0;
+    wslay_event_queue_close(w->ctx, code, (const uint8_t *)reason, n);
+    w->close_queued = true;
+    tun_wsl_want_write(w);
+}
+
+void tun_wsl_kill(struct tun_wsl *w)
+{
+    if (w->closing || !w->wsi)
+        return;
+    w->closing = true;
+    int fd = lws_get_socket_fd(w->wsi);
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+    lws_set_timeout(w->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+/* Moves one frame of the session into wslay's queue (one that did not fit
+ * the room left in out for encode_direct). */
+static int refill_one(struct tun_wsl *w)
+{
+    size_t len = 0;
+    if (tun_session_next_frame(w->s, w->tx, TUN_FRAME_MAX, &len) < 0)
+        return -1;
+    if (len == 0)
+        return 0;
+    struct wslay_event_msg m = {.opcode = WSLAY_BINARY_FRAME, .msg = w->tx, .msg_length = len};
+    return wslay_event_queue_msg(w->ctx, &m) == 0 ? 0 : -1;
+}
+
+/* Writes the session's frames straight into out under a header of our own
+ * (RFC 6455 §5.2: FIN, binary, the shortest length; an agent's masked with
+ * a fresh key), so a frame is copied once, not three times (into tx, into
+ * wslay's message, into out). Only between wslay's frames (its queue
+ * empty), so a pong or close it queued goes out whole and first. The
+ * payload lands after room for a 16-bit-length header, what every DATA
+ * frame has; other sizes move it once. Returns 0, 1 when the next frame
+ * needs more room than out has left (refill_one takes it), or -1. */
+static int encode_direct(struct tun_wsl *w)
+{
+    size_t hguess = w->server ? 4 : 8;
+    while (w->s && !w->close_queued && wslay_event_get_write_enabled(w->ctx) &&
+           !wslay_event_want_write(w->ctx)) {
+        size_t room = OUT_MAX - w->outlen;
+        if (room < 14 + TUN_HDR_LEN + 4096)
+            return 0; /* write what is there first */
+        uint8_t *start = w->out + w->outlen, *p = start + hguess;
+        size_t len = 0;
+        int rc = tun_session_next_frame(w->s, p, room - 14, &len);
+        if (rc == TUN_FRAME_ECAP)
+            return 1;
+        if (rc < 0)
+            return -1;
+        if (len == 0)
+            return 0;
+        uint8_t hdr[14];
+        size_t h = 0;
+        uint8_t mbit = w->server ? 0 : 0x80;
+        hdr[h++] = 0x80 | WSLAY_BINARY_FRAME;
+        if (len < 126) {
+            hdr[h++] = (uint8_t)(mbit | len);
+        } else if (len < 65536) {
+            hdr[h++] = mbit | 126;
+            hdr[h++] = (uint8_t)(len >> 8);
+            hdr[h++] = (uint8_t)len;
+        } else {
+            hdr[h++] = mbit | 127;
+            for (int b = 7; b >= 0; b--)
+                hdr[h++] = (uint8_t)((uint64_t)len >> (8 * b));
+        }
+        if (!w->server) {
+            uint8_t key[4];
+            if (crypto_random(key, 4) != 0)
+                return -1;
+            memcpy(hdr + h, key, 4);
+            h += 4;
+            xor_mask(p, p, len, key, 0);
+        }
+        if (h != hguess)
+            memmove(start + h, p, len);
+        memcpy(start, hdr, h);
+        w->outlen += h + len;
+    }
+    return 0;
+}
+
+int tun_wsl_encode(struct tun_wsl *w)
+{
+    if (w->closing || !w->ctx)
+        return -1;
+    if (w->ping_due && !w->close_queued && wslay_event_get_write_enabled(w->ctx)) {
+        w->ping_due = false;
+        /* a payload: some peers only report pongs that carry one */
+        struct wslay_event_msg m = {.opcode = WSLAY_PING,
+                                    .msg = (const uint8_t *)PING_PAYLOAD,
+                                    .msg_length = sizeof(PING_PAYLOAD) - 1};
+        if (wslay_event_queue_msg(w->ctx, &m) == 0) {
+            w->ping_sent_us = ab_now_us();
+            LOG_DEBUG("tunnel ping sent");
+        }
+    }
+    /* wslay's own frames first (pings, pongs, a close, a frame too big for
+     * the room), then ours */
+    if (wslay_event_send(w->ctx) != 0 && w->outlen == 0)
+        return -1;
+    int rc = encode_direct(w);
+    if (rc < 0)
+        return -1;
+    if (rc == 1 && (refill_one(w) != 0 || (wslay_event_send(w->ctx) != 0 && w->outlen == 0)))
+        return -1;
+    return 0;
+}
+
+int tun_wsl_writeable(struct tun_wsl *w)
+{
+    size_t budget = WRITE_BUDGET;
+    for (;;) {
+        if (tun_wsl_encode(w) != 0)
+            return -1;
+        if (w->outlen == 0)
+            break;
+        size_t n = w->outlen;
+        if (w->write_fn ? w->write_fn(w->write_arg, w->out, n) != 0
+                        : lws_write(w->wsi, w->out, n, LWS_WRITE_RAW) < (int)n)
+            return -1;
+        w->outlen = 0;
+        budget = n >= budget ? 0 : budget - n;
+        if (!budget || lws_send_pipe_choked(w->wsi))
+            break;
+    }
+    bool closed_out = wslay_event_get_close_sent(w->ctx) && !wslay_event_want_write(w->ctx);
+    if (closed_out) {
+        /* our close (or the reply to the peer's) is out: close once lws has
+         * flushed what it holds, so the peer reads the reason */
+        if (!lws_send_pipe_choked(w->wsi))
+            return -1;
+        lws_callback_on_writable(w->wsi);
+        return 0;
+    }
+    if (wslay_event_want_write(w->ctx) || (w->s && tun_session_has_output(w->s)))
+        lws_callback_on_writable(w->wsi);
+    return 0;
+}
