@@ -10,6 +10,7 @@
 #include "agentbox/relay.h"
 #include "agentbox/sbxid.h"
 #include "agentbox/tunnel.h"
+#include "agentbox/trace.h"
 #include "agentbox/tunnel_http.h"
 
 #include <stdio.h>
@@ -189,11 +190,14 @@ struct fwd {
     struct http_exchange *ex;
     char cluster[SBXID_CLUSTER_MAX + 1];
     char what[48];
+    char trace[72]; /* the request's X-AgentBox-Trace, when tracing (agentbox/trace.h) */
 };
 
 static void fwd_done(const struct tun_call_result *res, void *arg)
 {
     struct fwd *f = arg;
+    if (f->trace[0])
+        ab_trace(f->trace, "forward.answered");
     if (res->status == 0)
         http_respond_error(f->ex, 503,
                            "cluster '%s' could not be reached through the hub for %s: %s; retry "
@@ -211,10 +215,11 @@ void hub_link_forward(struct hub_link *hl, struct http_exchange *ex, const char 
 {
     const struct http_request *r = http_req(ex);
     struct tun_session *s = hub_link_session(hl);
-    struct tun_header h[2 + HUB_LINK_RELAY_HEADERS];
+    struct tun_header h[3 + HUB_LINK_RELAY_HEADERS];
     char msg[256];
     int n = 0;
     struct fwd *f;
+    const char *trace = ab_trace_enabled() ? http_header_get(r, AB_TRACE_HEADER) : NULL;
 
     if (!s) {
         hub_link_unreachable(hl, cluster, msg, sizeof(msg));
@@ -237,6 +242,8 @@ void hub_link_forward(struct hub_link *hl, struct http_exchange *ex, const char 
     const char *ct = http_header_get(r, "Content-Type");
     if (ct || len)
         h[n++] = (struct tun_header){"Content-Type", ct ? ct : "application/json"};
+    if (trace)
+        h[n++] = (struct tun_header){AB_TRACE_HEADER, trace};
     n = hub_link_relay_headers(hl, cluster, service, h, n);
     if (!(f = calloc(1, sizeof(*f)))) {
         http_respond_error(ex, 503, "out of memory while forwarding to cluster '%s'", cluster);
@@ -245,8 +252,12 @@ void hub_link_forward(struct hub_link *hl, struct http_exchange *ex, const char 
     f->ex = ex;
     ab_strlcpy(f->cluster, cluster, sizeof(f->cluster));
     ab_strlcpy(f->what, what ? what : "this request", sizeof(f->what));
+    if (trace)
+        ab_strlcpy(f->trace, trace, sizeof(f->trace));
     int rc = tun_call(s, RELAY_SVC_RELAY, r->method, target, h, n, body, len, HUB_LINK_FORWARD_MAX,
                       fwd_done, f);
+    if (rc == 0 && trace)
+        ab_trace(trace, "forward.sent");
     if (rc != 0) {
         free(f);
         http_respond_error(ex, 503, "cannot open a stream to the hub for cluster '%s': %s", cluster,

@@ -37,7 +37,10 @@ struct clusters {
     struct clusters_table table;
     struct loop_timer refresh_timer;
     struct loop_timer flush_timer;
-    bool refreshing;    /* a refresh job is in flight */
+    bool refreshing; /* a refresh job is in flight */
+    /* the table's array before the last refresh: the next refresh job frees
+     * it on its worker (14 MiB at 10,000 clusters is a millisecond or more) */
+    struct clusters_entry *retired;
     bool refresh_again; /* refresh_now came while one was in flight */
     bool closing;       /* clusters_free ran; the last done() frees */
     int inflight;       /* jobs submitted, done() not yet run */
@@ -54,6 +57,7 @@ struct clusters {
 
 static void destroy(struct clusters *c)
 {
+    free(c->retired);
     clusters_table_free(&c->table);
     free(c);
 }
@@ -102,7 +106,8 @@ static void sql_error(PGconn *conn, const PGresult *r, const char *what, char *e
 
 struct refresh_job {
     struct clusters *c;
-    struct clusters_row *rows; /* owned */
+    struct clusters_entry *retired; /* owned: freed first thing on the worker */
+    struct clusters_entry *entries; /* owned; sorted on the worker (clusters_table_build) */
     size_t n;
     char err[CLUSTERS_ERR_MAX];
 };
@@ -121,9 +126,12 @@ static int refresh_run(PGconn *conn, void *arg)
     struct refresh_job *j = arg;
     char window[16], limit[16];
     const char *vals[2] = {window, limit};
+    struct clusters_row *rows = NULL;
     PGresult *r;
     int rc = 0, n;
 
+    free(j->retired);
+    j->retired = NULL;
     snprintf(window, sizeof(window), "%d", CLUSTERS_ONLINE_WINDOW_S);
     snprintf(limit, sizeof(limit), "%d", CLUSTERS_MAX + 1);
     r = PQexecParams(conn, REFRESH_SQL, 2, NULL, vals, NULL, NULL, 0);
@@ -141,15 +149,15 @@ static int refresh_run(PGconn *conn, void *arg)
         goto out;
     }
     if (n > 0) {
-        j->rows = calloc((size_t)n, sizeof(*j->rows));
-        if (j->rows == NULL) {
+        rows = calloc((size_t)n, sizeof(*rows));
+        if (rows == NULL) {
             snprintf(j->err, sizeof(j->err), "out of memory reading %d clusters", n);
             rc = AB_ENOMEM;
             goto out;
         }
     }
     for (int i = 0; i < n; i++) {
-        struct clusters_row *row = &j->rows[i];
+        struct clusters_row *row = &rows[i];
 
         ab_strlcpy(row->id, PQgetvalue(r, i, 0), sizeof(row->id));
         ab_strlcpy(row->name, PQgetvalue(r, i, 1), sizeof(row->name));
@@ -162,8 +170,17 @@ static int refresh_run(PGconn *conn, void *arg)
         ab_strlcpy(row->agent_version, PQgetvalue(r, i, 8), sizeof(row->agent_version));
         ab_strlcpy(row->namespaces, PQgetvalue(r, i, 9), sizeof(row->namespaces));
     }
+    /* the sort and the copy here, off the loop (10,000 rows of 1.4 KiB) */
+    rc = clusters_table_build(rows, (size_t)n, &j->entries);
+    if (rc != 0) {
+        snprintf(j->err, sizeof(j->err), "%s",
+                 rc == AB_EINVAL ? "duplicate cluster id in a refresh"
+                                 : "out of memory applying a refresh");
+        goto out;
+    }
     j->n = (size_t)n;
 out:
+    free(rows);
     PQclear(r);
     return rc;
 }
@@ -185,7 +202,6 @@ static void refresh_done(void *arg, int status)
     struct clusters_revocation *revs = NULL;
     size_t nrevs = 0;
     bool was_loaded;
-    int rc;
 
     if (job_finished(c))
         goto out;
@@ -208,12 +224,9 @@ static void refresh_done(void *arg, int status)
         }
     }
     was_loaded = c->table.loaded;
-    rc = clusters_table_replace(&c->table, j->rows, j->n, revs, &nrevs);
-    if (rc != 0) {
-        refresh_failed(c, rc == AB_EINVAL ? "duplicate cluster id in a refresh"
-                                          : "out of memory applying a refresh");
-        goto again;
-    }
+    free(c->retired); /* a refresh that never ran left one: rare */
+    c->retired = clusters_table_swap(&c->table, j->entries, j->n, revs, &nrevs);
+    j->entries = NULL;
     if (c->failing || !was_loaded) {
         char count[24];
 
@@ -235,7 +248,8 @@ again:
     }
 out:
     free(revs);
-    free(j->rows);
+    free(j->entries);
+    free(j->retired);
     free(j);
 }
 
@@ -254,10 +268,13 @@ static void start_refresh(struct clusters *c)
         return;
     }
     j->c = c;
+    j->retired = c->retired; /* before submit: the worker may run it at once */
+    c->retired = NULL;
     rc = submit(c, refresh_run, refresh_done, j);
     if (rc != 0) {
         char why[CLUSTERS_ERR_MAX], line[200];
 
+        c->retired = j->retired;
         free(j);
         if (rc == AB_EIO && db_pool_last_error(c->db, line, sizeof(line))[0] != '\0')
             snprintf(why, sizeof(why), "database unavailable: %s", line);

@@ -11,13 +11,6 @@
 #include "agentbox/crypto.h"
 #include "agentbox/sbxid.h"
 
-static int cmp_entry_id(const void *a, const void *b)
-{
-    const struct clusters_entry *x = a, *y = b;
-
-    return strcmp(x->row.id, y->row.id);
-}
-
 static int cmp_key_entry(const void *key, const void *b)
 {
     const struct clusters_entry *y = b;
@@ -32,28 +25,52 @@ struct clusters_entry *clusters_table_find(struct clusters_table *t, const char 
     return bsearch(id, t->v, t->n, sizeof(*t->v), cmp_key_entry);
 }
 
-int clusters_table_replace(struct clusters_table *t, const struct clusters_row *rows, size_t n,
-                           struct clusters_revocation *revs, size_t *nrevs)
+/* Sorting pointers, not the 1.4 KiB entries: qsort moves what it sorts. */
+static int cmp_row_ptr(const void *a, const void *b)
 {
-    struct clusters_entry *v = NULL;
-    size_t nr = 0;
+    const struct clusters_row *const *x = a, *const *y = b;
 
-    *nrevs = 0;
-    if (n > 0) {
-        v = calloc(n, sizeof(*v));
-        if (v == NULL)
-            return AB_ENOMEM;
+    return strcmp((*x)->id, (*y)->id);
+}
+
+int clusters_table_build(const struct clusters_row *rows, size_t n, struct clusters_entry **out)
+{
+    const struct clusters_row **order = NULL;
+    struct clusters_entry *v = NULL;
+
+    *out = NULL;
+    if (n == 0)
+        return 0;
+    order = malloc(n * sizeof(*order));
+    v = calloc(n, sizeof(*v));
+    if (order == NULL || v == NULL) {
+        free(order);
+        free(v);
+        return AB_ENOMEM;
     }
     for (size_t i = 0; i < n; i++)
-        v[i].row = rows[i];
-    if (n > 1)
-        qsort(v, n, sizeof(*v), cmp_entry_id);
-    for (size_t i = 1; i < n; i++) {
-        if (strcmp(v[i - 1].row.id, v[i].row.id) == 0) {
+        order[i] = &rows[i];
+    qsort(order, n, sizeof(*order), cmp_row_ptr);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && strcmp(order[i - 1]->id, order[i]->id) == 0) {
+            free(order);
             free(v);
             return AB_EINVAL;
         }
+        v[i].row = *order[i];
     }
+    free(order);
+    *out = v;
+    return 0;
+}
+
+struct clusters_entry *clusters_table_swap(struct clusters_table *t, struct clusters_entry *v,
+                                           size_t n, struct clusters_revocation *revs,
+                                           size_t *nrevs)
+{
+    struct clusters_entry *old_v = t->v;
+    size_t nr = 0;
+
     /* Both sorted: one merge pass carries live state over and finds what
      * changed under a session. */
     size_t i = 0, j = 0;
@@ -87,11 +104,23 @@ int clusters_table_replace(struct clusters_table *t, const struct clusters_row *
         if (reason != NULL && t->loaded)
             revs[nr++].reason = reason;
     }
-    free(t->v);
     t->v = v;
     t->n = n;
     t->loaded = true;
     *nrevs = nr;
+    return old_v;
+}
+
+int clusters_table_replace(struct clusters_table *t, const struct clusters_row *rows, size_t n,
+                           struct clusters_revocation *revs, size_t *nrevs)
+{
+    struct clusters_entry *v;
+    int rc = clusters_table_build(rows, n, &v);
+
+    *nrevs = 0;
+    if (rc != 0)
+        return rc;
+    free(clusters_table_swap(t, v, n, revs, nrevs));
     return 0;
 }
 

@@ -59,6 +59,21 @@ struct clusters_revocation {
 int clusters_table_replace(struct clusters_table *t, const struct clusters_row *rows, size_t n,
                            struct clusters_revocation *revs, size_t *nrevs);
 
+/* clusters_table_replace in two halves, so the heavy one runs off the loop:
+ * at 10,000 clusters (1.4 KiB each) the copy and sort took tens of ms.
+ * clusters_table_build touches no table (a database worker calls it): a new
+ * malloc'd array *out of n entries, rows copied in id order, live state
+ * zero; AB_EINVAL for a duplicate id, AB_ENOMEM (nothing allocated then).
+ * clusters_table_swap (loop thread) takes v (as build made it; owned by t
+ * from then on) and merges it into t in one pass: live state carried over
+ * and revocations written as clusters_table_replace does. It returns the
+ * array t held before (the caller frees it, NULL when none): 14 MiB at
+ * 10,000 clusters, which the hub frees on a worker. */
+int clusters_table_build(const struct clusters_row *rows, size_t n, struct clusters_entry **out);
+struct clusters_entry *clusters_table_swap(struct clusters_table *t, struct clusters_entry *v,
+                                           size_t n, struct clusters_revocation *revs,
+                                           size_t *nrevs);
+
 /* The entry of id, or NULL. */
 struct clusters_entry *clusters_table_find(struct clusters_table *t, const char *id);
 

@@ -369,27 +369,51 @@ size_t fed_registry_drop_cluster(struct fed_registry *g, const char *cluster)
     return n;
 }
 
+/* Sweeps one bucket: stale records go, fresh ones are handed to fresh().
+ * Returns how many records it looked at. */
+static size_t sweep_bucket(struct fed_registry *g, size_t b, int64_t now_ms,
+                           void (*fresh)(void *arg, const struct route_record *r), void *arg,
+                           size_t *expired)
+{
+    size_t seen = 0;
+    struct fed_cluster *c = g->ct[b];
+    while (c) {
+        struct fed_cluster *cnext = c->hnext;
+        for (struct fed_rec *r = c->head; r;) {
+            struct fed_rec *next = r->cnext;
+            bool last = c->n == 1;
+            seen++;
+            if (!route_is_fresh(&r->r, now_ms, ROUTE_TTL_MS)) {
+                rec_delete(g, r);
+                (*expired)++;
+                if (last)
+                    break; /* the cluster entry went with its last record */
+            } else if (fresh) {
+                fresh(arg, &r->r);
+            }
+            r = next;
+        }
+        c = cnext;
+    }
+    return seen;
+}
+
+bool fed_registry_sweep_slice(struct fed_registry *g, size_t *cursor, size_t max, int64_t now_ms,
+                              void (*fresh)(void *arg, const struct route_record *r), void *arg,
+                              size_t *expired)
+{
+    size_t b = *cursor, seen = 0;
+    while (b < CL_BUCKETS && seen < max)
+        seen += sweep_bucket(g, b++, now_ms, fresh, arg, expired);
+    *cursor = b < CL_BUCKETS ? b : 0;
+    return b >= CL_BUCKETS;
+}
+
 size_t fed_registry_expire(struct fed_registry *g, int64_t now_ms)
 {
-    size_t n = 0;
-    for (size_t b = 0; b < CL_BUCKETS; b++) {
-        struct fed_cluster *c = g->ct[b];
-        while (c) {
-            struct fed_cluster *cnext = c->hnext;
-            for (struct fed_rec *r = c->head; r;) {
-                struct fed_rec *next = r->cnext;
-                bool last = c->n == 1;
-                if (!route_is_fresh(&r->r, now_ms, ROUTE_TTL_MS)) {
-                    rec_delete(g, r);
-                    n++;
-                    if (last)
-                        break;
-                }
-                r = next;
-            }
-            c = cnext;
-        }
-    }
+    size_t cursor = 0, n = 0;
+    while (!fed_registry_sweep_slice(g, &cursor, SIZE_MAX, now_ms, NULL, NULL, &n))
+        ;
     return n;
 }
 

@@ -60,8 +60,20 @@ int fed_registry_report(struct fed_registry *g, const char *cluster, const json_
                         int64_t now_ms, char *err, size_t errlen);
 /* Forgets every record of cluster (its session ended). Returns how many. */
 size_t fed_registry_drop_cluster(struct fed_registry *g, const char *cluster);
-/* Forgets records that are no longer fresh. Returns how many. */
+/* Forgets records that are no longer fresh. Returns how many. O(records):
+ * the hub's loop uses fed_registry_sweep_slice instead. */
 size_t fed_registry_expire(struct fed_registry *g, int64_t now_ms);
+
+/* One slice of a pass over the registry, so a pass over 100,000 records
+ * never holds the loop for long: from *cursor (0 starts a pass) whole
+ * cluster buckets until at least max records were looked at, stale ones
+ * forgotten (*expired counts them), fresh(arg, r) called for the rest
+ * (fresh may be NULL; it must not change the registry). Returns true when
+ * the pass reached the end (*cursor is 0 again). Records added or dropped
+ * between slices are seen or not: a pass is no snapshot of one instant. */
+bool fed_registry_sweep_slice(struct fed_registry *g, size_t *cursor, size_t max, int64_t now_ms,
+                              void (*fresh)(void *arg, const struct route_record *r), void *arg,
+                              size_t *expired);
 
 /* The routing index of (ns, env), fresh records or not (entry.rec is the
  * record): borrowed until the next change. */

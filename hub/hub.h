@@ -13,6 +13,7 @@
 
 #include "agentbox/config.h"
 #include "agentbox/http.h"
+#include "agentbox/loop.h"
 
 #define HUB_MAX_ROUTES 256
 
@@ -75,6 +76,10 @@ struct hub {
     struct http_server *api; /* :7700 */
     struct http_router *metrics_router;
     struct http_server *metrics; /* 127.0.0.1:7702: /metrics, /healthz only */
+    /* the loop's own lag (health.c): a timer that measures how late it fires */
+    struct loop_timer lag_timer;
+    int64_t lag_due_us;
+    struct metric_family *m_lag;
     struct http_router *data_router;
     struct http_server *data; /* cfg->data_listen: every request is the data plane's */
     /* The `hub` service behind the tunnel (/internal/v1/...): never on a socket. */
@@ -127,6 +132,8 @@ int hub_health_add_routes(struct hub *h, char *err, size_t errlen);
  * cfg->metrics_listen, apart from the API, because the page names sandboxes
  * and clusters and carries no authentication (loopback by default). */
 int hub_metrics_start(struct hub *h, char *err, size_t errlen);
+/* Stops the metrics listener and the loop-lag timer hub_metrics_start started. */
+void hub_metrics_stop(struct hub *h);
 
 /* `agentbox-hub serve ARGS` (argv[0] is the first argument after "serve"). */
 int hub_serve_main(int argc, char **argv, hub_signals_fn signals);

@@ -448,8 +448,7 @@ void hub_fini(struct hub *h)
     h->tunnel = NULL;
     http_server_stop(h->api);
     h->api = NULL;
-    http_server_stop(h->metrics);
-    h->metrics = NULL;
+    hub_metrics_stop(h);
     http_server_stop(h->data);
     h->data = NULL;
     if (h->data_router != NULL)

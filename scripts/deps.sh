@@ -29,6 +29,7 @@ PACKAGES=(
   golang-github-mitchellh-reflectwalk-dev golang-github-spf13-cast-dev
   golang-golang-x-crypto-dev golang-github-ghodss-yaml-dev golang-gopkg-yaml.v2-dev
   tmux openssl # the E2B CLI's interactive connect in a PTY; the 1.x SDK test's loopback certificate
+  nginx # tests/bench/dataplane.mjs: the data plane's peer (reverse proxy and static file)
 )
 
 missing=()

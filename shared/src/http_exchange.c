@@ -5,6 +5,7 @@
 #include "agentbox/common.h"
 #include "agentbox/log.h"
 #include "agentbox/pct.h"
+#include "agentbox/trace.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -416,6 +417,8 @@ static void dispatch(struct http_exchange *ex)
         ex->req.body = buf_str(&ex->body);
         ex->req.body_len = buf_len(&ex->body);
     }
+    if (ab_trace_enabled())
+        ab_trace(http_header_get(&ex->req, AB_TRACE_HEADER), "http.dispatch");
     ex->route->fn(ex, ex->route->arg);
 }
 
@@ -565,6 +568,8 @@ int http_begin(struct http_exchange *ex, int status, const struct http_header *h
     ex->began = true;
     if (!can_write(ex))
         return AB_ECLOSED;
+    if (ab_trace_enabled())
+        ab_trace(http_header_get(&ex->req, AB_TRACE_HEADER), "http.respond");
     struct http_header all[HTTP_MAX_HEADERS];
     int k = 0;
     for (int i = 0; ex->router && i < ex->router->nextra && k < HTTP_MAX_HEADERS; i++)

@@ -191,7 +191,7 @@ static json_t *build_report(struct sim_agent *a)
                                               i % 4 == 0 ? -1 : 16 - i, "saturatedForMs",
                                               (json_int_t)(idle == 0 ? 1500 : 0), "ageMs", 40 + i));
     }
-    json_t *r = json_pack("{s:s,s:I,s:i,s:o}", "cluster", a->id, "seq", (json_int_t)a->report_seq,
+    json_t *r = json_pack("{s:s,s:I,s:b,s:o}", "cluster", a->id, "seq", (json_int_t)a->report_seq,
                           "full", 1, "records", recs);
     a->report_seq++;
     return r;

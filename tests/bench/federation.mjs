@@ -13,11 +13,16 @@
 //   sudo AGENTBOX_BUILD_DIR=build node tests/bench/federation.mjs   [BENCH_N=30 BENCH_RUNS=100]
 import { performance } from 'node:perf_hooks';
 import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
-import { quantile, procCpu } from './util.mjs';
+import fs from 'node:fs';
+import { quantile, procCpu, row, atMost, loadNow } from './util.mjs';
 import { metricValue } from '../integration/lib/harness.mjs';
 
 const POOL = 40;
 const N = Number(process.env.BENCH_N || 30);
+const TRACE_N = Number(process.env.BENCH_TRACE_N || 12);
+// every process logs the stages of requests that carry X-AgentBox-Trace
+// (agentbox/trace.h); requests without the header cost one flag test
+process.env.AGENTBOX_TRACE = '1';
 const RUNS = Number(process.env.BENCH_RUNS || 100);
 const fmt = (x) => x.toFixed(2);
 // answered at claim time: arming (envd /init, tens of ms) is the same on both
@@ -28,18 +33,32 @@ const stack = await startStack({
     clusters: ['alpha', 'beta'], manifests: manifestsDir([envManifest('bench', ['alpha', 'beta'], { replicas: POOL })]),
 });
 const { alpha, beta } = stack.agents;
-const post = async (base, p, body) => {
+// CLOCK_MONOTONIC in µs, the clock of the processes' trace lines (node's hrtime is it on Linux)
+const monoUs = () => Number(process.hrtime.bigint() / 1000n);
+const post = async (base, p, body, trace) => {
     const t = performance.now();
-    const res = await fetch(base + p, {
-        method: 'POST',
-        headers: { 'X-API-Key': stack.key, 'Content-Type': 'application/json' },
-        body: JSON.stringify(body),
-    });
+    const sent = monoUs();
+    const headers = { 'X-API-Key': stack.key, 'Content-Type': 'application/json' };
+    if (trace) headers['X-AgentBox-Trace'] = trace;
+    const res = await fetch(base + p, { method: 'POST', headers, body: JSON.stringify(body) });
     const json = await res.json();
     const ms = performance.now() - t;
+    const done = monoUs();
     if (res.status !== 201) throw new Error(`create ${JSON.stringify(body)}: ${res.status} ${JSON.stringify(json)}`);
-    return { ms, id: json.sandboxID };
+    return { ms, id: json.sandboxID, sent, done };
 };
+
+// The trace lines of one process's log: id -> stage -> µs (the first of each).
+function traceOf(logFile) {
+    const out = new Map();
+    const text = fs.readFileSync(logFile, 'utf8');
+    for (const m of text.matchAll(/msg="?trace"? id=(\S+) stage=(\S+) mono_us=(\d+)/g)) {
+        if (!out.has(m[1])) out.set(m[1], {});
+        const st = out.get(m[1]);
+        if (!(m[2] in st)) st[m[2]] = Number(m[3]);
+    }
+    return out;
+}
 const del = (base, id) => fetch(`${base}/sandboxes/${id}`, { method: 'DELETE', headers: { 'X-API-Key': stack.key } });
 
 try {
@@ -85,6 +104,8 @@ try {
     console.log(`  local  beta::bench on beta    ${fmt(lp50).padStart(6)}   ${fmt(lp99).padStart(6)}`);
     console.log(`  fwd    beta::bench via alpha  ${fmt(fp50).padStart(6)}   ${fmt(fp99).padStart(6)}`);
     console.log(`  added by the forward          ${fmt(fp50 - lp50).padStart(6)}   ${fmt(fp99 - lp99).padStart(6)}   (target p50 <= 1.5)`);
+    row('forward-create-p50', 'forwarded beta:: create, added over local, p50', `${fmt(fp50 - lp50)} ms (load ${loadNow().toFixed(1)})`,
+        `local p50 ${fmt(lp50)} ms`, '<= 1.5 ms', atMost(fp50 - lp50, 1.5));
     const cpuMs = cpu1.map((c, i) => ((c - cpu0[i]) * 1000) / N);
     console.log(`CPU ms per (local + forwarded) create pair: hub ${fmt(cpuMs[0])}, alpha ${fmt(cpuMs[1])}, beta ${fmt(cpuMs[2])}`);
     // the claim events of both kinds of create are verified on the hub too (off the request's path)
@@ -93,6 +114,65 @@ try {
         const d = ops0[i] === null || ops1[i] === null ? null : (ops1[i] || 0) - (ops0[i] || 0);
         console.log(`  ${what.padEnd(24)} ${d === null ? '   n/a' : String(d).padStart(6)}   ${d === null ? '  n/a' : (d / N).toFixed(2).padStart(6)}`);
     });
+
+    // --- where a forward's time goes: TRACE_N traced pairs, stages from every process's log
+    // a claim that waits for a spawn would bury the forward in beta's refill
+    await waitPool(beta, 'bench-1c0gi', (st) => st.idle >= Math.min(POOL, 2 * TRACE_N), `beta refilled`, 60000)
+        .catch((e) => console.log(`forward trace: ${e.message}; tracing anyway (a claim may wait for a spawn)`));
+    const traced = [];
+    // each traced create waits until beta started the last claim's refill
+    // (starting 0): a claim's aftermath on beta's loop (the refill spawn) would
+    // otherwise land inside the next create's stages
+    const settle = () => waitPool(beta, 'bench-1c0gi', (st) => st.starting === 0, 'beta settled', 60000)
+        .catch(() => {});
+    for (let i = 0; i < TRACE_N; i++) {
+        await settle();
+        const a = await post(beta.e2b, '/sandboxes', { templateID: 'beta::bench', metadata: NO_WAIT }, `bl${i}`);
+        await settle();
+        const b = await post(alpha.e2b, '/sandboxes', { templateID: 'beta::bench', metadata: NO_WAIT }, `bf${i}`);
+        traced.push({ i, a, b });
+        ids.push(a.id, b.id);
+    }
+    await Promise.all(ids.splice(0).map((id) => del(alpha.e2b, id)));
+    const tA = traceOf(alpha.proc.logFile), tH = traceOf(stack.hub.proc.logFile), tB = traceOf(beta.proc.logFile);
+    const FWD = [
+        ['client -> alpha: HTTP in, until the handler runs', (x) => x.A['http.dispatch'] - x.b.sent],
+        ['alpha: key check, create handler, forward out', (x) => x.A['forward.sent'] - x.A['http.dispatch']],
+        ['tunnel alpha -> hub (to the relay handler)', (x) => x.H['relay.open'] - x.A['forward.sent']],
+        ['hub: assertion verified and re-signed for beta', (x) => x.H['relay.spliced'] - x.H['relay.open']],
+        ['tunnel hub -> beta (to beta\'s handler)', (x) => x.B['http.dispatch'] - x.H['relay.spliced']],
+        ['beta: assertion check + claim (local work)', (x) => x.B['http.respond'] - x.B['http.dispatch']],
+        ['tunnel beta -> hub -> alpha (the answer)', (x) => x.A['forward.answered'] - x.B['http.respond']],
+        ['alpha: answer the client', (x) => x.A['http.respond'] - x.A['forward.answered']],
+        ['alpha -> client: HTTP out', (x) => x.b.done - x.A['http.respond']],
+    ];
+    const LOCAL = [
+        ['client -> beta: HTTP in, until the handler runs', (x) => x.L['http.dispatch'] - x.a.sent],
+        ['beta: key check + claim (local work)', (x) => x.L['http.respond'] - x.L['http.dispatch']],
+        ['beta -> client: HTTP out', (x) => x.a.done - x.L['http.respond']],
+    ];
+    const rowsOk = traced.map((t) => ({ ...t, A: tA.get(`bf${t.i}`), H: tH.get(`bf${t.i}`), B: tB.get(`bf${t.i}`), L: tB.get(`bl${t.i}`) }))
+        .filter((x) => x.A && x.H && x.B && x.L);
+    if (rowsOk.length === 0) {
+        console.log(`forward trace: no trace lines found (a build without agentbox/trace.h?)`);
+    } else {
+        const med = (f) => quantile(rowsOk.map(f).filter(Number.isFinite), 0.5) / 1000;
+        console.log(`\nwhere a forwarded create's time goes (n=${rowsOk.length} traced pairs, medians in ms, load ${loadNow().toFixed(1)})`);
+        let fsum = 0;
+        for (const [what, f] of FWD) {
+            const v = med(f);
+            fsum += v;
+            console.log(`  fwd    ${what.padEnd(52)} ${fmt(v).padStart(7)}`);
+        }
+        let lsum = 0;
+        for (const [what, f] of LOCAL) {
+            const v = med(f);
+            lsum += v;
+            console.log(`  local  ${what.padEnd(52)} ${fmt(v).padStart(7)}`);
+        }
+        console.log(`  sum of medians: fwd ${fmt(fsum)}, local ${fmt(lsum)}, added ${fmt(fsum - lsum)} ` +
+            `(traced totals p50: fwd ${fmt(quantile(rowsOk.map((x) => x.b.ms), 0.5))}, local ${fmt(quantile(rowsOk.map((x) => x.a.ms), 0.5))})`);
+    }
 
     const { Sandbox } = await import('e2b');
     const sbx = await Sandbox.create('beta::bench', { apiUrl: beta.e2b, sandboxUrl: beta.data, apiKey: stack.key });
@@ -117,6 +197,9 @@ try {
     console.log(`  beta's own data plane         ${fmt(quantile(own, 0.5)).padStart(6)}   ${fmt(quantile(own, 0.99)).padStart(6)}`);
     console.log(`  alpha's (relayed via hub)     ${fmt(quantile(relayed, 0.5)).padStart(6)}   ${fmt(quantile(relayed, 0.99)).padStart(6)}`);
     console.log(`  added by the relay            ${fmt(quantile(relayed, 0.5) - quantile(own, 0.5)).padStart(6)}   ${fmt(quantile(relayed, 0.99) - quantile(own, 0.99)).padStart(6)}`);
+    const added = quantile(relayed, 0.5) - quantile(own, 0.5);
+    row('relay-run-p50', "relayed commands.run('true'), added, p50", `${fmt(added)} ms (load ${loadNow().toFixed(1)})`,
+        `own p50 ${fmt(quantile(own, 0.5))} ms`, '<= 1 ms', atMost(added, 1));
 } finally {
     await stack.stop();
 }

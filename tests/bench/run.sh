@@ -59,7 +59,29 @@ benchmarks=(
     "autoscale|node bench/autoscale.mjs"
 )
 
+# The issue-17 table (tests/bench/README.md, "Summary rows"): key | measure |
+# target | the benchmark that emits it. Every key is printed in the summary,
+# measured or not; rows with other keys follow.
+expected=(
+    "relay-bulk|bulk alpha -> hub -> beta vs direct loopback TCP|>= 0.5x|tunnel-bulk-rtt"
+    "relay-websockify|relay vs websockify, one WebSocket hop, same bytes|peer|tunnel-bulk-rtt"
+    "hub-agents-rss|hub with 10,000 agent tunnels: RSS|<= 1024 MiB|tunnel-agents"
+    "hub-agents-cpu|hub with 10,000 agent tunnels: CPU|<= 1 core|tunnel-agents"
+    "hub-agents-lag|hub with 10,000 agent tunnels: loop lag p99|<= 20 ms|tunnel-agents"
+    "hub-agents-storm|reconnect storm of 10,000 agents|<= 60 s|tunnel-agents"
+    "create-burst32-p99|E2B create, 32 clients in a burst, p99|<= 25 ms|e2b-create"
+    "create-1-p50|E2B create, 1 client, p50|<= 5 ms|e2b-create"
+    "create-1-p99|E2B create, 1 client, p99|<= 25 ms|e2b-create"
+    "create-sustained|sustained creates with refills, 32 clients|>= 500/s|e2b-create"
+    "forward-create-p50|forwarded beta:: create, added over local, p50|<= 1.5 ms|federation"
+    "relay-run-p50|relayed commands.run('true'), added, p50|<= 1 ms|federation"
+    "dataplane-nginx|data plane vs nginx reverse proxy, same upstream|>= 1.0x|dataplane-proxy"
+)
+
 status=0
+rows_file="$(mktemp)"
+out_file="$(mktemp)"
+trap 'rm -f "$rows_file" "$out_file"' EXIT
 cd "$repo/tests"
 for entry in "${benchmarks[@]}"; do
     name="${entry%%|*}"
@@ -78,9 +100,50 @@ for entry in "${benchmarks[@]}"; do
     fi
     echo
     echo "=================== $name ==================="
-    if ! bash -c "$cmd"; then
+    load="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')"
+    if ! bash -c "$cmd" 2>&1 | tee "$out_file"; then
         echo "benchmark $name FAILED (see above)"
         status=1
     fi
+    # ROW key | measure | figure | baseline | target | verdict
+    sed -n 's/^ROW //p' "$out_file" | while IFS= read -r line; do
+        printf '%s|%s|%s\n' "$name" "$load" "$(printf '%s' "$line" | sed 's/ *| */|/g')"
+    done >>"$rows_file"
 done
+
+# The summary: every issue-17 row (measured or not), then every other row.
+echo
+echo "=================== summary ==================="
+echo "(load: the 1-minute load average when the benchmark started; on 2 shared cores)"
+{
+    printf 'measure|figure|baseline|target|verdict|bench|load\n'
+    printf -- '-|-|-|-|-|-|-\n'
+    for e in "${expected[@]}"; do
+        IFS='|' read -r key measure target bench <<<"$e"
+        found="$(awk -F'|' -v k="$key" '$3 == k' "$rows_file")"
+        if [ -n "$found" ]; then
+            printf '%s\n' "$found" | awk -F'|' '{ print $4 "|" $5 "|" $6 "|" $7 "|" $8 "|" $1 "|" $2 }'
+        elif [ -n "$filter" ] && [[ "$bench" != *"$filter"* ]]; then
+            printf '%s|not run (filter)|-|%s|-|%s|-\n' "$measure" "$target" "$bench"
+        else
+            printf '%s|NOT MEASURED (no ROW %s)|-|%s|missed|%s|-\n' "$measure" "$key" "$target" "$bench"
+        fi
+    done
+    awk -F'|' -v keys="$(printf '%s\n' "${expected[@]}" | cut -d'|' -f1 | tr '\n' ' ')" '
+        BEGIN { n = split(keys, k, " "); for (i = 1; i <= n; i++) known[k[i]] = 1 }
+        !($3 in known) { print $4 "|" $5 "|" $6 "|" $7 "|" $8 "|" $1 "|" $2 }' "$rows_file"
+} | awk -F'|' '
+    { for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } nf[NR] = NF }
+    END {
+        for (r = 1; r <= NR; r++) {
+            line = ""
+            for (i = 1; i <= nf[r]; i++) {
+                c = cell[r, i]
+                if (r == 2) { c = ""; for (j = 0; j < w[i]; j++) c = c "-" }
+                line = line (i > 1 ? "  " : "") sprintf("%-" w[i] "s", c)
+            }
+            sub(/ +$/, "", line)
+            print line
+        }
+    }'
 exit $status

@@ -119,3 +119,48 @@ export function machineNote() {
     const load = fs.existsSync('/proc/loadavg') ? fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ') : '?';
     return `cpus=${cpus} loadavg=${load} node=${process.version}`;
 }
+
+// --- the summary table of run.sh (README: "Summary rows") -----------------------------------
+
+// One line of the final summary: `ROW key | measure | figure | baseline | target | verdict`.
+// key is the stable id run.sh matches the issue-17 table on; verdict is met,
+// missed or '-' (no target). '|' inside a field is replaced (it separates them).
+export function row(key, measure, figure, baseline, target, verdict) {
+    const f = (x) => String(x === undefined || x === null || x === '' ? '-' : x).replace(/\|/g, '/');
+    console.log(`ROW ${[key, measure, figure, baseline, target, verdict].map(f).join(' | ')}`);
+}
+
+// met/missed of a figure against an upper or lower bound (NaN: missed).
+export const atMost = (x, limit) => (Number.isFinite(x) && x <= limit ? 'met' : 'missed');
+export const atLeast = (x, limit) => (Number.isFinite(x) && x >= limit ? 'met' : 'missed');
+
+// A Prometheus histogram's cumulative buckets from /metrics text:
+// [[le, count], ...] ascending, +Inf last. labels: the series' other labels
+// as written between the braces before `le` (e.g. 'op="x",'), '' for none.
+export function histBuckets(text, name, labels = '') {
+    const out = [];
+    const re = new RegExp(`^${name}_bucket\\{${labels.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}le="([^"]+)"\\} (\\S+)$`, 'gm');
+    for (const m of text.matchAll(re)) out.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
+    return out.sort((a, b) => a[0] - b[0]);
+}
+
+// The q-quantile of the observations between two readings of one histogram,
+// as the upper bound of the bucket it falls in (Infinity past the last), and
+// the share of observations at or below `at` (a target's bucket bound).
+export function histWindow(before, after, q, at) {
+    const d = after.map(([le, c], i) => [le, c - (before[i] ? before[i][1] : 0)]);
+    const total = d.length ? d[d.length - 1][1] : 0;
+    if (total <= 0) return { n: 0, q: NaN, shareAt: NaN };
+    const hit = d.find(([, c]) => c >= q * total);
+    const under = d.find(([le]) => le >= at);
+    return { n: total, q: hit ? hit[0] : Infinity, shareAt: under ? under[1] / total : NaN };
+}
+
+// The 1-minute load average now (for rows: every figure beside its load).
+export function loadNow() {
+    try {
+        return Number(fs.readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
+    } catch {
+        return NaN;
+    }
+}

@@ -370,6 +370,60 @@ static void gauges_follow_records(void **state)
     fed_registry_free(g);
 }
 
+static void count_fresh(void *arg, const struct route_record *r)
+{
+    (void)r;
+    (*(size_t *)arg)++;
+}
+
+/* The hub's sweep walks the registry in slices (a pass at once over 100,000
+ * records held the loop for half a second): every record is looked at once
+ * per pass, stale ones go, and no slice looks at many more than it was
+ * allowed. */
+static void sweep_slices_cover_every_record_once(void **state)
+{
+    struct fed_registry *g = fed_registry_new(false);
+    char err[256];
+    struct route_record v[5];
+    for (int c = 0; c < 200; c++) {
+        char id[16];
+        snprintf(id, sizeof(id), "c-%03d", c);
+        memset(v, 0, sizeof(v));
+        for (int i = 0; i < 5; i++) {
+            snprintf(v[i].ns, sizeof(v[i].ns), "ns");
+            snprintf(v[i].env, sizeof(v[i].env), "env-%d", i);
+            snprintf(v[i].pool, sizeof(v[i].pool), "p");
+            v[i].idle = 1;
+            /* every third cluster reported 31 s ago: stale */
+            v[i].sampled_ms = c % 3 == 0 ? NOW - 31000 : NOW - 1000;
+        }
+        assert_int_equal(fed_registry_apply(g, id, v, 5, true, err, sizeof(err)), 0);
+    }
+    assert_int_equal(fed_registry_count(g), 1000);
+    size_t cursor = 0, expired = 0, fresh = 0, slices = 0;
+    bool done = false;
+    while (!done) {
+        size_t before = fresh, exp_before = expired;
+        done = fed_registry_sweep_slice(g, &cursor, 50, NOW, count_fresh, &fresh, &expired);
+        slices++;
+        /* whole buckets: at most one bucket's records past the limit */
+        assert_true(fresh - before + expired - exp_before <= 50 + 10);
+        assert_true(slices < 1000);
+    }
+    assert_int_equal(cursor, 0);
+    assert_int_equal(expired, 67 * 5);
+    assert_int_equal(fresh, 133 * 5);
+    assert_true(slices >= 1000 / 60);
+    assert_int_equal(fed_registry_count(g), 133 * 5);
+    /* a second pass finds nothing stale and every fresh record again */
+    fresh = expired = 0;
+    while (!fed_registry_sweep_slice(g, &cursor, 50, NOW, count_fresh, &fresh, &expired))
+        ;
+    assert_int_equal(expired, 0);
+    assert_int_equal(fresh, 133 * 5);
+    fed_registry_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -381,6 +435,7 @@ int main(void)
         cmocka_unit_test(session_end_drops_only_that_cluster),
         cmocka_unit_test(index_survives_churn),
         cmocka_unit_test(gauges_follow_records),
+        cmocka_unit_test(sweep_slices_cover_every_record_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
