@@ -72,3 +72,46 @@ int rt_max_unavailable(const json_t *v, int replicas)
     }
     return n < 1 ? 1 : (n > 1000000 ? 1000000 : (int)n);
 }
+
+const json_t *rt_env_member(const json_t *env, const char *cluster, const char *pool)
+{
+    const json_t *c, *m;
+    size_t i, k;
+
+    json_array_foreach(json_object_get(json_object_get(env, "spec"), "clusters"), i, c)
+    {
+        const char *id = json_string_value(json_object_get(c, "clusterID"));
+        if (!id || strcmp(id, cluster) != 0)
+            continue;
+        json_array_foreach(json_object_get(c, "members"), k, m)
+        {
+            const char *n = json_string_value(json_object_get(m, "name"));
+            if (n && strcmp(n, pool) == 0)
+                return m;
+        }
+    }
+    return NULL;
+}
+
+void rt_update_strategy(const json_t *env, const char *cluster, const char *pool,
+                        const json_t *pool_spec, bool *auto_update, const json_t **max_unavailable)
+{
+    const json_t *mine, *envs, *au;
+
+    if (!env) {
+        *auto_update = true;
+        *max_unavailable = json_object_get(pool_spec, "maxUnavailable");
+        return;
+    }
+    mine = json_object_get(json_object_get(rt_env_member(env, cluster, pool), "config"),
+                           "updateStrategy");
+    envs = json_object_get(json_object_get(json_object_get(env, "spec"), "overrides"),
+                           "updateStrategy");
+    au = json_object_get(mine, "autoUpdate");
+    if (!au)
+        au = json_object_get(envs, "autoUpdate");
+    *auto_update = !json_is_false(au);
+    *max_unavailable = json_object_get(mine, "maxUnavailable");
+    if (!*max_unavailable)
+        *max_unavailable = json_object_get(envs, "maxUnavailable");
+}

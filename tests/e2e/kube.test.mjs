@@ -391,6 +391,29 @@ test('a new idle image rolls the idle Pods; a new running image does not', async
     assert.ok(ev.items.some((e) => e.reason === 'RollingUpdate' && e.involvedObject.name === 'e2b-1c2gi'), 'an Event tells operators about the roll');
 });
 
+test('the Env\'s updateStrategy.autoUpdate false holds a roll until it is turned back on', async () => {
+    const { ps: before, st } = await waitWarm('e2b-1c2gi', 2, 'before');
+    let r = await kubectl(['patch', 'sandboxenv', 'e2b', '--type', 'merge', '-p', JSON.stringify({ spec: { overrides: { updateStrategy: { autoUpdate: false } } } })]);
+    assert.equal(r.code, 0, r.stderr);
+    r = await kubectl(['patch', 'sandboxtemplate', 'e2b-envd', '--type', 'merge', '-p', JSON.stringify({ spec: { idleImage: 'ghcr.io/scitix/agent-sandbox-idle:0.0.12' } })]);
+    assert.equal(r.code, 0, r.stderr);
+    // the agent has seen the new identity (a new updateRevision, nothing on it) ...
+    const held = await waitFor(async () => {
+        const w = await waitWarm('e2b-1c2gi', 2, 'held', 5000).catch(() => null);
+        return w && w.st.updateRevision !== st.updateRevision && w.st.updatedReplicas === 0 ? w : null;
+    }, { timeoutMs: 30000, what: 'the new revision seen, no Pod on it' });
+    // ... and replaced nothing
+    assert.deepEqual(held.ps.map((p) => p.metadata.uid).sort(), before.map((p) => p.metadata.uid).sort());
+    r = await kubectl(['patch', 'sandboxenv', 'e2b', '--type', 'merge', '-p', JSON.stringify({ spec: { overrides: { updateStrategy: { autoUpdate: true, maxUnavailable: 1 } } } })]);
+    assert.equal(r.code, 0, r.stderr);
+    const rolled = await waitFor(async () => {
+        const w = await waitWarm('e2b-1c2gi', 2, 'rolled', 5000).catch(() => null);
+        return w && w.st.updatedReplicas === 2 &&
+            w.ps.every((p) => p.spec.containers[0].image === 'ghcr.io/scitix/agent-sandbox-idle:0.0.12') ? w : null;
+    }, { timeoutMs: 30000, what: 'the idle Pods replaced once autoUpdate is back' });
+    assert.ok(rolled.ps.every((p) => !before.some((b) => b.metadata.uid === p.metadata.uid)));
+});
+
 test('the data plane reaches another port of the Pod at the Pod IP', async () => {
     const { Sandbox } = E2B;
     await waitWarm('demo-1c0gi', 2, 'before');

@@ -12,6 +12,7 @@
 #include "agent/runtime/kube/objects.h"
 #include "agent/runtime/kube/egress_pod.h"
 #include "agent/runtime/kube/reconcile.h"
+#include "agent/runtime/revision.h"
 #include "agent/runtime/kube/start.h"
 #include "agent/runtime/kube/registry.h"
 #include "agent/runtime/kube/usage.h"
@@ -1975,13 +1976,23 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
         if (strncmp(k, pre, strlen(pre)) == 0)
             expected++;
     }
+    /* updateStrategy: the member's, else its Env's overrides (a member
+     * pool), else the pool's own maxUnavailable */
+    const json_t *env = NULL, *mu = NULL;
+    bool auto_update = true;
+    if (p->env[0]) {
+        char ekey[2 * RT_NAME_MAX + 2];
+        snprintf(ekey, sizeof(ekey), "%s/%s", p->ns, p->env);
+        env = json_object_get(rt->objs[K_ENV], ekey);
+    }
+    rt_update_strategy(env, rt->cluster, p->name, json_object_get(obj, "spec"), &auto_update, &mu);
     struct kube_pool_input in = {
         .replicas = p->replicas,
         .max_replicas = p->max_replicas,
         .pending = p->nwaiters,
         .creating = p->creating + expected,
-        .max_unavailable = kube_max_unavailable(jget2(obj, "spec", "maxUnavailable"), p->replicas),
-        .auto_update = true,
+        .max_unavailable = kube_max_unavailable(mu, p->replicas),
+        .auto_update = auto_update,
         .deleting = deleting,
     };
     ab_strlcpy(in.revision, p->revision, sizeof(in.revision));

@@ -32,26 +32,6 @@ static json_t *jget(const json_t *o, const char *k)
 }
 
 /* The raw member `name` of `cluster`'s segment of an Env document. */
-static const json_t *raw_member(const json_t *env, const char *cluster, const char *name)
-{
-    const json_t *c, *m;
-    size_t i, k;
-
-    json_array_foreach(jget(jget(env, "spec"), "clusters"), i, c)
-    {
-        const char *id = json_string_value(jget(c, "clusterID"));
-        if (!id || strcmp(id, cluster) != 0)
-            continue;
-        json_array_foreach(jget(c, "members"), k, m)
-        {
-            const char *n = json_string_value(jget(m, "name"));
-            if (n && !strcmp(n, name))
-                return m;
-        }
-    }
-    return NULL;
-}
-
 static void copy_key(json_t *dst, const json_t *src, const char *k)
 {
     json_t *v = jget(src, k);
@@ -81,7 +61,7 @@ static json_t *rendered_spec(const struct mf_set *set, const struct mf_pool_view
     copy_key(s, tspec, "template");
     copy_key(s, tspec, "idleImage");
     copy_key(s, tspec, "runtimes");
-    const json_t *m = raw_member(v->obj->raw, cluster, v->name);
+    const json_t *m = rt_env_member(v->obj->raw, cluster, v->name);
     const json_t *mspec = jget(m, "spec");
     const char *k;
     json_t *x;
@@ -99,16 +79,6 @@ static json_t *rendered_spec(const struct mf_set *set, const struct mf_pool_view
     if (jget(ov, "networkPolicy"))
         json_object_set_new(s, "envNetworkPolicy", json_deep_copy(jget(ov, "networkPolicy")));
     return s;
-}
-
-/* updateStrategy field k of the member, else of the Env's overrides. */
-static const json_t *strategy_field(const struct mf_pool_view *v, const json_t *member,
-                                    const char *k)
-{
-    const json_t *x = jget(jget(jget(member, "config"), "updateStrategy"), k);
-    if (x)
-        return x;
-    return jget(jget(jget(jget(v->obj->raw, "spec"), "overrides"), "updateStrategy"), k);
 }
 
 static void set_max_unavailable(struct lpool *p, const json_t *mu)
@@ -130,7 +100,7 @@ void lrt_roll_configure(struct lpool *p, const struct mf_set *set, const struct 
                         const char *cluster)
 {
     json_t *spec = rendered_spec(set, v, cluster);
-    const json_t *member = v->member ? raw_member(v->obj->raw, cluster, v->name) : NULL;
+    const json_t *mu;
     char rev[RT_REV_LEN + 1] = "";
 
     if (!spec || rt_revision(spec, rev) != 0)
@@ -139,14 +109,9 @@ void lrt_roll_configure(struct lpool *p, const struct mf_set *set, const struct 
     if (p->rev[0] && rev[0] && strcmp(p->rev, rev) != 0)
         LOG_INFO("pool identity changed", "pool", p->name, "from", p->rev, "to", rev);
     ab_strlcpy(p->rev, rev, sizeof(p->rev));
-    if (v->member) {
-        const json_t *au = strategy_field(v, member, "autoUpdate");
-        p->auto_update = !json_is_false(au);
-        set_max_unavailable(p, strategy_field(v, member, "maxUnavailable"));
-    } else {
-        p->auto_update = true;
-        set_max_unavailable(p, jget(jget(v->obj->raw, "spec"), "maxUnavailable"));
-    }
+    rt_update_strategy(v->member ? v->obj->raw : NULL, cluster, v->name, jget(v->obj->raw, "spec"),
+                       &p->auto_update, &mu);
+    set_max_unavailable(p, mu);
 }
 
 int lrt_roll_max_unavailable(const struct lpool *p)
