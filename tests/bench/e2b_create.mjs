@@ -17,6 +17,7 @@
 //   sudo AGENTBOX_BUILD_DIR=build [AGENTBOX_BASELINE_BUILD_DIR=/tmp/base] node tests/bench/e2b_create.mjs   [BENCH_INTERNET=1]
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { row, atMost, atLeast } from './util.mjs';
 import { startStack, manifestsDir, envManifest, waitPool, claim, native } from '../integration/lib/sandboxes.mjs';
 
 const POOL = 40;
@@ -160,3 +161,11 @@ if (before) {
         console.log([label.padEnd(38), fmt(after[k]).padStart(12), fmt(before[k]).padStart(10),
             fmt(after[k] / before[k]).padStart(8), `  ${note}`].join(''));
 }
+
+// the issue-17 summary rows (run.sh collects them); baseline: the native claim of the same run
+const ld = `load ${after.loadBefore.toFixed(2)}`;
+const base = `native claim p50 ${fmt(after.nat50)} ms`;
+row('create-1-p50', 'E2B create, 1 client, p50', `${fmt(after.one50)} ms (${ld})`, base, '<= 5 ms', atMost(after.one50, 5));
+row('create-1-p99', 'E2B create, 1 client, p99', `${fmt(after.one99)} ms (${ld})`, base, '<= 25 ms', atMost(after.one99, 25));
+row('create-burst32-p99', 'E2B create, 32 clients in a burst, p99', `${fmt(after.burst99)} ms (${ld})`, base, '<= 25 ms', atMost(after.burst99, 25));
+row('create-sustained', 'sustained creates with refills, 32 clients', `${fmt(after.rate)}/s (${ld})`, base, '>= 500/s', atLeast(after.rate, 500));

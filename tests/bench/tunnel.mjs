@@ -20,7 +20,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import {
     startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, buildDir, adminKey,
 } from '../integration/lib/harness.mjs';
-import { quantile, median, mean, fmt, printTable, machineNote, cpuOf } from './util.mjs';
+import { quantile, median, mean, fmt, printTable, machineNote, cpuOf, row, atLeast, loadNow } from './util.mjs';
 
 const BYTES = Number(process.env.BENCH_BYTES || 1024 ** 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS || 3);
@@ -330,9 +330,13 @@ async function main() {
         const beta = median(tp['beta /v1/diag/bytes (direct)']);
         console.log(`ratio relay / direct node TCP   = ${fmt(relay / netMbs, 3)}  (target >= 0.5)`);
         console.log(`ratio relay / direct beta bytes = ${fmt(relay / beta, 3)}  (target >= 0.5)`);
+        row('relay-bulk', 'bulk alpha → hub → beta vs direct loopback TCP',
+            `${fmt(relay, 0)} MB/s: ${fmt(relay / netMbs, 3)}x (load ${loadNow()})`, `${fmt(netMbs, 0)} MB/s direct TCP`, '>= 0.5x', atLeast(relay / netMbs, 0.5));
         if (wsfy) {
             const w = median(tp[WSFY]);
             console.log(`ratio websockify (1 hop) / direct node TCP = ${fmt(w / netMbs, 3)};  relay (3 hops) / websockify = ${fmt(relay / w, 3)}`);
+            row('relay-websockify', 'the relay vs websockify, one WebSocket hop, same bytes',
+                `${fmt(relay, 0)} MB/s vs ${fmt(w, 0)} MB/s: ${fmt(relay / w, 3)}x (load ${loadNow()})`, `${fmt(w, 0)} MB/s websockify`, 'peer', '-');
         }
 
         console.log(`\n## 2. round trip, ${RTT_N} sequential keep-alive GETs per path (blocks of ${RTT_BLOCK}, interleaved)`);
