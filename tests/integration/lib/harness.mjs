@@ -122,7 +122,37 @@ export async function waitFor(fn, { timeoutMs = 10000, intervalMs = 50, what = '
 
 // --- ports ------------------------------------------------------------------------
 
-export function freePort() {
+// A port nothing listens on, chosen below the kernel's ephemeral range: a
+// port the kernel hands out itself (listen on 0) may become the source port
+// of an outgoing connection (to PostgreSQL, say) before the process under
+// test binds it, and that bind then fails with "in use".
+function canListen(port) {
+    return new Promise((resolve) => {
+        const s = net.createServer();
+        s.unref();
+        s.once('error', () => resolve(false));
+        s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+}
+function ephemeralStart() {
+    try {
+        const lo = Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+        return Number.isInteger(lo) && lo > 22000 ? lo : 32768;
+    } catch {
+        return 32768;
+    }
+}
+const portsGiven = new Set();
+export async function freePort() {
+    const hi = ephemeralStart();
+    for (let i = 0; i < 100; i++) {
+        const port = 20000 + Math.floor(Math.random() * (hi - 20000));
+        if (portsGiven.has(port)) continue;
+        if (await canListen(port)) {
+            portsGiven.add(port);
+            return port;
+        }
+    }
     return new Promise((resolve, reject) => {
         const s = net.createServer();
         s.unref();
