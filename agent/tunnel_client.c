@@ -506,6 +506,19 @@ static int tls_rx(struct agent_tunnel *t, const void *in, size_t len)
     return 0;
 }
 
+/* The connection is gone (either framing): how long it was up and why, then
+ * the next try on the backoff. */
+static void closed(struct agent_tunnel *t)
+{
+    int64_t up = t->connected_at_ms ? ab_now_ms() - t->connected_at_ms : 0;
+    char why[160];
+
+    t->connected_at_ms = 0;
+    snprintf(why, sizeof(why), "%s", t->close_reason[0] ? t->close_reason : "connection closed");
+    teardown(t);
+    schedule_retry(t, up, why);
+}
+
 static int raw_client_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                                void *in, size_t len)
 {
@@ -539,13 +552,7 @@ static int raw_client_callback(struct lws *wsi, enum lws_callback_reasons reason
         if (!t->conn_live || (t->wsi && t->wsi != wsi))
             return 0;
         t->conn_live = false;
-        int64_t up = t->connected_at_ms ? ab_now_ms() - t->connected_at_ms : 0;
-        t->connected_at_ms = 0;
-        char why[160];
-        snprintf(why, sizeof(why), "%s",
-                 t->close_reason[0] ? t->close_reason : "connection closed");
-        teardown(t);
-        schedule_retry(t, up, why);
+        closed(t);
         return 0;
     }
     default:
@@ -623,13 +630,7 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
         }
         return 0;
     case LWS_CALLBACK_CLIENT_CLOSED: {
-        int64_t up = t->connected_at_ms ? ab_now_ms() - t->connected_at_ms : 0;
-        t->connected_at_ms = 0;
-        char why[160];
-        snprintf(why, sizeof(why), "%s",
-                 t->close_reason[0] ? t->close_reason : "connection closed");
-        teardown(t);
-        schedule_retry(t, up, why);
+        closed(t);
         return 0;
     }
     default:
