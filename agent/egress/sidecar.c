@@ -12,7 +12,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,29 +64,6 @@ static void on_denied(void *arg, uint64_t key, enum egress_reason why, const str
     }
     LOG_INFO("egress refused", "destination", ip, "port", port, "host",
              d && d->name ? d->name : "-", "reason", egress_reason_label(why));
-}
-
-static size_t self_addrs(struct egress_addr *out, size_t max)
-{
-    struct ifaddrs *ifa = NULL, *i;
-    size_t n = 0;
-    if (getifaddrs(&ifa) != 0)
-        return 0;
-    for (i = ifa; i && n < max; i = i->ifa_next) {
-        if (!i->ifa_addr)
-            continue;
-        if (i->ifa_addr->sa_family == AF_INET) {
-            out[n].family = AF_INET;
-            memcpy(out[n].a, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, 4);
-            n++;
-        } else if (i->ifa_addr->sa_family == AF_INET6) {
-            out[n].family = AF_INET6;
-            memcpy(out[n].a, &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
-            n++;
-        }
-    }
-    freeifaddrs(ifa);
-    return n;
 }
 
 static int listen_lo(int type, uint16_t port, char *err, size_t errlen)
@@ -251,7 +227,7 @@ int egress_sidecar_new(const struct egress_sidecar_deps *deps, struct egress_sid
         rc = AB_EIO;
         goto fail;
     }
-    size_t n_self = self_addrs(self, SELF_MAX);
+    size_t n_self = egress_self_addrs(self, SELF_MAX);
     for (size_t i = 0; i < deps->n_extra_self && n_self < AB_ARRAY_LEN(self); i++)
         self[n_self++] = deps->extra_self[i];
     gd.loop = deps->loop;

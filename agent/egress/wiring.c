@@ -120,8 +120,7 @@ int egress_resolver_from_file(const char *path, struct egress_addr *a)
     return rc;
 }
 
-/* This machine's addresses, as the agent's namespace has them. */
-static size_t self_addrs(struct egress_addr *out, size_t max)
+size_t egress_self_addrs(struct egress_addr *out, size_t max)
 {
     struct ifaddrs *ifa = NULL, *i;
     size_t n = 0;
@@ -306,7 +305,7 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
                  "resolver", r);
         memset(&gd.resolver, 0, sizeof(gd.resolver));
     }
-    size_t n_self = self_addrs(self, SELF_MAX);
+    size_t n_self = egress_self_addrs(self, SELF_MAX);
     gd.loop = deps->loop;
     gd.sandbox_of = sandbox_of;
     gd.arg = w;

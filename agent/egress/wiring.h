@@ -66,4 +66,9 @@ int egress_resolver_parse(const char *s, struct egress_addr *a, uint16_t *port);
 /* The first nameserver line of a resolv.conf file. 0, AB_ENOENT or AB_EINVAL. */
 int egress_resolver_from_file(const char *path, struct egress_addr *a);
 
+/* This machine's addresses as the calling thread's network namespace has
+ * them (the always-denied "host" tier): up to max into out; 0 when they
+ * cannot be read. The agent's wiring and the Pod sidecar both use it. */
+size_t egress_self_addrs(struct egress_addr *out, size_t max);
+
 #endif
