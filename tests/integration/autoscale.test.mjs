@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { waitFor, metricValue } from './lib/harness.mjs';
+import { waitFor, metricValue, assertSanitizerClean } from './lib/harness.mjs';
 import { startStack, manifestsDir, native, waitPool } from './lib/sandboxes.mjs';
 
 // An env whose one member (<env>-1c0gi, group 1c0gi) starts with `replicas`.
@@ -262,5 +262,5 @@ const settled = (agent) => waitFor(async () => {
 test('the agent stops cleanly: no sanitizer report after the autoscaler ran', async () => {
     await settled(alpha);
     await alpha.proc.stop();
-    assert.doesNotMatch(alpha.proc.logs(), /LeakSanitizer|AddressSanitizer|runtime error:/);
+    assertSanitizerClean(alpha.proc);
 });

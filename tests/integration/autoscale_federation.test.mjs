@@ -8,7 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { waitFor, metricValue } from './lib/harness.mjs';
+import { waitFor, metricValue, assertSanitizerClean } from './lib/harness.mjs';
 import { startStack, manifestsDir, native, waitPool } from './lib/sandboxes.mjs';
 
 const member = (env, c, replicas, max) => `  - clusterID: ${c}
@@ -131,6 +131,6 @@ test('the agents stop cleanly: no sanitizer report after the autoscaler ran', as
             return !t.split('\n').some((l) => /^agentbox_pool_(starting|stopping|pending)\{/.test(l) && !/ 0$/.test(l));
         }, { timeoutMs: 30000, what: 'no sandbox starting, stopping or waited for' });
         await a.proc.stop();
-        assert.doesNotMatch(a.proc.logs(), /LeakSanitizer|AddressSanitizer|runtime error:/);
+        assertSanitizerClean(a.proc);
     }
 });

@@ -13,7 +13,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startKubeApi } from './lib/kubeapi.mjs';
-import { tempDir, waitFor } from './lib/harness.mjs';
+import { tempDir, waitFor, assertSanitizerClean } from './lib/harness.mjs';
 import { startStack, envdBin, native } from './lib/sandboxes.mjs';
 
 const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
@@ -143,5 +143,5 @@ test('kube: idle Pods past the idle timeout lower spec.replicas step by step', a
 
 test('kube: the agent stops cleanly after the autoscaler ran', async () => {
     await alpha.proc.stop();
-    assert.doesNotMatch(alpha.proc.logs(), /LeakSanitizer|AddressSanitizer|runtime error:/);
+    assertSanitizerClean(alpha.proc);
 });

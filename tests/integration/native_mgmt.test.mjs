@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { createKey, waitFor } from './lib/harness.mjs';
+import { createKey, waitFor, assertSanitizerClean } from './lib/harness.mjs';
 import { startStack, manifestsDir, envManifest, waitPool, poolStatus } from './lib/sandboxes.mjs';
 
 let stack;
@@ -352,7 +352,7 @@ test('writes persist across an agent restart; the YAML directory stays the seed'
         if (graceful) {
             // a clean exit runs LeakSanitizer over everything the API calls above allocated
             await alpha.proc.stop();
-            assert.doesNotMatch(alpha.proc.logs(), /LeakSanitizer|AddressSanitizer/);
+            assertSanitizerClean(alpha.proc);
         } else {
             process.kill(alpha.proc.pid, 'SIGKILL');
             await alpha.proc.exited;

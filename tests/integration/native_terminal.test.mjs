@@ -12,7 +12,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { createKey, waitFor } from './lib/harness.mjs';
+import { createKey, waitFor, assertSanitizerClean } from './lib/harness.mjs';
 import { startStack, manifestsDir, envManifest, native, claim, waitPool } from './lib/sandboxes.mjs';
 
 let stack;
@@ -286,7 +286,7 @@ test('an agent stopped with a terminal and a log stream open exits clean (no lea
     const reader = res.body.getReader();
     await reader.read(); // the stream is live
     await alpha.proc.stop();
-    assert.doesNotMatch(alpha.proc.logs(), /LeakSanitizer|AddressSanitizer|runtime error/);
+    assertSanitizerClean(alpha.proc);
     await ws.closed;
     await reader.cancel().catch(() => {});
 });

@@ -244,6 +244,22 @@ export function spawnProc(name, cmd, args, env = process.env, { logDir, cwd } = 
     return proc;
 }
 
+// The sanitizer's report in a process's log, or '' when there is none: from
+// the first "==PID==ERROR: ...Sanitizer" or "runtime error:" line to the end,
+// at most 8 KiB, so a failing assertion shows the stack instead of the log's
+// head.
+export function sanitizerReport(text) {
+    const m = /^.*(==\d+==ERROR: \w+Sanitizer|runtime error:|LeakSanitizer|AddressSanitizer).*$/m.exec(text);
+    return m ? text.slice(m.index, m.index + 8192) : '';
+}
+
+// Fails when a stopped process's log holds a sanitizer report (a leak found
+// by LeakSanitizer at a clean exit, a UBSan runtime error, ...), naming it.
+export function assertSanitizerClean(proc) {
+    const report = sanitizerReport(proc.logs());
+    if (report) throw new Error(`${proc.name}: sanitizer report in ${proc.logFile}:\n${report}`);
+}
+
 // --- PostgreSQL -----------------------------------------------------------------------
 
 const isRoot = () => typeof process.getuid === 'function' && process.getuid() === 0;
