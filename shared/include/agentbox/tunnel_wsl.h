@@ -5,7 +5,7 @@
  *
  * Why not lws's own WebSocket role: lws 4.1's parser copies payload a byte
  * at a time (about 6 ms of CPU per MB received); here lws only moves bytes
- * (64 KiB reads, TLS included) and we frame them.
+ * (256 KiB reads, TLS included) and we frame them.
  *
  * Reads: the lws RAW_RX bytes go to tun_wsl_rx(), whose parser validates
  * every frame and hands an unfragmented binary message (all our encoders
