@@ -9,9 +9,9 @@
 // SandboxTemplate CRDs, and DELETE.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startKubeApi } from '../integration/lib/kubeapi.mjs';
-import { adminKey, tempDir, waitFor } from '../integration/lib/harness.mjs';
-import { startStack, envdBin } from '../integration/lib/sandboxes.mjs';
+import { adminKey, waitFor } from '../integration/lib/harness.mjs';
+import { startStack } from '../integration/lib/sandboxes.mjs';
+import { startKubeApiWith, kubeAgentArgs, podsOf as podsAt, live } from '../integration/lib/kubestack.mjs';
 
 const TEMPLATE = {
     apiVersion: 'agents.navix.sh/v1alpha1', kind: 'SandboxTemplate', metadata: { name: 'envd' },
@@ -47,18 +47,15 @@ async function direct(method, p, body, key = stack.key) {
     return { status: res.status, json, text };
 }
 
-async function podsOf(pool) {
-    const r = await k('GET', `/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent(`agentbox.navix.sh/sandbox-pool=${pool}`)}`);
-    return r.json.items.filter((p) => !p.metadata.deletionTimestamp);
-}
+const podsOf = async (pool) => live(await podsAt(api, pool));
 const logs = () => `\nagent log:\n${alpha.proc.logs().split('\n').slice(-30).join('\n')}`;
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the stack needs root');
-    api = await startKubeApi({ kubelet: { envd: envdBin(), pullDelayMs: 0 }, bookmarkMs: 500 });
-    const kc = api.kubeconfig(tempDir('agentbox-kube-native-'));
+    let kc;
+    ({ api, kc } = await startKubeApiWith({ prefix: 'agentbox-kube-native-', kubectl: false }));
     assert.equal((await k('POST', `${CR}/sandboxtemplates`, TEMPLATE)).status, 201);
-    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', kc, '--namespace', 'default', '--no-leader-election'] });
+    stack = await startStack({ clusters: ['alpha'], agentArgs: kubeAgentArgs(kc, '--no-leader-election') });
     alpha = stack.agents.alpha;
     admin = await adminKey(stack.hub.base);
     await waitFor(async () => (await direct('GET', '/v1/sandbox-templates')).json?.total === 1, { what: 'the template through the reflector' });
