@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { adminKey, waitFor } from '../integration/lib/harness.mjs';
 import { startStack } from '../integration/lib/sandboxes.mjs';
 import { startKubeApiWith, kubeAgentArgs, podsOf as podsAt, live } from '../integration/lib/kubestack.mjs';
+import { requestJson } from '../integration/lib/scaffold.mjs';
 
 const TEMPLATE = {
     apiVersion: 'agents.navix.sh/v1alpha1', kind: 'SandboxTemplate', metadata: { name: 'envd' },
@@ -31,21 +32,7 @@ async function k(method, p, body, type = 'application/json') {
 const getEnv = async (name) => k('GET', `${CR}/namespaces/default/sandboxenvs/${name}`);
 const getSecret = async (name) => k('GET', `/api/v1/namespaces/default/secrets/${name}`);
 
-async function direct(method, p, body, key = stack.key) {
-    const res = await fetch(`${alpha.native}${p}`, {
-        method,
-        headers: { 'AGENTBOX-API-KEY': key, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json;
-    try {
-        json = JSON.parse(text);
-    } catch {
-        json = undefined;
-    }
-    return { status: res.status, json, text };
-}
+const direct = (method, p, body, key = stack.key) => requestJson(`${alpha.native}${p}`, { method, headers: { 'AGENTBOX-API-KEY': key }, body });
 
 const podsOf = async (pool) => live(await podsAt(api, pool));
 const logs = () => `\nagent log:\n${alpha.proc.logs().split('\n').slice(-30).join('\n')}`;

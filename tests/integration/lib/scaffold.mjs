@@ -1,6 +1,6 @@
 // The preamble test files repeat: a list of cleanups run after the file's
 // last test, one migrated PostgreSQL shared by the file's tests, a command
-// that must succeed.
+// that must succeed, a request with a JSON answer.
 import { after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startPostgres, runMigrate, run } from './harness.mjs';
@@ -43,4 +43,22 @@ export async function sh(cmd, args) {
     const r = await run(cmd, args);
     assert.equal(r.code, 0, `${cmd} ${args.join(' ')}: ${r.stderr}`);
     return r.stdout;
+}
+
+// One request with a JSON body (when body is not undefined); resolves
+// {status, json (undefined when the answer is not JSON), text}.
+export async function requestJson(url, { method = 'GET', headers = {}, body } = {}) {
+    const res = await fetch(url, {
+        method,
+        headers: { ...headers, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json;
+    try {
+        json = JSON.parse(text);
+    } catch {
+        json = undefined;
+    }
+    return { status: res.status, json, text };
 }
