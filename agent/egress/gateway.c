@@ -226,6 +226,20 @@ static void conn_free_extras(struct gw_conn *c)
     c->rule = NULL;
 }
 
+/* What a connection holds besides its list links: timers, extras, both
+ * descriptors, itself. */
+static void conn_release(struct gw_conn *c)
+{
+    loop_timer_cancel(&c->rearm[0]);
+    loop_timer_cancel(&c->rearm[1]);
+    loop_timer_cancel(&c->sniff_timer);
+    conn_free_extras(c);
+    close(c->fd[0]);
+    if (c->fd[1] >= 0)
+        close(c->fd[1]);
+    free(c);
+}
+
 /* Both directions are finished once each write half was shut. */
 static void maybe_done(struct gw_conn *c)
 {
@@ -625,14 +639,7 @@ static void conn_side_closed(struct gw_conn *c, int i)
         c->next->prev = c->prev;
     g->n_conns--;
     count_drop(g, c->key);
-    loop_timer_cancel(&c->rearm[0]);
-    loop_timer_cancel(&c->rearm[1]);
-    loop_timer_cancel(&c->sniff_timer);
-    conn_free_extras(c);
-    close(c->fd[0]);
-    if (c->fd[1] >= 0)
-        close(c->fd[1]);
-    free(c);
+    conn_release(c);
 }
 
 static void addr_from_sa(const struct sockaddr_storage *ss, struct egress_addr *a, uint16_t *port)
@@ -1236,14 +1243,7 @@ void egress_gateway_free(struct egress_gateway *g)
                 lws_set_opaque_user_data(c->wsi[i], NULL);
                 lws_set_timeout(c->wsi[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
             }
-        loop_timer_cancel(&c->rearm[0]);
-        loop_timer_cancel(&c->rearm[1]);
-        loop_timer_cancel(&c->sniff_timer);
-        conn_free_extras(c);
-        close(c->fd[0]);
-        if (c->fd[1] >= 0)
-            close(c->fd[1]);
-        free(c);
+        conn_release(c);
     }
     free(g->names);
     struct lws *own[] = {g->listener, g->dns_in, g->dns_up};
