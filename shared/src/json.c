@@ -180,3 +180,14 @@ char *json_dump_compact(const json_t *v)
 {
     return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 }
+
+json_t *json_child_object(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+
+    if (!json_is_object(v)) {
+        v = json_object();
+        json_object_set_new(o, k, v);
+    }
+    return v;
+}
