@@ -11,6 +11,7 @@ import {
     startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, run, hubBin,
     hubSecret, buildDir, tempDir, waitFor,
 } from './harness.mjs';
+import { requestJson } from './scaffold.mjs';
 
 export const envdBin = () => path.join(buildDir(), 'agentbox-envd');
 
@@ -175,21 +176,7 @@ export async function startStack({ clusters = ['alpha'], manifests, agentArgs = 
 }
 
 // Calls the agent's native API with the stack's key; resolves {status, json, text}.
-export async function native(agent, key, method, p, body) {
-    const res = await fetch(agent.native + p, {
-        method,
-        headers: { 'X-API-Key': key, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json;
-    try {
-        json = JSON.parse(text);
-    } catch {
-        json = undefined;
-    }
-    return { status: res.status, json, text };
-}
+export const native = (agent, key, method, p, body) => requestJson(agent.native + p, { method, headers: { 'X-API-Key': key }, body });
 
 // The agent's pool gauges: {idle, running, starting, stopping, pending} of pool.
 export async function poolStatus(agent, pool, ns = 'default') {
