@@ -9,11 +9,17 @@
  * Reads: the lws RAW_RX bytes go to tun_wsl_rx(), which reassembles binary
  * messages (≤ TUN_FRAME_MAX) into one buffer and hands each to the session;
  * wslay validates every frame and answers pings and close frames. Writes:
- * in RAW_WRITEABLE, tun_wsl_writeable() encodes what the session has (and a
- * pending ping or close) into one bounded output buffer and writes it with
- * one lws_write, until the socket chokes or a budget is spent; the session's
- * frames go into that buffer under a header of our own, wslay's control
- * frames between them. Loop thread only. */
+ * tun_wsl_writeable() encodes what the session has (and a pending ping or
+ * close) into one bounded output buffer and writes it with one socket write,
+ * until the socket chokes or a budget is spent; the session's frames go into
+ * that buffer under a header of our own, wslay's control frames between
+ * them. When it runs: on a plain socket with a started session,
+ * tun_wsl_want_write() arms a flush that lws runs at the start of the next
+ * loop turn, before it polls (everything queued during this turn goes out in
+ * one write, with no POLLOUT round; issue 17: a turn per hop on every
+ * forward); the socket is written directly and only a write the kernel does
+ * not take whole waits for RAW_WRITEABLE. TLS and the upgrade stay in
+ * RAW_WRITEABLE. Loop thread only. */
 #ifndef AGENTBOX_TUNNEL_WSL_H
 #define AGENTBOX_TUNNEL_WSL_H
 
@@ -24,6 +30,7 @@
 #include "agentbox/tunnel.h"
 
 struct lws;
+struct lws_context;
 struct wslay_event_context;
 
 struct tun_wsl {
@@ -55,6 +62,14 @@ struct tun_wsl {
      * socket; else this (the agent's TLS), 0 or -1 */
     int (*write_fn)(void *arg, const uint8_t *data, size_t len);
     void *write_arg;
+    /* writes: the flush armed for the next loop turn (lws_sorted_usec_list_t
+     * storage, opaque here), bytes of out already on the socket (a partial
+     * direct write), and counters tests read */
+    uint8_t flush_sul[64];
+    struct lws_context *cx;
+    bool flush_armed, writing, fatal;
+    size_t outoff;
+    uint64_t writes, writeables; /* socket writes; RAW_WRITEABLE callbacks served */
     bool ping_due;
     int64_t ping_sent_us; /* 0 when no ping is outstanding */
     int64_t last_rtt_us;
@@ -81,14 +96,16 @@ int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len);
 /* Queues raw bytes before any framing (the upgrade request or answer).
  * Returns 0 or AB_ELIMIT. */
 int tun_wsl_send_raw(struct tun_wsl *w, const void *data, size_t len);
-/* Writes what is queued, the session's frames, a pending ping. Returns 0, or
- * -1 when the connection must close now (a close frame went out, or the
- * socket failed). */
+/* RAW_WRITEABLE: writes what is queued, the session's frames, a pending
+ * ping. Returns 0, or -1 when the connection must close now (a close frame
+ * went out, or the socket failed, here or in an earlier flush). */
 int tun_wsl_writeable(struct tun_wsl *w);
 /* The encoding half of tun_wsl_writeable, without the socket: moves a
  * pending ping and the session's frames through wslay into out (outlen
  * bytes, up to its bound). Returns 0 or -1. (Tests read out directly.) */
 int tun_wsl_encode(struct tun_wsl *w);
+/* Output is queued: flushed at the next loop turn (plain socket, session
+ * started) or in RAW_WRITEABLE. */
 void tun_wsl_want_write(struct tun_wsl *w);
 void tun_wsl_ping(struct tun_wsl *w);
 /* Sends a close frame with code and reason (≤ 123 bytes), then closes. */
