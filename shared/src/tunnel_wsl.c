@@ -402,8 +402,8 @@ void tun_wsl_fini(struct tun_wsl *w)
 /* Written by us with send(2), not lws_write: a plain socket once the
  * session runs. lws then never holds output of its own for the socket, so a
  * partial write is ours to finish (outoff) and no poll asks whether the
- * socket is choked. TLS (lws's or the agent's write_fn) and the upgrade
- * (before tun_wsl_start) go through lws_write in RAW_WRITEABLE. */
+ * socket is choked. TLS (lws's, or the agent's write_fn) goes through
+ * lws_write, which keeps what the socket refused. */
 static bool is_direct(const struct tun_wsl *w)
 {
     return w->wsi && w->cx && w->s && !w->write_fn && !lws_is_ssl(w->wsi);
@@ -416,8 +416,8 @@ void tun_wsl_want_write(struct tun_wsl *w)
     /* inside a write, the writer looks for more output before it returns */
     if (!w->wsi || w->closing || w->writing)
         return;
-    if (!is_direct(w) || w->outoff < w->outlen) {
-        lws_callback_on_writable(w->wsi); /* TLS, the upgrade, or the rest of a partial write */
+    if (!w->s || !w->cx || w->outoff < w->outlen) {
+        lws_callback_on_writable(w->wsi); /* the upgrade, or the rest of a partial write */
         return;
     }
     if (w->flush_armed)
@@ -691,6 +691,11 @@ static void flush_due(lws_sorted_usec_list_t *sul)
     w->flush_armed = false;
     if (w->closing || !w->ctx || !w->wsi)
         return;
+    /* lws_write would queue behind what lws still holds: one poll, not a turn */
+    if (!is_direct(w) && lws_send_pipe_choked(w->wsi)) {
+        lws_callback_on_writable(w->wsi);
+        return;
+    }
     if (pump(w) != 0 || wslay_event_get_close_sent(w->ctx))
         lws_callback_on_writable(w->wsi);
 }

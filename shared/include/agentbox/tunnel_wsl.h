@@ -13,13 +13,13 @@
  * close) into one bounded output buffer and writes it with one socket write,
  * until the socket chokes or a budget is spent; the session's frames go into
  * that buffer under a header of our own, wslay's control frames between
- * them. When it runs: on a plain socket with a started session,
- * tun_wsl_want_write() arms a flush that lws runs at the start of the next
- * loop turn, before it polls (everything queued during this turn goes out in
- * one write, with no POLLOUT round; issue 17: a turn per hop on every
- * forward); the socket is written directly and only a write the kernel does
- * not take whole waits for RAW_WRITEABLE. TLS and the upgrade stay in
- * RAW_WRITEABLE. Loop thread only. */
+ * them. When it runs: once the session started, tun_wsl_want_write() arms
+ * a flush that lws runs at the start of the next loop turn, before it polls
+ * (everything queued during this turn goes out in one write, with no POLLOUT
+ * round; issue 17: a turn per hop on every forward). A plain socket is
+ * written with send(2) and only a write the kernel does not take whole waits
+ * for RAW_WRITEABLE; TLS goes through lws_write after one choked check. The
+ * upgrade stays in RAW_WRITEABLE. Loop thread only. */
 #ifndef AGENTBOX_TUNNEL_WSL_H
 #define AGENTBOX_TUNNEL_WSL_H
 
