@@ -599,6 +599,8 @@ int http_write(struct http_exchange *ex, const void *data, size_t len)
 int http_end(struct http_exchange *ex)
 {
     int rc = AB_ECLOSED;
+    if (can_write(ex) && ab_trace_enabled())
+        ab_trace(http_header_get(&ex->req, AB_TRACE_HEADER), "http.end");
     if (can_write(ex))
         rc = ex->ops->send_end(ex->t);
     finish(ex);

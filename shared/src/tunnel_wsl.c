@@ -5,12 +5,19 @@
 #include "agentbox/log.h"
 #include "agentbox/tunnel_wsframe.h"
 
+#include <errno.h>
 #include <libwebsockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <wslay/wslay.h>
+
+_Static_assert(sizeof(lws_sorted_usec_list_t) <= sizeof(((struct tun_wsl *)0)->flush_sul),
+               "tun_wsl flush_sul storage too small for lws_sorted_usec_list_t");
 
 /* One lws_write carries up to OUT_MAX encoded bytes; a WRITEABLE writes up
  * to WRITE_BUDGET before yielding to the loop (other sessions, timers).
@@ -208,7 +215,13 @@ int tun_wsl_init(struct tun_wsl *w, struct lws *wsi, bool server)
 {
     memset(w, 0, sizeof(*w));
     w->wsi = wsi;
+    w->cx = wsi ? lws_get_context(wsi) : NULL;
     w->server = server;
+    /* a small answer must not wait behind an unacknowledged one (Nagle): lws
+     * sets this on sockets it accepts or dials, not on ones it adopts */
+    int fd = wsi ? lws_get_socket_fd(wsi) : -1, one = 1;
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* not TCP: no-op */
     w->last_rx_ms = ab_now_ms();
     w->tx = malloc(TUN_FRAME_MAX);
     w->out = malloc(OUT_MAX);
@@ -237,8 +250,17 @@ void tun_wsl_start(struct tun_wsl *w, struct tun_session *s)
     w->s = s;
 }
 
+static void flush_cancel(struct tun_wsl *w)
+{
+    if (w->flush_armed && w->cx)
+        lws_sul_schedule(w->cx, 0, (lws_sorted_usec_list_t *)(void *)w->flush_sul, NULL,
+                         LWS_SET_TIMER_USEC_CANCEL);
+    w->flush_armed = false;
+}
+
 void tun_wsl_fini(struct tun_wsl *w)
 {
+    flush_cancel(w);
     if (w->ctx)
         wslay_event_context_free(w->ctx);
     w->ctx = NULL;
@@ -251,10 +273,32 @@ void tun_wsl_fini(struct tun_wsl *w)
     w->s = NULL;
 }
 
+/* Written by us with send(2), not lws_write: a plain socket once the
+ * session runs. lws then never holds output of its own for the socket, so a
+ * partial write is ours to finish (outoff) and no poll asks whether the
+ * socket is choked. TLS (lws's, or the agent's write_fn) goes through
+ * lws_write, which keeps what the socket refused. */
+static bool is_direct(const struct tun_wsl *w)
+{
+    return w->wsi && w->cx && w->s && !w->write_fn && !lws_is_ssl(w->wsi);
+}
+
+static void flush_due(lws_sorted_usec_list_t *sul);
+
 void tun_wsl_want_write(struct tun_wsl *w)
 {
-    if (w->wsi && !w->closing)
-        lws_callback_on_writable(w->wsi);
+    /* inside a write, the writer looks for more output before it returns */
+    if (!w->wsi || w->closing || w->writing)
+        return;
+    if (!w->s || !w->cx || w->outoff < w->outlen) {
+        lws_callback_on_writable(w->wsi); /* the upgrade, or the rest of a partial write */
+        return;
+    }
+    if (w->flush_armed)
+        return;
+    w->flush_armed = true;
+    /* 1 µs: due at the next turn's timer pass, which lws runs before it polls */
+    lws_sul_schedule(w->cx, 0, (lws_sorted_usec_list_t *)(void *)w->flush_sul, flush_due, 1);
 }
 
 int tun_wsl_rx_inplace(struct tun_wsl *w, void *in, size_t len)
@@ -354,6 +398,7 @@ void tun_wsl_kill(struct tun_wsl *w)
     if (w->closing || !w->wsi)
         return;
     w->closing = true;
+    flush_cancel(w);
     int fd = lws_get_socket_fd(w->wsi);
     if (fd >= 0)
         shutdown(fd, SHUT_RDWR);
@@ -456,24 +501,105 @@ int tun_wsl_encode(struct tun_wsl *w)
     return 0;
 }
 
-int tun_wsl_writeable(struct tun_wsl *w)
+/* Sends out[outoff, outlen). Returns 0 when all of it is out, 1 when the
+ * socket took only part (the rest stays, for RAW_WRITEABLE), -1 when the
+ * socket failed. */
+static int out_send(struct tun_wsl *w)
+{
+    size_t n = w->outlen - w->outoff;
+    if (n == 0)
+        return 0;
+    w->writes++;
+    if (w->write_fn) {
+        if (w->write_fn(w->write_arg, w->out + w->outoff, n) != 0)
+            return -1;
+    } else if (!is_direct(w)) {
+        if (lws_write(w->wsi, w->out + w->outoff, n, LWS_WRITE_RAW) < (int)n)
+            return -1;
+    } else {
+        int fd = lws_get_socket_fd(w->wsi);
+        ssize_t k = fd < 0 ? -1 : send(fd, w->out + w->outoff, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            k = 0;
+        if (k < 0)
+            return -1;
+        w->outoff += (size_t)k;
+        if ((size_t)k < n)
+            return 1;
+    }
+    w->outlen = w->outoff = 0;
+    return 0;
+}
+
+static bool has_more(const struct tun_wsl *w)
+{
+    return w->outoff < w->outlen || w->ping_due || wslay_event_want_write(w->ctx) ||
+           (w->s && tun_session_has_output(w->s));
+}
+
+/* Encodes and sends until nothing is left, the socket takes no more, or
+ * WRITE_BUDGET is spent (the loop has other sessions and timers). Returns 0
+ * (all out), 1 (output left) or -1 (the connection must close). */
+static int pump(struct tun_wsl *w)
 {
     size_t budget = WRITE_BUDGET;
-    for (;;) {
-        if (tun_wsl_encode(w) != 0)
-            return -1;
-        if (w->outlen == 0)
+    int rc = 0;
+    w->writing = true;
+    while (rc == 0) {
+        if (w->outoff == w->outlen) {
+            if (tun_wsl_encode(w) != 0) {
+                rc = -1;
+                break;
+            }
+            if (w->outlen == 0)
+                break;
+        }
+        size_t n = w->outlen - w->outoff;
+        rc = out_send(w);
+        if (rc != 0)
             break;
-        size_t n = w->outlen;
-        if (w->write_fn ? w->write_fn(w->write_arg, w->out, n) != 0
-                        : lws_write(w->wsi, w->out, n, LWS_WRITE_RAW) < (int)n)
-            return -1;
-        w->outlen = 0;
         budget = n >= budget ? 0 : budget - n;
-        if (!budget || lws_send_pipe_choked(w->wsi))
+        if (!has_more(w))
             break;
+        /* lws_write may have kept what the socket refused: ask before more */
+        if (!budget || (!is_direct(w) && lws_send_pipe_choked(w->wsi)))
+            rc = 1;
     }
-    bool closed_out = wslay_event_get_close_sent(w->ctx) && !wslay_event_want_write(w->ctx);
+    w->writing = false;
+    if (rc < 0)
+        w->fatal = true;
+    return rc;
+}
+
+/* The flush armed by tun_wsl_want_write: what this turn queued, in one
+ * write. What it cannot finish (a full socket, the budget, a close to make,
+ * a failure to report) goes to RAW_WRITEABLE, where lws can close. */
+static void flush_due(lws_sorted_usec_list_t *sul)
+{
+    struct tun_wsl *w =
+        (struct tun_wsl *)(void *)((uint8_t *)sul - offsetof(struct tun_wsl, flush_sul));
+    w->flush_armed = false;
+    if (w->closing || !w->ctx || !w->wsi)
+        return;
+    /* lws_write would queue behind what lws still holds: one poll, not a turn */
+    if (!is_direct(w) && lws_send_pipe_choked(w->wsi)) {
+        lws_callback_on_writable(w->wsi);
+        return;
+    }
+    if (pump(w) != 0 || wslay_event_get_close_sent(w->ctx))
+        lws_callback_on_writable(w->wsi);
+}
+
+int tun_wsl_writeable(struct tun_wsl *w)
+{
+    w->writeables++;
+    if (w->fatal || !w->ctx)
+        return -1;
+    int rc = pump(w);
+    if (rc < 0)
+        return -1;
+    bool closed_out = wslay_event_get_close_sent(w->ctx) && !wslay_event_want_write(w->ctx) &&
+                      w->outoff == w->outlen;
     if (closed_out) {
         /* our close (or the reply to the peer's) is out: close once lws has
          * flushed what it holds, so the peer reads the reason */
@@ -482,7 +608,7 @@ int tun_wsl_writeable(struct tun_wsl *w)
         lws_callback_on_writable(w->wsi);
         return 0;
     }
-    if (wslay_event_want_write(w->ctx) || (w->s && tun_session_has_output(w->s)))
+    if (rc == 1)
         lws_callback_on_writable(w->wsi);
     return 0;
 }

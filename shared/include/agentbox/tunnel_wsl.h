@@ -13,12 +13,18 @@
  * input, unmasked in place at the hub (tun_wsl_rx_inplace); a fragmented one
  * is reassembled (≤ TUN_FRAME_MAX) first. Pings are answered and a close is
  * echoed on the send side; a frame the parser refuses closes with 1002 or
- * 1009 and its reason. Writes:
- * in RAW_WRITEABLE, tun_wsl_writeable() encodes what the session has (and a
- * pending ping or close) into one bounded output buffer and writes it with
- * one lws_write, until the socket chokes or a budget is spent; the session's
- * frames go into that buffer under a header of our own, wslay's control
- * frames between them. Loop thread only. */
+ * 1009 and its reason. Writes: tun_wsl_writeable() encodes what the session
+ * has (and a pending ping or close) into one bounded output buffer and
+ * writes it with one socket write, until the socket chokes or a budget is
+ * spent; the session's frames go into that buffer under a header of our
+ * own, wslay's control frames between them. When it runs: once the session
+ * started, tun_wsl_want_write() arms a flush that lws runs at the start of
+ * the next loop turn, before it polls (everything queued during this turn
+ * goes out in one write, with no POLLOUT round; issue 17: a turn per hop on
+ * every forward). A plain socket is written with send(2) and only a write
+ * the kernel does not take whole waits for RAW_WRITEABLE; TLS goes through
+ * lws_write after one choked check. The upgrade stays in RAW_WRITEABLE.
+ * Loop thread only. */
 #ifndef AGENTBOX_TUNNEL_WSL_H
 #define AGENTBOX_TUNNEL_WSL_H
 
@@ -30,6 +36,7 @@
 #include "agentbox/tunnel_wsframe.h"
 
 struct lws;
+struct lws_context;
 struct wslay_event_context;
 
 struct tun_wsl {
@@ -57,6 +64,14 @@ struct tun_wsl {
      * socket; else this (the agent's TLS), 0 or -1 */
     int (*write_fn)(void *arg, const uint8_t *data, size_t len);
     void *write_arg;
+    /* writes: the flush armed for the next loop turn (lws_sorted_usec_list_t
+     * storage, opaque here), bytes of out already on the socket (a partial
+     * direct write), and counters tests read */
+    uint8_t flush_sul[64];
+    struct lws_context *cx;
+    bool flush_armed, writing, fatal;
+    size_t outoff;
+    uint64_t writes, writeables; /* socket writes; RAW_WRITEABLE callbacks served */
     bool ping_due;
     int64_t ping_sent_us; /* 0 when no ping is outstanding */
     int64_t last_rtt_us;
@@ -86,14 +101,16 @@ int tun_wsl_rx_inplace(struct tun_wsl *w, void *in, size_t len);
 /* Queues raw bytes before any framing (the upgrade request or answer).
  * Returns 0 or AB_ELIMIT. */
 int tun_wsl_send_raw(struct tun_wsl *w, const void *data, size_t len);
-/* Writes what is queued, the session's frames, a pending ping. Returns 0, or
- * -1 when the connection must close now (a close frame went out, or the
- * socket failed). */
+/* RAW_WRITEABLE: writes what is queued, the session's frames, a pending
+ * ping. Returns 0, or -1 when the connection must close now (a close frame
+ * went out, or the socket failed, here or in an earlier flush). */
 int tun_wsl_writeable(struct tun_wsl *w);
 /* The encoding half of tun_wsl_writeable, without the socket: moves a
  * pending ping and the session's frames through wslay into out (outlen
  * bytes, up to its bound). Returns 0 or -1. (Tests read out directly.) */
 int tun_wsl_encode(struct tun_wsl *w);
+/* Output is queued: flushed at the next loop turn (plain socket, session
+ * started) or in RAW_WRITEABLE. */
 void tun_wsl_want_write(struct tun_wsl *w);
 void tun_wsl_ping(struct tun_wsl *w);
 /* Sends a close frame with code and reason (≤ 123 bytes), then closes. */
