@@ -376,7 +376,7 @@ static void remove_start(struct lsb *s);
 
 /* Heavy jobs yield the CPU to claims (the loop thread, envd answering
  * /init): the worker, and what it starts meanwhile (the init's setup before
- * exec, ip and nsenter), run at HEAVY_NICE; envd itself is put back at 0
+ * exec), run at HEAVY_NICE; envd itself is put back at 0
  * (lsbx_spawn). Root may raise the worker's priority back afterwards. */
 #define HEAVY_NICE 10
 
