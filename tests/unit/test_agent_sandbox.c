@@ -419,8 +419,8 @@ static void test_namespaces_and_mounts(void **state)
     fclose(f);
     assert_string_equal(out, "hello from inside");
 
-    /* state.json is there for a restarted agent */
-    snprintf(path, sizeof(path), "%s/state.json", s.dir);
+    /* the state record is there for a restarted agent */
+    snprintf(path, sizeof(path), "%s/state.rec", s.dir);
     assert_true(path_exists(path));
 
     assert_int_equal(lsbx_destroy(&s, 5000), 0);
@@ -1055,12 +1055,11 @@ static void sample_heavy(struct script *sc)
     max_heavy = AB_MAX(max_heavy, rt->heavy);
 }
 
-/* A claim is reported only once state.json on disk records it as running
+/* A claim is reported only once the state record on disk says it is running
  * (written on a worker: a restarted agent must never see it as idle). */
 static void wide_claim_cb(void *arg, int err, const char *msg, const struct rt_sandbox *s)
 {
-    char path[400], buf[8192], want[96];
-    FILE *f;
+    char path[400], want[96], *text = NULL;
     size_t n = 0;
 
     (void)arg;
@@ -1073,19 +1072,14 @@ static void wide_claim_cb(void *arg, int err, const char *msg, const struct rt_s
     snprintf(path, sizeof(path), "%s", s->envd_addr + 5);
     *strrchr(path, '/') = '\0';
     *strrchr(path, '/') = '\0';
-    strncat(path, "/state.json", sizeof(path) - strlen(path) - 1);
-    f = fopen(path, "r");
-    if (f) {
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-    }
-    buf[n] = '\0';
+    const char *buf = lsbx_record_read(path, &text, &n, NULL) == 0 ? text : "";
     snprintf(want, sizeof(want), "\"id\":\"%s\"", s->id);
     if (!strstr(buf, "\"phase\":\"running\"") || !strstr(buf, want))
-        snprintf(wide_err, sizeof(wide_err), "claim %s reported before state.json said so: %.150s",
-                 s->id, buf);
+        snprintf(wide_err, sizeof(wide_err),
+                 "claim %s reported before its state record said so: %.150s", s->id, buf);
     else
         wide_ok++;
+    free(text);
 }
 
 static int wide_steps(struct script *sc)

@@ -235,7 +235,7 @@ void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
     o->metadata = s->metadata && ref_metadata ? json_incref(s->metadata) : s->metadata;
 }
 
-/* ---- state.json, off the loop ---------------------------------------------------- */
+/* ---- the state record, off the loop --------------------------------------------- */
 
 /* One write of one sandbox's state on a worker. */
 struct state_job {

@@ -950,7 +950,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         goto fail;
     }
     if ((rc = lsbx_state_write(s)) != 0) {
-        snprintf(err, errlen, "cannot write %s/state.json: %s", s->dir, strerror(errno));
+        snprintf(err, errlen, "cannot write the state record %s/state.rec: %s", s->dir,
+                 strerror(errno));
         goto fail;
     }
     rc = 0;
@@ -1091,27 +1092,7 @@ char *lsbx_state_text(const struct lsbx *s)
 
 int lsbx_state_write_text(const char *dir, const char *text)
 {
-    char path[LSBX_DIR_MAX + 32], tmp[LSBX_DIR_MAX + 32];
-    size_t len = strlen(text), off = 0;
-    int fd;
-    bool ok;
-
-    snprintf(path, sizeof(path), "%s/state.json", dir);
-    snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", dir);
-    /* it holds the envd token: the agent's user only */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return AB_EIO;
-    ok = fchmod(fd, 0600) == 0;
-    while (ok && off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        ok = w > 0;
-        off += ok ? (size_t)w : 0;
-    }
-    ok = close(fd) == 0 && ok;
-    return ok && rename(tmp, path) == 0 ? 0 : AB_EIO;
+    return lsbx_record_write(dir, text); /* state.c: in place, two generations */
 }
 
 int lsbx_state_write(const struct lsbx *s)
@@ -1140,10 +1121,24 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     if (ab_strlcpy(s->dir, dir, sizeof(s->dir)) >= sizeof(s->dir))
         return AB_ELIMIT;
     snprintf(s->socket, sizeof(s->socket), "%s/run/envd.sock", dir);
-    snprintf(path, sizeof(path), "%s/state.json", dir);
-    j = json_load_file(path, 0, &jerr);
-    if (!j)
-        return access(path, F_OK) == 0 ? AB_EINVAL : AB_ENOENT;
+    {
+        char *text = NULL;
+        size_t tlen = 0;
+        int rc = lsbx_record_read(dir, &text, &tlen, NULL);
+        if (rc == 0) {
+            j = json_loadb(text, tlen, 0, &jerr);
+            explicit_bzero(text, tlen);
+            free(text);
+            if (!j)
+                return AB_EINVAL;
+        } else {
+            /* a record of an agent from before state.rec */
+            snprintf(path, sizeof(path), "%s/state.json", dir);
+            j = json_load_file(path, 0, &jerr);
+            if (!j)
+                return access(path, F_OK) == 0 || rc != AB_ENOENT ? AB_EINVAL : AB_ENOENT;
+        }
+    }
     if (json_unpack(j, "{s:s, s?s, s:I, s:I, s?b, s?b, s?I, s?o, s?I}", "id", &id, "token", &token,
                     "pid", &pid, "start_time", &st, "internet", &internet, "egress", &egress,
                     "created_ms", &created, "info", &info, "uid_base", &ubase) != 0 ||
