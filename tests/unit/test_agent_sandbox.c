@@ -273,7 +273,7 @@ static char test_egress_name[32];
 static struct egress_netns_config test_egress = {
     .name = test_egress_name, .tcp_port = 15001, .dns_port = 15053};
 
-static void spawn(struct lsbx *s, bool internet)
+static void spawn_shared(struct lsbx *s, bool internet, const char *shared)
 {
     const char *argv[] = {self_exe, "--fake-envd", LSBX_INNER_SOCKET, NULL};
     struct lsbx_options o = {0};
@@ -283,6 +283,7 @@ static void spawn(struct lsbx *s, bool internet)
     snprintf(dir, sizeof(dir), "%s/%s", state_dir, id);
     o.id = id;
     o.dir = dir;
+    o.shared_dir = shared;
     o.argv = argv;
     if (internet) { /* a veth into a test egress namespace, slot 3 */
         o.egress = &test_egress;
@@ -290,6 +291,11 @@ static void spawn(struct lsbx *s, bool internet)
     }
     if (lsbx_spawn(&o, s, err, sizeof(err)) != 0)
         fail_msg("spawn: %s", err);
+}
+
+static void spawn(struct lsbx *s, bool internet)
+{
+    spawn_shared(s, internet, NULL);
 }
 
 /* Host pids whose pid namespace is the one of host pid `pid`. */
@@ -558,6 +564,45 @@ static void test_egress_veth_and_no_host_loopback(void **state)
     assert_int_not_equal(system(cmd), 0);
     assert_int_equal(egress_netns_destroy(&test_egress, err, sizeof(err)), 0);
     close(l);
+}
+
+/* With a shared directory (what the runtime gives), the files every
+ * sandbox has the same of are made once, not per spawn: each is an ext4
+ * inode made and freed per sandbox otherwise. Inside nothing changes. */
+static void test_shared_files_made_once(void **state)
+{
+    struct lsbx a, b;
+    char shared[300], path[600], out[4096];
+    struct stat st;
+    ino_t ino;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    snprintf(shared, sizeof(shared), "%s/sandbox-files", state_dir);
+    spawn_shared(&a, false, shared);
+    snprintf(path, sizeof(path), "%s/passwd", shared);
+    assert_int_equal(stat(path, &st), 0);
+    ino = st.st_ino;
+    spawn_shared(&b, false, shared);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_ino, ino); /* the second spawn made none */
+    for (int i = 0; i < 2; i++) {
+        const struct lsbx *s = i ? &b : &a;
+        static const char *const per_sandbox_before[] = {"passwd", "group", "root"};
+        for (size_t k = 0; k < AB_ARRAY_LEN(per_sandbox_before); k++) {
+            snprintf(path, sizeof(path), "%s/%s", s->dir, per_sandbox_before[k]);
+            assert_int_not_equal(lstat(path, &st), 0);
+        }
+        ask(s, "cat /etc/passwd", out, sizeof(out));
+        assert_non_null(strstr(out, "user:x:1000:1000:user:/home/user:"));
+        ask(s, "pid", out, sizeof(out));
+        assert_string_equal(out, "1 0\n");
+    }
+    assert_int_equal(lsbx_destroy(&a, 5000), 0);
+    assert_int_equal(lsbx_destroy(&b, 5000), 0);
+    snprintf(path, sizeof(path), "%s/group", shared);
+    assert_int_equal(stat(path, &st), 0); /* kept for the next spawn */
 }
 
 static void test_kill_leaves_no_process(void **state)
@@ -1175,6 +1220,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_egress_veth_and_no_host_loopback),
         cmocka_unit_test(test_kill_leaves_no_process),
         cmocka_unit_test(test_spawn_does_not_copy_memory),
+        cmocka_unit_test(test_shared_files_made_once),
         cmocka_unit_test(test_readopt_or_reap),
         cmocka_unit_test(test_adopted_sandbox_is_killed_without_waitpid),
         cmocka_unit_test(test_spawn_failures_leave_nothing),

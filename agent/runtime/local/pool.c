@@ -563,12 +563,14 @@ static void spawn_work(void *arg)
 {
     struct lsb *s = arg;
     struct lsbx_options o = {0};
-    char dir[LSBX_DIR_MAX];
+    char dir[LSBX_DIR_MAX], shared[LSBX_DIR_MAX];
     int nice;
 
     snprintf(dir, sizeof(dir), "%s/%s", s->rt->sbx_dir, s->sid);
+    snprintf(shared, sizeof(shared), "%s/sandbox-files", s->rt->state_dir);
     o.id = s->sid;
     o.dir = dir;
+    o.shared_dir = shared;
     o.argv = s->rt->argv;
     o.egress = s->rt->egress;
     o.egress_slot = (uint32_t)(s->uid_slot - 1);

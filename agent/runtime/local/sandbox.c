@@ -668,6 +668,36 @@ static int make_data(const char *dir, const char *data, const char *opts)
     return symlink("data/tmp", link);
 }
 
+/* A file of the shared directory holding exactly text: written when it is
+ * missing or differs (a temporary file of this thread + rename, since two
+ * workers may spawn at once), else only read. Bound read-only into
+ * sandboxes, never written while bound: a rename leaves a bound inode as
+ * it was. */
+static int shared_file(const char *path, const char *text)
+{
+    char buf[512], tmp[LSBX_DIR_MAX + 48];
+    size_t n = strlen(text);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+    if (fd >= 0) {
+        ssize_t r = read(fd, buf, sizeof(buf));
+        close(fd);
+        if (r == (ssize_t)n && memcmp(buf, text, n) == 0)
+            return 0;
+    }
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)gettid());
+    if (write_file(tmp, text) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int put_file(const struct lsbx_options *o, const char *path, const char *text)
+{
+    return o->shared_dir ? shared_file(path, text) : write_file(path, text);
+}
+
 /* resolv.conf naming the gateway's end of the sandbox's veth (any address
  * would do: the egress namespace redirects all of port 53 to the gateway). */
 static int write_resolv(const struct lsbx_options *o, struct child_plan *p)
@@ -680,19 +710,22 @@ static int write_resolv(const struct lsbx_options *o, struct child_plan *p)
         return 0;
     inet_ntop(AF_INET, l.gateway.a, a, sizeof(a));
     snprintf(text, sizeof(text), "nameserver %s\noptions timeout:2 attempts:2\n", a);
-    snprintf(p->resolv, sizeof(p->resolv), "%s/resolv.conf", o->dir);
-    return write_file(p->resolv, text);
+    if (o->shared_dir)
+        snprintf(p->resolv, sizeof(p->resolv), "%s/resolv-%u.conf", o->shared_dir, o->egress_slot);
+    else
+        snprintf(p->resolv, sizeof(p->resolv), "%s/resolv.conf", o->dir);
+    return put_file(o, p->resolv, text);
 }
 
 /* The sandbox's own accounts, as on E2B: root and user (uid 1000). */
-static int write_accounts(const struct child_plan *p)
+static int write_accounts(const struct lsbx_options *o, const struct child_plan *p)
 {
     static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
                                  "user:x:1000:1000:user:" LSBX_HOME ":/bin/bash\n"
                                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
     static const char group[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 
-    return write_file(p->passwd, passwd) == 0 && write_file(p->group, group) == 0 ? 0 : -1;
+    return put_file(o, p->passwd, passwd) == 0 && put_file(o, p->group, group) == 0 ? 0 : -1;
 }
 
 /* Host ownership of the writable directories: uid_base is the sandbox's
@@ -817,9 +850,20 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
              (unsigned long long)disk, LSBX_INODES_MAX);
     snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
     snprintf(plan.log, sizeof(plan.log), "%s/envd.log", o->dir);
-    snprintf(plan.root, sizeof(plan.root), "%s/root", o->dir);
-    snprintf(plan.passwd, sizeof(plan.passwd), "%s/passwd", o->dir);
-    snprintf(plan.group, sizeof(plan.group), "%s/group", o->dir);
+    {
+        const char *at = o->shared_dir ? o->shared_dir : o->dir;
+        if (strlen(at) + 16 > LSBX_DIR_MAX) {
+            snprintf(err, errlen, "sandbox shared directory %s is too long", at);
+            return AB_EINVAL;
+        }
+        snprintf(plan.root, sizeof(plan.root), "%s/root", at);
+        snprintf(plan.passwd, sizeof(plan.passwd), "%s/passwd", at);
+        snprintf(plan.group, sizeof(plan.group), "%s/group", at);
+    }
+    if (o->shared_dir && mkdir_p1(o->shared_dir, 0700) != 0) {
+        snprintf(err, errlen, "cannot create %s: %s", o->shared_dir, strerror(errno));
+        return AB_EIO;
+    }
     {
         const char *slash = strrchr(o->argv[0], '/');
         size_t dl = slash == o->argv[0] ? 1 : (size_t)(slash - o->argv[0]);
@@ -841,7 +885,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     if (make_data(o->dir, plan.data, data_opts) != 0 || mkdir_p1(plan.home, 0755) != 0 ||
         mkdir_p1(plan.tmp, 01777) != 0 || mkdir_p1(plan.root, 0755) != 0 ||
         chmod(plan.tmp, 01777) != 0 || mkdir_p1(plan.run, 0755) != 0 || own_dirs(&plan) != 0 ||
-        write_accounts(&plan) != 0 || write_resolv(o, &plan) != 0) {
+        write_accounts(o, &plan) != 0 || write_resolv(o, &plan) != 0) {
         snprintf(err, errlen, "cannot create the sandbox's directories under %s: %s", o->dir,
                  strerror(errno));
         goto fail;

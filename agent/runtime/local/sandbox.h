@@ -66,8 +66,14 @@
 #define LSBX_TOKEN_MAX 512
 
 struct lsbx_options {
-    const char *id;          /* [a-z0-9-], at most LSBX_ID_MAX */
-    const char *dir;         /* sandbox directory; created (must not exist yet) */
+    const char *id;  /* [a-z0-9-], at most LSBX_ID_MAX */
+    const char *dir; /* sandbox directory; created (must not exist yet) */
+    /* NULL, or a directory of the agent's (made if missing) for what every
+     * sandbox's is the same: /etc/passwd and /etc/group, resolv.conf per
+     * egress slot, the mount point of the sandbox's root (mounted in its
+     * own mount namespace only). Each is an ext4 inode a spawn and its
+     * removal no longer make and free (most of a spawn's CPU under churn). */
+    const char *shared_dir;
     const char *hostname;    /* NULL → id */
     const char *const *argv; /* program run as pid 2, NULL-terminated; argv[0] is a path */
     const char *const *envp; /* NULL → empty environment plus PATH and HOME */
