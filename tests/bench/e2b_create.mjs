@@ -108,9 +108,10 @@ async function measure(buildDir) {
         const until = performance.now() + SECONDS * 1000;
         const t0 = performance.now();
         const cpu0 = cpuOf(alpha.proc.pid);
-        // BENCH_PERF=<file>: a system-wide profile of the sustained phase (perf record -a -g)
+        // BENCH_PERF=<file>: a profile of the sustained phase, the agent and what
+        // it starts (sandbox inits, envd after exec: perf follows children)
         const perf = process.env.BENCH_PERF
-            ? spawn('perf', ['record', '-a', '-g', '-F', '499', '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
+            ? spawn('perf', ['record', '-g', '-F', '999', '-p', String(alpha.proc.pid), '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
             : null;
         await Promise.all(Array.from({ length: 32 }, async () => {
             while (performance.now() < until) {
