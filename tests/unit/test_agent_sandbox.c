@@ -273,7 +273,7 @@ static char test_egress_name[32];
 static struct egress_netns_config test_egress = {
     .name = test_egress_name, .tcp_port = 15001, .dns_port = 15053};
 
-static void spawn_shared(struct lsbx *s, bool internet, const char *shared)
+static void spawn_spare(struct lsbx *s, bool internet, const char *shared, const char *spare)
 {
     const char *argv[] = {self_exe, "--fake-envd", LSBX_INNER_SOCKET, NULL};
     struct lsbx_options o = {0};
@@ -284,6 +284,7 @@ static void spawn_shared(struct lsbx *s, bool internet, const char *shared)
     o.id = id;
     o.dir = dir;
     o.shared_dir = shared;
+    o.spare = spare;
     o.argv = argv;
     if (internet) { /* a veth into a test egress namespace, slot 3 */
         o.egress = &test_egress;
@@ -291,6 +292,11 @@ static void spawn_shared(struct lsbx *s, bool internet, const char *shared)
     }
     if (lsbx_spawn(&o, s, err, sizeof(err)) != 0)
         fail_msg("spawn: %s", err);
+}
+
+static void spawn_shared(struct lsbx *s, bool internet, const char *shared)
+{
+    spawn_spare(s, internet, shared, NULL);
 }
 
 static void spawn(struct lsbx *s, bool internet)
@@ -603,6 +609,72 @@ static void test_shared_files_made_once(void **state)
     assert_int_equal(lsbx_destroy(&b, 5000), 0);
     snprintf(path, sizeof(path), "%s/group", shared);
     assert_int_equal(stat(path, &st), 0); /* kept for the next spawn */
+}
+
+/* A removal leaves the directory's skeleton for the slot's next spawn
+ * (no mkdir, no symlink then), and nothing of the sandbox that used it:
+ * its home files, log, record and socket are gone from what is kept. */
+static void test_recycled_dir_keeps_nothing(void **state)
+{
+    struct lsbx a, b;
+    char shared[300], spare[320], path[700], out[4096];
+    struct stat st;
+    ino_t dir_ino;
+    int64_t deadline;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    snprintf(shared, sizeof(shared), "%s/sandbox-files", state_dir);
+    snprintf(spare, sizeof(spare), "%s/spare-test", shared);
+    spawn_spare(&a, false, shared, spare); /* no spare yet: made fresh */
+    ask(&a, "write note.txt", out, sizeof(out));
+    assert_string_equal(out, "ok\n");
+    assert_int_equal(stat(a.dir, &st), 0);
+    dir_ino = st.st_ino;
+    lsbx_kill(&a);
+    for (deadline = ab_now_ms() + 5000; !lsbx_is_gone(&a) && ab_now_ms() < deadline;)
+        poll(NULL, 0, 5);
+    assert_true(lsbx_is_gone(&a));
+    assert_int_equal(lsbx_recycle_dir(&a, spare), 0);
+    lsbx_release(&a);
+    assert_int_not_equal(lstat(a.dir, &st), 0);
+    /* the skeleton: exactly data (empty, unmounted), run (empty), home, tmp */
+    {
+        const char *want[] = {"data", "home", "run", "tmp"};
+        int n = 0;
+        DIR *d = opendir(spare);
+        struct dirent *de;
+        assert_non_null(d);
+        while ((de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                continue;
+            bool known = false;
+            for (size_t i = 0; i < AB_ARRAY_LEN(want); i++)
+                known = known || !strcmp(de->d_name, want[i]);
+            if (!known)
+                fail_msg("recycled skeleton keeps %s", de->d_name);
+            n++;
+        }
+        closedir(d);
+        assert_int_equal(n, 4);
+        snprintf(path, sizeof(path), "%s/home/note.txt", spare); /* data is not mounted */
+        assert_int_not_equal(lstat(path, &st), 0);
+        snprintf(path, sizeof(path), "%s/run/envd.sock", spare);
+        assert_int_not_equal(lstat(path, &st), 0);
+    }
+    spawn_spare(&b, false, shared, spare);
+    assert_int_equal(stat(b.dir, &st), 0);
+    assert_int_equal(st.st_ino, dir_ino); /* the same directory, renamed */
+    assert_int_not_equal(lstat(spare, &st), 0);
+    snprintf(path, sizeof(path), "%s/home/note.txt", b.dir);
+    assert_int_not_equal(lstat(path, &st), 0); /* a's file is not b's */
+    ask(&b, "pid", out, sizeof(out));
+    assert_string_equal(out, "1 0\n");
+    ask(&b, "write note.txt", out, sizeof(out));
+    assert_string_equal(out, "ok\n");
+    assert_int_equal(lsbx_destroy(&b, 5000), 0);
+    assert_int_not_equal(lstat(b.dir, &st), 0);
 }
 
 static void test_kill_leaves_no_process(void **state)
@@ -1221,6 +1293,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kill_leaves_no_process),
         cmocka_unit_test(test_spawn_does_not_copy_memory),
         cmocka_unit_test(test_shared_files_made_once),
+        cmocka_unit_test(test_recycled_dir_keeps_nothing),
         cmocka_unit_test(test_readopt_or_reap),
         cmocka_unit_test(test_adopted_sandbox_is_killed_without_waitpid),
         cmocka_unit_test(test_spawn_failures_leave_nothing),

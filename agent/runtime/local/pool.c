@@ -410,7 +410,14 @@ static void remove_work(void *arg)
         if (egress_netns_detach(s->rt->egress, (uint32_t)(s->uid_slot - 1), why, sizeof(why)) != 0)
             LOG_WARN("cannot remove a sandbox's egress veth", "dir", s->x.dir, "error", why);
     }
-    s->rc = lsbx_remove_dir(&s->x);
+    if (s->uid_slot > 0) {
+        char spare[LSBX_DIR_MAX];
+        snprintf(spare, sizeof(spare), "%s/sandbox-files/spare-%d", s->rt->state_dir,
+                 s->uid_slot - 1);
+        s->rc = lsbx_recycle_dir(&s->x, spare);
+    } else {
+        s->rc = lsbx_remove_dir(&s->x);
+    }
     heavy_nice_end(nice);
 }
 
@@ -563,14 +570,16 @@ static void spawn_work(void *arg)
 {
     struct lsb *s = arg;
     struct lsbx_options o = {0};
-    char dir[LSBX_DIR_MAX], shared[LSBX_DIR_MAX];
+    char dir[LSBX_DIR_MAX], shared[LSBX_DIR_MAX], spare[LSBX_DIR_MAX];
     int nice;
 
     snprintf(dir, sizeof(dir), "%s/%s", s->rt->sbx_dir, s->sid);
     snprintf(shared, sizeof(shared), "%s/sandbox-files", s->rt->state_dir);
+    snprintf(spare, sizeof(spare), "%s/spare-%d", shared, s->uid_slot - 1);
     o.id = s->sid;
     o.dir = dir;
     o.shared_dir = shared;
+    o.spare = spare; /* the skeleton the slot's last removal left, if any */
     o.argv = s->rt->argv;
     o.egress = s->rt->egress;
     o.egress_slot = (uint32_t)(s->uid_slot - 1);

@@ -18,6 +18,7 @@
 #include "agent/runtime/local/seccomp.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -592,6 +593,64 @@ int lsbx_remove_dir(const struct lsbx *s)
     return remove_tree(s->dir);
 }
 
+static int rm_below(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    return ftw->level == 0 ? 0 : rm_entry(path, st, type, ftw);
+}
+
+/* The skeleton a spawn would otherwise make: the directory, its writable
+ * space's mount point, run/ and the home and tmp links. Everything of the
+ * sandbox that lived in it goes (writable space unmounted and checked
+ * empty, run/ emptied, log, record and any other file removed): what is
+ * kept holds nothing of the sandbox that used it. */
+static int strip_to_skeleton(const char *dir)
+{
+    static const char *const kept[] = {"data", "run", "home", "tmp"};
+    char path[LSBX_DIR_MAX + 16];
+    struct dirent *de;
+    DIR *d;
+    int rc = 0;
+
+    snprintf(path, sizeof(path), "%s/data", dir);
+    if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL)
+        return AB_EIO;
+    if (!(d = opendir(path)))
+        return AB_EIO;
+    while ((de = readdir(d)) && (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0))
+        ;
+    closedir(d);
+    if (de) /* not empty: still mounted, or written below the mount */
+        return AB_EIO;
+    snprintf(path, sizeof(path), "%s/run", dir);
+    if (nftw(path, rm_below, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0)
+        return AB_EIO;
+    if (!(d = opendir(dir)))
+        return AB_EIO;
+    while (rc == 0 && (de = readdir(d))) {
+        bool keep = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+        for (size_t i = 0; i < AB_ARRAY_LEN(kept) && !keep; i++)
+            keep = strcmp(de->d_name, kept[i]) == 0;
+        if (keep)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (unlink(path) != 0 && (errno != EISDIR || remove_tree(path) != 0))
+            rc = AB_EIO;
+    }
+    closedir(d);
+    return rc;
+}
+
+int lsbx_recycle_dir(const struct lsbx *s, const char *spare)
+{
+    int rc = lcg_remove(&s->cg);
+
+    if (rc != 0)
+        return rc;
+    if (spare && strip_to_skeleton(s->dir) == 0 && rename(s->dir, spare) == 0)
+        return 0;
+    return remove_tree(s->dir);
+}
+
 static bool id_is_valid(const char *id)
 {
     size_t n = strlen(id);
@@ -650,6 +709,18 @@ static int write_file(const char *path, const char *text)
     return w == (ssize_t)n ? 0 : -1;
 }
 
+/* True when path is a symbolic link to target (a recycled skeleton's). */
+static bool link_is(const char *path, const char *target)
+{
+    char buf[64];
+    ssize_t n = readlink(path, buf, sizeof(buf) - 1);
+
+    if (n < 0)
+        return false;
+    buf[n] = '\0';
+    return strcmp(buf, target) == 0;
+}
+
 /* The sandbox's writable space (home and /tmp) is one size-limited tmpfs at
  * <dir>/data, mounted here in the agent's namespace so that the host sees
  * the files at <dir>/home and <dir>/tmp (symlinks into it): a full disk is
@@ -659,13 +730,13 @@ static int make_data(const char *dir, const char *data, const char *opts)
 {
     char link[LSBX_DIR_MAX + 8];
 
-    if (mkdir(data, 0755) != 0 || mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+    if (mkdir_p1(data, 0755) != 0 || mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
         return -1;
     snprintf(link, sizeof(link), "%s/home", dir);
-    if (symlink("data/home", link) != 0)
+    if (symlink("data/home", link) != 0 && !link_is(link, "data/home"))
         return -1;
     snprintf(link, sizeof(link), "%s/tmp", dir);
-    return symlink("data/tmp", link);
+    return symlink("data/tmp", link) == 0 || link_is(link, "data/tmp") ? 0 : -1;
 }
 
 /* A file of the shared directory holding exactly text: written when it is
@@ -877,7 +948,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         snprintf(plan.exec_path, sizeof(plan.exec_path), "%s/%s", PROGRAM_DIR, slash + 1);
     }
 
-    if (mkdir(o->dir, 0700) != 0) {
+    /* a skeleton a removal left (lsbx_recycle_dir): no inode to make */
+    if (!(o->spare && rename(o->spare, o->dir) == 0) && mkdir(o->dir, 0700) != 0) {
         snprintf(err, errlen, "cannot create sandbox directory %s: %s", o->dir, strerror(errno));
         return errno == EEXIST ? AB_EEXIST : AB_EIO;
     }

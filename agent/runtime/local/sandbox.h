@@ -74,6 +74,9 @@ struct lsbx_options {
      * own mount namespace only). Each is an ext4 inode a spawn and its
      * removal no longer make and free (most of a spawn's CPU under churn). */
     const char *shared_dir;
+    /* NULL, or a skeleton lsbx_recycle_dir left: renamed to dir when it
+     * exists, instead of making the directory and its fixed entries */
+    const char *spare;
     const char *hostname;    /* NULL → id */
     const char *const *argv; /* program run as pid 2, NULL-terminated; argv[0] is a path */
     const char *const *envp; /* NULL → empty environment plus PATH and HOME */
@@ -169,6 +172,12 @@ bool lsbx_is_gone(struct lsbx *s);
 /* Removes the cgroups and the directory tree (never following symlinks).
  * AB_EBUSY while a process is still in the cgroups. */
 int lsbx_remove_dir(const struct lsbx *s);
+/* lsbx_remove_dir, but the directory's skeleton (itself, the writable
+ * space's mount point, run/, the home and tmp links: nothing the sandbox
+ * wrote) is renamed to spare for the next spawn (lsbx_options.spare), so
+ * neither makes those inodes again. Anything unexpected in it (a mount, a
+ * file below the mount point, a taken spare name): removed as before. */
+int lsbx_recycle_dir(const struct lsbx *s, const char *spare);
 /* kill + wait up to timeout_ms for is_gone + remove_dir; frees info.
  * Returns AB_ETIMEOUT if a process survived (the directory is kept then). */
 int lsbx_destroy(struct lsbx *s, int timeout_ms);
