@@ -613,7 +613,7 @@ static void test_shared_files_made_once(void **state)
 
 /* A removal leaves the directory's skeleton for the slot's next spawn
  * (no mkdir, no symlink then), and nothing of the sandbox that used it:
- * its home files, log, record and socket are gone from what is kept. */
+ * its home files, log text, record and socket are gone from what is kept. */
 static void test_recycled_dir_keeps_nothing(void **state)
 {
     struct lsbx a, b;
@@ -641,7 +641,7 @@ static void test_recycled_dir_keeps_nothing(void **state)
     assert_int_not_equal(lstat(a.dir, &st), 0);
     /* the skeleton: exactly data (empty, unmounted), run (empty), home, tmp */
     {
-        const char *want[] = {"data", "home", "run", "tmp"};
+        const char *want[] = {"data", "home", "run", "tmp", "envd.log"};
         int n = 0;
         DIR *d = opendir(spare);
         struct dirent *de;
@@ -657,7 +657,10 @@ static void test_recycled_dir_keeps_nothing(void **state)
             n++;
         }
         closedir(d);
-        assert_int_equal(n, 4);
+        assert_int_equal(n, 5);
+        snprintf(path, sizeof(path), "%s/envd.log", spare); /* its inode kept, its text gone */
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_size, 0);
         snprintf(path, sizeof(path), "%s/home/note.txt", spare); /* data is not mounted */
         assert_int_not_equal(lstat(path, &st), 0);
         snprintf(path, sizeof(path), "%s/run/envd.sock", spare);

@@ -566,6 +566,29 @@ void lrt_sbx_idle(struct lsb *s)
     lrt_reconcile(s->rt, s->pool);
 }
 
+/* A skeleton a removal left (lsbx_recycle_dir) for a spawn to rename into
+ * place: this slot's own, else any (a replacement often starts while its
+ * predecessor's removal runs, on another slot). Two spawns may pick the same
+ * one: the rename of the second fails and it makes its directory. NULL: none. */
+static const char *find_spare(const char *shared, int slot, char *buf, size_t len)
+{
+    struct stat st;
+    struct dirent *de;
+    DIR *d;
+
+    snprintf(buf, len, "%s/spare-%d", shared, slot);
+    if (lstat(buf, &st) == 0)
+        return buf;
+    if (!(d = opendir(shared)))
+        return NULL;
+    while ((de = readdir(d)) && strncmp(de->d_name, "spare-", 6) != 0)
+        ;
+    if (de)
+        snprintf(buf, len, "%s/%s", shared, de->d_name);
+    closedir(d);
+    return de ? buf : NULL;
+}
+
 static void spawn_work(void *arg)
 {
     struct lsb *s = arg;
@@ -575,11 +598,10 @@ static void spawn_work(void *arg)
 
     snprintf(dir, sizeof(dir), "%s/%s", s->rt->sbx_dir, s->sid);
     snprintf(shared, sizeof(shared), "%s/sandbox-files", s->rt->state_dir);
-    snprintf(spare, sizeof(spare), "%s/spare-%d", shared, s->uid_slot - 1);
     o.id = s->sid;
     o.dir = dir;
     o.shared_dir = shared;
-    o.spare = spare; /* the skeleton the slot's last removal left, if any */
+    o.spare = find_spare(shared, s->uid_slot - 1, spare, sizeof(spare));
     o.argv = s->rt->argv;
     o.egress = s->rt->egress;
     o.egress_slot = (uint32_t)(s->uid_slot - 1);

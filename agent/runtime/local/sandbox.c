@@ -599,13 +599,13 @@ static int rm_below(const char *path, const struct stat *st, int type, struct FT
 }
 
 /* The skeleton a spawn would otherwise make: the directory, its writable
- * space's mount point, run/ and the home and tmp links. Everything of the
- * sandbox that lived in it goes (writable space unmounted and checked
- * empty, run/ emptied, log, record and any other file removed): what is
- * kept holds nothing of the sandbox that used it. */
+ * space's mount point, run/, the home and tmp links, the log file. Everything
+ * of the sandbox that lived in it goes (writable space unmounted and checked
+ * empty, run/ emptied, the log truncated, the record and any other file
+ * removed): what is kept holds nothing of the sandbox that used it. */
 static int strip_to_skeleton(const char *dir)
 {
-    static const char *const kept[] = {"data", "run", "home", "tmp"};
+    static const char *const kept[] = {"data", "run", "home", "tmp", "envd.log"};
     char path[LSBX_DIR_MAX + 16];
     struct dirent *de;
     DIR *d;
@@ -623,6 +623,10 @@ static int strip_to_skeleton(const char *dir)
         return AB_EIO;
     snprintf(path, sizeof(path), "%s/run", dir);
     if (nftw(path, rm_below, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0)
+        return AB_EIO;
+    /* the log's inode stays, its text goes */
+    snprintf(path, sizeof(path), "%s/envd.log", dir);
+    if (truncate(path, 0) != 0 && errno != ENOENT)
         return AB_EIO;
     if (!(d = opendir(dir)))
         return AB_EIO;
