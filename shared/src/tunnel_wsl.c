@@ -3,8 +3,10 @@
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/log.h"
+#include "agentbox/tunnel_wsframe.h"
 
 #include <libwebsockets.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,123 +19,17 @@
 #define OUT_MAX (256 * 1024)
 #define WRITE_BUDGET (1024 * 1024)
 #define PING_PAYLOAD "abxping!"
-#define STAGE_MAX (64 * 1024) /* the hub's unmasked input, fed to wslay per piece */
+#define STAGE_MAX (64 * 1024) /* tun_wsl_rx: a masked input is unmasked here, per piece */
 
-/* --- the hub's unmasking shim -------------------------------------------------------
- *
- * wslay unmasks a byte at a time (half the hub's CPU on a relay, measured
- * with perf). So the hub's frames pass through this shim first: it parses
- * each frame header, refuses an unmasked one (RFC 6455 §5.1), unmasks the
- * payload eight bytes at a time while copying it, and drops the mask bit and
- * key. A client-role wslay context then reads the result (no unmask loop)
- * and does all the validation it always does; a server-role context sends. */
-
-/* XORs n bytes of src into dst with key rotated by off (masks and unmasks). */
-static void xor_mask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t key[4], unsigned off)
-{
-    uint8_t k8[8];
-    for (int i = 0; i < 8; i++)
-        k8[i] = key[(off + (unsigned)i) & 3];
-    uint64_t k;
-    memcpy(&k, k8, 8);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        memcpy(&v, src + i, 8);
-        v ^= k;
-        memcpy(dst + i, &v, 8);
-    }
-    for (; i < n; i++)
-        dst[i] = src[i] ^ k8[i & 7];
-}
-
-/* Converts up to len bytes of in into out (cap ≥ len). Returns 0, or
- * AB_EINVAL for an unmasked frame. *used and *made are the bytes read and
- * written. */
-static int shim(struct tun_wsl *w, const uint8_t *in, size_t len, uint8_t *out, size_t *used,
-                size_t *made)
-{
-    size_t i = 0, o = 0;
-    while (i < len) {
-        if (w->sh_left == 0 && w->sh_hlen < w->sh_need) {
-            w->sh_hdr[w->sh_hlen++] = in[i++];
-            if (w->sh_hlen == 2) {
-                if (!(w->sh_hdr[1] & 0x80)) {
-                    *used = i;
-                    *made = o;
-                    return AB_EINVAL;
-                }
-                unsigned l7 = w->sh_hdr[1] & 0x7f;
-                w->sh_need = (uint8_t)(2 + (l7 == 126 ? 2 : l7 == 127 ? 8 : 0) + 4);
-            }
-            if (w->sh_hlen < w->sh_need)
-                continue;
-            /* the whole header: out without the mask */
-            size_t klen = w->sh_need - 4;
-            uint64_t plen = w->sh_hdr[1] & 0x7f;
-            if (plen >= 126) {
-                plen = 0;
-                for (size_t b = 2; b < klen; b++)
-                    plen = plen << 8 | w->sh_hdr[b];
-            }
-            out[o++] = w->sh_hdr[0];
-            out[o++] = w->sh_hdr[1] & 0x7f;
-            memcpy(out + o, w->sh_hdr + 2, klen - 2);
-            o += klen - 2;
-            memcpy(w->sh_key, w->sh_hdr + klen, 4);
-            w->sh_koff = 0;
-            w->sh_left = plen;
-            w->sh_hlen = 0;
-            w->sh_need = 2;
-            continue;
-        }
-        size_t n = len - i;
-        if (n > w->sh_left)
-            n = (size_t)w->sh_left;
-        xor_mask(out + o, in + i, n, w->sh_key, w->sh_koff);
-        w->sh_koff = (uint8_t)((w->sh_koff + n) & 3);
-        w->sh_left -= n;
-        i += n;
-        o += n;
-    }
-    *used = i;
-    *made = o;
-    return 0;
-}
-
-/* The hub's receive context "sends" pongs and close replies of its own:
- * they are dropped (the send context answers, see msg_cb). */
-static ssize_t discard_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+/* The send context never reads: received frames go through our own parser
+ * (tunnel_wsframe.h), which hands payload slices to the session without a
+ * copy of wslay's own. */
+static ssize_t no_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
                           void *arg)
 {
-    (void)ctx, (void)data, (void)flags, (void)arg;
-    return (ssize_t)len;
-}
-
-static int zero_mask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *arg)
-{
-    (void)ctx, (void)arg;
-    memset(buf, 0, len);
-    return 0;
-}
-
-static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *arg)
-{
-    struct tun_wsl *w = arg;
-    (void)flags;
-    if (w->fail) {
-        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-        return -1;
-    }
-    if (w->inlen == 0) {
-        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-        return -1;
-    }
-    size_t n = AB_MIN(len, w->inlen);
-    memcpy(buf, w->in, n);
-    w->in += n;
-    w->inlen -= n;
-    return (ssize_t)n;
+    (void)buf, (void)len, (void)flags, (void)arg;
+    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+    return -1;
 }
 
 /* Takes encoded bytes from the send context into out. An agent's frames
@@ -192,7 +88,7 @@ static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
         size_t n = AB_MIN(AB_MIN(len - i, room), (size_t)AB_MIN(w->om_left, (uint64_t)SIZE_MAX));
         if (!n)
             break;
-        xor_mask(w->out + w->outlen, data + i, n, w->om_key, w->om_koff);
+        tun_ws_mask(w->out + w->outlen, data + i, n, w->om_key, w->om_koff);
         w->om_koff = (uint8_t)((w->om_koff + n) & 3);
         w->om_left -= n;
         w->outlen += n;
@@ -220,93 +116,91 @@ static void fail(struct tun_wsl *w, int code, const char *why)
     }
 }
 
-static void frame_start_cb(wslay_event_context_ptr ctx,
-                           const struct wslay_event_on_frame_recv_start_arg *a, void *arg)
+/* A refusal of the WebSocket layer: the close code and reason go out first
+ * (the glue's own close is then a no-op), the connection closes after. */
+static void ws_refuse(struct tun_wsl *w, int rc, uint16_t code, const char *why)
 {
-    struct tun_wsl *w = arg;
-    (void)ctx;
-    w->rx_ctrl = (a->opcode & 0x8) != 0;
-    if (w->rx_ctrl)
-        return; /* wslay buffers control frames itself (≤ 125 bytes) */
-    w->rx_fin = a->fin;
-    if (a->opcode != WSLAY_CONTINUATION_FRAME) {
-        w->rxlen = 0;
-        w->rx_over = false;
-        w->rx_text = a->opcode == WSLAY_TEXT_FRAME;
+    fail(w, rc, why);
+    if (!w->close_queued) {
+        size_t n = AB_MIN(strlen(why), 123);
+        wslay_event_queue_close(w->ctx, code, (const uint8_t *)why, n);
+        w->close_queued = true;
     }
-    /* refused from the frame's header, before any of its payload is read */
-    if (w->rxlen + a->payload_length > TUN_FRAME_MAX)
-        fail(w, AB_ELIMIT, "message over 1 MiB");
 }
 
-static void frame_chunk_cb(wslay_event_context_ptr ctx,
-                           const struct wslay_event_on_frame_recv_chunk_arg *a, void *arg)
+/* A data frame starts: an unfragmented binary message streams into the
+ * session (DATA payload straight to its stream); a fragmented one is
+ * reassembled in rx first (the tunnel's encoders never fragment; other
+ * peers may). */
+static void data_start(struct tun_wsl *w, const struct tun_wsp_event *ev)
 {
-    struct tun_wsl *w = arg;
-    (void)ctx;
-    if (w->rx_ctrl || w->rx_over || w->fail)
-        return;
-    if (w->rxlen + a->data_length > TUN_FRAME_MAX) {
-        w->rx_over = true;
-        return;
-    }
-    memcpy(w->rx + w->rxlen, a->data, a->data_length);
-    w->rxlen += a->data_length;
-}
-
-static void frame_end_cb(wslay_event_context_ptr ctx, void *arg)
-{
-    struct tun_wsl *w = arg;
-    (void)ctx;
-    if (w->rx_ctrl || !w->rx_fin || w->fail)
-        return;
-    if (w->rx_over) {
-        fail(w, AB_ELIMIT, "message over 1 MiB");
-        return;
-    }
-    if (w->rx_text) {
+    if (ev->opcode == TUN_WS_TEXT) {
+        w->rx_text = true;
         fail(w, AB_EINVAL, "text frames are not part of the protocol");
         return;
     }
-    size_t len = w->rxlen;
-    w->rxlen = 0;
     if (!w->s) {
         fail(w, AB_EINVAL, "a message before the session started");
         return;
     }
-    int rc = tun_session_input(w->s, w->rx, len);
-    if (rc < 0)
-        fail(w, rc, tun_session_error(w->s));
+    if (ev->opcode == TUN_WS_BINARY && ev->fin) {
+        w->rx_frag = false;
+        int rc = tun_session_input_begin(w->s, (size_t)ev->len);
+        if (rc == 0 && ev->len == 0)
+            rc = tun_session_input_more(w->s, NULL, 0);
+        if (rc < 0)
+            fail(w, rc, tun_session_error(w->s));
+        return;
+    }
+    if (ev->opcode == TUN_WS_BINARY) {
+        w->rx_frag = true;
+        w->rxlen = 0;
+        if (!w->rx && !(w->rx = malloc(TUN_FRAME_MAX)))
+            fail(w, AB_ENOMEM, "out of memory reassembling a fragmented message");
+    }
+    if (ev->last && ev->fin)
+        w->rx_done = true;
 }
 
-static void msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a,
-                   void *arg)
+static void payload(struct tun_wsl *w, const struct tun_wsp_event *ev)
 {
-    struct tun_wsl *w = arg;
-    bool split = ctx != w->ctx; /* answers go out on the send context */
-    if (split && a->opcode == WSLAY_PING) {
-        struct wslay_event_msg m = {
-            .opcode = WSLAY_PONG, .msg = a->msg, .msg_length = a->msg_length};
-        wslay_event_queue_msg(w->ctx, &m);
-    } else if (split && a->opcode == WSLAY_CONNECTION_CLOSE) {
-        /* echo the code, as wslay does for a context that both reads and sends */
-        uint16_t code = a->status_code;
-        const uint8_t *reason = a->msg_length > 2 ? a->msg + 2 : NULL;
-        wslay_event_queue_close(w->ctx, code, reason, reason ? a->msg_length - 2 : 0);
+    if (!w->rx_frag) {
+        int rc = tun_session_input_more(w->s, ev->data, ev->n);
+        if (rc < 0)
+            fail(w, rc, tun_session_error(w->s));
+        return;
     }
-    if (a->opcode == WSLAY_PONG) {
+    /* the parser holds the message under TUN_FRAME_MAX across fragments */
+    memcpy(w->rx + w->rxlen, ev->data, ev->n);
+    w->rxlen += ev->n;
+    if (ev->last && ev->fin)
+        w->rx_done = true;
+}
+
+static void control(struct tun_wsl *w, const struct tun_wsp_event *ev)
+{
+    if (ev->opcode == TUN_WS_PING) {
+        struct wslay_event_msg m = {.opcode = WSLAY_PONG, .msg = ev->data, .msg_length = ev->n};
+        wslay_event_queue_msg(w->ctx, &m);
+    } else if (ev->opcode == TUN_WS_PONG) {
         LOG_DEBUG("tunnel pong received");
         if (w->ping_sent_us) {
             w->last_rtt_us = ab_now_us() - w->ping_sent_us;
             w->ping_sent_us = 0;
         }
-    } else if (a->opcode == WSLAY_CONNECTION_CLOSE) {
-        w->peer_code = a->status_code ? a->status_code : 1005;
-        size_t n = a->msg_length > 2 ? a->msg_length - 2 : 0;
+    } else if (ev->opcode == TUN_WS_CLOSE) {
+        w->peer_code = ev->code;
+        size_t n = ev->n > 2 ? ev->n - 2 : 0;
         n = AB_MIN(n, sizeof(w->peer_reason) - 1);
         if (n)
-            memcpy(w->peer_reason, a->msg + 2, n);
+            memcpy(w->peer_reason, ev->data + 2, n);
         w->peer_reason[n] = '\0';
+        /* echo the code, as RFC 6455 §5.5.1 asks (1005 is never sent back) */
+        if (!w->close_queued) {
+            wslay_event_queue_close(w->ctx, ev->code == 1005 ? 0 : ev->code,
+                                    n ? (const uint8_t *)w->peer_reason : NULL, n);
+            w->close_queued = true;
+        }
     }
 }
 
@@ -316,43 +210,25 @@ int tun_wsl_init(struct tun_wsl *w, struct lws *wsi, bool server)
     w->wsi = wsi;
     w->server = server;
     w->last_rx_ms = ab_now_ms();
-    w->rx = malloc(TUN_FRAME_MAX);
     w->tx = malloc(TUN_FRAME_MAX);
     w->out = malloc(OUT_MAX);
+    /* a server-role wslay context sends (unmasked; an agent masks in
+     * send_cb); receiving is tun_wsp's, with the 1 MiB limit across
+     * fragments */
     struct wslay_event_callbacks cb = {
-        .recv_callback = recv_cb,
+        .recv_callback = no_recv_cb,
         .send_callback = send_cb,
         .genmask_callback = genmask_cb,
-        .on_frame_recv_start_callback = frame_start_cb,
-        .on_frame_recv_chunk_callback = frame_chunk_cb,
-        .on_frame_recv_end_callback = frame_end_cb,
-        .on_msg_recv_callback = msg_cb,
     };
-    struct wslay_event_callbacks rcb = cb;
-    rcb.send_callback = discard_cb;
-    rcb.genmask_callback = zero_mask_cb;
-    /* Two contexts on either side: a server-role one sends (unmasked; an
-     * agent masks in send_cb), a client-role one receives (unmasked input:
-     * the hub's comes through the unmasking shim). Each answers pings and
-     * closes on the send context (msg_cb). */
-    wslay_event_context_ptr ctx = NULL, rctx = NULL;
-    w->sh_need = w->om_need = 2;
-    if (server)
-        w->stage = malloc(STAGE_MAX);
-    int rc = !w->rx || !w->tx || !w->out || (server && !w->stage)
-                 ? -1
-                 : wslay_event_context_server_init(&ctx, &cb, w);
+    tun_wsp_init(&w->wsp, server, TUN_FRAME_MAX);
+    w->om_need = 2;
+    wslay_event_context_ptr ctx = NULL;
+    int rc = !w->tx || !w->out ? -1 : wslay_event_context_server_init(&ctx, &cb, w);
     w->ctx = ctx;
-    if (rc == 0)
-        rc = wslay_event_context_client_init(&rctx, &rcb, w);
-    w->rctx = rctx;
     if (rc != 0) {
         tun_wsl_fini(w);
         return AB_ENOMEM;
     }
-    /* data frames come to us in chunks (one copy, into rx); the 1 MiB limit
-     * is ours (frame_start_cb), across fragments too */
-    wslay_event_config_set_no_buffering(w->rctx, 1);
     return 0;
 }
 
@@ -363,11 +239,9 @@ void tun_wsl_start(struct tun_wsl *w, struct tun_session *s)
 
 void tun_wsl_fini(struct tun_wsl *w)
 {
-    if (w->rctx && w->rctx != w->ctx)
-        wslay_event_context_free(w->rctx);
     if (w->ctx)
         wslay_event_context_free(w->ctx);
-    w->ctx = w->rctx = NULL;
+    w->ctx = NULL;
     free(w->stage);
     w->stage = NULL;
     free(w->rx);
@@ -383,54 +257,70 @@ void tun_wsl_want_write(struct tun_wsl *w)
         lws_callback_on_writable(w->wsi);
 }
 
-int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len)
+int tun_wsl_rx_inplace(struct tun_wsl *w, void *in, size_t len)
 {
     if (!w->ctx || w->closing)
         return AB_ECLOSED;
+    if (w->fail)
+        return w->fail;
+    if (w->peer_code)
+        return AB_ECLOSED; /* nothing is read after the peer's close */
     w->last_rx_ms = ab_now_ms();
-    const uint8_t *p = in;
-    int rc = 0;
-    do {
-        size_t used = len, made = len;
-        if (w->stage) {
-            size_t piece = AB_MIN(len, (size_t)STAGE_MAX);
-            if (shim(w, p, piece, w->stage, &used, &made) != 0)
-                fail(w, AB_EINVAL, "an agent's frames must be masked");
-            w->in = w->stage;
+    uint8_t *p = in;
+    size_t off = 0;
+    while (!w->fail && !w->peer_code) {
+        struct tun_wsp_event ev;
+        size_t used = 0;
+        enum tun_wsp_kind k = tun_wsp_next(&w->wsp, p + off, len - off, &used, &ev);
+        off += used;
+        if (k == TUN_WSP_MORE)
+            break;
+        if (k == TUN_WSP_ERROR) {
+            char code[8];
+            snprintf(code, sizeof(code), "%u", (unsigned)ev.code);
+            ws_refuse(w, ev.code == 1009 ? AB_ELIMIT : AB_EINVAL, ev.code, w->wsp.err);
+            LOG_WARN("tunnel WebSocket frame refused", "close_code", code, "error", w->wsp.err);
+        } else if (k == TUN_WSP_DATA_START) {
+            data_start(w, &ev);
+        } else if (k == TUN_WSP_PAYLOAD) {
+            payload(w, &ev);
         } else {
-            w->in = p;
+            control(w, &ev);
         }
-        w->inlen = made;
-        rc = wslay_event_recv(w->rctx);
-        if (w->rctx != w->ctx)
-            wslay_event_send(w->rctx); /* drops its own answers */
-        p += used;
-        len -= used;
-    } while (len && rc == 0 && !w->fail && wslay_event_get_read_enabled(w->rctx));
-    w->in = NULL;
-    w->inlen = 0;
+        if (w->rx_done && !w->fail) {
+            w->rx_done = w->rx_frag = false;
+            int rc = tun_session_input(w->s, w->rx, w->rxlen);
+            w->rxlen = 0;
+            if (rc < 0)
+                fail(w, rc, tun_session_error(w->s));
+        }
+    }
     if (wslay_event_get_queued_msg_count(w->ctx))
         tun_wsl_want_write(w); /* a pong or a close reply */
     if (w->fail)
         return w->fail;
-    if (rc != 0) {
-        w->err = "WebSocket protocol error";
-        return AB_EINVAL;
-    }
-    if (wslay_event_get_close_received(w->rctx)) {
-        if (!w->peer_code)
-            w->peer_code = wslay_event_get_status_code_received(w->rctx);
+    if (w->peer_code)
         return AB_ECLOSED;
-    }
-    if (!wslay_event_get_read_enabled(w->rctx)) {
-        /* wslay refused what came (bad framing) and queued a close */
-        w->err = "WebSocket protocol error";
-        if (w->rctx != w->ctx)
-            wslay_event_queue_close(w->ctx, WSLAY_CODE_PROTOCOL_ERROR, NULL, 0);
-        w->close_queued = true;
-        return AB_EINVAL;
-    }
     return 0;
+}
+
+int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len)
+{
+    /* an unmasked parse only reads its input */
+    if (!w->server)
+        return tun_wsl_rx_inplace(w, (void *)(uintptr_t)in, len);
+    if (!w->stage && !(w->stage = malloc(STAGE_MAX)))
+        return AB_ENOMEM;
+    const uint8_t *p = in;
+    int rc = 0;
+    while (len > 0 && rc == 0) {
+        size_t n = AB_MIN(len, (size_t)STAGE_MAX);
+        memcpy(w->stage, p, n);
+        rc = tun_wsl_rx_inplace(w, w->stage, n);
+        p += n;
+        len -= n;
+    }
+    return rc;
 }
 
 int tun_wsl_send_raw(struct tun_wsl *w, const void *data, size_t len)
@@ -529,7 +419,7 @@ static int encode_direct(struct tun_wsl *w)
                 return -1;
             memcpy(hdr + h, key, 4);
             h += 4;
-            xor_mask(p, p, len, key, 0);
+            tun_ws_mask(p, p, len, key, 0);
         }
         if (h != hguess)
             memmove(start + h, p, len);

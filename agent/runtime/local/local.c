@@ -400,8 +400,9 @@ static void op_free(struct rt *base)
             s->hc = NULL;
         }
         /* a removal still waiting for a worker is left to the next agent */
-        if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING ||
-            (s->phase == PH_REMOVING && !s->rm_queued) || s->w_busy) {
+        /* (a failed spawn's placeholder, PH_REMOVING on a retry timer, is
+         * no worker's: it goes here) */
+        if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING || s->rm_busy || s->w_busy) {
             s->doomed = true;
             continue; /* freed by the worker's done callback */
         }

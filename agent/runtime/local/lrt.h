@@ -161,6 +161,7 @@ struct lsb {
     uint64_t w_gen, w_next_gen, w_done_gen, report_gen;
     bool init_ok;   /* envd armed for the claim (arm.c); reported once report_gen is written */
     bool rm_queued; /* gone, waiting for a heavy-job place to be removed */
+    bool rm_busy;   /* its removal is on a worker (remove_done frees it) */
     /* rt_release_wait: told once every process is gone (gone_poll), or at
      * rel_deadline_ms (monotonic) with AB_ETIMEOUT */
     rt_release_cb rel_cb;

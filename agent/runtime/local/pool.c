@@ -488,6 +488,7 @@ static void remove_start(struct lsb *s)
         remove_finish(s);
         return;
     }
+    s->rm_busy = true;
     s->rt->heavy++; /* given back by remove_done */
     s->rt->rm_running++;
 }
@@ -644,7 +645,14 @@ static void spawn_finish(struct lsb *s, int status)
         return;
     }
     s->phase = PH_STARTING;
-    if (s->doomed || rt->closing) {
+    if (rt->closing) {
+        /* the loop is shutting down (this done ran after op_free): like every
+         * other live sandbox it keeps running for the next agent, and a kill
+         * here would wait on a timer that never fires, holding rt */
+        lrt_sbx_unlink_free(s);
+        return;
+    }
+    if (s->doomed) {
         lrt_destroy(s);
         return;
     }
