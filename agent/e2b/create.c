@@ -30,6 +30,7 @@
 #include "agentbox/metrics.h"
 #include "agentbox/ref.h"
 #include "agentbox/sbxid.h"
+#include "agentbox/trace.h"
 #include "agentbox/tunnel_http.h"
 
 #include <stdio.h>
@@ -479,6 +480,7 @@ static void claim_local(struct e2b *e, struct http_exchange *ex, const struct ag
         .team = p->team,
         .owner = p->user,
         .image = res.image[0] ? res.image : NULL,
+        .trace = http_header_get(http_req(ex), AB_TRACE_HEADER),
     };
     rc = claim_start(&d, &req, claimed, c, err, sizeof(err));
     if (rc != 0) {

@@ -14,6 +14,7 @@
 #include "agentbox/log.h"
 #include "agentbox/ref.h"
 #include "agentbox/sbxid.h"
+#include "agentbox/trace.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -326,6 +327,7 @@ static void create_authed(struct http_exchange *ex, const struct agent_principal
     o.access_token = c->token;
     o.team = p->team;
     o.owner = p->user;
+    o.trace = http_header_get(r, AB_TRACE_HEADER);
     /* cluster::name is an env first, then a pool (reference §1.8); so is a bare name here */
     req.ns = ns;
     req.name = ref.name;

@@ -70,6 +70,10 @@ struct rt_claim_options {
     /* The image the sandbox runs (`env//image`, the reserved image metadata
      * key), or NULL: the env's. Only with RT_CAP_IMAGE_OVERRIDE. */
     const char *image;
+    /* The request's X-AgentBox-Trace id (agentbox/trace.h), or NULL: the
+     * runtime logs its claim stages under it (a burst's claim split into
+     * queue, envd /init and the state record). */
+    const char *trace;
 };
 
 enum rt_state { RT_STARTING = 1, RT_IDLE, RT_RUNNING, RT_STOPPING };

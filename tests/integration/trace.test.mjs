@@ -7,13 +7,13 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { waitFor } from './lib/harness.mjs';
-import { startStack, manifestsDir } from './lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, waitPool } from './lib/sandboxes.mjs';
 
 let stack;
 
 before(async () => {
     process.env.AGENTBOX_TRACE = '1';
-    stack = await startStack({ clusters: ['alpha', 'beta'], manifests: manifestsDir([]) });
+    stack = await startStack({ clusters: ['alpha', 'beta'], manifests: manifestsDir([envManifest('tr', ['alpha'], { replicas: 1 })]) });
     delete process.env.AGENTBOX_TRACE;
     await stack.launch('gamma'); // started without the variable
 });
@@ -76,4 +76,24 @@ test('a malformed id and a process without AGENTBOX_TRACE log nothing', async ()
     }
     assert.equal(traces(gamma.proc).size, 0, 'gamma was started without AGENTBOX_TRACE');
     assert.doesNotMatch(fs.readFileSync(gamma.proc.logFile, 'utf8'), /msg="?trace/);
+});
+
+test('a traced local create logs its claim stages between the handler and the answer', async () => {
+    const { alpha } = stack.agents;
+    await waitPool(alpha, 'tr-1c0gi', (p) => p.idle === 1, '1 idle', 60000);
+    const res = await fetch(`${alpha.e2b}/sandboxes`, {
+        method: 'POST', body: JSON.stringify({ templateID: 'tr' }),
+        headers: { 'X-API-Key': stack.key, 'Content-Type': 'application/json', 'X-AgentBox-Trace': 'claim-1' },
+    });
+    const sb = await res.json();
+    assert.equal(res.status, 201, JSON.stringify(sb));
+    const a = await waitFor(() => traces(alpha.proc).get('claim-1')?.['http.end'] && traces(alpha.proc).get('claim-1'),
+        { timeoutMs: 10000, what: 'trace lines of claim-1' });
+    // queue, envd /init and the state record (written meanwhile on a worker), then the report
+    const order = ['http.dispatch', 'claim.queued', 'claim.arm', 'claim.init_sent', 'claim.init_done', 'claim.reported', 'http.respond', 'http.end'];
+    for (const st of [...order, 'claim.recorded']) assert.ok(Number.isFinite(a[st]), `stage ${st} logged`);
+    for (let i = 1; i < order.length; i++) assert.ok(a[order[i]] >= a[order[i - 1]], `${order[i - 1]} before ${order[i]}`);
+    assert.ok(a['claim.arm'] <= a['claim.recorded'] && a['claim.recorded'] <= a['claim.reported'], 'the record is on disk before the claim is reported');
+    const del = await fetch(`${alpha.e2b}/sandboxes/${sb.sandboxID}`, { method: 'DELETE', headers: { 'X-API-Key': stack.key } });
+    assert.equal(del.status, 204, await del.text());
 });

@@ -15,6 +15,7 @@
 #include "agentbox/http.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
+#include "agentbox/trace.h"
 #include "agent/runtime/local/manifest.h"
 #include "agent/runtime/local/sandbox.h"
 
@@ -148,6 +149,7 @@ void lrt_claim_written(struct lsb *s, int rc)
     s->phase = PH_RUNNING;
     lrt_schedule_end(s);
     lrt_fill(s, &snap, false);
+    ab_trace(w->trace, "claim.reported");
     w->cb(w->arg, 0, NULL, &snap);
     lrt_waiter_free(w);
 }
@@ -283,6 +285,7 @@ static void init_end(struct http_client *c, void *arg)
     (void)c;
     s->hc = NULL;
     if (s->http_status >= 200 && s->http_status < 300) {
+        ab_trace(s->armer->trace, "claim.init_done");
         if (lrt_start_needed(s->pool))
             post_claim_file(s);
         else
@@ -390,6 +393,7 @@ static void post_init(struct lsb *s)
     }
     http_client_write(s->hc, body, len);
     http_client_end(s->hc);
+    ab_trace(s->armer->trace, "claim.init_sent");
     explicit_bzero(old, sizeof(old));
     explicit_bzero(body, len);
     free(body);
@@ -398,6 +402,7 @@ static void post_init(struct lsb *s)
 /* Takes the oldest idle sandbox of p for w. */
 static void arm(struct lsb *s, struct lrt_waiter *w)
 {
+    ab_trace(w->trace, "claim.arm");
     s->armer = w;
     if (w->timer_on) {
         loop_timer_cancel(&w->timer);

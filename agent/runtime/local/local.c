@@ -12,6 +12,7 @@
 #include "agentbox/http.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
+#include "agentbox/trace.h"
 #include "agent/runtime/local/manifest.h"
 #include "agent/runtime/local/sandbox.h"
 
@@ -128,6 +129,10 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
                sizeof(w->workdir));
     ab_strlcpy(w->team, o->team ? o->team : "", sizeof(w->team));
     ab_strlcpy(w->owner, o->owner ? o->owner : "", sizeof(w->owner));
+    /* a longer id is malformed for ab_trace too: cut, it logs nothing */
+    if (o->trace && strlen(o->trace) < sizeof(w->trace))
+        ab_strlcpy(w->trace, o->trace, sizeof(w->trace));
+    ab_trace(w->trace, "claim.queued");
     if (o->access_token && !(w->token = strdup(o->access_token))) {
         lrt_waiter_free(w);
         return AB_ENOMEM;

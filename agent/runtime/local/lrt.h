@@ -73,6 +73,7 @@ struct lrt_waiter {
     char *token;
     char team[RT_NAME_MAX + 1];
     char owner[RT_NAME_MAX + 1];
+    char trace[65];          /* the claim's trace id (agentbox/trace.h), "" when none */
     struct loop_timer timer; /* startup timeout */
     int64_t startup_ms;
     bool timer_on;

@@ -23,6 +23,7 @@
 #include "agentbox/http.h"
 #include "agentbox/log.h"
 #include "agentbox/loop.h"
+#include "agentbox/trace.h"
 #include "agent/runtime/local/manifest.h"
 #include "agent/runtime/local/sandbox.h"
 
@@ -273,6 +274,8 @@ static void state_done(void *arg, int status)
         LOG_WARN("cannot write sandbox state", "dir", s->x.dir);
     else
         s->w_done_gen = j->gen;
+    if (rc == 0 && s->armer && s->report_gen && s->w_done_gen >= s->report_gen)
+        ab_trace(s->armer->trace, "claim.recorded"); /* the claim's record is on disk */
     text_free(j->text);
     free(j);
     if (s->rt->closing || status != 0) { /* op_free left it to us */
