@@ -70,6 +70,7 @@ expected=(
     "hub-agents-lag|hub with 10,000 agent tunnels: loop lag p99|<= 20 ms|tunnel-agents"
     "hub-agents-storm|reconnect storm of 10,000 agents|<= 60 s|tunnel-agents"
     "create-burst32-p99|E2B create, 32 clients in a burst, p99|<= 25 ms|e2b-create"
+    "create-burst32-curl-p99|E2B create, 32 in a burst from curl -Z (C client), p99|<= 25 ms|e2b-create"
     "create-1-p50|E2B create, 1 client, p50|<= 5 ms|e2b-create"
     "create-1-p99|E2B create, 1 client, p99|<= 25 ms|e2b-create"
     "create-sustained|sustained creates with refills, 32 clients|>= 500/s|e2b-create"
