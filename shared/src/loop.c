@@ -1,12 +1,28 @@
 /* The process's event loop: an lws context, timers on lws_sul, and a pool of
  * worker threads whose results come back through a locked list drained on
- * LWS_CALLBACK_EVENT_WAIT_CANCELLED (raised by lws_cancel_service). */
+ * LWS_CALLBACK_EVENT_WAIT_CANCELLED (raised by lws_cancel_service).
+ *
+ * LOOP_LIBEV hands lws a libev loop of ours (lws's "foreign loop", epoll
+ * backend) and runs it here; lws's libev plugin registers one watcher per
+ * descriptor, so a wake-up costs what is ready, not what is open (lws's poll
+ * loop passes all 10,000 tunnels to poll(2) on every wake-up). Owning the
+ * ev_loop lets loop_run take one iteration at a time, as with lws_service, so
+ * loop_stop works the same on both; lws's own libev loop would instead run
+ * ev_run until broken and install a SIGINT watcher over ours.
+ *
+ * libev is opened with dlopen, not linked: a binary that runs on poll (envd
+ * in a Pod image, say) needs neither libev nor lws's plugin, and a missing one
+ * is an error that names the package rather than a loader failure. */
 #include "agentbox/loop.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
+#include "agentbox/metrics.h"
 
+#include <dlfcn.h>
 #include <libwebsockets.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,6 +32,23 @@ _Static_assert(sizeof(lws_sorted_usec_list_t) <= sizeof(((struct loop_timer *)0)
                "loop_timer storage too small for lws_sorted_usec_list_t");
 
 #define LOOP_POST_MAX 65536
+
+/* libev 4's ABI (ev.h 4.33), as much of it as the loop uses: the library is
+ * dlopen'ed (see the top), so ev.h is not needed to build. */
+#define LOOP_LIBEV_SONAME "libev.so.4"
+#define LOOP_EVBACKEND_EPOLL 0x00000004U
+#define LOOP_EVFLAG_NOSIGMASK 0x00400000U
+#define LOOP_EVFLAG_NOENV 0x01000000U
+#define LOOP_EVRUN_ONCE 2
+struct ev_loop;
+struct libev {
+    void *dl;
+    int (*version_major)(void);
+    struct ev_loop *(*loop_new)(unsigned int flags);
+    int (*run)(struct ev_loop *loop, int flags);
+    void (*loop_destroy)(struct ev_loop *loop);
+    unsigned int (*backend)(struct ev_loop *loop);
+};
 
 struct loop_job {
     struct loop_job *next;
@@ -33,6 +66,9 @@ struct job_list {
 struct loop {
     struct lws_context *ctx;
     struct lws_vhost *vh;
+    enum loop_kind kind;
+    struct libev libev; /* LOOP_LIBEV: the library, open while the loop lives */
+    struct ev_loop *ev; /* LOOP_LIBEV: ours, lws's foreign loop; freed after the context */
     pthread_t loop_thread;
     atomic_bool stopping;
 
@@ -146,13 +182,80 @@ static void lws_log_to_ours(int level, const char *line)
         LOG_DEBUG("libwebsockets", "detail", buf);
 }
 
-struct loop *loop_new(const struct loop_options *opts)
+/* POSIX's way to take a function pointer from dlsym. */
+#define LOOP_DLSYM(dl, sym, fp) (*(void **)(&(fp)) = dlsym((dl), (sym)))
+
+static int libev_open(struct libev *ev, char *err, size_t errlen)
 {
+    ev->dl = dlopen(LOOP_LIBEV_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!ev->dl) {
+        snprintf(err, errlen,
+                 "event_loop libev: cannot load %s (install the Debian package "
+                 "libwebsockets-evlib-ev, which brings libev4, or run with --event-loop=poll): %s",
+                 LOOP_LIBEV_SONAME, dlerror());
+        return AB_EIO;
+    }
+    if (!LOOP_DLSYM(ev->dl, "ev_version_major", ev->version_major) ||
+        !LOOP_DLSYM(ev->dl, "ev_loop_new", ev->loop_new) ||
+        !LOOP_DLSYM(ev->dl, "ev_run", ev->run) ||
+        !LOOP_DLSYM(ev->dl, "ev_loop_destroy", ev->loop_destroy) ||
+        !LOOP_DLSYM(ev->dl, "ev_backend", ev->backend) || ev->version_major() != 4) {
+        snprintf(err, errlen,
+                 "event_loop libev: %s is not libev 4 (no ev_run, or another major version); "
+                 "run with --event-loop=poll",
+                 LOOP_LIBEV_SONAME);
+        dlclose(ev->dl);
+        ev->dl = NULL;
+        return AB_EIO;
+    }
+    return 0;
+}
+
+int loop_kind_parse(const char *name, enum loop_kind *out, char *err, size_t errlen)
+{
+    if (!name || strcmp(name, "libev") == 0) {
+        *out = LOOP_LIBEV;
+        return 0;
+    }
+    if (strcmp(name, "poll") == 0) {
+        *out = LOOP_POLL;
+        return 0;
+    }
+    snprintf(err, errlen, "event_loop '%s' must be libev or poll", name);
+    return AB_EINVAL;
+}
+
+const char *loop_kind_name(enum loop_kind kind)
+{
+    return kind == LOOP_POLL ? "poll" : "libev";
+}
+
+/* agentbox_event_loop_info{loop,backend} 1: which loop a process runs on, for
+ * operators and for the tests that check the default. */
+static void publish_kind(struct loop *l)
+{
+    static const char *const labels[] = {"loop", "backend", NULL};
+    struct metric_family *f =
+        metrics_register(metrics_default(), "agentbox_event_loop_info",
+                         "the event loop this process waits on (1 for the one in use)",
+                         METRIC_GAUGE, labels, NULL, 0);
+    const char *values[] = {loop_kind_of(l), loop_backend_of(l)};
+    metrics_set(f, values, 1);
+    LOG_INFO("event loop", "loop", values[0], "backend", values[1]);
+}
+
+int loop_create(const struct loop_options *opts, struct loop **out, char *err, size_t errlen)
+{
+    *out = NULL;
     struct loop *l = calloc(1, sizeof(*l));
-    if (!l)
-        return NULL;
+    if (!l) {
+        snprintf(err, errlen, "out of memory creating the event loop");
+        return AB_ENOMEM;
+    }
+    int rc = AB_EIO;
     l->nworkers = opts && opts->workers > 0 ? opts->workers : 4;
     l->queue_max = opts && opts->queue_max > 0 ? opts->queue_max : 1024;
+    l->kind = opts ? opts->kind : LOOP_LIBEV;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     l->loop_thread = pthread_self();
@@ -170,33 +273,86 @@ struct loop *loop_new(const struct loop_options *opts)
     info.pt_serv_buf_size = 64 * 1024;
     info.gid = -1;
     info.uid = -1;
+    void *foreign[1] = {NULL};
+    if (l->kind == LOOP_LIBEV) {
+        /* NOSIGMASK: signals stay ours (hub/main.c, agent/main.c); NOENV: LIBEV_FLAGS
+         * in the environment does not pick another backend behind the option's back */
+        if ((rc = libev_open(&l->libev, err, errlen)) != 0)
+            goto fail;
+        rc = AB_EIO;
+        l->ev = l->libev.loop_new(LOOP_EVBACKEND_EPOLL | LOOP_EVFLAG_NOSIGMASK | LOOP_EVFLAG_NOENV);
+        if (!l->ev) {
+            snprintf(err, errlen, "event_loop libev: cannot create an epoll loop (%s)",
+                     strerror(errno));
+            goto fail;
+        }
+        foreign[0] = l->ev;
+        info.options |= LWS_SERVER_OPTION_LIBEV;
+        info.foreign_loops = foreign;
+    }
     l->ctx = lws_create_context(&info);
-    if (!l->ctx)
+    if (!l->ctx) {
+        if (l->kind == LOOP_LIBEV)
+            snprintf(err, errlen,
+                     "event_loop libev: libwebsockets could not load its libev plugin "
+                     "(install the Debian package libwebsockets-evlib-ev, or run with "
+                     "--event-loop=poll)");
+        else
+            snprintf(err, errlen, "cannot create the libwebsockets context");
         goto fail;
+    }
 
     memset(&info, 0, sizeof(info));
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = loop_protocols;
     info.vhost_name = "ab-loop";
     l->vh = lws_create_vhost(l->ctx, &info);
-    if (!l->vh)
+    if (!l->vh) {
+        snprintf(err, errlen, "cannot create the event loop's vhost");
         goto fail;
+    }
 
     l->workers = calloc((size_t)l->nworkers, sizeof(pthread_t));
-    if (!l->workers)
+    if (!l->workers) {
+        snprintf(err, errlen, "out of memory creating %d worker threads", l->nworkers);
+        rc = AB_ENOMEM;
         goto fail;
+    }
     for (int i = 0; i < l->nworkers; i++) {
         if (pthread_create(&l->workers[i], NULL, worker_main, l) != 0) {
+            snprintf(err, errlen, "cannot start worker thread %d of %d", i + 1, l->nworkers);
             l->nworkers = i;
             goto fail;
         }
     }
-    return l;
+    publish_kind(l);
+    *out = l;
+    return 0;
 
 fail:
-    LOG_ERROR("cannot create the event loop");
     loop_free(l);
-    return NULL;
+    return rc;
+}
+
+struct loop *loop_new(const struct loop_options *opts)
+{
+    struct loop *l = NULL;
+    char err[256];
+    if (loop_create(opts, &l, err, sizeof(err)) != 0)
+        LOG_ERROR("cannot create the event loop", "error", err);
+    return l;
+}
+
+const char *loop_kind_of(struct loop *l)
+{
+    return loop_kind_name(l->kind);
+}
+
+const char *loop_backend_of(struct loop *l)
+{
+    if (!l->ev)
+        return "poll";
+    return l->libev.backend(l->ev) == LOOP_EVBACKEND_EPOLL ? "epoll" : "other";
 }
 
 void loop_free(struct loop *l)
@@ -220,6 +376,10 @@ void loop_free(struct loop *l)
     drain_done(l);
     if (l->ctx)
         lws_context_destroy(l->ctx);
+    if (l->ev) /* lws stopped its watchers on it; a foreign loop is ours to free */
+        l->libev.loop_destroy(l->ev);
+    if (l->libev.dl)
+        dlclose(l->libev.dl);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l);
@@ -233,6 +393,14 @@ struct lws_context *loop_lws(struct loop *l)
 int loop_run(struct loop *l)
 {
     l->loop_thread = pthread_self();
+    if (l->ev) {
+        /* lws arms its libev timer watcher only after an event: one now, so the
+         * timers started before loop_run fire with nothing else happening */
+        lws_cancel_service(l->ctx);
+        while (!atomic_load(&l->stopping))
+            l->libev.run(l->ev, LOOP_EVRUN_ONCE);
+        return 0;
+    }
     while (!atomic_load(&l->stopping)) {
         if (lws_service(l->ctx, 0) < 0)
             break;
