@@ -1,4 +1,4 @@
-/* The process's event loop: an lws context, timers on lws_sul, and a pool of
+/* The process's event loop: an lws context, timers, and a pool of
  * worker threads whose results come back through a locked list drained on
  * LWS_CALLBACK_EVENT_WAIT_CANCELLED (raised by lws_cancel_service).
  *
@@ -12,13 +12,25 @@
  *
  * libev is opened with dlopen, not linked: a binary that runs on poll (envd
  * in a Pod image, say) needs neither libev nor lws's plugin, and a missing one
- * is an error that names the package rather than a loader failure. */
+ * is an error that names the package rather than a loader failure (ev.h gives
+ * the types only).
+ *
+ * Timers: on poll, lws_sul (lws computes poll's timeout from them). On libev,
+ * one ev_timer each in libev's heap: lws 4.1's plugin keeps one ev_timer for
+ * all of lws_sul and re-arms it only when it is not already pending, so a
+ * 30 ms timer started while a 3 s one was armed fired after 3 s when nothing
+ * else happened (tests/unit/test_loop.c). After each of our timers a wake-up
+ * (lws_cancel_service) lets lws run its own due work (an async close, say)
+ * on the next turn, since lws does that only after an event of its own; the
+ * same wake-up once a second bounds how late lws's own timeouts (whole
+ * seconds, lws_set_timeout) can be in a process where nothing else happens. */
 #include "agentbox/loop.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
 #include "agentbox/metrics.h"
 
 #include <dlfcn.h>
+#include <ev.h>
 #include <libwebsockets.h>
 #include <errno.h>
 #include <pthread.h>
@@ -30,17 +42,13 @@
 
 _Static_assert(sizeof(lws_sorted_usec_list_t) <= sizeof(((struct loop_timer *)0)->lws_sul),
                "loop_timer storage too small for lws_sorted_usec_list_t");
+_Static_assert(sizeof(ev_timer) <= sizeof(((struct loop_timer *)0)->lws_sul),
+               "loop_timer storage too small for an ev_timer");
 
 #define LOOP_POST_MAX 65536
 
-/* libev 4's ABI (ev.h 4.33), as much of it as the loop uses: the library is
- * dlopen'ed (see the top), so ev.h is not needed to build. */
+/* The libev functions the loop calls, from dlopen (see the top). */
 #define LOOP_LIBEV_SONAME "libev.so.4"
-#define LOOP_EVBACKEND_EPOLL 0x00000004U
-#define LOOP_EVFLAG_NOSIGMASK 0x00400000U
-#define LOOP_EVFLAG_NOENV 0x01000000U
-#define LOOP_EVRUN_ONCE 2
-struct ev_loop;
 struct libev {
     void *dl;
     int (*version_major)(void);
@@ -48,6 +56,9 @@ struct libev {
     int (*run)(struct ev_loop *loop, int flags);
     void (*loop_destroy)(struct ev_loop *loop);
     unsigned int (*backend)(struct ev_loop *loop);
+    void (*now_update)(struct ev_loop *loop);
+    void (*timer_start)(struct ev_loop *loop, ev_timer *w);
+    void (*timer_stop)(struct ev_loop *loop, ev_timer *w);
 };
 
 struct loop_job {
@@ -69,6 +80,7 @@ struct loop {
     enum loop_kind kind;
     struct libev libev; /* LOOP_LIBEV: the library, open while the loop lives */
     struct ev_loop *ev; /* LOOP_LIBEV: ours, lws's foreign loop; freed after the context */
+    ev_timer lws_tick;  /* LOOP_LIBEV: the once-a-second wake-up for lws's own timeouts */
     pthread_t loop_thread;
     atomic_bool stopping;
 
@@ -199,7 +211,11 @@ static int libev_open(struct libev *ev, char *err, size_t errlen)
         !LOOP_DLSYM(ev->dl, "ev_loop_new", ev->loop_new) ||
         !LOOP_DLSYM(ev->dl, "ev_run", ev->run) ||
         !LOOP_DLSYM(ev->dl, "ev_loop_destroy", ev->loop_destroy) ||
-        !LOOP_DLSYM(ev->dl, "ev_backend", ev->backend) || ev->version_major() != 4) {
+        !LOOP_DLSYM(ev->dl, "ev_backend", ev->backend) ||
+        !LOOP_DLSYM(ev->dl, "ev_now_update", ev->now_update) ||
+        !LOOP_DLSYM(ev->dl, "ev_timer_start", ev->timer_start) ||
+        !LOOP_DLSYM(ev->dl, "ev_timer_stop", ev->timer_stop) ||
+        ev->version_major() != EV_VERSION_MAJOR) {
         snprintf(err, errlen,
                  "event_loop libev: %s is not libev 4 (no ev_run, or another major version); "
                  "run with --event-loop=poll",
@@ -209,6 +225,14 @@ static int libev_open(struct libev *ev, char *err, size_t errlen)
         return AB_EIO;
     }
     return 0;
+}
+
+static void lws_tick_fired(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct loop *l = (struct loop *)((char *)w - offsetof(struct loop, lws_tick));
+    lws_cancel_service(l->ctx);
 }
 
 int loop_kind_parse(const char *name, enum loop_kind *out, char *err, size_t errlen)
@@ -280,7 +304,7 @@ int loop_create(const struct loop_options *opts, struct loop **out, char *err, s
         if ((rc = libev_open(&l->libev, err, errlen)) != 0)
             goto fail;
         rc = AB_EIO;
-        l->ev = l->libev.loop_new(LOOP_EVBACKEND_EPOLL | LOOP_EVFLAG_NOSIGMASK | LOOP_EVFLAG_NOENV);
+        l->ev = l->libev.loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK | EVFLAG_NOENV);
         if (!l->ev) {
             snprintf(err, errlen, "event_loop libev: cannot create an epoll loop (%s)",
                      strerror(errno));
@@ -325,6 +349,10 @@ int loop_create(const struct loop_options *opts, struct loop **out, char *err, s
             goto fail;
         }
     }
+    if (l->ev) {
+        ev_timer_init(&l->lws_tick, lws_tick_fired, 1., 1.);
+        l->libev.timer_start(l->ev, &l->lws_tick);
+    }
     publish_kind(l);
     *out = l;
     return 0;
@@ -352,7 +380,7 @@ const char *loop_backend_of(struct loop *l)
 {
     if (!l->ev)
         return "poll";
-    return l->libev.backend(l->ev) == LOOP_EVBACKEND_EPOLL ? "epoll" : "other";
+    return l->libev.backend(l->ev) == EVBACKEND_EPOLL ? "epoll" : "other";
 }
 
 void loop_free(struct loop *l)
@@ -376,8 +404,10 @@ void loop_free(struct loop *l)
     drain_done(l);
     if (l->ctx)
         lws_context_destroy(l->ctx);
-    if (l->ev) /* lws stopped its watchers on it; a foreign loop is ours to free */
+    if (l->ev) { /* lws stopped its watchers on it; a foreign loop is ours to free */
+        l->libev.timer_stop(l->ev, &l->lws_tick);
         l->libev.loop_destroy(l->ev);
+    }
     if (l->libev.dl)
         dlclose(l->libev.dl);
     pthread_mutex_destroy(&l->mu);
@@ -398,7 +428,7 @@ int loop_run(struct loop *l)
          * timers started before loop_run fire with nothing else happening */
         lws_cancel_service(l->ctx);
         while (!atomic_load(&l->stopping))
-            l->libev.run(l->ev, LOOP_EVRUN_ONCE);
+            l->libev.run(l->ev, EVRUN_ONCE);
         return 0;
     }
     while (!atomic_load(&l->stopping)) {
@@ -430,9 +460,32 @@ static void timer_fired(lws_sorted_usec_list_t *sul)
     t->fn(t);
 }
 
+/* libev: the ev_timer is the first bytes of the loop_timer. */
+static void ev_timer_fired(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct loop_timer *t = (struct loop_timer *)(void *)w;
+    lws_cancel_service(t->loop->ctx); /* lws's own due work runs after an event of its own */
+    t->fn(t);                         /* may free t */
+}
+
 void loop_timer_start(struct loop *l, struct loop_timer *t, int64_t delay_ms, loop_timer_fn fn,
                       void *arg)
 {
+    if (l->ev) {
+        ev_timer *w = (ev_timer *)(void *)t->lws_sul;
+        if (t->loop == l)
+            l->libev.timer_stop(l->ev, w); /* a pending one moves; a stopped one: no-op */
+        t->loop = l;
+        t->fn = fn;
+        t->arg = arg;
+        ev_timer_init(w, ev_timer_fired, (ev_tstamp)(delay_ms < 0 ? 0 : delay_ms) / 1000.0, 0.);
+        /* from now, not from when this loop turn began (libev's cached time): never early */
+        l->libev.now_update(l->ev);
+        l->libev.timer_start(l->ev, w);
+        return;
+    }
     t->loop = l;
     t->fn = fn;
     t->arg = arg;
@@ -444,6 +497,10 @@ void loop_timer_cancel(struct loop_timer *t)
 {
     if (!t->loop)
         return;
+    if (t->loop->ev) {
+        t->loop->libev.timer_stop(t->loop->ev, (ev_timer *)(void *)t->lws_sul);
+        return;
+    }
     lws_sul_schedule(t->loop->ctx, 0, (lws_sorted_usec_list_t *)(void *)t->lws_sul, NULL,
                      LWS_SET_TIMER_USEC_CANCEL);
 }

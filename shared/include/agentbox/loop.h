@@ -69,7 +69,7 @@ bool loop_on_loop_thread(struct loop *l);
 struct loop_timer;
 typedef void (*loop_timer_fn)(struct loop_timer *t);
 struct loop_timer {
-    uint8_t lws_sul[64]; /* storage for lws_sorted_usec_list_t; opaque */
+    uint8_t lws_sul[64]; /* storage for an lws_sorted_usec_list_t (poll) or ev_timer (libev) */
     struct loop *loop;
     loop_timer_fn fn;
     void *arg;
