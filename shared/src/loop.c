@@ -424,8 +424,8 @@ int loop_run(struct loop *l)
 {
     l->loop_thread = pthread_self();
     if (l->ev) {
-        /* lws arms its libev timer watcher only after an event: one now, so the
-         * timers started before loop_run fire with nothing else happening */
+        /* lws runs its own due work (and arms its timer watcher) only after an
+         * event of its own: one now, for what was scheduled before loop_run */
         lws_cancel_service(l->ctx);
         while (!atomic_load(&l->stopping))
             l->libev.run(l->ev, EVRUN_ONCE);
