@@ -142,15 +142,19 @@ static void list_ok(struct http_exchange *ex, const struct keys_principal *p, vo
                                 (int)c.n, "truncated", c.truncated, "ttlMs", ROUTE_TTL_MS));
 }
 
-static void h_list(struct http_exchange *ex, void *arg)
+/* ok with the caller's principal, or 503 on a hub without authentication. */
+static void authed(struct http_exchange *ex, struct hub *h, auth_ok_fn ok)
 {
-    struct hub *h = arg;
-    struct auth_ctx *a = h->auth;
-    if (!a) {
+    if (!h->auth) {
         http_respond_error(ex, 503, "authentication is not configured on this hub");
         return;
     }
-    auth_request(a, ex, AUTH_SURFACE_API, list_ok, arg);
+    auth_request(h->auth, ex, AUTH_SURFACE_API, ok, h);
+}
+
+static void h_list(struct http_exchange *ex, void *arg)
+{
+    authed(ex, arg, list_ok);
 }
 
 /* {cluster, envs: [{namespace, env, idle, running, pools: [record...]}]} */
@@ -197,13 +201,7 @@ static void cluster_ok(struct http_exchange *ex, const struct keys_principal *p,
 
 static void h_cluster(struct http_exchange *ex, void *arg)
 {
-    struct hub *h = arg;
-    struct auth_ctx *a = h->auth;
-    if (!a) {
-        http_respond_error(ex, 503, "authentication is not configured on this hub");
-        return;
-    }
-    auth_request(a, ex, AUTH_SURFACE_API, cluster_ok, arg);
+    authed(ex, arg, cluster_ok);
 }
 
 int federation_api_add_routes(struct hub *h, char *err, size_t errlen)

@@ -14,6 +14,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/http.h"
+#include "agentbox/visibility.h"
 #include "hub/auth.h"
 #include "hub/hub.h"
 #include "hub/keys.h"
@@ -23,32 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reference §6.1: rules ORed, team and users ANDed inside one, no rules =
- * public; admins see every template. (The agent's copy of this rule is
- * agent/native/system.c's native_template_visible.) */
+/* Reference §6.1 (agentbox/visibility.h, the agents' rule too). */
 static bool visible(const struct keys_principal *p, const json_t *spec)
 {
-    const json_t *rules = json_object_get(json_object_get(spec, "visibility"), "rules"), *r, *u;
-    size_t i, j;
-
-    if (p->role == KEYS_ROLE_ADMIN || json_array_size(rules) == 0)
-        return true;
-    json_array_foreach(rules, i, r)
-    {
-        const char *team = json_string_value(json_object_get(r, "team"));
-        const json_t *users = json_object_get(r, "users");
-        bool user_ok = json_array_size(users) == 0;
-        if (team && team[0] && strcmp(team, p->team) != 0)
-            continue;
-        json_array_foreach(users, j, u)
-        {
-            if (json_is_string(u) && !strcmp(json_string_value(u), p->user))
-                user_ok = true;
-        }
-        if (user_ok && ((team && team[0]) || json_array_size(users) > 0))
-            return true;
-    }
-    return false;
+    return vis_template_visible(spec, p->role == KEYS_ROLE_ADMIN, p->team, p->user);
 }
 
 /* The catalogue's view of one object, as the agents' GET /v1/sandbox-templates. */

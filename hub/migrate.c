@@ -17,20 +17,6 @@
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
@@ -48,13 +34,13 @@ int migrate_parse_name(const char *file, int *version, char *err, size_t errlen)
         return AB_ENOENT;
     len = strlen(file);
     if (len >= MIGRATE_NAME_MAX) {
-        set_err(err, errlen, "migration file name '%s' is longer than %d bytes", file,
+        ab_errf(err, errlen, "migration file name '%s' is longer than %d bytes", file,
                 MIGRATE_NAME_MAX - 1);
         return AB_EINVAL;
     }
     for (int i = 0; i < 4; i++) {
         if (file[i] < '0' || file[i] > '9') {
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "migration file '%s' must be named NNNN_name.sql (4 digits, '_', a name)",
                     file);
             return AB_EINVAL;
@@ -62,19 +48,19 @@ int migrate_parse_name(const char *file, int *version, char *err, size_t errlen)
         v = v * 10 + (file[i] - '0');
     }
     if (file[4] != '_') {
-        set_err(err, errlen,
+        ab_errf(err, errlen,
                 "migration file '%s' must be named NNNN_name.sql: exactly 4 digits, then '_'",
                 file);
         return AB_EINVAL;
     }
     if (v < 1 || v > MIGRATE_VERSION_MAX) {
-        set_err(err, errlen, "migration file '%s': version must be between 0001 and %04d", file,
+        ab_errf(err, errlen, "migration file '%s': version must be between 0001 and %04d", file,
                 MIGRATE_VERSION_MAX);
         return AB_EINVAL;
     }
     /* The name part: at least one character before ".sql". */
     if (len - 4 /* ".sql" */ <= 5) {
-        set_err(err, errlen, "migration file '%s' has no name after the version (NNNN_name.sql)",
+        ab_errf(err, errlen, "migration file '%s' has no name after the version (NNNN_name.sql)",
                 file);
         return AB_EINVAL;
     }
@@ -82,7 +68,7 @@ int migrate_parse_name(const char *file, int *version, char *err, size_t errlen)
         char c = *p;
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '-')) {
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "migration file '%s': the name may hold only letters, digits, '_' and '-'",
                     file);
             return AB_EINVAL;
@@ -113,7 +99,7 @@ int migrate_sort(struct migrate_file *files, size_t n, char *err, size_t errlen)
         qsort(files, n, sizeof(*files), cmp_file);
     for (size_t i = 1; i < n; i++) {
         if (files[i].version == files[i - 1].version) {
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "migration files '%s' and '%s' have the same version %04d: renumber one",
                     files[i - 1].name, files[i].name, files[i].version);
             return AB_EEXIST;
@@ -132,16 +118,16 @@ static int read_file(const char *path, char **out, size_t *outlen, char *err, si
 
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, errlen, "cannot open migration %s: %s", path, strerror(errno));
+        ab_errf(err, errlen, "cannot open migration %s: %s", path, strerror(errno));
         return AB_EIO;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "migration %s is not a regular file", path);
+        ab_errf(err, errlen, "migration %s is not a regular file", path);
         rc = AB_EINVAL;
         goto out;
     }
     if (st.st_size > MIGRATE_FILE_MAX) {
-        set_err(err, errlen, "migration %s is %lld bytes, more than the limit of %d: split it",
+        ab_errf(err, errlen, "migration %s is %lld bytes, more than the limit of %d: split it",
                 path, (long long)st.st_size, MIGRATE_FILE_MAX);
         rc = AB_ELIMIT;
         goto out;
@@ -156,7 +142,7 @@ static int read_file(const char *path, char **out, size_t *outlen, char *err, si
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
-            set_err(err, errlen, "cannot read migration %s: %s", path,
+            ab_errf(err, errlen, "cannot read migration %s: %s", path,
                     r < 0 ? strerror(errno) : "file shrank while reading");
             rc = AB_EIO;
             goto out;
@@ -193,7 +179,7 @@ int migrate_scan(const char *dir, struct migrate_set *out, char *err, size_t err
 
     d = opendir(dir);
     if (d == NULL) {
-        set_err(err, errlen,
+        ab_errf(err, errlen,
                 "cannot open migrations directory %s: %s (set --migrations-dir or "
                 "AGENTBOX_MIGRATIONS_DIR)",
                 dir, strerror(errno));
@@ -221,12 +207,12 @@ int migrate_scan(const char *dir, struct migrate_set *out, char *err, size_t err
             goto out;
         }
         if (set.n == MIGRATE_MAX_FILES) {
-            set_err(err, errlen, "more than %d migration files in %s", MIGRATE_MAX_FILES, dir);
+            ab_errf(err, errlen, "more than %d migration files in %s", MIGRATE_MAX_FILES, dir);
             rc = AB_ELIMIT;
             goto out;
         }
         if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= sizeof(path)) {
-            set_err(err, errlen, "migration path %s/%s is longer than %zu bytes", dir, de->d_name,
+            ab_errf(err, errlen, "migration path %s/%s is longer than %zu bytes", dir, de->d_name,
                     sizeof(path) - 1);
             rc = AB_ELIMIT;
             goto out;
@@ -241,7 +227,7 @@ int migrate_scan(const char *dir, struct migrate_set *out, char *err, size_t err
         migrate_checksum(f->sql, f->len, f->checksum);
     }
     if (set.n == 0) {
-        set_err(err, errlen,
+        ab_errf(err, errlen,
                 "no migration files (NNNN_name.sql) in %s: point --migrations-dir at the "
                 "repository's migrations folder",
                 dir);
@@ -326,7 +312,7 @@ int migrate_compare(const struct migrate_set *set, const struct migrate_applied 
         case MIGRATE_PENDING:
             break;
         case MIGRATE_CHANGED:
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "migration %s was changed after it was applied (recorded sha256 %.12s..., "
                     "file now %.12s...): applied migrations must never be edited; restore the "
                     "file and add a new migration instead",
@@ -334,21 +320,21 @@ int migrate_compare(const struct migrate_set *set, const struct migrate_applied 
             rc = AB_EINVAL;
             break;
         case MIGRATE_RENAMED:
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "migration %04d was applied as %s but the file is now named %s: restore "
                     "the original name",
                     e->version, e->applied->name, e->file->name);
             rc = AB_EINVAL;
             break;
         case MIGRATE_MISSING:
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "the database has migration %s applied but there is no such file: this "
                     "migrations directory is older than the database",
                     e->applied->name);
             rc = AB_EINVAL;
             break;
         case MIGRATE_OUT_OF_ORDER:
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "migration %s is not applied but is numbered below the newest applied "
                     "version %04d: renumber it above %04d",
                     e->file->name, newest, newest);
@@ -405,7 +391,7 @@ static int exec_ok(PGconn *c, const char *sql, const char *what, char *err, size
 
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         db_one_line(msg, sizeof(msg), PQerrorMessage(c));
-        set_err(err, errlen, "%s: %s", what, msg);
+        ab_errf(err, errlen, "%s: %s", what, msg);
         rc = AB_EIO;
     }
     PQclear(r);
@@ -429,13 +415,13 @@ static int take_lock(PGconn *c, int64_t lock_timeout_ms, char *err, size_t errle
         const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         db_one_line(msg, sizeof(msg), PQerrorMessage(c));
         if (state != NULL && strcmp(state, "55P03") == 0)
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "another migrate run has held the migration lock (pg_advisory_lock "
                     "%" PRId64 ") for more than %" PRId64
                     " ms: wait for it, or find it in pg_stat_activity",
                     MIGRATE_LOCK_KEY, lock_timeout_ms);
         else
-            set_err(err, errlen, "taking the migration lock: %s", msg);
+            ab_errf(err, errlen, "taking the migration lock: %s", msg);
         rc = AB_ETIMEOUT;
     }
     PQclear(r);
@@ -474,7 +460,7 @@ static int load_applied(PGconn *c, bool create, struct migrate_applied **out, si
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
             char msg[512];
             db_one_line(msg, sizeof(msg), PQerrorMessage(c));
-            set_err(err, errlen, "reading schema_migrations: %s", msg);
+            ab_errf(err, errlen, "reading schema_migrations: %s", msg);
             rc = AB_EIO;
             goto out;
         }
@@ -486,13 +472,13 @@ static int load_applied(PGconn *c, bool create, struct migrate_applied **out, si
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         char msg[512];
         db_one_line(msg, sizeof(msg), PQerrorMessage(c));
-        set_err(err, errlen, "reading schema_migrations: %s", msg);
+        ab_errf(err, errlen, "reading schema_migrations: %s", msg);
         rc = AB_EIO;
         goto out;
     }
     nt = PQntuples(r);
     if (nt > MIGRATE_MAX_FILES) {
-        set_err(err, errlen, "schema_migrations has %d rows, more than the limit of %d", nt,
+        ab_errf(err, errlen, "schema_migrations has %d rows, more than the limit of %d", nt,
                 MIGRATE_MAX_FILES);
         rc = AB_ELIMIT;
         goto out;
@@ -535,11 +521,11 @@ static int apply_one(PGconn *c, const struct migrate_file *f, char *err, size_t 
         int line = line_of(f->sql, PQresultErrorField(r, PG_DIAG_STATEMENT_POSITION));
         db_one_line(msg, sizeof(msg), PQresultErrorMessage(r));
         if (line > 0)
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "migration %s failed at line %d: %s (nothing from this file was applied)",
                     f->name, line, msg);
         else
-            set_err(err, errlen, "migration %s failed: %s (nothing from this file was applied)",
+            ab_errf(err, errlen, "migration %s failed: %s (nothing from this file was applied)",
                     f->name, msg);
         PQclear(r);
         PQclear(PQexec(c, "ROLLBACK"));
@@ -547,7 +533,7 @@ static int apply_one(PGconn *c, const struct migrate_file *f, char *err, size_t 
     }
     PQclear(r);
     if (PQtransactionStatus(c) != PQTRANS_INTRANS) {
-        set_err(err, errlen,
+        ab_errf(err, errlen,
                 "migration %s ended the transaction itself (COMMIT or ROLLBACK in the file): "
                 "remove transaction control; each file already runs in one transaction",
                 f->name);
@@ -563,7 +549,7 @@ static int apply_one(PGconn *c, const struct migrate_file *f, char *err, size_t 
                      3, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         db_one_line(msg, sizeof(msg), PQresultErrorMessage(r));
-        set_err(err, errlen, "recording migration %s: %s", f->name, msg);
+        ab_errf(err, errlen, "recording migration %s: %s", f->name, msg);
         PQclear(r);
         PQclear(PQexec(c, "ROLLBACK"));
         return AB_EIO;
@@ -595,7 +581,7 @@ static int prepare(const struct migrate_options *o, bool lock, struct migrate_se
     if (rc == 0)
         rc = load_applied(*conn, lock, applied, napplied, err, errlen);
     if (rc == 0 && (*entries = calloc(set->n + *napplied, sizeof(**entries))) == NULL) {
-        set_err(err, errlen, "out of memory comparing %zu migrations", set->n + *napplied);
+        ab_errf(err, errlen, "out of memory comparing %zu migrations", set->n + *napplied);
         rc = AB_ENOMEM;
     }
     return rc;

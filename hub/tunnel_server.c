@@ -628,11 +628,11 @@ static int raw_refuse(struct hub_session *hs, int status, const char *why)
     return 0;
 }
 
-static int raw_rx(struct tunnel_server *ts, struct hub_session *hs, const void *in, size_t len)
+static int raw_rx(struct tunnel_server *ts, struct hub_session *hs, void *in, size_t len)
 {
     if (!hs->s || hs->close_reason || hs->wsl.closing)
         return 0;
-    int rc = tun_wsl_rx(&hs->wsl, in, len);
+    int rc = tun_wsl_rx_inplace(&hs->wsl, in, len); /* lws's buffer: unmasked in place */
     if (hs->registered)
         clusters_touch(ts->clusters, hs->cluster, hs->epoch);
     if (rc == AB_ECLOSED) {
@@ -650,8 +650,7 @@ static int raw_rx(struct tunnel_server *ts, struct hub_session *hs, const void *
 /* Reads the upgrade request; once complete, checks it and the agent's
  * credentials and answers 101 (the rest of in is WebSocket data) or a
  * refusal. */
-static int raw_handshake(struct tunnel_server *ts, struct hub_session *hs, const char *in,
-                         size_t len)
+static int raw_handshake(struct tunnel_server *ts, struct hub_session *hs, char *in, size_t len)
 {
     size_t used = 0;
     int status = 0;

@@ -226,6 +226,20 @@ static void conn_free_extras(struct gw_conn *c)
     c->rule = NULL;
 }
 
+/* What a connection holds besides its list links: timers, extras, both
+ * descriptors, itself. */
+static void conn_release(struct gw_conn *c)
+{
+    loop_timer_cancel(&c->rearm[0]);
+    loop_timer_cancel(&c->rearm[1]);
+    loop_timer_cancel(&c->sniff_timer);
+    conn_free_extras(c);
+    close(c->fd[0]);
+    if (c->fd[1] >= 0)
+        close(c->fd[1]);
+    free(c);
+}
+
 /* Both directions are finished once each write half was shut. */
 static void maybe_done(struct gw_conn *c)
 {
@@ -625,14 +639,7 @@ static void conn_side_closed(struct gw_conn *c, int i)
         c->next->prev = c->prev;
     g->n_conns--;
     count_drop(g, c->key);
-    loop_timer_cancel(&c->rearm[0]);
-    loop_timer_cancel(&c->rearm[1]);
-    loop_timer_cancel(&c->sniff_timer);
-    conn_free_extras(c);
-    close(c->fd[0]);
-    if (c->fd[1] >= 0)
-        close(c->fd[1]);
-    free(c);
+    conn_release(c);
 }
 
 static void addr_from_sa(const struct sockaddr_storage *ss, struct egress_addr *a, uint16_t *port)
@@ -1052,20 +1059,34 @@ static const struct lws_protocols gw_protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-int egress_gateway_listen(const struct egress_netns_config *c, uint16_t port, char *err,
-                          size_t errlen)
+/* A socket of the egress namespace of c into *fd (-1 with errno set when
+ * socket() failed). 0, or what entering the namespace returned. */
+static int socket_in(const struct egress_netns_config *c, int type, int *fd, char *err,
+                     size_t errlen)
 {
-    int saved, fd, one = 1, rc;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    int saved, rc, e;
 
     if ((rc = egress_netns_enter(c, &saved, err, errlen)))
         return rc;
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    *fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    e = errno;
     if (egress_netns_leave(saved) != 0) {
         /* a thread stuck in the egress namespace would dial from it: stop here */
         snprintf(err, errlen, "could not return from the egress namespace");
         abort();
     }
+    errno = e;
+    return 0;
+}
+
+int egress_gateway_listen(const struct egress_netns_config *c, uint16_t port, char *err,
+                          size_t errlen)
+{
+    int fd, one = 1, rc;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+    if ((rc = socket_in(c, SOCK_STREAM, &fd, err, errlen)))
+        return rc;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
         bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 1024) != 0) {
         snprintf(err, errlen, "egress gateway listener on port %u: %s", port, strerror(errno));
@@ -1079,16 +1100,11 @@ int egress_gateway_listen(const struct egress_netns_config *c, uint16_t port, ch
 int egress_gateway_listen_dns(const struct egress_netns_config *c, uint16_t port, char *err,
                               size_t errlen)
 {
-    int saved, fd, rc;
+    int fd, rc;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
 
-    if ((rc = egress_netns_enter(c, &saved, err, errlen)))
+    if ((rc = socket_in(c, SOCK_DGRAM, &fd, err, errlen)))
         return rc;
-    fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (egress_netns_leave(saved) != 0) {
-        snprintf(err, errlen, "could not return from the egress namespace");
-        abort();
-    }
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         snprintf(err, errlen, "egress gateway DNS socket on port %u: %s", port, strerror(errno));
         if (fd >= 0)
@@ -1227,14 +1243,7 @@ void egress_gateway_free(struct egress_gateway *g)
                 lws_set_opaque_user_data(c->wsi[i], NULL);
                 lws_set_timeout(c->wsi[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
             }
-        loop_timer_cancel(&c->rearm[0]);
-        loop_timer_cancel(&c->rearm[1]);
-        loop_timer_cancel(&c->sniff_timer);
-        conn_free_extras(c);
-        close(c->fd[0]);
-        if (c->fd[1] >= 0)
-            close(c->fd[1]);
-        free(c);
+        conn_release(c);
     }
     free(g->names);
     struct lws *own[] = {g->listener, g->dns_in, g->dns_up};

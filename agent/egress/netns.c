@@ -1,6 +1,9 @@
-/* The egress namespace and the sandboxes' veths, through `ip` and `nft`
- * (netns.h says why tools rather than netlink). */
+/* The egress namespace through `ip` and `nft` (once per agent), the
+ * sandboxes' veths through rtnetlink (netlink.h: once per spawn and
+ * removal, so no process there). */
 #include "agent/egress/netns.h"
+
+#include "agent/egress/netlink.h"
 
 #include "agentbox/common.h"
 
@@ -290,16 +293,6 @@ static void ns_path_of(const struct egress_netns_config *c, char *buf, size_t le
     snprintf(buf, len, NETNS_DIR "/%s", c->name);
 }
 
-static void fmt_addr(const struct egress_addr *a, unsigned bits, char *buf, size_t len)
-{
-    char ip[INET6_ADDRSTRLEN];
-    inet_ntop(a->family, a->a, ip, sizeof(ip));
-    if (bits)
-        snprintf(buf, len, "%s/%u", ip, bits);
-    else
-        snprintf(buf, len, "%s", ip);
-}
-
 /* --- the namespace -------------------------------------------------------------------- */
 
 int egress_netns_create(const struct egress_netns_config *c, char *err, size_t errlen)
@@ -316,9 +309,13 @@ int egress_netns_create(const struct egress_netns_config *c, char *err, size_t e
         if ((rc = run(NULL, add, NULL, -1, err, errlen)))
             return rc;
     }
-    const char *lo[] = {"ip", "link", "set", "lo", "up", NULL};
-    if ((rc = run(path, lo, NULL, -1, err, errlen)))
+    struct egress_nl nl;
+    if ((rc = egress_nl_open(path, &nl, err, errlen)))
         return rc;
+    rc = egress_nl_link_up(&nl, "lo", err, errlen);
+    egress_nl_close(&nl);
+    if (rc)
+        return rc == AB_EIO ? rc : AB_EIO;
     if (egress_netns_ruleset(c, rules, sizeof(rules)) < 0) {
         snprintf(err, errlen, "egress ruleset longer than %zu bytes", sizeof(rules));
         return AB_ELIMIT;
@@ -342,129 +339,115 @@ int egress_netns_destroy(const struct egress_netns_config *c, char *err, size_t 
     return run(NULL, del, NULL, -1, err, errlen);
 }
 
-/* 1 when ifname exists in the namespace at ns_path, 0 when not, -1 when it
- * cannot tell: the calling thread enters the namespace for one
- * if_nametoindex (network namespaces are per thread), instead of a process
- * (nsenter + ip, ~2 ms of CPU, once per sandbox started and once per
- * sandbox removed). */
-static int link_probe(const char *ns_path, const char *ifname)
+/* A sandbox link's requests go over netlink (netlink.h): no process per
+ * spawn or removal. */
+static int slot_link(const struct egress_netns_config *c, uint32_t slot, struct egress_link *l,
+                     char *err, size_t errlen)
 {
-    int saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    int fd = saved >= 0 ? open(ns_path, O_RDONLY | O_CLOEXEC) : -1;
-    int r = -1;
+    int rc;
 
-    if (fd >= 0 && setns(fd, CLONE_NEWNET) == 0) {
-        if (if_nametoindex(ifname) != 0)
-            r = 1;
-        else if (errno == ENODEV)
-            r = 0;
-        if (setns(saved, CLONE_NEWNET) != 0)
-            abort(); /* a worker left in the egress namespace would dial from it */
+    if ((rc = egress_netns_config_check(c, err, errlen)))
+        return rc;
+    if (egress_netns_link(c, slot, l) != 0) {
+        snprintf(err, errlen, "egress slot %u is outside the range's %u slots", slot,
+                 egress_netns_slots(c));
+        return AB_ELIMIT;
     }
-    if (fd >= 0)
-        close(fd);
-    if (saved >= 0)
-        close(saved);
-    return r;
+    return 0;
 }
 
-static bool link_exists(const char *ns_path, const char *ifname)
+/* The sandbox's side: lo and eth0 up, its address, the default route. */
+static int attach_sandbox_side(int sfd, const struct egress_link *l, char *err, size_t errlen)
 {
-    char err[64];
-    const char *show[] = {"ip", "link", "show", "dev", ifname, NULL};
-    int r = link_probe(ns_path, ifname);
+    struct egress_nl nl;
+    int rc, index = 0;
 
-    if (r >= 0)
-        return r == 1;
-    return run(ns_path, show, NULL, -1, err, sizeof(err)) == 0;
+    if ((rc = egress_nl_open_fd(sfd, &nl, err, errlen)))
+        return rc;
+    if (!(rc = egress_nl_link_up(&nl, "lo", err, errlen)) &&
+        !(rc = egress_nl_ifindex(&nl, EGRESS_SANDBOX_IF, &index, err, errlen)) &&
+        !(rc = egress_nl_addr_add(&nl, index, &l->sandbox, 30, err, errlen)) &&
+        !(rc = egress_nl_link_up(&nl, EGRESS_SANDBOX_IF, err, errlen)))
+        rc = egress_nl_route_default(&nl, &l->gateway, err, errlen);
+    egress_nl_close(&nl);
+    return rc;
 }
 
 int egress_netns_attach(const struct egress_netns_config *c, uint32_t slot,
                         const char *sandbox_netns, struct egress_link *out, char *err,
                         size_t errlen)
 {
-    char path[128], fdpath[64], gw[64], gw_cidr[64], sb_cidr[64];
+    char path[128], why[384];
     struct egress_link l;
-    int rc, sfd = -1;
+    struct egress_nl nl = {.fd = -1};
+    int rc, sfd = -1, index = 0;
 
-    if ((rc = egress_netns_config_check(c, err, errlen)))
+    if ((rc = slot_link(c, slot, &l, err, errlen)))
         return rc;
-    if (egress_netns_link(c, slot, &l) != 0) {
-        snprintf(err, errlen, "egress slot %u is outside the range's %u slots", slot,
-                 egress_netns_slots(c));
-        return AB_ELIMIT;
-    }
     if (!sandbox_netns || !sandbox_netns[0]) {
         snprintf(err, errlen, "sandbox network namespace path is required");
         return AB_EINVAL;
     }
     ns_path_of(c, path, sizeof(path));
-    if (link_exists(path, l.egress_if)) { /* a leftover of a sandbox that is gone */
-        const char *del[] = {"ip", "link", "del", "dev", l.egress_if, NULL};
-        if ((rc = run(path, del, NULL, -1, err, errlen)))
-            return rc;
-    }
-    /* the peer goes straight into the sandbox: nothing appears in the host's namespace */
     sfd = open(sandbox_netns, O_RDONLY | O_CLOEXEC);
     if (sfd < 0) {
         snprintf(err, errlen, "sandbox network namespace %.200s: %s", sandbox_netns,
                  strerror(errno));
         return AB_EIO;
     }
-    snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", sfd);
-    fmt_addr(&l.gateway, 0, gw, sizeof(gw));
-    fmt_addr(&l.gateway, 30, gw_cidr, sizeof(gw_cidr));
-    fmt_addr(&l.sandbox, 30, sb_cidr, sizeof(sb_cidr));
-    /* two `ip -batch` runs, one per namespace, instead of one process per
-     * step: a fork of the agent is the expensive part of attaching */
-    char egress_cmds[512], sandbox_cmds[512];
-    snprintf(egress_cmds, sizeof(egress_cmds),
-             "link add %s type veth peer name %s netns %s\n"
-             "addr add %s dev %s\n"
-             "link set %s up\n",
-             l.egress_if, EGRESS_SANDBOX_IF, fdpath, gw_cidr, l.egress_if, l.egress_if);
-    snprintf(sandbox_cmds, sizeof(sandbox_cmds),
-             "link set lo up\n"
-             "addr add %s dev %s\n"
-             "link set %s up\n"
-             "route replace default via %s\n",
-             sb_cidr, EGRESS_SANDBOX_IF, EGRESS_SANDBOX_IF, gw);
-    const char *batch[] = {"ip", "-batch", "-", NULL};
-    rc = run(path, batch, egress_cmds, sfd, err, errlen);
-    if (!rc)
-        rc = run(sandbox_netns, batch, sandbox_cmds, -1, err, errlen);
-    if (rc) { /* leave nothing half made */
-        char e2[64];
-        const char *del[] = {"ip", "link", "del", "dev", l.egress_if, NULL};
-        run(path, del, NULL, -1, e2, sizeof(e2));
+    if ((rc = egress_nl_open(path, &nl, err, errlen)))
         goto out;
+    /* a leftover of a sandbox that is gone is replaced */
+    rc = egress_nl_link_del(&nl, l.egress_if, why, sizeof(why));
+    if (rc && rc != AB_ENOENT) {
+        snprintf(err, errlen, "egress namespace %s: %s", c->name, why);
+        goto out;
+    }
+    /* the peer goes straight into the sandbox: nothing appears in the host's namespace */
+    if ((rc = egress_nl_veth_add(&nl, l.egress_if, EGRESS_SANDBOX_IF, sfd, why, sizeof(why))) ||
+        (rc = egress_nl_ifindex(&nl, l.egress_if, &index, why, sizeof(why))) ||
+        (rc = egress_nl_addr_add(&nl, index, &l.gateway, 30, why, sizeof(why))) ||
+        (rc = egress_nl_link_up(&nl, l.egress_if, why, sizeof(why)))) {
+        snprintf(err, errlen, "egress namespace %s: %s", c->name, why);
+        goto undo;
+    }
+    if ((rc = attach_sandbox_side(sfd, &l, why, sizeof(why)))) {
+        snprintf(err, errlen, "sandbox network namespace %.200s: %s", sandbox_netns, why);
+        goto undo;
     }
     if (out)
         *out = l;
+    goto out;
+undo: /* leave nothing half made */
+    egress_nl_link_del(&nl, l.egress_if, why, sizeof(why));
+    if (rc == 0)
+        rc = AB_EIO;
 out:
+    egress_nl_close(&nl);
     close(sfd);
-    return rc;
+    return rc == AB_ENOENT || rc == AB_EEXIST ? AB_EIO : rc;
 }
 
 int egress_netns_detach(const struct egress_netns_config *c, uint32_t slot, char *err,
                         size_t errlen)
 {
-    char path[128];
+    char path[128], why[384];
     struct egress_link l;
+    struct egress_nl nl;
     int rc;
 
-    if ((rc = egress_netns_config_check(c, err, errlen)))
+    if ((rc = slot_link(c, slot, &l, err, errlen)))
         return rc;
-    if (egress_netns_link(c, slot, &l) != 0) {
-        snprintf(err, errlen, "egress slot %u is outside the range's %u slots", slot,
-                 egress_netns_slots(c));
-        return AB_ELIMIT;
-    }
     ns_path_of(c, path, sizeof(path));
-    if (!link_exists(path, l.egress_if))
+    if ((rc = egress_nl_open(path, &nl, err, errlen)))
+        return rc;
+    rc = egress_nl_link_del(&nl, l.egress_if, why, sizeof(why));
+    egress_nl_close(&nl);
+    if (rc == AB_ENOENT)
         return 0;
-    const char *del[] = {"ip", "link", "del", "dev", l.egress_if, NULL};
-    return run(path, del, NULL, -1, err, errlen);
+    if (rc)
+        snprintf(err, errlen, "egress namespace %s: %s", c->name, why);
+    return rc;
 }
 
 int egress_netns_enter(const struct egress_netns_config *c, int *saved, char *err, size_t errlen)
@@ -527,10 +510,15 @@ int egress_netns_prune(const struct egress_netns_config *c, bool (*keep)(void *a
     }
     if_freenameindex(ifs);
     ns_path_of(c, path, sizeof(path));
+    struct egress_nl nl;
+    if (n && (rc = egress_nl_open(path, &nl, err, errlen)))
+        return rc;
     for (size_t k = 0; k < n; k++) {
-        const char *del[] = {"ip", "link", "del", "dev", names[k], NULL};
-        if (run(path, del, NULL, -1, err, errlen) == 0)
+        rc = egress_nl_link_del(&nl, names[k], err, errlen);
+        if (rc == 0 || rc == AB_ENOENT)
             removed++;
     }
+    if (n)
+        egress_nl_close(&nl);
     return removed;
 }

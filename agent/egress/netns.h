@@ -11,13 +11,17 @@
  * The gateway's listening sockets are opened inside the egress namespace
  * (egress_netns_enter) and it dials out from the agent's namespace.
  *
- * Mechanism (recorded choice): the `ip` and `nft` tools of iproute2 and
- * nftables, run with posix_spawn through `nsenter --net=<ns>` (argv, never a
- * shell; util-linux); an attach is one `ip -batch -` per namespace; the ruleset is
- * written to `nft -f -` on stdin, so it is replaced atomically. Netlink would
- * save the processes, not a line of policy; these calls happen once per
- * sandbox, not per connection. Every function blocks: call them from a worker,
- * never the loop thread. Needs CAP_SYS_ADMIN and CAP_NET_ADMIN (the agent). */
+ * Mechanism (recorded choice): a sandbox's veth (attach, detach, prune) is
+ * made and removed with rtnetlink requests from this process (netlink.h):
+ * they run once per spawn and once per removal, where the processes they
+ * replaced (two nsenter + two ip per attach, a few ms of CPU each) were most
+ * of a spawn's CPU. Once per agent, the namespace itself (`ip netns add`:
+ * the bind mount under /run/netns) and the ruleset (`nft -f -` on stdin, so
+ * it is replaced atomically) still use the tools of iproute2 and nftables,
+ * run with posix_spawn through `nsenter --net=<ns>` (argv, never a shell;
+ * util-linux). No nft runs per sandbox: the ruleset matches every "eg*"
+ * link. Every function blocks: call them from a worker, never the loop
+ * thread. Needs CAP_SYS_ADMIN and CAP_NET_ADMIN (the agent). */
 #ifndef AGENTBOX_AGENT_EGRESS_NETNS_H
 #define AGENTBOX_AGENT_EGRESS_NETNS_H
 

@@ -19,7 +19,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define SELF_MAX 64
 #define LOG_PER_SEC 20
 
 struct egress_sidecar {
@@ -184,7 +183,6 @@ int egress_sidecar_new(const struct egress_sidecar_deps *deps, struct egress_sid
 {
     struct egress_sidecar *s = calloc(1, sizeof(*s));
     struct egress_gateway_deps gd = {0};
-    struct egress_addr self[SELF_MAX + 16];
     char why[512];
     int lfd = -1, dfd = -1, rc = AB_EINVAL;
 
@@ -227,26 +225,17 @@ int egress_sidecar_new(const struct egress_sidecar_deps *deps, struct egress_sid
         rc = AB_EIO;
         goto fail;
     }
-    size_t n_self = egress_self_addrs(self, SELF_MAX);
-    for (size_t i = 0; i < deps->n_extra_self && n_self < AB_ARRAY_LEN(self); i++)
-        self[n_self++] = deps->extra_self[i];
     gd.loop = deps->loop;
     gd.sandbox_of = sandbox_of;
     gd.denied = on_denied;
     gd.arg = s;
-    gd.self = self;
-    gd.n_self = n_self;
     gd.max_conns_per_sandbox = deps->max_conns;
-    gd.dns_fd = dfd;
     gd.out_mark = deps->mark;
-    dfd = -1; /* the gateway's now, also on failure */
-    s->gw = egress_gateway_new(&gd, lfd, why, sizeof(why));
-    lfd = -1;
-    if (!s->gw) {
-        snprintf(err, errlen, "egress gateway: %s", why);
-        rc = AB_EIO;
+    rc = egress_start_gateway(&gd, lfd, dfd, deps->extra_self, deps->n_extra_self, &s->gw, err,
+                              errlen);
+    lfd = dfd = -1;
+    if (rc != 0)
         goto fail;
-    }
     const struct http_route routes[] = {
         {"PUT", "/policy", put_policy, s, 0},
         {"DELETE", "/policy", delete_policy, s, 0},

@@ -144,6 +144,27 @@ size_t egress_self_addrs(struct egress_addr *out, size_t max)
     return n;
 }
 
+int egress_start_gateway(struct egress_gateway_deps *gd, int lfd, int dfd,
+                         const struct egress_addr *extra, size_t n_extra,
+                         struct egress_gateway **out, char *err, size_t errlen)
+{
+    struct egress_addr self[SELF_MAX + 16];
+    size_t n_self = egress_self_addrs(self, SELF_MAX);
+    char why[512];
+
+    for (size_t i = 0; i < n_extra && n_self < AB_ARRAY_LEN(self); i++)
+        self[n_self++] = extra[i];
+    gd->self = self; /* copied by the gateway */
+    gd->n_self = n_self;
+    gd->dns_fd = dfd; /* the gateway's now, also on failure */
+    *out = egress_gateway_new(gd, lfd, why, sizeof(why));
+    if (!*out) {
+        snprintf(err, errlen, "egress gateway: %s", why);
+        return AB_EIO;
+    }
+    return 0;
+}
+
 /* Once per sandbox and destination (EGRESS_LOG_QUIET_MS), at most
  * EGRESS_LOG_PER_SEC lines a second in all: a sandbox hammering a refused
  * address cannot flood the agent's log. Secrets never reach this: the
@@ -226,7 +247,6 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
 {
     static const char *const labels[] = {"reason", NULL};
     struct egress_wiring *w = calloc(1, sizeof(*w));
-    struct egress_addr self[SELF_MAX + 1];
     struct egress_gateway_deps gd = {0};
     char why[512];
     int lfd = -1, dfd = -1, rc;
@@ -305,15 +325,11 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
                  "resolver", r);
         memset(&gd.resolver, 0, sizeof(gd.resolver));
     }
-    size_t n_self = egress_self_addrs(self, SELF_MAX);
     gd.loop = deps->loop;
     gd.sandbox_of = sandbox_of;
     gd.arg = w;
     gd.denied = on_denied;
-    gd.self = self;
-    gd.n_self = n_self;
     gd.max_conns_per_sandbox = deps->max_conns_per_sandbox;
-    gd.dns_fd = dfd;
     /* TLS toward hosts with rules (intercept.h): verified against this */
     if (!(w->upstream_ctx = egress_intercept_client_ctx(deps->upstream_ca, why, sizeof(why)))) {
         snprintf(err, errlen, "egress gateway: %s", why);
@@ -321,14 +337,10 @@ int egress_wiring_new(const struct egress_wiring_deps *deps, struct egress_wirin
         goto fail;
     }
     gd.upstream_ctx = w->upstream_ctx;
-    dfd = -1; /* the gateway's now, also on failure */
-    w->gw = egress_gateway_new(&gd, lfd, why, sizeof(why));
-    lfd = -1;
-    if (!w->gw) {
-        snprintf(err, errlen, "egress gateway: %s", why);
-        rc = AB_EIO;
+    rc = egress_start_gateway(&gd, lfd, dfd, NULL, 0, &w->gw, err, errlen);
+    lfd = dfd = -1;
+    if (rc != 0)
         goto fail;
-    }
     char r[64] = "none";
     if (gd.resolver.family)
         inet_ntop(gd.resolver.family, gd.resolver.a, r, sizeof(r));

@@ -71,4 +71,14 @@ int egress_resolver_from_file(const char *path, struct egress_addr *a);
  * cannot be read. The agent's wiring and the Pod sidecar both use it. */
 size_t egress_self_addrs(struct egress_addr *out, size_t max);
 
+/* Makes the gateway of gd (the caller fills loop, callbacks, limits,
+ * resolver, upstream context, mark) with this machine's addresses
+ * (egress_self_addrs, then extra: the sidecar's Pod addresses) as its
+ * always-denied tier, listening on lfd, answering DNS on dfd; it takes both
+ * fds, also on failure. The agent's wiring and the Pod sidecar both start
+ * theirs so. 0, or AB_EIO with err "egress gateway: <why>". */
+int egress_start_gateway(struct egress_gateway_deps *gd, int lfd, int dfd,
+                         const struct egress_addr *extra, size_t n_extra,
+                         struct egress_gateway **out, char *err, size_t errlen);
+
 #endif

@@ -83,12 +83,8 @@ static void ls_work(void *arg)
 static void ls_emit(struct native_lstream *l, const struct rt_log_entry *e)
 {
     char when[40];
-    time_t t = (time_t)(e->ms / 1000);
-    struct tm tm;
 
-    gmtime_r(&t, &tm);
-    snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(e->ms % 1000));
+    native_iso_time(e->ms, when, sizeof(when));
     json_t *j = json_pack("{s:s,s:s}", "timestamp", when, "line", e->line);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);

@@ -185,7 +185,7 @@ const char *native_caller_ns(struct http_exchange *ex, const struct agent_princi
     return native_env_ns(p, buf);
 }
 
-static void iso_time(int64_t ms, char *out, size_t len)
+void native_iso_time(int64_t ms, char *out, size_t len)
 {
     time_t t = (time_t)(ms / 1000);
     struct tm tm;
@@ -615,7 +615,7 @@ static void wall_time(json_t *o, const char *key, int64_t ms)
     char t[40];
     if (ms <= 0)
         return;
-    iso_time(ms, t, sizeof(t));
+    native_iso_time(ms, t, sizeof(t));
     json_object_set_new(o, key, json_string(t));
 }
 
@@ -1057,7 +1057,7 @@ static void events_get(struct http_exchange *ex, const struct agent_principal *p
         const struct native_event *e = &n->events[(n->nevents - 1 - k) % NATIVE_EVENTS_MAX];
         if (strcmp(e->ns, ns) != 0 || strcmp(e->env, http_param(ex, "name")) != 0)
             continue;
-        iso_time(e->ms, when, sizeof(when));
+        native_iso_time(e->ms, when, sizeof(when));
         json_array_append_new(items, json_pack("{s:s,s:s,s:s,s:s}", "type", "Normal", "reason",
                                                e->reason, "message", e->message, "time", when));
     }

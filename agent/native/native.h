@@ -169,6 +169,9 @@ void native_gate(struct native *n, struct http_exchange *ex, const struct agent_
 const char *native_env_ns(const struct agent_principal *p, const char *asked);
 const char *native_caller_ns(struct http_exchange *ex, const struct agent_principal *p, char *buf,
                              size_t len);
+/* Wall-clock ms as RFC 3339 UTC with milliseconds ("2026-01-02T03:04:05.678Z"),
+ * the native API's time format (mgmt.c). */
+void native_iso_time(int64_t ms, char *out, size_t len);
 /* Whether p may see a SandboxTemplate with this spec (system.c). */
 bool native_template_visible(const struct agent_principal *p, const json_t *spec);
 /* Records an env event (mgmt.c). */

@@ -46,15 +46,6 @@ static int status_of_err(int err)
     return claim_status(CLAIM_NATIVE, err);
 }
 
-static void iso_time(int64_t ms, char *out, size_t len)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-}
-
 static const char *state_name(enum rt_state s)
 {
     switch (s) {
@@ -75,8 +66,8 @@ static json_t *sandbox_json(const struct rt_sandbox *s, const char *token)
     char created[40], ends[40];
     json_t *o;
 
-    iso_time(s->claimed_ms, created, sizeof(created));
-    iso_time(s->end_ms, ends, sizeof(ends));
+    native_iso_time(s->claimed_ms, created, sizeof(created));
+    native_iso_time(s->end_ms, ends, sizeof(ends));
     o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b}", "sandboxId", s->id, "poolName",
                   s->pool, "envName", s->env, "namespace", s->ns, "templateName", s->template_name,
                   "status", state_name(s->state), "createdAt", created, "expiresAt", ends, "team",

@@ -25,6 +25,7 @@
 #include "agentbox/config.h"
 #include "agentbox/http.h"
 #include "agentbox/loop.h"
+#include "agentbox/visibility.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,31 +48,10 @@ struct tpl_ctx {
     json_t *items;
 };
 
-/* Reference §6.1: visibility.rules[] = {team, users[]}, AND inside a rule,
- * OR across rules, no rules = public; admins see every template. */
+/* Reference §6.1 (agentbox/visibility.h, the hub's rule too). */
 bool native_template_visible(const struct agent_principal *p, const json_t *spec)
 {
-    const json_t *rules = json_object_get(json_object_get(spec, "visibility"), "rules"), *r, *u;
-    size_t i, j;
-
-    if (p->admin || json_array_size(rules) == 0)
-        return true;
-    json_array_foreach(rules, i, r)
-    {
-        const char *team = json_string_value(json_object_get(r, "team"));
-        const json_t *users = json_object_get(r, "users");
-        bool user_ok = json_array_size(users) == 0;
-        if (team && team[0] && strcmp(team, p->team) != 0)
-            continue;
-        json_array_foreach(users, j, u)
-        {
-            if (json_is_string(u) && !strcmp(json_string_value(u), p->user))
-                user_ok = true;
-        }
-        if (user_ok && ((team && team[0]) || json_array_size(users) > 0))
-            return true;
-    }
-    return false;
+    return vis_template_visible(spec, p->admin, p->team, p->user);
 }
 
 static void tpl_one(void *arg, const struct rt_object *o)

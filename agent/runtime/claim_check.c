@@ -1,6 +1,7 @@
 /* The checks every runtime makes of a claim's options before it looks for a
  * sandbox (runtime.h, rt_claim_options_check): one rule per field, so a
- * request refused on one runtime is refused with the same words on another. */
+ * request refused on one runtime is refused with the same words on another;
+ * and which sandboxes a list shows (rt_filter_admits). */
 #include "agent/runtime/runtime.h"
 
 #include "agentbox/common.h"
@@ -68,4 +69,18 @@ int rt_claim_options_check(const struct rt_claim_options *o, char *err, size_t e
         return AB_EINVAL;
     }
     return 0;
+}
+
+bool rt_filter_admits(const struct rt_filter *f, bool running, const char *ns, const char *team,
+                      const char *env, const char *pool)
+{
+    if (!running && !(f && f->include_idle))
+        return false;
+    if (!f)
+        return true;
+    if (f->ns && strcmp(f->ns, ns) != 0)
+        return false;
+    if (f->team && strcmp(f->team, team) != 0)
+        return false;
+    return !f->env_or_pool || strcmp(f->env_or_pool, env) == 0 || strcmp(f->env_or_pool, pool) == 0;
 }

@@ -549,6 +549,12 @@ void rt_log_free(struct rt_log *l);
  * timeout, envVars and metadata, access token), in the same words on every
  * runtime. 0, or AB_EINVAL with err naming the field. */
 int rt_claim_options_check(const struct rt_claim_options *o, char *err, size_t errlen);
+/* For runtimes (claim_check.c): whether a list with filter f (NULL: none)
+ * shows a sandbox of this namespace, team, env and pool (env "" when claimed
+ * from the pool directly); running false: idle or starting, shown only with
+ * include_idle. The tenant boundary of every runtime's list. */
+bool rt_filter_admits(const struct rt_filter *f, bool running, const char *ns, const char *team,
+                      const char *env, const char *pool);
 
 /* For runtimes (log_text.c): splits text (len bytes and a NUL after them,
  * malloc'ed, owned from now on, freed on error too) into entries and applies

@@ -1,6 +1,8 @@
 /* Clocks, bounded string copy and error names shared by every module. */
 #include "agentbox/common.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -69,4 +71,15 @@ const char *ab_strerror(int err)
     default:
         return "unknown error";
     }
+}
+
+void ab_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

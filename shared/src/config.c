@@ -34,20 +34,6 @@ struct cfg_args {
     bool help;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* A value as it may appear inside an error: bounded and printable. */
 static void echo(char *dst, size_t dstlen, const char *v, size_t len)
 {
@@ -257,12 +243,12 @@ static int apply_value(const struct cfg_option *o, void *out, const char *val, s
     bool b;
 
     if (len > CFG_VALUE_MAX) {
-        set_err(err, errlen, "%s: value is %zu bytes, longer than the %d KiB limit; shorten it",
+        ab_errf(err, errlen, "%s: value is %zu bytes, longer than the %d KiB limit; shorten it",
                 where, len, CFG_VALUE_MAX / 1024);
         return AB_EINVAL;
     }
     if (memchr(val, '\0', len)) {
-        set_err(err, errlen, "%s: value contains a NUL byte; remove it", where);
+        ab_errf(err, errlen, "%s: value contains a NUL byte; remove it", where);
         return AB_EINVAL;
     }
     echo(shown, sizeof(shown), val, len);
@@ -272,7 +258,7 @@ static int apply_value(const struct cfg_option *o, void *out, const char *val, s
         char **slot = f;
 
         if (!dup) {
-            set_err(err, errlen, "%s: out of memory copying a %zu-byte value", where, len);
+            ab_errf(err, errlen, "%s: out of memory copying a %zu-byte value", where, len);
             return AB_ENOMEM;
         }
         memcpy(dup, val, len);
@@ -283,7 +269,7 @@ static int apply_value(const struct cfg_option *o, void *out, const char *val, s
     }
     case CFG_INT:
         if (parse_int(val, &v) != 0) {
-            set_err(err, errlen, "%s: '%s' is not an integer (use digits, e.g. 8080)", where,
+            ab_errf(err, errlen, "%s: '%s' is not an integer (use digits, e.g. 8080)", where,
                     shown);
             return AB_EINVAL;
         }
@@ -291,7 +277,7 @@ static int apply_value(const struct cfg_option *o, void *out, const char *val, s
         return 0;
     case CFG_BOOL:
         if (cfg_parse_bool(val, &b) != 0) {
-            set_err(err, errlen, "%s: '%s' is not a boolean (use true/false, yes/no, on/off, 1/0)",
+            ab_errf(err, errlen, "%s: '%s' is not a boolean (use true/false, yes/no, on/off, 1/0)",
                     where, shown);
             return AB_EINVAL;
         }
@@ -299,21 +285,21 @@ static int apply_value(const struct cfg_option *o, void *out, const char *val, s
         return 0;
     case CFG_DURATION:
         if (cfg_parse_duration(val, &v) != 0) {
-            set_err(err, errlen, "%s: '%s' is not a duration (use 500ms, 30s, 5m)", where, shown);
+            ab_errf(err, errlen, "%s: '%s' is not a duration (use 500ms, 30s, 5m)", where, shown);
             return AB_EINVAL;
         }
         *(int64_t *)f = v;
         return 0;
     case CFG_SIZE:
         if (cfg_parse_size(val, &v) != 0) {
-            set_err(err, errlen, "%s: '%s' is not a size (use 512, 64KiB, 1MiB, 2GiB)", where,
+            ab_errf(err, errlen, "%s: '%s' is not a size (use 512, 64KiB, 1MiB, 2GiB)", where,
                     shown);
             return AB_EINVAL;
         }
         *(int64_t *)f = v;
         return 0;
     }
-    set_err(err, errlen, "%s: option has an unknown type %d", where, (int)o->type);
+    ab_errf(err, errlen, "%s: option has an unknown type %d", where, (int)o->type);
     return AB_EINVAL;
 }
 
@@ -390,12 +376,12 @@ static bool scalar_is_null(const yaml_event_t *ev)
 static void yaml_err(yaml_parser_t *p, const char *src, char *err, size_t errlen)
 {
     if (p->error == YAML_MEMORY_ERROR) {
-        set_err(err, errlen, "config file %s: out of memory while parsing", src);
+        ab_errf(err, errlen, "config file %s: out of memory while parsing", src);
     } else if (p->error == YAML_READER_ERROR) {
-        set_err(err, errlen, "config file %s byte %zu: invalid YAML: %s (save it as UTF-8 text)",
+        ab_errf(err, errlen, "config file %s byte %zu: invalid YAML: %s (save it as UTF-8 text)",
                 src, p->problem_offset, p->problem ? p->problem : "unreadable input");
     } else {
-        set_err(err, errlen, "config file %s line %zu: invalid YAML: %s%s%s", src,
+        ab_errf(err, errlen, "config file %s line %zu: invalid YAML: %s%s%s", src,
                 p->problem_mark.line + 1, p->problem ? p->problem : "syntax error",
                 p->context ? " " : "", p->context ? p->context : "");
     }
@@ -425,19 +411,19 @@ static int load_yaml(const struct cfg_option *opts, size_t nopts, void *out, con
     if (!src)
         src = "(buffer)";
     if (len > CFG_FILE_MAX) {
-        set_err(
+        ab_errf(
             err, errlen,
             "config file %s is %zu bytes, larger than the %d MiB limit; keep only settings in it",
             src, len, CFG_FILE_MAX / (1024 * 1024));
         return AB_EINVAL;
     }
     if (!yaml_parser_initialize(&parser)) {
-        set_err(err, errlen, "config file %s: out of memory starting the YAML parser", src);
+        ab_errf(err, errlen, "config file %s: out of memory starting the YAML parser", src);
         return AB_ENOMEM;
     }
     lines = calloc(nopts ? nopts : 1, sizeof(*lines));
     if (!lines) {
-        set_err(err, errlen, "config file %s: out of memory", src);
+        ab_errf(err, errlen, "config file %s: out of memory", src);
         rc = AB_ENOMEM;
         goto out;
     }
@@ -454,7 +440,7 @@ static int load_yaml(const struct cfg_option *opts, size_t nopts, void *out, con
         line = ev.start_mark.line + 1;
 
         if (ev.type == YAML_ALIAS_EVENT) {
-            set_err(err, errlen,
+            ab_errf(err, errlen,
                     "config file %s line %zu: aliases (*name) are not supported; write the value",
                     src, line);
             goto out;
@@ -465,7 +451,7 @@ static int load_yaml(const struct cfg_option *opts, size_t nopts, void *out, con
                 st = YS_DONE;
             } else if (ev.type == YAML_DOCUMENT_START_EVENT) {
                 if (++docs > 1) {
-                    set_err(err, errlen,
+                    ab_errf(err, errlen,
                             "config file %s line %zu: only one YAML document is allowed; "
                             "remove the second '---'",
                             src, line);
@@ -480,7 +466,7 @@ static int load_yaml(const struct cfg_option *opts, size_t nopts, void *out, con
             } else if (ev.type == YAML_SCALAR_EVENT && scalar_is_null(&ev)) {
                 st = YS_DOC_END; /* an empty document sets nothing */
             } else {
-                set_err(err, errlen,
+                ab_errf(err, errlen,
                         "config file %s line %zu: the top level must be a mapping of "
                         "'key: value' lines, found a %s",
                         src, line, ev.type == YAML_SEQUENCE_START_EVENT ? "list" : "single value");
@@ -493,7 +479,7 @@ static int load_yaml(const struct cfg_option *opts, size_t nopts, void *out, con
                 break;
             }
             if (ev.type != YAML_SCALAR_EVENT) {
-                set_err(err, errlen, "config file %s line %zu: keys must be plain option names",
+                ab_errf(err, errlen, "config file %s line %zu: keys must be plain option names",
                         src, line);
                 goto out;
             }
@@ -507,18 +493,18 @@ static int load_yaml(const struct cfg_option *opts, size_t nopts, void *out, con
                 if (cur < 0) {
                     hint = memchr(key, '\0', klen) ? NULL : suggest(opts, nopts, key);
                     if (hint)
-                        set_err(err, errlen,
+                        ab_errf(err, errlen,
                                 "config file %s line %zu: unknown key '%s'; did you mean '%s'?",
                                 src, line, shown, hint);
                     else
-                        set_err(err, errlen,
+                        ab_errf(err, errlen,
                                 "config file %s line %zu: unknown key '%s' "
                                 "(see --help for the options)",
                                 src, line, shown);
                     goto out;
                 }
                 if (lines[cur]) {
-                    set_err(err, errlen,
+                    ab_errf(err, errlen,
                             "config file %s line %zu: key '%s' is already set on line %zu; "
                             "keep one",
                             src, line, shown, lines[cur]);
@@ -533,7 +519,7 @@ static int load_yaml(const struct cfg_option *opts, size_t nopts, void *out, con
             char where[CFG_WHERE_MAX];
 
             if (ev.type == YAML_MAPPING_START_EVENT || ev.type == YAML_SEQUENCE_START_EVENT) {
-                set_err(err, errlen,
+                ab_errf(err, errlen,
                         "config file %s line %zu: '%s' must be a single value, not a %s "
                         "(options are flat: write %s: VALUE)",
                         src, line, o->name,
@@ -592,18 +578,18 @@ static int read_file(const char *path, const char *from, char **buf, size_t *len
 
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, errlen, "config file %s (from %s): cannot open: %s; check the path", path,
+        ab_errf(err, errlen, "config file %s (from %s): cannot open: %s; check the path", path,
                 from, strerror(errno));
         return AB_EINVAL;
     }
     if (fstat(fd, &stt) == 0 && S_ISDIR(stt.st_mode)) {
-        set_err(err, errlen, "config file %s (from %s) is a directory; name a YAML file", path,
+        ab_errf(err, errlen, "config file %s (from %s) is a directory; name a YAML file", path,
                 from);
         goto out;
     }
     b = malloc(CFG_FILE_MAX + 1);
     if (!b) {
-        set_err(err, errlen, "config file %s: out of memory", path);
+        ab_errf(err, errlen, "config file %s: out of memory", path);
         rc = AB_ENOMEM;
         goto out;
     }
@@ -613,7 +599,7 @@ static int read_file(const char *path, const char *from, char **buf, size_t *len
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            set_err(err, errlen, "config file %s: read failed: %s", path, strerror(errno));
+            ab_errf(err, errlen, "config file %s: read failed: %s", path, strerror(errno));
             goto out;
         }
         if (r == 0)
@@ -621,7 +607,7 @@ static int read_file(const char *path, const char *from, char **buf, size_t *len
         n += (size_t)r;
     }
     if (n > CFG_FILE_MAX) {
-        set_err(err, errlen,
+        ab_errf(err, errlen,
                 "config file %s is larger than the %d MiB limit; keep only settings in it", path,
                 CFG_FILE_MAX / (1024 * 1024));
         goto out;
@@ -659,12 +645,12 @@ static int scan_args(struct cfg_args *a, int argc, char **argv, bool apply, char
                 continue;
             if (!a->res) {
                 echo(norm, sizeof(norm), arg, strlen(arg));
-                set_err(err, errlen, "unexpected argument '%s': this command takes none", norm);
+                ab_errf(err, errlen, "unexpected argument '%s': this command takes none", norm);
                 return AB_EINVAL;
             }
             if (a->res->npositional >= CFG_MAX_POSITIONAL) {
                 echo(norm, sizeof(norm), arg, strlen(arg));
-                set_err(
+                ab_errf(
                     err, errlen,
                     "too many arguments: at most %d are accepted, '%s' is one more (see --help)",
                     CFG_MAX_POSITIONAL, norm);
@@ -688,7 +674,7 @@ static int scan_args(struct cfg_args *a, int argc, char **argv, bool apply, char
         /* Name only, never the value: it may be a secret. */
         echo(flag, sizeof(flag), arg, (size_t)(name - arg) + nlen);
         if (arg[1] != '-' || nlen == 0 || nlen >= sizeof(norm)) {
-            set_err(err, errlen, "unknown flag '%s' (flags are spelled --name; see --help)", flag);
+            ab_errf(err, errlen, "unknown flag '%s' (flags are spelled --name; see --help)", flag);
             return AB_EINVAL;
         }
         for (size_t k = 0; k < nlen; k++)
@@ -698,13 +684,13 @@ static int scan_args(struct cfg_args *a, int argc, char **argv, bool apply, char
         if (strcmp(norm, "config") == 0) {
             if (!value) {
                 if (i + 1 >= argc || !argv[i + 1]) {
-                    set_err(err, errlen, "flag --config needs a value: --config FILE");
+                    ab_errf(err, errlen, "flag --config needs a value: --config FILE");
                     return AB_EINVAL;
                 }
                 value = argv[++i];
             }
             if (!*value) {
-                set_err(err, errlen, "flag --config: the file name is empty");
+                ab_errf(err, errlen, "flag --config: the file name is empty");
                 return AB_EINVAL;
             }
             a->config_path = value;
@@ -723,9 +709,9 @@ static int scan_args(struct cfg_args *a, int argc, char **argv, bool apply, char
 
             if (hint) {
                 dashed(hd, sizeof(hd), hint);
-                set_err(err, errlen, "unknown flag '%s'; did you mean '--%s'?", flag, hd);
+                ab_errf(err, errlen, "unknown flag '%s'; did you mean '--%s'?", flag, hd);
             } else {
-                set_err(err, errlen, "unknown flag '%s' (see --help)", flag);
+                ab_errf(err, errlen, "unknown flag '%s' (see --help)", flag);
             }
             return AB_EINVAL;
         }
@@ -737,14 +723,14 @@ static int scan_args(struct cfg_args *a, int argc, char **argv, bool apply, char
             dashed(dn, sizeof(dn), o->name);
             if (o->type == CFG_BOOL) {
                 if (negated && value) {
-                    set_err(err, errlen, "flag --no-%s takes no value; use --%s=false", dn, dn);
+                    ab_errf(err, errlen, "flag --no-%s takes no value; use --%s=false", dn, dn);
                     return AB_EINVAL;
                 }
                 if (!value)
                     value = negated ? "false" : "true";
             } else if (!value) {
                 if (i + 1 >= argc || !argv[i + 1]) {
-                    set_err(err, errlen, "flag --%s needs a value: --%s %s", dn, dn,
+                    ab_errf(err, errlen, "flag --%s needs a value: --%s %s", dn, dn,
                             type_hint(o->type));
                     return AB_EINVAL;
                 }
@@ -840,7 +826,7 @@ int cfg_load(const struct cfg_option *opts, size_t nopts, void *out, int argc, c
     zero_fields(opts, nopts, out);
     set = calloc(nopts ? nopts : 1, sizeof(*set));
     if (!set) {
-        set_err(err, errlen, "out of memory loading the configuration");
+        ab_errf(err, errlen, "out of memory loading the configuration");
         return AB_ENOMEM;
     }
 
@@ -899,7 +885,7 @@ int cfg_load(const struct cfg_option *opts, size_t nopts, void *out, int argc, c
             continue;
         dashed(dn, sizeof(dn), opts[i].name);
         env_name(en, sizeof(en), opts[i].name);
-        set_err(err, errlen, "%s is required: set --%s, %s%s%s or %s in the config file",
+        ab_errf(err, errlen, "%s is required: set --%s, %s%s%s or %s in the config file",
                 opts[i].name, dn, en, opts[i].env_alias ? ", " : "",
                 opts[i].env_alias ? opts[i].env_alias : "", opts[i].name);
         rc = AB_EINVAL;

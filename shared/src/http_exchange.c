@@ -155,6 +155,27 @@ void http_router_set_fallback(struct http_router *r, http_handler_fn fn, void *a
     r->has_fallback = true;
 }
 
+/* Copies one param's name and value into the scratch and records it.
+ * false when HTTP_MAX_PARAMS or the scratch would be exceeded. */
+static bool add_param(struct http_request *req, int *np, char *scratch, size_t scratch_len,
+                      size_t *used, const char *name, size_t nlen, const char *val, size_t vlen)
+{
+    if (*np >= HTTP_MAX_PARAMS || *used + nlen + vlen + 2 > scratch_len)
+        return false;
+    char *n = scratch + *used;
+    memcpy(n, name, nlen);
+    n[nlen] = '\0';
+    *used += nlen + 1;
+    char *v = scratch + *used;
+    memcpy(v, val, vlen);
+    v[vlen] = '\0';
+    *used += vlen + 1;
+    req->param_names[*np] = n;
+    req->param_values[*np] = v;
+    (*np)++;
+    return true;
+}
+
 /* Segment-wise match. "{name}" takes one non-empty segment; a final "{*name}"
  * takes the rest (possibly empty). Params point into path copies kept by the
  * caller: here they are written as offsets into req->path via a scratch. */
@@ -174,39 +195,15 @@ static bool match(const char *pat, const char *path, struct http_request *req, c
         const char *se = strchr(s, '/');
         size_t slen = se ? (size_t)(se - s) : strlen(s);
         if (plen >= 3 && p[0] == '{' && p[1] == '*' && p[plen - 1] == '}') {
-            size_t rest = strlen(s);
-            size_t nlen = plen - 3;
-            if (np >= HTTP_MAX_PARAMS || used + nlen + rest + 2 > scratch_len)
+            if (!add_param(req, &np, scratch, scratch_len, &used, p + 2, plen - 3, s, strlen(s)))
                 return false;
-            char *name = scratch + used;
-            memcpy(name, p + 2, nlen);
-            name[nlen] = '\0';
-            used += nlen + 1;
-            char *val = scratch + used;
-            memcpy(val, s, rest);
-            val[rest] = '\0';
-            used += rest + 1;
-            req->param_names[np] = name;
-            req->param_values[np] = val;
-            np++;
             req->nparams = np;
             return true;
         }
         if (plen >= 2 && p[0] == '{' && p[plen - 1] == '}') {
-            size_t nlen = plen - 2;
-            if (slen == 0 || np >= HTTP_MAX_PARAMS || used + nlen + slen + 2 > scratch_len)
+            if (slen == 0 ||
+                !add_param(req, &np, scratch, scratch_len, &used, p + 1, plen - 2, s, slen))
                 return false;
-            char *name = scratch + used;
-            memcpy(name, p + 1, nlen);
-            name[nlen] = '\0';
-            used += nlen + 1;
-            char *val = scratch + used;
-            memcpy(val, s, slen);
-            val[slen] = '\0';
-            used += slen + 1;
-            req->param_names[np] = name;
-            req->param_values[np] = val;
-            np++;
         } else if (plen != slen || memcmp(p, s, plen) != 0) {
             return false;
         }
@@ -602,6 +599,8 @@ int http_write(struct http_exchange *ex, const void *data, size_t len)
 int http_end(struct http_exchange *ex)
 {
     int rc = AB_ECLOSED;
+    if (can_write(ex) && ab_trace_enabled())
+        ab_trace(http_header_get(&ex->req, AB_TRACE_HEADER), "http.end");
     if (can_write(ex))
         rc = ex->ops->send_end(ex->t);
     finish(ex);

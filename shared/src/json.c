@@ -11,20 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static const char *type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -54,11 +40,11 @@ json_t *json_parse_object(const char *buf, size_t len, size_t maxlen, char *err,
     if (maxlen == 0)
         maxlen = JSON_BODY_MAX;
     if (buf == NULL || len == 0) {
-        set_err(err, errlen, "body is empty; send a JSON object");
+        ab_errf(err, errlen, "body is empty; send a JSON object");
         return NULL;
     }
     if (len > maxlen) {
-        set_err(err, errlen, "body is %zu bytes, larger than the limit of %zu bytes", len, maxlen);
+        ab_errf(err, errlen, "body is %zu bytes, larger than the limit of %zu bytes", len, maxlen);
         return NULL;
     }
     /* DECODE_ANY so a scalar body gets "must be a JSON object" rather than a
@@ -66,12 +52,12 @@ json_t *json_parse_object(const char *buf, size_t len, size_t maxlen, char *err,
      * const char * the getters hand out are whole. */
     v = json_loadb(buf, len, JSON_DECODE_ANY, &jerr);
     if (v == NULL) {
-        set_err(err, errlen, "body is not valid JSON: %s (line %d, column %d)", jerr.text,
+        ab_errf(err, errlen, "body is not valid JSON: %s (line %d, column %d)", jerr.text,
                 jerr.line, jerr.column);
         return NULL;
     }
     if (!json_is_object(v)) {
-        set_err(err, errlen, "body must be a JSON object, not %s", type_name(v));
+        ab_errf(err, errlen, "body must be a JSON object, not %s", type_name(v));
         json_decref(v);
         return NULL;
     }
@@ -84,14 +70,14 @@ static int lookup(json_t *obj, const char *field, bool required, json_t **v, cha
                   size_t errlen)
 {
     if (!json_is_object(obj)) {
-        set_err(err, errlen, "body must be a JSON object");
+        ab_errf(err, errlen, "body must be a JSON object");
         return AB_EINVAL;
     }
     *v = json_object_get(obj, field);
     if (*v != NULL && !json_is_null(*v))
         return 1;
     if (required) {
-        set_err(err, errlen, "field '%s' is required", field);
+        ab_errf(err, errlen, "field '%s' is required", field);
         return AB_EINVAL;
     }
     return 0;
@@ -107,11 +93,11 @@ int json_get_str(json_t *obj, const char *field, bool required, size_t maxlen, c
     if (rc <= 0)
         return rc;
     if (!json_is_string(v)) {
-        set_err(err, errlen, "field '%s' must be a string, not %s", field, type_name(v));
+        ab_errf(err, errlen, "field '%s' must be a string, not %s", field, type_name(v));
         return AB_EINVAL;
     }
     if (maxlen > 0 && json_string_length(v) > maxlen) {
-        set_err(err, errlen, "field '%s' must be at most %zu bytes long", field, maxlen);
+        ab_errf(err, errlen, "field '%s' must be at most %zu bytes long", field, maxlen);
         return AB_EINVAL;
     }
     *out = json_string_value(v);
@@ -136,7 +122,7 @@ int json_get_int(json_t *obj, const char *field, bool required, int64_t min, int
     *out = n;
     return 0;
 bad:
-    set_err(err, errlen, "field '%s' must be an integer between %" PRId64 " and %" PRId64, field,
+    ab_errf(err, errlen, "field '%s' must be an integer between %" PRId64 " and %" PRId64, field,
             min, max);
     return AB_EINVAL;
 }
@@ -150,7 +136,7 @@ int json_get_bool(json_t *obj, const char *field, bool required, bool *out, char
     if (rc <= 0)
         return rc;
     if (!json_is_boolean(v)) {
-        set_err(err, errlen, "field '%s' must be true or false, not %s", field, type_name(v));
+        ab_errf(err, errlen, "field '%s' must be true or false, not %s", field, type_name(v));
         return AB_EINVAL;
     }
     *out = json_is_true(v);
@@ -166,7 +152,7 @@ int json_get_object(json_t *obj, const char *field, bool required, json_t **out,
     if (rc <= 0)
         return rc;
     if (!json_is_object(v)) {
-        set_err(err, errlen, "field '%s' must be an object, not %s", field, type_name(v));
+        ab_errf(err, errlen, "field '%s' must be an object, not %s", field, type_name(v));
         return AB_EINVAL;
     }
     *out = v;
@@ -182,7 +168,7 @@ int json_get_array(json_t *obj, const char *field, bool required, json_t **out, 
     if (rc <= 0)
         return rc;
     if (!json_is_array(v)) {
-        set_err(err, errlen, "field '%s' must be an array, not %s", field, type_name(v));
+        ab_errf(err, errlen, "field '%s' must be an array, not %s", field, type_name(v));
         return AB_EINVAL;
     }
     *out = v;
@@ -193,4 +179,15 @@ int json_get_array(json_t *obj, const char *field, bool required, json_t **out, 
 char *json_dump_compact(const json_t *v)
 {
     return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+json_t *json_child_object(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+
+    if (!json_is_object(v)) {
+        v = json_object();
+        json_object_set_new(o, k, v);
+    }
+    return v;
 }

@@ -293,8 +293,9 @@ int loop_create(const struct loop_options *opts, struct loop **out, char *err, s
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.user = l;
     /* lws reads sockets in chunks of this size (default 4 KiB): bulk streams
-     * through the tunnel want fewer, larger reads */
-    info.pt_serv_buf_size = 64 * 1024;
+     * through the tunnel want fewer, larger reads (a relaying hub's reads
+     * were all cut at 64 KiB - LWS_PRE with the socket holding more: strace) */
+    info.pt_serv_buf_size = 256 * 1024;
     info.gid = -1;
     info.uid = -1;
     void *foreign[1] = {NULL};

@@ -127,6 +127,34 @@ static int check(uint8_t type, uint32_t stream_id, const uint8_t *payload, size_
     }
 }
 
+int tun_frame_check_head(const void *hdr, size_t payload_len, struct tun_frame *out)
+{
+    const uint8_t *p = hdr;
+    uint8_t type = p[1];
+    uint32_t id = get_be32(p + 4);
+
+    memset(out, 0, sizeof(*out));
+    if (p[0] != TUN_VERSION)
+        return TUN_FRAME_EVERSION;
+    if (type == 0 || type > TUN_TYPE_MAX)
+        return TUN_FRAME_ETYPE;
+    if (tun_type_is_connection(type) ? id != 0 : id == 0)
+        return tun_type_is_connection(type) ? TUN_FRAME_ECONNID : TUN_FRAME_ESTREAM0;
+    /* the limits check() applies by length alone (WINDOW, END, SYNC shapes
+     * need the payload: tun_frame_decode) */
+    if (type == TUN_WINDOW ? payload_len != 4
+        : type == TUN_END  ? payload_len != 0
+                           : payload_len > tun_frame_max_payload(type))
+        return type == TUN_WINDOW ? TUN_FRAME_EWINDOW
+               : type == TUN_END  ? TUN_FRAME_EEND
+                                  : TUN_FRAME_ETOOBIG;
+    out->type = type;
+    out->flags = p[2];
+    out->stream_id = id;
+    out->len = payload_len;
+    return 0;
+}
+
 int tun_frame_decode(const void *buf, size_t len, struct tun_frame *out)
 {
     const uint8_t *p = buf;

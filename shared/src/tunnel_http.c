@@ -6,6 +6,7 @@
 #include "agentbox/buf.h"
 #include "agentbox/log.h"
 #include "agentbox/pct.h"
+#include "agentbox/trace.h"
 #include "http_out.h"
 #include "http_parse.h"
 
@@ -596,11 +597,14 @@ struct splice_ep {
     struct stream_writer w; /* writes to this side's stream */
     struct splice_ep *other;
     size_t unconsumed; /* bytes read here, waiting for room on the other side */
+    char trace[72];    /* the target side's: the request's X-AgentBox-Trace, when tracing */
 };
 
 static void sp_on_response(struct tun_endpoint *ep, struct tun_stream *st, const struct tun_head *h)
 {
     struct splice_ep *e = (struct splice_ep *)ep;
+    if (e->trace[0])
+        ab_trace(e->trace, "relay.response"); /* the answer's head is back at the relay */
     if (e->other)
         tun_stream_respond(e->other->w.st, h->status, h->headers, h->nheaders);
 }
@@ -622,6 +626,8 @@ static void sp_on_data(struct tun_endpoint *ep, struct tun_stream *st, const uin
 static void sp_on_end(struct tun_endpoint *ep, struct tun_stream *st)
 {
     struct splice_ep *e = (struct splice_ep *)ep;
+    if (e->trace[0])
+        ab_trace(e->trace, "relay.end");
     if (e->other)
         sw_end(&e->other->w);
 }
@@ -666,25 +672,29 @@ static const struct tun_endpoint_ops splice_ep_ops = {
     .on_closed = sp_on_closed,
 };
 
-int tun_splice(struct tun_stream *in, struct tun_session *target, const struct tun_head *head,
-               const char *unavailable_msg)
+/* Answers in with 503 and unavailable_msg, the whole message, never a cut
+ * one: a cut JSON text is not JSON. */
+static void splice_unavailable(struct tun_stream *in, const char *unavailable_msg)
 {
-    /* The whole message, never a cut one: a cut JSON text is not JSON. */
     json_t *j =
         json_pack("{s:i,s:s}", "code", 503, "message", unavailable_msg ? unavailable_msg : "");
     char *txt = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    const char *body = txt ? txt : "{\"code\":503}";
+    tun_stream_respond_json(in, 503, txt ? txt : "{\"code\":503}");
+    free(txt);
+}
+
+int tun_splice(struct tun_stream *in, struct tun_session *target, const struct tun_head *head,
+               const char *unavailable_msg)
+{
     if (!target || !tun_session_is_established(target)) {
-        tun_stream_respond_json(in, 503, body);
-        free(txt);
+        splice_unavailable(in, unavailable_msg);
         return AB_ECLOSED;
     }
     struct splice_ep *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
     if (!a || !b) {
         free(a);
         free(b);
-        free(txt);
         tun_stream_reset(in, TUN_RESET_BUSY, "out of memory");
         return AB_ENOMEM;
     }
@@ -692,15 +702,16 @@ int tun_splice(struct tun_stream *in, struct tun_session *target, const struct t
     a->other = b;
     b->other = a;
     a->w.st = in;
+    for (int i = 0; ab_trace_enabled() && i < head->nheaders; i++)
+        if (strcasecmp(head->headers[i].name, AB_TRACE_HEADER) == 0)
+            ab_strlcpy(b->trace, head->headers[i].value, sizeof(b->trace));
     int rc = tun_stream_open(target, head, &b->ep, &b->w.st);
     if (rc != 0) {
         free(a);
         free(b);
-        tun_stream_respond_json(in, 503, body);
-        free(txt);
+        splice_unavailable(in, unavailable_msg);
         return rc;
     }
-    free(txt);
     tun_stream_set_user(in, &a->ep);
     return 0;
 }

@@ -110,8 +110,20 @@ struct tun_session {
     size_t ctl_bytes;
     size_t data_bytes;
     struct tun_stats stats;
+    /* streaming input (tun_session_input_begin/more): the message being read */
+    bool in_active;
+    uint8_t in_mode; /* IN_HEAD, IN_DATA, IN_SKIP, IN_ASM */
+    uint8_t in_hdr[TUN_HDR_LEN];
+    uint8_t in_hlen;
+    size_t in_len;    /* the whole message */
+    size_t in_left;   /* its bytes still to come */
+    uint32_t in_id;   /* IN_DATA: the stream (looked up per piece: it may close meanwhile) */
+    uint8_t *asm_buf; /* IN_ASM: the frame so far; freed when over STREAM_BUF_KEEP */
+    size_t asm_len, asm_cap;
     char err[256];
 };
+
+enum { IN_HEAD, IN_DATA, IN_SKIP, IN_ASM };
 
 #define CALL(s, fn, ...)                                                                           \
     do {                                                                                           \
@@ -516,6 +528,7 @@ void tun_session_free(struct tun_session *s)
         s->ctl_head = c->next;
         free(c);
     }
+    free(s->asm_buf);
     free(s->buckets);
     free(s);
 }
@@ -687,29 +700,42 @@ static void on_response_frame(struct tun_session *s, struct tun_stream *st,
         CALL(s, on_window_opened, st, s->cfg.arg);
 }
 
-static void on_data_frame(struct tun_session *s, struct tun_stream *st, const struct tun_frame *f)
+/* The checks a DATA frame of len payload bytes passes before any of its
+ * payload is delivered; false when it reset the stream. Counts the credit. */
+static bool data_admit(struct tun_session *s, struct tun_stream *st, size_t len)
 {
     char msg[120];
 
     if (st->local && !st->responded) {
         stream_protocol_error(st, "DATA on stream %u before its RESPONSE", st->id);
-        return;
+        return false;
     }
     if (st->remote_end) {
         stream_protocol_error(st, "DATA on stream %u after its END", st->id);
-        return;
+        return false;
     }
-    if ((int64_t)f->len > st->recv_credit) {
+    if ((int64_t)len > st->recv_credit) {
         snprintf(msg, sizeof(msg), "DATA of %zu bytes on stream %u exceeds the %lld-byte credit",
-                 f->len, st->id, (long long)st->recv_credit);
+                 len, st->id, (long long)st->recv_credit);
         session_reset_stream(st, TUN_RESET_FLOW_CONTROL, msg);
-        return;
+        return false;
     }
-    st->recv_credit -= (int64_t)f->len;
-    st->unconsumed += f->len;
-    s->stats.bytes_in += f->len;
-    if (f->len > 0)
-        CALL(s, on_data, st, f->payload, f->len, s->cfg.arg);
+    st->recv_credit -= (int64_t)len;
+    return true;
+}
+
+static void data_deliver(struct tun_session *s, struct tun_stream *st, const uint8_t *p, size_t n)
+{
+    st->unconsumed += n;
+    s->stats.bytes_in += n;
+    if (n > 0)
+        CALL(s, on_data, st, p, n, s->cfg.arg);
+}
+
+static void on_data_frame(struct tun_session *s, struct tun_stream *st, const struct tun_frame *f)
+{
+    if (data_admit(s, st, f->len))
+        data_deliver(s, st, f->payload, f->len);
 }
 
 static void on_end_frame(struct tun_session *s, struct tun_stream *st)
@@ -795,29 +821,34 @@ static void on_sync_frame(struct tun_session *s, const struct tun_frame *f)
     CALL(s, on_sync, s, reaped, s->cfg.arg);
 }
 
-int tun_session_input(struct tun_session *s, const void *data, size_t len)
+/* The checks every decoded frame passes before its type's handler: the
+ * handshake order. 0 or the session's error. */
+static int frame_admit(struct tun_session *s, const struct tun_frame *f)
+{
+    s->stats.frames_in++;
+    if (!s->established) {
+        uint8_t want = s->cfg.role == TUN_ROLE_HUB ? TUN_HELLO : TUN_WELCOME;
+        if (f->type != want || s->hello_done != (s->cfg.role == TUN_ROLE_AGENT))
+            return session_fail(s, AB_EINVAL, "%s received before the handshake completed",
+                                tun_type_name(f->type));
+    } else if (f->type == TUN_HELLO || f->type == TUN_WELCOME) {
+        return session_fail(s, AB_EINVAL, "second handshake frame (%s)", tun_type_name(f->type));
+    }
+    return 0;
+}
+
+/* One whole frame. */
+static int input_whole(struct tun_session *s, const void *data, size_t len)
 {
     struct tun_frame f;
     struct tun_stream *st;
     int rc;
 
-    if (s->in_cb > 0)
-        return AB_EBUSY;
-    if (s->failed != 0)
-        return s->failed;
-    tun_session_gc(s);
     rc = tun_frame_decode(data, len, &f);
     if (rc < 0)
         return session_fail(s, rc, "frame of %zu bytes refused: %s", len, tun_frame_strerror(rc));
-    s->stats.frames_in++;
-    if (!s->established) {
-        uint8_t want = s->cfg.role == TUN_ROLE_HUB ? TUN_HELLO : TUN_WELCOME;
-        if (f.type != want || s->hello_done != (s->cfg.role == TUN_ROLE_AGENT))
-            return session_fail(s, AB_EINVAL, "%s received before the handshake completed",
-                                tun_type_name(f.type));
-    } else if (f.type == TUN_HELLO || f.type == TUN_WELCOME) {
-        return session_fail(s, AB_EINVAL, "second handshake frame (%s)", tun_type_name(f.type));
-    }
+    if (frame_admit(s, &f) < 0)
+        return s->failed;
 
     switch (f.type) {
     case TUN_HELLO:
@@ -849,6 +880,137 @@ int tun_session_input(struct tun_session *s, const void *data, size_t len)
         break;
     }
     return s->failed;
+}
+
+/* The header of a streamed message is complete: a DATA frame goes to its
+ * stream piece by piece (IN_DATA, or IN_SKIP when it is to be dropped),
+ * anything else is reassembled (IN_ASM). */
+static int input_head(struct tun_session *s)
+{
+    struct tun_frame f;
+    struct tun_stream *st;
+    size_t plen = s->in_len - TUN_HDR_LEN;
+    int rc = tun_frame_check_head(s->in_hdr, plen, &f);
+
+    if (rc < 0)
+        return session_fail(s, rc, "frame of %zu bytes refused: %s", s->in_len,
+                            tun_frame_strerror(rc));
+    if (f.type != TUN_DATA) {
+        if (s->asm_cap < s->in_len) {
+            uint8_t *nb = realloc(s->asm_buf, s->in_len);
+            if (nb == NULL)
+                return session_fail(s, AB_ENOMEM, "out of memory reading a %zu-byte %s", s->in_len,
+                                    tun_type_name(f.type));
+            s->asm_buf = nb;
+            s->asm_cap = s->in_len;
+        }
+        memcpy(s->asm_buf, s->in_hdr, TUN_HDR_LEN);
+        s->asm_len = TUN_HDR_LEN;
+        s->in_mode = IN_ASM;
+        return 0;
+    }
+    if (frame_admit(s, &f) < 0)
+        return s->failed;
+    s->in_mode = IN_SKIP;
+    st = frame_stream(s, &f);
+    if (st != NULL && data_admit(s, st, plen)) {
+        s->in_mode = IN_DATA;
+        s->in_id = st->id;
+    }
+    return s->failed;
+}
+
+int tun_session_input_begin(struct tun_session *s, size_t msg_len)
+{
+    if (s->in_cb > 0)
+        return AB_EBUSY;
+    if (s->failed != 0)
+        return s->failed;
+    if (s->in_active) {
+        set_error(s, "a message of %zu bytes began with %zu bytes of the last one missing", msg_len,
+                  s->in_left);
+        return AB_EINVAL;
+    }
+    /* on_closed at a message's start only, as for whole messages */
+    tun_session_gc(s);
+    s->in_active = true;
+    s->in_mode = IN_HEAD;
+    s->in_hlen = 0;
+    s->in_len = s->in_left = msg_len;
+    return 0;
+}
+
+int tun_session_input_more(struct tun_session *s, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    int rc = 0;
+
+    if (s->in_cb > 0)
+        return AB_EBUSY;
+    if (s->failed != 0)
+        return s->failed;
+    if (!s->in_active || len > s->in_left) {
+        set_error(s, "%zu bytes fed past the message's end", len - (s->in_active ? s->in_left : 0));
+        return AB_EINVAL;
+    }
+    /* the whole message in one piece: decoded in place */
+    if (s->in_mode == IN_HEAD && s->in_hlen == 0 && len == s->in_left) {
+        s->in_active = false;
+        s->in_left = 0;
+        return input_whole(s, data, len);
+    }
+    s->in_left -= len;
+    while (len > 0 && rc == 0) {
+        size_t n;
+        switch (s->in_mode) {
+        case IN_HEAD:
+            n = AB_MIN(len, (size_t)TUN_HDR_LEN - s->in_hlen);
+            memcpy(s->in_hdr + s->in_hlen, p, n);
+            s->in_hlen = (uint8_t)(s->in_hlen + n);
+            if (s->in_hlen == TUN_HDR_LEN)
+                rc = input_head(s);
+            break;
+        case IN_DATA: {
+            struct tun_stream *st = lookup(s, s->in_id);
+            n = len;
+            if (st != NULL) /* else closed by a callback meanwhile: the rest is dropped */
+                data_deliver(s, st, p, n);
+            rc = s->failed;
+            break;
+        }
+        case IN_ASM:
+            n = len;
+            memcpy(s->asm_buf + s->asm_len, p, n);
+            s->asm_len += n;
+            break;
+        default: /* IN_SKIP */
+            n = len;
+            break;
+        }
+        p += n;
+        len -= n;
+    }
+    if (rc != 0 || s->in_left > 0)
+        return rc;
+    s->in_active = false;
+    if (s->in_mode == IN_HEAD) /* shorter than a header */
+        return input_whole(s, s->in_hdr, s->in_hlen);
+    if (s->in_mode == IN_ASM) {
+        rc = input_whole(s, s->asm_buf, s->asm_len);
+        if (s->asm_cap > STREAM_BUF_KEEP) {
+            free(s->asm_buf);
+            s->asm_buf = NULL;
+            s->asm_cap = 0;
+        }
+    }
+    return rc;
+}
+
+int tun_session_input(struct tun_session *s, const void *data, size_t len)
+{
+    int rc = tun_session_input_begin(s, len);
+
+    return rc < 0 ? rc : tun_session_input_more(s, data, len);
 }
 
 /* ---- output ---------------------------------------------------------- */

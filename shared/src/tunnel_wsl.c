@@ -3,12 +3,21 @@
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
 #include "agentbox/log.h"
+#include "agentbox/tunnel_wsframe.h"
 
+#include <errno.h>
 #include <libwebsockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <wslay/wslay.h>
+
+_Static_assert(sizeof(lws_sorted_usec_list_t) <= sizeof(((struct tun_wsl *)0)->flush_sul),
+               "tun_wsl flush_sul storage too small for lws_sorted_usec_list_t");
 
 /* One lws_write carries up to OUT_MAX encoded bytes; a WRITEABLE writes up
  * to WRITE_BUDGET before yielding to the loop (other sessions, timers).
@@ -17,123 +26,17 @@
 #define OUT_MAX (256 * 1024)
 #define WRITE_BUDGET (1024 * 1024)
 #define PING_PAYLOAD "abxping!"
-#define STAGE_MAX (64 * 1024) /* the hub's unmasked input, fed to wslay per piece */
+#define STAGE_MAX (64 * 1024) /* tun_wsl_rx: a masked input is unmasked here, per piece */
 
-/* --- the hub's unmasking shim -------------------------------------------------------
- *
- * wslay unmasks a byte at a time (half the hub's CPU on a relay, measured
- * with perf). So the hub's frames pass through this shim first: it parses
- * each frame header, refuses an unmasked one (RFC 6455 §5.1), unmasks the
- * payload eight bytes at a time while copying it, and drops the mask bit and
- * key. A client-role wslay context then reads the result (no unmask loop)
- * and does all the validation it always does; a server-role context sends. */
-
-/* XORs n bytes of src into dst with key rotated by off (masks and unmasks). */
-static void xor_mask(uint8_t *dst, const uint8_t *src, size_t n, const uint8_t key[4], unsigned off)
-{
-    uint8_t k8[8];
-    for (int i = 0; i < 8; i++)
-        k8[i] = key[(off + (unsigned)i) & 3];
-    uint64_t k;
-    memcpy(&k, k8, 8);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        memcpy(&v, src + i, 8);
-        v ^= k;
-        memcpy(dst + i, &v, 8);
-    }
-    for (; i < n; i++)
-        dst[i] = src[i] ^ k8[i & 7];
-}
-
-/* Converts up to len bytes of in into out (cap ≥ len). Returns 0, or
- * AB_EINVAL for an unmasked frame. *used and *made are the bytes read and
- * written. */
-static int shim(struct tun_wsl *w, const uint8_t *in, size_t len, uint8_t *out, size_t *used,
-                size_t *made)
-{
-    size_t i = 0, o = 0;
-    while (i < len) {
-        if (w->sh_left == 0 && w->sh_hlen < w->sh_need) {
-            w->sh_hdr[w->sh_hlen++] = in[i++];
-            if (w->sh_hlen == 2) {
-                if (!(w->sh_hdr[1] & 0x80)) {
-                    *used = i;
-                    *made = o;
-                    return AB_EINVAL;
-                }
-                unsigned l7 = w->sh_hdr[1] & 0x7f;
-                w->sh_need = (uint8_t)(2 + (l7 == 126 ? 2 : l7 == 127 ? 8 : 0) + 4);
-            }
-            if (w->sh_hlen < w->sh_need)
-                continue;
-            /* the whole header: out without the mask */
-            size_t klen = w->sh_need - 4;
-            uint64_t plen = w->sh_hdr[1] & 0x7f;
-            if (plen >= 126) {
-                plen = 0;
-                for (size_t b = 2; b < klen; b++)
-                    plen = plen << 8 | w->sh_hdr[b];
-            }
-            out[o++] = w->sh_hdr[0];
-            out[o++] = w->sh_hdr[1] & 0x7f;
-            memcpy(out + o, w->sh_hdr + 2, klen - 2);
-            o += klen - 2;
-            memcpy(w->sh_key, w->sh_hdr + klen, 4);
-            w->sh_koff = 0;
-            w->sh_left = plen;
-            w->sh_hlen = 0;
-            w->sh_need = 2;
-            continue;
-        }
-        size_t n = len - i;
-        if (n > w->sh_left)
-            n = (size_t)w->sh_left;
-        xor_mask(out + o, in + i, n, w->sh_key, w->sh_koff);
-        w->sh_koff = (uint8_t)((w->sh_koff + n) & 3);
-        w->sh_left -= n;
-        i += n;
-        o += n;
-    }
-    *used = i;
-    *made = o;
-    return 0;
-}
-
-/* The hub's receive context "sends" pongs and close replies of its own:
- * they are dropped (the send context answers, see msg_cb). */
-static ssize_t discard_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+/* The send context never reads: received frames go through our own parser
+ * (tunnel_wsframe.h), which hands payload slices to the session without a
+ * copy of wslay's own. */
+static ssize_t no_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
                           void *arg)
 {
-    (void)ctx, (void)data, (void)flags, (void)arg;
-    return (ssize_t)len;
-}
-
-static int zero_mask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *arg)
-{
-    (void)ctx, (void)arg;
-    memset(buf, 0, len);
-    return 0;
-}
-
-static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *arg)
-{
-    struct tun_wsl *w = arg;
-    (void)flags;
-    if (w->fail) {
-        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-        return -1;
-    }
-    if (w->inlen == 0) {
-        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-        return -1;
-    }
-    size_t n = AB_MIN(len, w->inlen);
-    memcpy(buf, w->in, n);
-    w->in += n;
-    w->inlen -= n;
-    return (ssize_t)n;
+    (void)buf, (void)len, (void)flags, (void)arg;
+    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+    return -1;
 }
 
 /* Takes encoded bytes from the send context into out. An agent's frames
@@ -192,7 +95,7 @@ static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
         size_t n = AB_MIN(AB_MIN(len - i, room), (size_t)AB_MIN(w->om_left, (uint64_t)SIZE_MAX));
         if (!n)
             break;
-        xor_mask(w->out + w->outlen, data + i, n, w->om_key, w->om_koff);
+        tun_ws_mask(w->out + w->outlen, data + i, n, w->om_key, w->om_koff);
         w->om_koff = (uint8_t)((w->om_koff + n) & 3);
         w->om_left -= n;
         w->outlen += n;
@@ -220,93 +123,91 @@ static void fail(struct tun_wsl *w, int code, const char *why)
     }
 }
 
-static void frame_start_cb(wslay_event_context_ptr ctx,
-                           const struct wslay_event_on_frame_recv_start_arg *a, void *arg)
+/* A refusal of the WebSocket layer: the close code and reason go out first
+ * (the glue's own close is then a no-op), the connection closes after. */
+static void ws_refuse(struct tun_wsl *w, int rc, uint16_t code, const char *why)
 {
-    struct tun_wsl *w = arg;
-    (void)ctx;
-    w->rx_ctrl = (a->opcode & 0x8) != 0;
-    if (w->rx_ctrl)
-        return; /* wslay buffers control frames itself (≤ 125 bytes) */
-    w->rx_fin = a->fin;
-    if (a->opcode != WSLAY_CONTINUATION_FRAME) {
-        w->rxlen = 0;
-        w->rx_over = false;
-        w->rx_text = a->opcode == WSLAY_TEXT_FRAME;
+    fail(w, rc, why);
+    if (!w->close_queued) {
+        size_t n = AB_MIN(strlen(why), 123);
+        wslay_event_queue_close(w->ctx, code, (const uint8_t *)why, n);
+        w->close_queued = true;
     }
-    /* refused from the frame's header, before any of its payload is read */
-    if (w->rxlen + a->payload_length > TUN_FRAME_MAX)
-        fail(w, AB_ELIMIT, "message over 1 MiB");
 }
 
-static void frame_chunk_cb(wslay_event_context_ptr ctx,
-                           const struct wslay_event_on_frame_recv_chunk_arg *a, void *arg)
+/* A data frame starts: an unfragmented binary message streams into the
+ * session (DATA payload straight to its stream); a fragmented one is
+ * reassembled in rx first (the tunnel's encoders never fragment; other
+ * peers may). */
+static void data_start(struct tun_wsl *w, const struct tun_wsp_event *ev)
 {
-    struct tun_wsl *w = arg;
-    (void)ctx;
-    if (w->rx_ctrl || w->rx_over || w->fail)
-        return;
-    if (w->rxlen + a->data_length > TUN_FRAME_MAX) {
-        w->rx_over = true;
-        return;
-    }
-    memcpy(w->rx + w->rxlen, a->data, a->data_length);
-    w->rxlen += a->data_length;
-}
-
-static void frame_end_cb(wslay_event_context_ptr ctx, void *arg)
-{
-    struct tun_wsl *w = arg;
-    (void)ctx;
-    if (w->rx_ctrl || !w->rx_fin || w->fail)
-        return;
-    if (w->rx_over) {
-        fail(w, AB_ELIMIT, "message over 1 MiB");
-        return;
-    }
-    if (w->rx_text) {
+    if (ev->opcode == TUN_WS_TEXT) {
+        w->rx_text = true;
         fail(w, AB_EINVAL, "text frames are not part of the protocol");
         return;
     }
-    size_t len = w->rxlen;
-    w->rxlen = 0;
     if (!w->s) {
         fail(w, AB_EINVAL, "a message before the session started");
         return;
     }
-    int rc = tun_session_input(w->s, w->rx, len);
-    if (rc < 0)
-        fail(w, rc, tun_session_error(w->s));
+    if (ev->opcode == TUN_WS_BINARY && ev->fin) {
+        w->rx_frag = false;
+        int rc = tun_session_input_begin(w->s, (size_t)ev->len);
+        if (rc == 0 && ev->len == 0)
+            rc = tun_session_input_more(w->s, NULL, 0);
+        if (rc < 0)
+            fail(w, rc, tun_session_error(w->s));
+        return;
+    }
+    if (ev->opcode == TUN_WS_BINARY) {
+        w->rx_frag = true;
+        w->rxlen = 0;
+        if (!w->rx && !(w->rx = malloc(TUN_FRAME_MAX)))
+            fail(w, AB_ENOMEM, "out of memory reassembling a fragmented message");
+    }
+    if (ev->last && ev->fin)
+        w->rx_done = true;
 }
 
-static void msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a,
-                   void *arg)
+static void payload(struct tun_wsl *w, const struct tun_wsp_event *ev)
 {
-    struct tun_wsl *w = arg;
-    bool split = ctx != w->ctx; /* answers go out on the send context */
-    if (split && a->opcode == WSLAY_PING) {
-        struct wslay_event_msg m = {
-            .opcode = WSLAY_PONG, .msg = a->msg, .msg_length = a->msg_length};
-        wslay_event_queue_msg(w->ctx, &m);
-    } else if (split && a->opcode == WSLAY_CONNECTION_CLOSE) {
-        /* echo the code, as wslay does for a context that both reads and sends */
-        uint16_t code = a->status_code;
-        const uint8_t *reason = a->msg_length > 2 ? a->msg + 2 : NULL;
-        wslay_event_queue_close(w->ctx, code, reason, reason ? a->msg_length - 2 : 0);
+    if (!w->rx_frag) {
+        int rc = tun_session_input_more(w->s, ev->data, ev->n);
+        if (rc < 0)
+            fail(w, rc, tun_session_error(w->s));
+        return;
     }
-    if (a->opcode == WSLAY_PONG) {
+    /* the parser holds the message under TUN_FRAME_MAX across fragments */
+    memcpy(w->rx + w->rxlen, ev->data, ev->n);
+    w->rxlen += ev->n;
+    if (ev->last && ev->fin)
+        w->rx_done = true;
+}
+
+static void control(struct tun_wsl *w, const struct tun_wsp_event *ev)
+{
+    if (ev->opcode == TUN_WS_PING) {
+        struct wslay_event_msg m = {.opcode = WSLAY_PONG, .msg = ev->data, .msg_length = ev->n};
+        wslay_event_queue_msg(w->ctx, &m);
+    } else if (ev->opcode == TUN_WS_PONG) {
         LOG_DEBUG("tunnel pong received");
         if (w->ping_sent_us) {
             w->last_rtt_us = ab_now_us() - w->ping_sent_us;
             w->ping_sent_us = 0;
         }
-    } else if (a->opcode == WSLAY_CONNECTION_CLOSE) {
-        w->peer_code = a->status_code ? a->status_code : 1005;
-        size_t n = a->msg_length > 2 ? a->msg_length - 2 : 0;
+    } else if (ev->opcode == TUN_WS_CLOSE) {
+        w->peer_code = ev->code;
+        size_t n = ev->n > 2 ? ev->n - 2 : 0;
         n = AB_MIN(n, sizeof(w->peer_reason) - 1);
         if (n)
-            memcpy(w->peer_reason, a->msg + 2, n);
+            memcpy(w->peer_reason, ev->data + 2, n);
         w->peer_reason[n] = '\0';
+        /* echo the code, as RFC 6455 §5.5.1 asks (1005 is never sent back) */
+        if (!w->close_queued) {
+            wslay_event_queue_close(w->ctx, ev->code == 1005 ? 0 : ev->code,
+                                    n ? (const uint8_t *)w->peer_reason : NULL, n);
+            w->close_queued = true;
+        }
     }
 }
 
@@ -314,45 +215,33 @@ int tun_wsl_init(struct tun_wsl *w, struct lws *wsi, bool server)
 {
     memset(w, 0, sizeof(*w));
     w->wsi = wsi;
+    w->cx = wsi ? lws_get_context(wsi) : NULL;
     w->server = server;
+    /* a small answer must not wait behind an unacknowledged one (Nagle): lws
+     * sets this on sockets it accepts or dials, not on ones it adopts */
+    int fd = wsi ? lws_get_socket_fd(wsi) : -1, one = 1;
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* not TCP: no-op */
     w->last_rx_ms = ab_now_ms();
-    w->rx = malloc(TUN_FRAME_MAX);
     w->tx = malloc(TUN_FRAME_MAX);
     w->out = malloc(OUT_MAX);
+    /* a server-role wslay context sends (unmasked; an agent masks in
+     * send_cb); receiving is tun_wsp's, with the 1 MiB limit across
+     * fragments */
     struct wslay_event_callbacks cb = {
-        .recv_callback = recv_cb,
+        .recv_callback = no_recv_cb,
         .send_callback = send_cb,
         .genmask_callback = genmask_cb,
-        .on_frame_recv_start_callback = frame_start_cb,
-        .on_frame_recv_chunk_callback = frame_chunk_cb,
-        .on_frame_recv_end_callback = frame_end_cb,
-        .on_msg_recv_callback = msg_cb,
     };
-    struct wslay_event_callbacks rcb = cb;
-    rcb.send_callback = discard_cb;
-    rcb.genmask_callback = zero_mask_cb;
-    /* Two contexts on either side: a server-role one sends (unmasked; an
-     * agent masks in send_cb), a client-role one receives (unmasked input:
-     * the hub's comes through the unmasking shim). Each answers pings and
-     * closes on the send context (msg_cb). */
-    wslay_event_context_ptr ctx = NULL, rctx = NULL;
-    w->sh_need = w->om_need = 2;
-    if (server)
-        w->stage = malloc(STAGE_MAX);
-    int rc = !w->rx || !w->tx || !w->out || (server && !w->stage)
-                 ? -1
-                 : wslay_event_context_server_init(&ctx, &cb, w);
+    tun_wsp_init(&w->wsp, server, TUN_FRAME_MAX);
+    w->om_need = 2;
+    wslay_event_context_ptr ctx = NULL;
+    int rc = !w->tx || !w->out ? -1 : wslay_event_context_server_init(&ctx, &cb, w);
     w->ctx = ctx;
-    if (rc == 0)
-        rc = wslay_event_context_client_init(&rctx, &rcb, w);
-    w->rctx = rctx;
     if (rc != 0) {
         tun_wsl_fini(w);
         return AB_ENOMEM;
     }
-    /* data frames come to us in chunks (one copy, into rx); the 1 MiB limit
-     * is ours (frame_start_cb), across fragments too */
-    wslay_event_config_set_no_buffering(w->rctx, 1);
     return 0;
 }
 
@@ -361,13 +250,20 @@ void tun_wsl_start(struct tun_wsl *w, struct tun_session *s)
     w->s = s;
 }
 
+static void flush_cancel(struct tun_wsl *w)
+{
+    if (w->flush_armed && w->cx)
+        lws_sul_schedule(w->cx, 0, (lws_sorted_usec_list_t *)(void *)w->flush_sul, NULL,
+                         LWS_SET_TIMER_USEC_CANCEL);
+    w->flush_armed = false;
+}
+
 void tun_wsl_fini(struct tun_wsl *w)
 {
-    if (w->rctx && w->rctx != w->ctx)
-        wslay_event_context_free(w->rctx);
+    flush_cancel(w);
     if (w->ctx)
         wslay_event_context_free(w->ctx);
-    w->ctx = w->rctx = NULL;
+    w->ctx = NULL;
     free(w->stage);
     w->stage = NULL;
     free(w->rx);
@@ -377,60 +273,98 @@ void tun_wsl_fini(struct tun_wsl *w)
     w->s = NULL;
 }
 
-void tun_wsl_want_write(struct tun_wsl *w)
+/* Written by us with send(2), not lws_write: a plain socket once the
+ * session runs. lws then never holds output of its own for the socket, so a
+ * partial write is ours to finish (outoff) and no poll asks whether the
+ * socket is choked. TLS (lws's, or the agent's write_fn) goes through
+ * lws_write, which keeps what the socket refused. */
+static bool is_direct(const struct tun_wsl *w)
 {
-    if (w->wsi && !w->closing)
-        lws_callback_on_writable(w->wsi);
+    return w->wsi && w->cx && w->s && !w->write_fn && !lws_is_ssl(w->wsi);
 }
 
-int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len)
+static void flush_due(lws_sorted_usec_list_t *sul);
+
+void tun_wsl_want_write(struct tun_wsl *w)
+{
+    /* inside a write, the writer looks for more output before it returns */
+    if (!w->wsi || w->closing || w->writing)
+        return;
+    if (!w->s || !w->cx || w->outoff < w->outlen) {
+        lws_callback_on_writable(w->wsi); /* the upgrade, or the rest of a partial write */
+        return;
+    }
+    if (w->flush_armed)
+        return;
+    w->flush_armed = true;
+    /* 1 µs: due at the next turn's timer pass, which lws runs before it polls */
+    lws_sul_schedule(w->cx, 0, (lws_sorted_usec_list_t *)(void *)w->flush_sul, flush_due, 1);
+}
+
+int tun_wsl_rx_inplace(struct tun_wsl *w, void *in, size_t len)
 {
     if (!w->ctx || w->closing)
         return AB_ECLOSED;
+    if (w->fail)
+        return w->fail;
+    if (w->peer_code)
+        return AB_ECLOSED; /* nothing is read after the peer's close */
     w->last_rx_ms = ab_now_ms();
-    const uint8_t *p = in;
-    int rc = 0;
-    do {
-        size_t used = len, made = len;
-        if (w->stage) {
-            size_t piece = AB_MIN(len, (size_t)STAGE_MAX);
-            if (shim(w, p, piece, w->stage, &used, &made) != 0)
-                fail(w, AB_EINVAL, "an agent's frames must be masked");
-            w->in = w->stage;
+    uint8_t *p = in;
+    size_t off = 0;
+    while (!w->fail && !w->peer_code) {
+        struct tun_wsp_event ev;
+        size_t used = 0;
+        enum tun_wsp_kind k = tun_wsp_next(&w->wsp, p + off, len - off, &used, &ev);
+        off += used;
+        if (k == TUN_WSP_MORE)
+            break;
+        if (k == TUN_WSP_ERROR) {
+            char code[8];
+            snprintf(code, sizeof(code), "%u", (unsigned)ev.code);
+            ws_refuse(w, ev.code == 1009 ? AB_ELIMIT : AB_EINVAL, ev.code, w->wsp.err);
+            LOG_WARN("tunnel WebSocket frame refused", "close_code", code, "error", w->wsp.err);
+        } else if (k == TUN_WSP_DATA_START) {
+            data_start(w, &ev);
+        } else if (k == TUN_WSP_PAYLOAD) {
+            payload(w, &ev);
         } else {
-            w->in = p;
+            control(w, &ev);
         }
-        w->inlen = made;
-        rc = wslay_event_recv(w->rctx);
-        if (w->rctx != w->ctx)
-            wslay_event_send(w->rctx); /* drops its own answers */
-        p += used;
-        len -= used;
-    } while (len && rc == 0 && !w->fail && wslay_event_get_read_enabled(w->rctx));
-    w->in = NULL;
-    w->inlen = 0;
+        if (w->rx_done && !w->fail) {
+            w->rx_done = w->rx_frag = false;
+            int rc = tun_session_input(w->s, w->rx, w->rxlen);
+            w->rxlen = 0;
+            if (rc < 0)
+                fail(w, rc, tun_session_error(w->s));
+        }
+    }
     if (wslay_event_get_queued_msg_count(w->ctx))
         tun_wsl_want_write(w); /* a pong or a close reply */
     if (w->fail)
         return w->fail;
-    if (rc != 0) {
-        w->err = "WebSocket protocol error";
-        return AB_EINVAL;
-    }
-    if (wslay_event_get_close_received(w->rctx)) {
-        if (!w->peer_code)
-            w->peer_code = wslay_event_get_status_code_received(w->rctx);
+    if (w->peer_code)
         return AB_ECLOSED;
-    }
-    if (!wslay_event_get_read_enabled(w->rctx)) {
-        /* wslay refused what came (bad framing) and queued a close */
-        w->err = "WebSocket protocol error";
-        if (w->rctx != w->ctx)
-            wslay_event_queue_close(w->ctx, WSLAY_CODE_PROTOCOL_ERROR, NULL, 0);
-        w->close_queued = true;
-        return AB_EINVAL;
-    }
     return 0;
+}
+
+int tun_wsl_rx(struct tun_wsl *w, const void *in, size_t len)
+{
+    /* an unmasked parse only reads its input */
+    if (!w->server)
+        return tun_wsl_rx_inplace(w, (void *)(uintptr_t)in, len);
+    if (!w->stage && !(w->stage = malloc(STAGE_MAX)))
+        return AB_ENOMEM;
+    const uint8_t *p = in;
+    int rc = 0;
+    while (len > 0 && rc == 0) {
+        size_t n = AB_MIN(len, (size_t)STAGE_MAX);
+        memcpy(w->stage, p, n);
+        rc = tun_wsl_rx_inplace(w, w->stage, n);
+        p += n;
+        len -= n;
+    }
+    return rc;
 }
 
 int tun_wsl_send_raw(struct tun_wsl *w, const void *data, size_t len)
@@ -464,6 +398,7 @@ void tun_wsl_kill(struct tun_wsl *w)
     if (w->closing || !w->wsi)
         return;
     w->closing = true;
+    flush_cancel(w);
     int fd = lws_get_socket_fd(w->wsi);
     if (fd >= 0)
         shutdown(fd, SHUT_RDWR);
@@ -529,7 +464,7 @@ static int encode_direct(struct tun_wsl *w)
                 return -1;
             memcpy(hdr + h, key, 4);
             h += 4;
-            xor_mask(p, p, len, key, 0);
+            tun_ws_mask(p, p, len, key, 0);
         }
         if (h != hguess)
             memmove(start + h, p, len);
@@ -566,24 +501,105 @@ int tun_wsl_encode(struct tun_wsl *w)
     return 0;
 }
 
-int tun_wsl_writeable(struct tun_wsl *w)
+/* Sends out[outoff, outlen). Returns 0 when all of it is out, 1 when the
+ * socket took only part (the rest stays, for RAW_WRITEABLE), -1 when the
+ * socket failed. */
+static int out_send(struct tun_wsl *w)
+{
+    size_t n = w->outlen - w->outoff;
+    if (n == 0)
+        return 0;
+    w->writes++;
+    if (w->write_fn) {
+        if (w->write_fn(w->write_arg, w->out + w->outoff, n) != 0)
+            return -1;
+    } else if (!is_direct(w)) {
+        if (lws_write(w->wsi, w->out + w->outoff, n, LWS_WRITE_RAW) < (int)n)
+            return -1;
+    } else {
+        int fd = lws_get_socket_fd(w->wsi);
+        ssize_t k = fd < 0 ? -1 : send(fd, w->out + w->outoff, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            k = 0;
+        if (k < 0)
+            return -1;
+        w->outoff += (size_t)k;
+        if ((size_t)k < n)
+            return 1;
+    }
+    w->outlen = w->outoff = 0;
+    return 0;
+}
+
+static bool has_more(const struct tun_wsl *w)
+{
+    return w->outoff < w->outlen || w->ping_due || wslay_event_want_write(w->ctx) ||
+           (w->s && tun_session_has_output(w->s));
+}
+
+/* Encodes and sends until nothing is left, the socket takes no more, or
+ * WRITE_BUDGET is spent (the loop has other sessions and timers). Returns 0
+ * (all out), 1 (output left) or -1 (the connection must close). */
+static int pump(struct tun_wsl *w)
 {
     size_t budget = WRITE_BUDGET;
-    for (;;) {
-        if (tun_wsl_encode(w) != 0)
-            return -1;
-        if (w->outlen == 0)
+    int rc = 0;
+    w->writing = true;
+    while (rc == 0) {
+        if (w->outoff == w->outlen) {
+            if (tun_wsl_encode(w) != 0) {
+                rc = -1;
+                break;
+            }
+            if (w->outlen == 0)
+                break;
+        }
+        size_t n = w->outlen - w->outoff;
+        rc = out_send(w);
+        if (rc != 0)
             break;
-        size_t n = w->outlen;
-        if (w->write_fn ? w->write_fn(w->write_arg, w->out, n) != 0
-                        : lws_write(w->wsi, w->out, n, LWS_WRITE_RAW) < (int)n)
-            return -1;
-        w->outlen = 0;
         budget = n >= budget ? 0 : budget - n;
-        if (!budget || lws_send_pipe_choked(w->wsi))
+        if (!has_more(w))
             break;
+        /* lws_write may have kept what the socket refused: ask before more */
+        if (!budget || (!is_direct(w) && lws_send_pipe_choked(w->wsi)))
+            rc = 1;
     }
-    bool closed_out = wslay_event_get_close_sent(w->ctx) && !wslay_event_want_write(w->ctx);
+    w->writing = false;
+    if (rc < 0)
+        w->fatal = true;
+    return rc;
+}
+
+/* The flush armed by tun_wsl_want_write: what this turn queued, in one
+ * write. What it cannot finish (a full socket, the budget, a close to make,
+ * a failure to report) goes to RAW_WRITEABLE, where lws can close. */
+static void flush_due(lws_sorted_usec_list_t *sul)
+{
+    struct tun_wsl *w =
+        (struct tun_wsl *)(void *)((uint8_t *)sul - offsetof(struct tun_wsl, flush_sul));
+    w->flush_armed = false;
+    if (w->closing || !w->ctx || !w->wsi)
+        return;
+    /* lws_write would queue behind what lws still holds: one poll, not a turn */
+    if (!is_direct(w) && lws_send_pipe_choked(w->wsi)) {
+        lws_callback_on_writable(w->wsi);
+        return;
+    }
+    if (pump(w) != 0 || wslay_event_get_close_sent(w->ctx))
+        lws_callback_on_writable(w->wsi);
+}
+
+int tun_wsl_writeable(struct tun_wsl *w)
+{
+    w->writeables++;
+    if (w->fatal || !w->ctx)
+        return -1;
+    int rc = pump(w);
+    if (rc < 0)
+        return -1;
+    bool closed_out = wslay_event_get_close_sent(w->ctx) && !wslay_event_want_write(w->ctx) &&
+                      w->outoff == w->outlen;
     if (closed_out) {
         /* our close (or the reply to the peer's) is out: close once lws has
          * flushed what it holds, so the peer reads the reason */
@@ -592,7 +608,7 @@ int tun_wsl_writeable(struct tun_wsl *w)
         lws_callback_on_writable(w->wsi);
         return 0;
     }
-    if (wslay_event_want_write(w->ctx) || (w->s && tun_session_has_output(w->s)))
+    if (rc == 1)
         lws_callback_on_writable(w->wsi);
     return 0;
 }

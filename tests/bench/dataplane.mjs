@@ -18,7 +18,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { quantile, fmt, printTable, machineNote, row, atLeast, loadNow } from './util.mjs';
 import { freePort, tempDir, waitFor } from '../integration/lib/harness.mjs';
 import {
-    startStack, manifestsDir, envManifest, native, claim, waitPool,
+    startStack, manifestsDir, envManifest, native, claim, waitPool, readSandboxState,
 } from '../integration/lib/sandboxes.mjs';
 
 const WARM = 40;
@@ -190,7 +190,7 @@ function sandboxSocket(stateDir, id) {
     const root = path.join(stateDir, 'sandboxes');
     for (const d of fs.readdirSync(root)) {
         try {
-            const st = JSON.parse(fs.readFileSync(path.join(root, d, 'state.json'), 'utf8'));
+            const st = readSandboxState(path.join(root, d));
             if (st.info && st.info.id === id) return path.join(root, d, 'run', 'envd.sock');
         } catch {
             /* being created */

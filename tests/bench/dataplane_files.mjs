@@ -12,7 +12,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { median } from './util.mjs';
-import { startStack, manifestsDir, envManifest, claim, waitPool } from '../integration/lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, claim, waitPool, readSandboxState } from '../integration/lib/sandboxes.mjs';
 
 const MB = Number(process.env.BENCH_FILES_MB || 50);
 const ROUNDS = Number(process.env.BENCH_FILES_ROUNDS || 3);
@@ -33,7 +33,7 @@ function envdSocketOf(stateDir, sb) {
     const root = path.join(stateDir, 'sandboxes');
     for (const d of fs.readdirSync(root)) {
         try {
-            const st = JSON.parse(fs.readFileSync(path.join(root, d, 'state.json'), 'utf8'));
+            const st = readSandboxState(path.join(root, d));
             if (st.info?.id === sb.sandboxId || st.id === sb.sandboxId || JSON.stringify(st).includes(sb.sandboxId))
                 return path.join(root, d, 'run', 'envd.sock');
         } catch { /* not a sandbox directory */ }

@@ -15,7 +15,9 @@
 // stack after the other (baseline first; BENCH_BASELINE_LAST=1: last), and printed side by side with the
 // load average. Needs root (namespaces) and a build:
 //   sudo AGENTBOX_BUILD_DIR=build [AGENTBOX_BASELINE_BUILD_DIR=/tmp/base] node tests/bench/e2b_create.mjs   [BENCH_INTERNET=1]
+import fs from 'node:fs';
 import os from 'node:os';
+import { execFileSync, spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { row, atMost, atLeast } from './util.mjs';
 import { startStack, manifestsDir, envManifest, waitPool, claim, native } from '../integration/lib/sandboxes.mjs';
@@ -29,6 +31,17 @@ const pct = (xs, p) => {
     return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 };
 const fmt = (x) => x.toFixed(2);
+
+// CPU of a process in ms: itself and its reaped children (a sandbox's init
+// is the agent's child: its setup before exec and envd's own CPU count
+// there once it is reaped). Kernel work done elsewhere (a namespace's
+// cleanup in a kworker) is not in it.
+const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim() || 100);
+function cpuOf(pid) {
+    const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = st.slice(st.lastIndexOf(')') + 2).split(' '); // f[0] is field 3
+    return { self: (Number(f[11]) + Number(f[12])) * TICK_MS, children: (Number(f[13]) + Number(f[14])) * TICK_MS };
+}
 
 async function measure(buildDir) {
     process.env.AGENTBOX_BUILD_DIR = buildDir;
@@ -84,7 +97,9 @@ async function measure(buildDir) {
         await full();
 
         // 32 concurrent clients, one create each, all from idle sandboxes
+        const bcpu0 = cpuOf(alpha.proc.pid);
         const burst = await Promise.all(Array.from({ length: 32 }, () => timedCreate()));
+        const bcpu1 = cpuOf(alpha.proc.pid);
         const b = burst.map((x) => x.ms);
         await Promise.all(burst.map((x) => x.s.kill()));
         await full();
@@ -94,6 +109,12 @@ async function measure(buildDir) {
         const sustained = [];
         const until = performance.now() + SECONDS * 1000;
         const t0 = performance.now();
+        const cpu0 = cpuOf(alpha.proc.pid);
+        // BENCH_PERF=<file>: a profile of the sustained phase, the agent and what
+        // it starts (sandbox inits, envd after exec: perf follows children)
+        const perf = process.env.BENCH_PERF
+            ? spawn('perf', ['record', '-g', '-F', '999', '-p', String(alpha.proc.pid), '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
+            : null;
         await Promise.all(Array.from({ length: 32 }, async () => {
             while (performance.now() < until) {
                 const { ms, s } = await timedCreate();
@@ -103,6 +124,8 @@ async function measure(buildDir) {
             }
         }));
         const rate = done / ((performance.now() - t0) / 1000);
+        const cpu1 = cpuOf(alpha.proc.pid);
+        if (perf) await new Promise((res) => (perf.exitCode !== null ? res() : perf.on('exit', res)));
 
         const r = {
             buildDir, loadBefore, loadAfter: os.loadavg()[0], internet: opts.allowInternetAccess,
@@ -110,6 +133,8 @@ async function measure(buildDir) {
             one50: pct(one, 50), one99: pct(one, 99), oneN: one.length,
             burst50: pct(b, 50), burst99: pct(b, 99),
             rate, sus50: pct(sustained, 50), sus99: pct(sustained, 99),
+            burstCpu: (bcpu1.self - bcpu0.self) / 32,
+            cpuSelf: (cpu1.self - cpu0.self) / done, cpuChildren: (cpu1.children - cpu0.children) / done,
         };
         report(r);
         return r;
@@ -126,9 +151,13 @@ function report(r) {
     console.log(`  1 client   (n=${r.oneN})      p50 ${fmt(r.one50)} ms  p99 ${fmt(r.one99)} ms  ` +
         `(${fmt(r.one50 / r.nat50)}x the native claim)`);
     console.log(`  32 clients (n=32, burst)  p50 ${fmt(r.burst50)} ms  p99 ${fmt(r.burst99)} ms  ` +
-        `(${fmt(r.burst50 / r.nat50)}x the 1-client native claim)`);
+        `(${fmt(r.burst50 / r.nat50)}x the 1-client native claim; agent CPU ${fmt(r.burstCpu)} ms per create, ` +
+        `all threads: the loop thread serves every claim)`);
     console.log(`  32 clients sustained ${SECONDS}s with refills: ${fmt(r.rate)} creates/s  ` +
         `p50 ${fmt(r.sus50)} ms  p99 ${fmt(r.sus99)} ms`);
+    console.log(`  CPU per sustained create (claim, kill, removal, refill spawn): agent ${fmt(r.cpuSelf)} ms + ` +
+        `its reaped sandboxes ${fmt(r.cpuChildren)} ms = ${fmt(r.cpuSelf + r.cpuChildren)} ms ` +
+        `(2 cores: at most ${fmt(2000 / (r.cpuSelf + r.cpuChildren))} creates/s)`);
 }
 
 const current = process.env.AGENTBOX_BUILD_DIR || 'build';
@@ -151,6 +180,8 @@ if (before) {
         ['create, 32 clients burst p99 ms', 'burst99', 'target ≤ 25'],
         ['sustained with refills, creates/s', 'rate', 'target ≥ 500'],
         ['sustained p50 ms', 'sus50', ''],
+        ['CPU per sustained create, agent ms', 'cpuSelf', ''],
+        ['CPU per sustained create, sandboxes ms', 'cpuChildren', ''],
         ['native claim p50 ms (baseline)', 'nat50', ''],
         ['GET /health p50 ms (baseline)', 'base50', ''],
     ];

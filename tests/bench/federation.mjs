@@ -14,6 +14,7 @@
 import { performance } from 'node:perf_hooks';
 import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
 import fs from 'node:fs';
+import http from 'node:http';
 import { quantile, procCpu, row, atMost, loadNow } from './util.mjs';
 import { metricValue } from '../integration/lib/harness.mjs';
 
@@ -58,6 +59,34 @@ function traceOf(logFile) {
         if (!(m[2] in st)) st[m[2]] = Number(m[3]);
     }
     return out;
+}
+// One process.Start of `true` through a data plane, read to the end of the
+// stream (what commands.run does, by hand so it can carry the trace header).
+function startTrue(base, sbx, trace, agents) {
+    const body = Buffer.from(JSON.stringify({ process: { cmd: 'true', args: [] } }));
+    const env = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
+    env.writeUInt32BE(body.length, 1);
+    const u = new URL(base);
+    if (!agents.has(base)) agents.set(base, new http.Agent({ keepAlive: true, maxSockets: 1 }));
+    const headers = {
+        'Content-Type': 'application/connect+json', 'Connect-Protocol-Version': '1',
+        'X-Access-Token': sbx.envdAccessToken, 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983',
+        'Content-Length': env.length,
+    };
+    if (trace) headers['X-AgentBox-Trace'] = trace;
+    return new Promise((resolve, reject) => {
+        const t = performance.now();
+        const sent = monoUs();
+        const req = http.request({ host: u.hostname, port: u.port, agent: agents.get(base), method: 'POST', path: '/process.Process/Start', headers }, (res) => {
+            let n = 0;
+            res.on('data', (c) => (n += c.length));
+            res.on('end', () => (res.statusCode === 200 && n > 0
+                ? resolve({ ms: performance.now() - t, sent, done: monoUs() })
+                : reject(new Error(`process.Start via ${base}: status ${res.statusCode}`))));
+        });
+        req.on('error', reject);
+        req.end(env);
+    });
 }
 const del = (base, id) => fetch(`${base}/sandboxes/${id}`, { method: 'DELETE', headers: { 'X-API-Key': stack.key } });
 
@@ -142,7 +171,8 @@ try {
         ['hub: assertion verified and re-signed for beta', (x) => x.H['relay.spliced'] - x.H['relay.open']],
         ['tunnel hub -> beta (to beta\'s handler)', (x) => x.B['http.dispatch'] - x.H['relay.spliced']],
         ['beta: assertion check + claim (local work)', (x) => x.B['http.respond'] - x.B['http.dispatch']],
-        ['tunnel beta -> hub -> alpha (the answer)', (x) => x.A['forward.answered'] - x.B['http.respond']],
+        ['tunnel beta -> hub (the answer, to the relay)', (x) => x.H['relay.response'] - x.B['http.respond']],
+        ['tunnel hub -> alpha (the answer, to the forward)', (x) => x.A['forward.answered'] - x.H['relay.response']],
         ['alpha: answer the client', (x) => x.A['http.respond'] - x.A['forward.answered']],
         ['alpha -> client: HTTP out', (x) => x.b.done - x.A['http.respond']],
     ];
@@ -192,7 +222,55 @@ try {
         await viaAlpha.commands.run('true');
         relayed.push(performance.now() - t);
     }
+    // --- where a relayed Connect call's time goes: the same process.Start of
+    // `true` by hand (the SDK sends no extra headers), traced, own against relayed
+    const traceRun = (base, trace) => startTrue(base, sbx, trace, agents);
+    const agents = new Map();
+    for (let i = 0; i < 5; i++) {
+        await traceRun(beta.data);
+        await traceRun(alpha.data);
+    }
+    const runs = [];
+    for (let i = 0; i < TRACE_N; i++) {
+        const own = await traceRun(beta.data, `rl${i}`);
+        const rel = await traceRun(alpha.data, `rr${i}`);
+        runs.push({ i, own, rel });
+    }
+    for (const a of agents.values()) a.destroy();
     await sbx.kill();
+    {
+        const tA = traceOf(alpha.proc.logFile), tH = traceOf(stack.hub.proc.logFile), tB = traceOf(beta.proc.logFile);
+        const REL = [
+            ['client -> alpha: HTTP in, until the handler runs', (x) => x.A['http.dispatch'] - x.rel.sent],
+            ['alpha: data plane + tunnel alpha -> hub', (x) => x.H['relay.open'] - x.A['http.dispatch']],
+            ['hub: relay checks, stream opened to beta', (x) => x.H['relay.spliced'] - x.H['relay.open']],
+            ['tunnel hub -> beta (to beta\'s data plane)', (x) => x.B['http.dispatch'] - x.H['relay.spliced']],
+            ['beta -> envd -> beta: the answer\'s head', (x) => x.B['http.respond'] - x.B['http.dispatch']],
+            ['tunnel beta -> hub (the head)', (x) => x.H['relay.response'] - x.B['http.respond']],
+            ['tunnel hub -> alpha (the head, to the client)', (x) => x.A['http.respond'] - x.H['relay.response']],
+            ['beta: head -> envd\'s stream ended', (x) => x.B['http.end'] - x.B['http.respond']],
+            ['tunnel beta -> hub (the end)', (x) => x.H['relay.end'] - x.B['http.end']],
+            ['tunnel hub -> alpha (the end)', (x) => x.A['http.end'] - x.H['relay.end']],
+            ['alpha -> client: the end read', (x) => x.rel.done - x.A['http.end']],
+        ];
+        const OWN = [
+            ['client -> beta: HTTP in, until the handler runs', (x) => x.L['http.dispatch'] - x.own.sent],
+            ['beta -> envd -> beta: the answer\'s head', (x) => x.L['http.respond'] - x.L['http.dispatch']],
+            ['beta: head -> envd\'s stream ended', (x) => x.L['http.end'] - x.L['http.respond']],
+            ['beta -> client: the end read', (x) => x.own.done - x.L['http.end']],
+        ];
+        const rows = runs.map((r) => ({ ...r, A: tA.get(`rr${r.i}`), H: tH.get(`rr${r.i}`), B: tB.get(`rr${r.i}`), L: tB.get(`rl${r.i}`) }))
+            .filter((x) => x.A && x.H && x.B && x.L);
+        if (rows.length === 0) {
+            console.log('relayed run trace: no trace lines found');
+        } else {
+            const med = (f) => quantile(rows.map(f).filter(Number.isFinite), 0.5) / 1000;
+            console.log(`\nwhere a relayed process.Start('true') goes (n=${rows.length} traced pairs, medians in ms, load ${loadNow().toFixed(1)})`);
+            for (const [what, f] of REL) console.log(`  relay  ${what.padEnd(52)} ${fmt(med(f)).padStart(7)}`);
+            for (const [what, f] of OWN) console.log(`  own    ${what.padEnd(52)} ${fmt(med(f)).padStart(7)}`);
+            console.log(`  traced totals p50: relayed ${fmt(quantile(rows.map((x) => x.rel.ms), 0.5))}, own ${fmt(quantile(rows.map((x) => x.own.ms), 0.5))}`);
+        }
+    }
     console.log(`commands.run('true') (n=${RUNS})  p50 ms   p99 ms`);
     console.log(`  beta's own data plane         ${fmt(quantile(own, 0.5)).padStart(6)}   ${fmt(quantile(own, 0.99)).padStart(6)}`);
     console.log(`  alpha's (relayed via hub)     ${fmt(quantile(relayed, 0.5)).padStart(6)}   ${fmt(quantile(relayed, 0.99)).padStart(6)}`);

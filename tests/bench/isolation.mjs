@@ -5,7 +5,13 @@
 //
 //   idle start   a claim on a pool with no idle sandbox (the runtime spawns
 //                one: clone, setup, envd listening, /init) minus, interleaved,
-//                a claim on a warm pool (the same path without the spawn)
+//                a claim on a warm pool (the same path without the spawn).
+//                `replicas` is a pool's maximum concurrency, so a pool never
+//                lacks an idle sandbox while it has room: the `cold` pool has
+//                replicas 1, its one sandbox is claimed (held), a second
+//                claim waits (pending 1), and the time runs from the release
+//                of the held one (whose place the replacement spawn takes)
+//                until the waiting claim is answered
 //   round trip   commands.run('true') on a running sandbox, against GET
 //                /health of the same envd through the same data plane
 //   warm create  Sandbox.create from a warm pool, p50/p99
@@ -27,29 +33,43 @@ async function measure(buildDir) {
     process.env.AGENTBOX_BUILD_DIR = buildDir;
     const manifests = manifestsDir([
         envManifest('warm', ['alpha'], { replicas: 2 }),
-        envManifest('cold', ['alpha'], { replicas: 0 }),
+        envManifest('cold', ['alpha'], { replicas: 1 }),
     ]);
     const stack = await startStack({ clusters: ['alpha'], manifests });
     const alpha = stack.agents.alpha;
     try {
         await waitPool(alpha, 'warm-1c0gi', (s) => s.idle === 2, 'warm pool', 60000);
+        await waitPool(alpha, 'cold-1c0gi', (s) => s.idle === 1, 'cold pool', 60000);
         const release = async (id) => {
-            await native(alpha, stack.key, 'DELETE', `/v1/sandboxes/${id}`);
+            const r = await native(alpha, stack.key, 'DELETE', `/v1/sandboxes/${id}`);
+            if (r.status >= 300) throw new Error(`release ${id}: ${r.status} ${r.text}`);
+        };
+        // A claim on the cold pool that must wait for a spawn: the pool's one
+        // place is held, a second claim waits, the held one is released.
+        const coldClaim = async () => {
+            await waitPool(alpha, 'cold-1c0gi', (s) => s.idle === 1, 'cold pool refilled', 60000);
+            const held = await claim(alpha, stack.key, { poolName: 'cold', timeout: 60 });
+            const waiting = claim(alpha, stack.key, { poolName: 'cold', timeout: 60 });
+            await waitPool(alpha, 'cold-1c0gi', (s) => s.pending === 1 && s.idle === 0, 'claim waiting', 60000);
+            const t = performance.now();
+            await release(held.sandboxId);
+            const c = await waiting;
+            return { ms: performance.now() - t, id: c.sandboxId };
         };
         // idle start: cold claim − warm claim, interleaved (after one of each unmeasured)
-        for (const pool of ['warm', 'cold']) await release((await claim(alpha, stack.key, { poolName: pool, timeout: 60 })).sandboxId);
+        await release((await claim(alpha, stack.key, { poolName: 'warm', timeout: 60 })).sandboxId);
+        await release((await coldClaim()).id);
         const cold = [];
         const warm = [];
         for (let i = 0; i < N; i++) {
             await waitPool(alpha, 'warm-1c0gi', (s) => s.idle === 2, 'warm pool refilled', 60000);
-            let t = performance.now();
+            const t = performance.now();
             const w = await claim(alpha, stack.key, { poolName: 'warm' });
             warm.push(performance.now() - t);
-            t = performance.now();
-            const c = await claim(alpha, stack.key, { poolName: 'cold', timeout: 60 });
-            cold.push(performance.now() - t);
+            const c = await coldClaim();
+            cold.push(c.ms);
             await release(w.sandboxId);
-            await release(c.sandboxId);
+            await release(c.id);
         }
 
         process.env.E2B_API_URL = alpha.e2b;

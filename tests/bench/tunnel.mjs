@@ -77,7 +77,10 @@ const srv = net.createServer((s) => {
                 left -= k;
                 if (!s.write(k === piece.length ? piece : piece.subarray(0, k))) return s.once('drain', pump);
             }
-            s.end();
+            // Not s.end(): the reader closes once it has n bytes. websockify
+            // drops what it still holds when its target closes first (seen
+            // on a loaded machine: "Target closed" 1.3 MB short of 1 GiB).
+            s.once('end', () => s.end());
         };
         pump();
     });
@@ -251,6 +254,9 @@ async function benchThroughput(st, net, wsfy) {
     // (websockify's CPU is left out: it forks a process per connection)
     const results = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
     const cpu = Object.fromEntries(Object.keys(paths).map((k) => [k, {}]));
+    // CPU ms per MB (10^6) moved: what a path costs each process, which a
+    // loaded machine changes far less than MB/s
+    const perMb = Object.fromEntries(Object.keys(paths).map((k) => [k, {}]));
     for (let r = 0; r < ROUNDS; r++) {
         for (const [name, url] of Object.entries(paths)) {
             const c0 = Object.fromEntries(Object.entries(procs).map(([p, pids]) => [p, cpuOf(pids)]));
@@ -259,12 +265,13 @@ async function benchThroughput(st, net, wsfy) {
             const wall = Number(process.hrtime.bigint() - t0) / 1e9;
             for (const [p, pids] of Object.entries(procs)) {
                 (cpu[name][p] ||= []).push((cpuOf(pids) - c0[p]) / wall);
+                (perMb[name][p] ||= []).push(((cpuOf(pids) - c0[p]) * 1000) / (BYTES / 1e6));
             }
             results[name].push(mbs);
             console.error(`  round ${r + 1}/${ROUNDS} ${name}: ${fmt(mbs, 0)} MB/s`);
         }
     }
-    return { results, cpu, procs: Object.keys(procs) };
+    return { results, cpu, perMb, procs: Object.keys(procs) };
 }
 
 // --- 2. round trips -----------------------------------------------------------------------
@@ -320,11 +327,15 @@ async function main() {
     if (!wsfy) console.log('websockify is not installed (scripts/deps.sh): its row is left out');
     try {
         console.log(`\n## 1. bulk throughput, ${BYTES} bytes per transfer, ${ROUNDS} rounds per path (interleaved)`);
-        const { results: tp, cpu, procs } = await benchThroughput(st, net, wsfy);
+        const { results: tp, cpu, perMb, procs } = await benchThroughput(st, net, wsfy);
         const rows = Object.entries(tp).map(([k, v]) => [k, fmt(median(v), 0), fmt(Math.max(...v), 0), fmt(Math.min(...v), 0)]);
         printTable(['path', 'median MB/s', 'best MB/s', 'worst MB/s'], rows);
         console.log('\nCPU during the transfers (cores, median over rounds):');
         printTable(['path', ...procs], Object.entries(cpu).map(([k, v]) => [k, ...procs.map((p) => fmt(median(v[p]), 2))]));
+        console.log('\nCPU ms per MB moved (median over rounds):');
+        printTable(['path', ...procs], Object.entries(perMb).map(([k, v]) => [k, ...procs.map((p) => fmt(median(v[p]), 2))]));
+        const rm = perMb['alpha → hub → beta (relay)'];
+        console.log(`relay CPU ms/MB: hub ${fmt(median(rm.hub), 2)}  alpha ${fmt(median(rm.alpha), 2)}  beta ${fmt(median(rm.beta), 2)}`);
         const relay = median(tp['alpha → hub → beta (relay)']);
         const netMbs = median(tp['node TCP server (direct loopback)']);
         const beta = median(tp['beta /v1/diag/bytes (direct)']);

@@ -13,7 +13,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import net from 'node:net';
-import { startStack, manifestsDir, envManifest, waitPool } from '../integration/lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, waitPool, readSandboxState } from '../integration/lib/sandboxes.mjs';
 import { run, spawnProc, waitFor, metricValue } from '../integration/lib/harness.mjs';
 
 const tag = `${process.pid % 100000}`;
@@ -206,13 +206,13 @@ function sandboxPid(id) {
     const root = `${alpha.stateDir}/sandboxes`;
     for (const d of fs.readdirSync(root)) {
         try {
-            const st = JSON.parse(fs.readFileSync(`${root}/${d}/state.json`, 'utf8'));
+            const st = readSandboxState(`${root}/${d}`);
             if (st.info && st.info.id === id) return st.pid;
         } catch {
             /* mid-write */
         }
     }
-    throw new Error(`no state.json under ${root} names ${id}`);
+    throw new Error(`no state record under ${root} names ${id}`);
 }
 
 test('the routing trick: 127.0.0.1 routed out of the sandbox never reaches the host', async () => {

@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { startStack, manifestsDir, envManifest, waitPool, native } from '../integration/lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, waitPool, native, readSandboxState } from '../integration/lib/sandboxes.mjs';
 import { waitFor, metricsOf } from '../integration/lib/harness.mjs';
 
 const UID_BASE = 100000; // the agent's default --uid-base
@@ -141,7 +141,7 @@ test('host uids: every sandbox its own slice, so files of two sandboxes never sh
     assert.equal(ub, baseB + 1000);
     assert.ok(Math.abs(baseA - baseB) >= UID_SLICE, 'the slices do not overlap');
     // the slice is recorded for a restarted agent
-    const st = JSON.parse(fs.readFileSync(path.join(da, 'state.json'), 'utf8'));
+    const st = readSandboxState(da);
     assert.equal(st.uid_base, baseA);
     await a.kill();
     await b.kill();
@@ -425,7 +425,7 @@ test('filesystem: writing past ephemeral-storage is ENOSPC inside and fills noth
 
 // The host cgroup paths of a sandbox (by its directory): {memory, pids, cpu}.
 function cgroupsOf(dir) {
-    const st = JSON.parse(fs.readFileSync(path.join(dir, 'state.json'), 'utf8'));
+    const st = readSandboxState(dir);
     const out = {};
     for (const l of fs.readFileSync(`/proc/${st.pid}/cgroup`, 'utf8').trim().split('\n')) {
         const [, ctrls, p] = l.split(':');
@@ -620,9 +620,9 @@ test('envd tokens: random per sandbox, held in a 0600 state file, another tenant
     assert.match(a.envdAccessToken, /^[0-9a-f]{64}$/);
     assert.notEqual(a.envdAccessToken, b.envdAccessToken);
     const dirB = hostSandboxDir('b-secret');
-    const st = fs.statSync(path.join(dirB, 'state.json'));
-    assert.equal(st.mode & 0o777, 0o600, 'state.json is the agent\'s only');
-    assert.equal(JSON.parse(fs.readFileSync(path.join(dirB, 'state.json'), 'utf8')).token, b.envdAccessToken);
+    const st = fs.statSync(path.join(dirB, 'state.rec'));
+    assert.equal(st.mode & 0o777, 0o600, 'the state record is the agent\'s only');
+    assert.equal(readSandboxState(dirB).token, b.envdAccessToken);
     // a's token does not open b's envd through the data plane
     const body = JSON.stringify({ process: { cmd: '/bin/cat', args: ['/home/user/b-secret'] } });
     for (const token of [a.envdAccessToken, '', 'x'.repeat(64)]) {

@@ -9,16 +9,14 @@
 // what the kube runtime is tested against.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import fs from 'node:fs';
+import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { startKubeApi } from '../integration/lib/kubeapi.mjs';
-import { repoRoot, tempDir, waitFor } from '../integration/lib/harness.mjs';
-import { startStack, envdBin } from '../integration/lib/sandboxes.mjs';
-
-const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
-const IDLE = 'ghcr.io/scitix/agent-sandbox-idle:0.0.10';
-const RUN = 'ghcr.io/scitix/agent-sandbox-envd:0.9.0-2';
+import { repoRoot, waitFor } from '../integration/lib/harness.mjs';
+import { startStack } from '../integration/lib/sandboxes.mjs';
+import {
+    KUBECTL, IDLE_IMAGE as IDLE, RUN_IMAGE as RUN, startKubeApiWith, kubeAgentArgs, podsOf, getPool as poolOf, live,
+    podReady as ready, podPhase as phaseOf,
+} from '../integration/lib/kubestack.mjs';
 
 // The seed's e2b-basic samples (crds-and-charts.md §2.4, §4.2) for cluster alpha.
 const SAMPLES = `apiVersion: agents.navix.sh/v1alpha1
@@ -63,27 +61,10 @@ spec:
       spec: {replicas: 2, defaultStartupTimeout: 20s}
 `;
 
-let api, stack, alpha, dir, kc, watcher, watchOut = '', E2B;
+let api, stack, alpha, dir, kc, kubectl, watcher, watchOut = '', E2B;
 
-function kubectl(args, { input } = {}) {
-    return new Promise((resolve) => {
-        const child = execFile(KUBECTL, ['--kubeconfig', kc, ...args], { timeout: 60000, env: { ...process.env, HOME: dir } },
-            (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }));
-        if (input !== undefined) child.stdin.end(input);
-    });
-}
-
-async function listPods(pool) {
-    const r = await fetch(`${api.url}/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent(`agentbox.navix.sh/sandbox-pool=${pool}`)}`);
-    return (await r.json()).items;
-}
-async function getPool(name) {
-    const r = await fetch(`${api.url}/apis/agents.navix.sh/v1alpha1/namespaces/default/sandboxpools/${name}`);
-    return r.status === 200 ? r.json() : null;
-}
-const live = (ps) => ps.filter((p) => !p.metadata.deletionTimestamp);
-const phaseOf = (p) => p.metadata.labels?.['agentbox.navix.sh/sandbox-phase'];
-const ready = (p) => (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+const listPods = (pool) => podsOf(api, pool);
+const getPool = (name) => poolOf(api, name);
 const logs = () => `\nagent log:\n${alpha.proc.logs().split('\n').slice(-30).join('\n')}`;
 
 async function waitWarm(pool, n, what, timeoutMs = 30000) {
@@ -105,23 +86,16 @@ async function waitWarm(pool, n, what, timeoutMs = 30000) {
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the stack needs root');
-    assert.ok(fs.existsSync(KUBECTL), `kubectl is needed (${KUBECTL}; scripts/deps.sh installs kubernetes-client)`);
     // kubectl (client-go) sends no bearer token over plain http: no auth here
-    api = await startKubeApi({ kubelet: { envd: envdBin(), pullDelayMs: 0 }, bookmarkMs: 500 });
-    dir = tempDir('agentbox-kube-e2e-');
-    kc = api.kubeconfig(dir);
+    let apply;
+    ({ api, dir, kc, kubectl, apply } = await startKubeApiWith({ prefix: 'agentbox-kube-e2e-' }));
     // kubectl get -w while the agent reconciles (started before anything exists)
     watcher = spawn(KUBECTL, ['--kubeconfig', kc, 'get', 'sandboxpools', '-w', '-o', 'custom-columns=NAME:.metadata.name,IDLE:.status.idleReplicas'], { env: { ...process.env, HOME: dir } });
     watcher.stdout.on('data', (d) => { watchOut += d; });
     watcher.stderr.on('data', (d) => { watchOut += d; });
-    const qs = path.join(repoRoot(), 'scripts', 'quickstart-manifests');
-    let r = await kubectl(['apply', '-f', qs]);
-    assert.equal(r.code, 0, r.stderr);
-    fs.writeFileSync(path.join(dir, 'samples.yaml'), SAMPLES);
-    r = await kubectl(['apply', '-f', path.join(dir, 'samples.yaml')]);
-    assert.equal(r.code, 0, r.stderr);
-    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', kc, '--namespace', 'default',
-        '--registry-rewrite', 'other.example=other-mirror.alpha.example'] });
+    await apply(path.join(repoRoot(), 'scripts', 'quickstart-manifests'));
+    await apply(SAMPLES, 'samples.yaml');
+    stack = await startStack({ clusters: ['alpha'], agentArgs: kubeAgentArgs(kc, '--registry-rewrite', 'other.example=other-mirror.alpha.example') });
     alpha = stack.agents.alpha;
     process.env.E2B_API_URL = alpha.e2b;
     process.env.E2B_SANDBOX_URL = alpha.data;

@@ -13,17 +13,12 @@
 // and drops its tunnel within the renew deadline, the other takes over.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import fs from 'node:fs';
-import http from 'node:http';
-import path from 'node:path';
-import { startKubeApi } from '../integration/lib/kubeapi.mjs';
-import { tempDir, waitFor, waitClusterOnline } from '../integration/lib/harness.mjs';
-import { startStack, envdBin } from '../integration/lib/sandboxes.mjs';
+import { waitFor, waitClusterOnline } from '../integration/lib/harness.mjs';
+import { startStack } from '../integration/lib/sandboxes.mjs';
+import {
+    IDLE_IMAGE as IDLE, RUN_IMAGE as RUN, startKubeApiWith, startKubeProxy, kubeAgentArgs, podsOf, live, podReady as ready,
+} from '../integration/lib/kubestack.mjs';
 
-const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
-const IDLE = 'ghcr.io/scitix/agent-sandbox-idle:0.0.10';
-const RUN = 'ghcr.io/scitix/agent-sandbox-envd:0.9.0-2';
 const POOL = 'adopt-1c2gi';
 const LEASE = 'agentbox-agent';
 const LEASE_MS = 3000;
@@ -74,11 +69,7 @@ let api, stack, dir, E2B;
 const agents = []; // every agent started here, stopped in after()
 const proxies = [];
 
-async function listPods() {
-    const r = await fetch(`${api.url}/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent(`agentbox.navix.sh/sandbox-pool=${POOL}`)}`);
-    return (await r.json()).items.filter((p) => !p.metadata.deletionTimestamp);
-}
-const ready = (p) => (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+const listPods = async () => live(await podsOf(api, POOL));
 const podOf = async (id) => (await listPods()).filter((p) => p.metadata.labels?.[SBX_LABEL] === id);
 const holder = () => api.peek('leases', 'default', LEASE)?.spec?.holderIdentity ?? null;
 
@@ -95,41 +86,17 @@ function useAgent(a) {
     process.env.E2B_SANDBOX_URL = a.data;
 }
 
-// A pass-through to the API server for one agent that can refuse its Lease
-// requests (p.refuseLease = true: 500 to every GET/PUT/POST of a Lease) and
-// logs the rest.
+// Each agent reaches the API server through a proxy of its own that can
+// refuse its Lease requests (p.refuseLease).
 async function startProxy(name) {
-    const target = new URL(api.url);
-    const p = { name, log: [], refuseLease: false };
-    p.server = http.createServer((req, res) => {
-        const u = new URL(req.url, 'http://x');
-        const lease = u.pathname.includes('/leases');
-        if (lease && p.refuseLease) {
-            res.writeHead(500, { 'Content-Type': 'application/json' });
-            return void res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'injected', reason: 'InternalError', code: 500 }));
-        }
-        p.log.push({ t: Date.now(), method: req.method, path: u.pathname, lease });
-        const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
-            res.writeHead(ur.statusCode, ur.headers);
-            ur.pipe(res);
-        });
-        up.on('error', () => res.destroy());
-        res.on('close', () => up.destroy());
-        req.pipe(up);
-    });
-    await new Promise((resolve) => p.server.listen(0, '127.0.0.1', resolve));
-    const d = path.join(dir, name);
-    fs.mkdirSync(d);
-    const kc = api.kubeconfig(d);
-    fs.writeFileSync(kc, fs.readFileSync(kc, 'utf8').split(api.url).join(`http://127.0.0.1:${p.server.address().port}`));
-    p.kc = kc;
+    const p = await startKubeProxy(api, dir, name);
     proxies.push(p);
     return p;
 }
 
 async function launch(name) {
     const p = await startProxy(name);
-    const a = await stack.launch('alpha', { args: ['--runtime', 'kube', '--kubeconfig', p.kc, '--namespace', 'default', ...LEASE_ARGS] });
+    const a = await stack.launch('alpha', { args: kubeAgentArgs(p.kc, ...LEASE_ARGS) });
     a.p = p;
     agents.push(a);
     return a;
@@ -139,14 +106,9 @@ const logs = (a) => `\n${a.proc.name} log:\n${a.proc.logs().split('\n').slice(-3
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the stack needs root');
-    assert.ok(fs.existsSync(KUBECTL), `kubectl is needed (${KUBECTL})`);
-    api = await startKubeApi({ kubelet: { envd: envdBin(), pullDelayMs: 0 }, bookmarkMs: 500 });
-    dir = tempDir('agentbox-kube-adopt-');
-    const kc = api.kubeconfig(dir);
-    fs.writeFileSync(path.join(dir, 'samples.yaml'), SAMPLES);
-    const r = await new Promise((resolve) => execFile(KUBECTL, ['--kubeconfig', kc, 'apply', '-f', path.join(dir, 'samples.yaml')],
-        { timeout: 60000, env: { ...process.env, HOME: dir } }, (err, stdout, stderr) => resolve({ err, stderr })));
-    assert.ifError(r.err, r.stderr);
+    let apply;
+    ({ api, dir, apply } = await startKubeApiWith({ prefix: 'agentbox-kube-adopt-' }));
+    await apply(SAMPLES, 'samples.yaml');
     stack = await startStack({ clusters: [] });
     process.env.E2B_API_KEY = stack.key;
     E2B = await import('e2b');

@@ -10,16 +10,11 @@
 // leader dials the hub (each agent gets a stand-in hub that counts dials).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import fs from 'node:fs';
-import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
-import { startKubeApi } from '../integration/lib/kubeapi.mjs';
-import { repoRoot, startAgent, tempDir, waitFor } from '../integration/lib/harness.mjs';
-import { envdBin } from '../integration/lib/sandboxes.mjs';
+import { repoRoot, startAgent, waitFor } from '../integration/lib/harness.mjs';
+import { startKubeApiWith, startKubeProxy, kubeAgentArgs, podsOf, live, podReady as ready, podPhase } from '../integration/lib/kubestack.mjs';
 
-const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
 const LEASE = 'e2e-agents';
 const POOL = 'demo-1c0gi'; // the quickstart Env's member for cluster alpha: 2 replicas
 const LEASE_MS = 3000;
@@ -30,28 +25,9 @@ let api, dir;
 const proxies = [];
 const hubs = [];
 
-// A logging pass-through to the API server (watches stream through it).
+// A logging pass-through to the API server per agent.
 async function startProxy(name) {
-    const log = [];
-    const target = new URL(api.url);
-    const server = http.createServer((req, res) => {
-        const u = new URL(req.url, 'http://x');
-        log.push({ method: req.method, path: u.pathname, watch: u.searchParams.get('watch') === 'true' || u.searchParams.get('watch') === '1' });
-        const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
-            res.writeHead(ur.statusCode, ur.headers);
-            ur.pipe(res);
-        });
-        up.on('error', () => res.destroy());
-        res.on('close', () => up.destroy());
-        req.pipe(up);
-    });
-    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${server.address().port}`;
-    const d = path.join(dir, name);
-    fs.mkdirSync(d);
-    const kc = api.kubeconfig(d);
-    fs.writeFileSync(kc, fs.readFileSync(kc, 'utf8').split(api.url).join(url));
-    const p = { name, log, server, kc };
+    const p = await startKubeProxy(api, dir, name);
     proxies.push(p);
     return p;
 }
@@ -81,19 +57,14 @@ async function startContender(name) {
     const hub = await startHubStub();
     const agent = await startAgent('alpha', {
         hubUrl: `ws://127.0.0.1:${hub.server.address().port}`, token: `abxc_${'0'.repeat(64)}`,
-        args: ['--runtime', 'kube', '--kubeconfig', p.kc, '--namespace', 'default', ...LEASE_ARGS],
+        args: kubeAgentArgs(p.kc, ...LEASE_ARGS),
         env: { POD_NAME: name, AGENTBOX_LEASE_NAME: LEASE },
     });
     return { name, agent, p, hub };
 }
 
-async function listPods() {
-    const r = await fetch(`${api.url}/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent(`agentbox.navix.sh/sandbox-pool=${POOL}`)}`);
-    return (await r.json()).items;
-}
-const live = (ps) => ps.filter((p) => !p.metadata.deletionTimestamp);
-const ready = (p) => (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
-const idle = (p) => p.metadata.labels?.['agentbox.navix.sh/sandbox-phase'] === 'idle';
+const listPods = () => podsOf(api, POOL);
+const idle = (p) => podPhase(p) === 'idle';
 
 async function waitWarm(what, { not = new Set(), timeoutMs = 30000 } = {}) {
     return waitFor(async () => {
@@ -113,13 +84,9 @@ async function deletePod(name) {
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the simulated kubelet needs root');
-    assert.ok(fs.existsSync(KUBECTL), `kubectl is needed (${KUBECTL})`);
-    api = await startKubeApi({ kubelet: { envd: envdBin(), pullDelayMs: 0 }, bookmarkMs: 500 });
-    dir = tempDir('agentbox-kube-leader-');
-    const kc = api.kubeconfig(dir);
-    const r = await new Promise((resolve) => execFile(KUBECTL, ['--kubeconfig', kc, 'apply', '-f', path.join(repoRoot(), 'scripts', 'quickstart-manifests')],
-        { timeout: 60000, env: { ...process.env, HOME: dir } }, (err, stdout, stderr) => resolve({ err, stderr })));
-    assert.ifError(r.err, r.stderr);
+    let apply;
+    ({ api, dir, apply } = await startKubeApiWith({ prefix: 'agentbox-kube-leader-' }));
+    await apply(path.join(repoRoot(), 'scripts', 'quickstart-manifests'));
 });
 
 after(async () => {

@@ -9,9 +9,10 @@
 // SandboxTemplate CRDs, and DELETE.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startKubeApi } from '../integration/lib/kubeapi.mjs';
-import { adminKey, tempDir, waitFor } from '../integration/lib/harness.mjs';
-import { startStack, envdBin } from '../integration/lib/sandboxes.mjs';
+import { adminKey, waitFor } from '../integration/lib/harness.mjs';
+import { startStack } from '../integration/lib/sandboxes.mjs';
+import { startKubeApiWith, kubeAgentArgs, podsOf as podsAt, live } from '../integration/lib/kubestack.mjs';
+import { requestJson } from '../integration/lib/scaffold.mjs';
 
 const TEMPLATE = {
     apiVersion: 'agents.navix.sh/v1alpha1', kind: 'SandboxTemplate', metadata: { name: 'envd' },
@@ -31,34 +32,17 @@ async function k(method, p, body, type = 'application/json') {
 const getEnv = async (name) => k('GET', `${CR}/namespaces/default/sandboxenvs/${name}`);
 const getSecret = async (name) => k('GET', `/api/v1/namespaces/default/secrets/${name}`);
 
-async function direct(method, p, body, key = stack.key) {
-    const res = await fetch(`${alpha.native}${p}`, {
-        method,
-        headers: { 'AGENTBOX-API-KEY': key, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json;
-    try {
-        json = JSON.parse(text);
-    } catch {
-        json = undefined;
-    }
-    return { status: res.status, json, text };
-}
+const direct = (method, p, body, key = stack.key) => requestJson(`${alpha.native}${p}`, { method, headers: { 'AGENTBOX-API-KEY': key }, body });
 
-async function podsOf(pool) {
-    const r = await k('GET', `/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent(`agentbox.navix.sh/sandbox-pool=${pool}`)}`);
-    return r.json.items.filter((p) => !p.metadata.deletionTimestamp);
-}
+const podsOf = async (pool) => live(await podsAt(api, pool));
 const logs = () => `\nagent log:\n${alpha.proc.logs().split('\n').slice(-30).join('\n')}`;
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the stack needs root');
-    api = await startKubeApi({ kubelet: { envd: envdBin(), pullDelayMs: 0 }, bookmarkMs: 500 });
-    const kc = api.kubeconfig(tempDir('agentbox-kube-native-'));
+    let kc;
+    ({ api, kc } = await startKubeApiWith({ prefix: 'agentbox-kube-native-', kubectl: false }));
     assert.equal((await k('POST', `${CR}/sandboxtemplates`, TEMPLATE)).status, 201);
-    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', kc, '--namespace', 'default', '--no-leader-election'] });
+    stack = await startStack({ clusters: ['alpha'], agentArgs: kubeAgentArgs(kc, '--no-leader-election') });
     alpha = stack.agents.alpha;
     admin = await adminKey(stack.hub.base);
     await waitFor(async () => (await direct('GET', '/v1/sandbox-templates')).json?.total === 1, { what: 'the template through the reflector' });

@@ -11,16 +11,14 @@
 // leaves its children).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { startKubeApi } from '../integration/lib/kubeapi.mjs';
-import { tempDir, waitFor } from '../integration/lib/harness.mjs';
-import { startStack, envdBin } from '../integration/lib/sandboxes.mjs';
+import { waitFor } from '../integration/lib/harness.mjs';
+import { startStack } from '../integration/lib/sandboxes.mjs';
+import {
+    IDLE_IMAGE as IDLE, RUN_IMAGE as RUN, startKubeApiWith, kubeAgentArgs, podsOf, live, podReady as ready,
+} from '../integration/lib/kubestack.mjs';
 
-const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
-const IDLE = 'ghcr.io/scitix/agent-sandbox-idle:0.0.10';
-const RUN = 'ghcr.io/scitix/agent-sandbox-envd:0.9.0-2';
 // below the ephemeral range (32768-60999), where the kubelet's envds listen on 127.0.0.1
 const base = 20000 + Math.floor(Math.random() * 8000);
 const PORT_OK = base, PORT_BAD = base + 1, PORT_LATE = base + 2, PORT_WARM = base + 3;
@@ -85,11 +83,7 @@ const MANIFESTS = () => [
     readinessProbe: {tcpSocket: {port: ${PORT_WARM + 1}}}`, '20s', RUN),
 ].join('').split('DIR').join(dir);
 
-async function listPods(pool) {
-    const r = await fetch(`${api.url}/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent(`agentbox.navix.sh/sandbox-pool=${pool}`)}`);
-    return (await r.json()).items.filter((p) => !p.metadata.deletionTimestamp);
-}
-const ready = (p) => (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+const listPods = async (pool) => live(await podsOf(api, pool));
 const waitIdle = (pool) => waitFor(async () => (await listPods(pool)).some((p) => p.metadata.labels?.['agentbox.navix.sh/sandbox-phase'] === 'idle' && ready(p)),
     { timeoutMs: 30000, what: `an idle Ready Pod in ${pool}` });
 const logs = () => `\nagent log:\n${stack.agents.alpha.proc.logs().split('\n').slice(-20).join('\n')}`;
@@ -114,15 +108,10 @@ function killFrom(name) {
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the stack needs root');
-    assert.ok(fs.existsSync(KUBECTL), `kubectl is needed (${KUBECTL})`);
-    api = await startKubeApi({ kubelet: { envd: envdBin(), pullDelayMs: 0 }, bookmarkMs: 500 });
-    dir = tempDir('agentbox-kube-start-');
-    const kc = api.kubeconfig(dir);
-    fs.writeFileSync(path.join(dir, 'start.yaml'), MANIFESTS());
-    const r = await new Promise((resolve) => execFile(KUBECTL, ['--kubeconfig', kc, 'apply', '-f', path.join(dir, 'start.yaml')],
-        { timeout: 60000, env: { ...process.env, HOME: dir } }, (err, stdout, stderr) => resolve({ err, stderr })));
-    assert.ifError(r.err, r.stderr);
-    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', kc, '--namespace', 'default', '--no-leader-election'] });
+    let kc, apply;
+    ({ api, dir, kc, apply } = await startKubeApiWith({ prefix: 'agentbox-kube-start-' }));
+    await apply(MANIFESTS(), 'start.yaml');
+    stack = await startStack({ clusters: ['alpha'], agentArgs: kubeAgentArgs(kc, '--no-leader-election') });
     process.env.E2B_API_URL = stack.agents.alpha.e2b;
     process.env.E2B_SANDBOX_URL = stack.agents.alpha.data;
     process.env.E2B_API_KEY = stack.key;

@@ -4,7 +4,9 @@
  * Input: the whole buffer goes to the decoder and the parsers. For the
  * session, byte 0 picks the role, whether the handshake is done for it and
  * small limits; the rest is a list of [u16 BE length][message] records, each
- * one tun_session_input() call. Between records the session's output is
+ * one tun_session_input() call (with mode bit 128, one message streamed
+ * through tun_session_input_begin/more in pieces of a size the record's
+ * length picks, as the raw-socket framing feeds it). Between records the session's output is
  * drained and every frame it produces must decode; the glue's behaviour is
  * played by callbacks that respond, write, end, reset and consume. */
 #include <stddef.h>
@@ -84,6 +86,20 @@ static void cb_end(struct tun_stream *st, void *arg)
 static void cb_drain(struct tun_stream *st, void *arg)
 {
     tun_stream_write(st, "more", 4);
+}
+
+/* One message, whole or streamed in pieces. */
+static int input(struct tun_session *s, const uint8_t *m, size_t len, bool streamed)
+{
+    if (!streamed)
+        return tun_session_input(s, m, len);
+    size_t piece = 1 + len % 97;
+    int rc = tun_session_input_begin(s, len);
+    if (rc == 0 && len == 0)
+        rc = tun_session_input_more(s, m, 0);
+    for (size_t o = 0; rc == 0 && o < len; o += piece)
+        rc = tun_session_input_more(s, m + o, AB_MIN(piece, len - o));
+    return rc;
 }
 
 static const struct tun_callbacks callbacks = {
@@ -167,7 +183,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pos += 2;
         if (len > size - pos)
             len = size - pos;
-        if (tun_session_input(s, data + pos, len) != 0)
+        if (input(s, data + pos, len, (mode & 128) != 0) != 0)
             break;
         pos += len;
         if (mode & 8)

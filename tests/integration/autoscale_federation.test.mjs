@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { waitFor, metricValue, assertSanitizerClean } from './lib/harness.mjs';
 import { startStack, manifestsDir, native, waitPool } from './lib/sandboxes.mjs';
+import { requestJson } from './lib/scaffold.mjs';
 
 const member = (env, c, replicas, max) => `  - clusterID: ${c}
     members:
@@ -39,21 +40,7 @@ let alpha;
 let beta;
 let manifests;
 
-const e2b = async (base, method, p, body) => {
-    const res = await fetch(base + p, {
-        method,
-        headers: { 'X-API-Key': stack.key, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-        body: body ? JSON.stringify(body) : undefined,
-    });
-    const text = await res.text();
-    let json;
-    try {
-        json = JSON.parse(text);
-    } catch {
-        json = undefined;
-    }
-    return { status: res.status, json, text };
-};
+const e2b = (base, method, p, body) => requestJson(base + p, { method, headers: { 'X-API-Key': stack.key }, body });
 const create = (base, templateID) => e2b(base, 'POST', '/sandboxes', { templateID, timeout: 300 });
 const route = async (env) => (await native(alpha, stack.key, 'GET', `/v1/federation/route?env=${env}`)).json;
 const events = async (agent, env) =>

@@ -9,16 +9,10 @@
 // Needs root (the stack's agent runs as root).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
-import { startKubeApi } from './lib/kubeapi.mjs';
-import { tempDir, waitFor, assertSanitizerClean } from './lib/harness.mjs';
-import { startStack, envdBin, native } from './lib/sandboxes.mjs';
-
-const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
-const IDLE = 'ghcr.io/scitix/agent-sandbox-idle:0.0.10';
-const RUN = 'ghcr.io/scitix/agent-sandbox-envd:0.9.0-2';
+import { waitFor, assertSanitizerClean } from './lib/harness.mjs';
+import { startStack, native } from './lib/sandboxes.mjs';
+import { IDLE_IMAGE as IDLE, RUN_IMAGE as RUN, startKubeApiWith, kubeAgentArgs, getPool as poolOf } from './lib/kubestack.mjs';
 
 const env = (name, replicas, down) => `---
 apiVersion: agents.navix.sh/v1alpha1
@@ -62,17 +56,7 @@ let stack;
 let alpha;
 let dir;
 
-function kubectl(kc, args, input) {
-    return new Promise((resolve) => {
-        const child = execFile(KUBECTL, ['--kubeconfig', kc, ...args], { timeout: 60000, env: { ...process.env, HOME: dir } },
-            (err, stdout, stderr) => resolve({ code: err ? -1 : 0, stdout, stderr }));
-        if (input !== undefined) child.stdin.end(input);
-    });
-}
-const getPool = async (name) => {
-    const r = await fetch(`${api.url}/apis/agents.navix.sh/v1alpha1/namespaces/default/sandboxpools/${name}`);
-    return r.status === 200 ? r.json() : null;
-};
+const getPool = (name) => poolOf(api, name);
 const kubeEvents = async (pool) => {
     const r = await fetch(`${api.url}/api/v1/namespaces/default/events`);
     return (await r.json()).items.filter((e) => e.involvedObject?.kind === 'SandboxPool' && e.involvedObject?.name === pool);
@@ -81,14 +65,10 @@ const logs = () => `\nagent log:\n${alpha.proc.logs().split('\n').slice(-40).joi
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the stack needs root');
-    assert.ok(fs.existsSync(KUBECTL), `kubectl is needed (${KUBECTL})`);
-    api = await startKubeApi({ kubelet: { envd: envdBin(), pullDelayMs: 0 }, bookmarkMs: 500 });
-    dir = tempDir('agentbox-kube-as-');
-    const kc = api.kubeconfig(dir);
-    fs.writeFileSync(path.join(dir, 'm.yaml'), MANIFESTS);
-    const r = await kubectl(kc, ['apply', '-f', path.join(dir, 'm.yaml')]);
-    assert.equal(r.code, 0, r.stderr);
-    stack = await startStack({ clusters: ['alpha'], agentArgs: ['--runtime', 'kube', '--kubeconfig', kc, '--namespace', 'default'] });
+    let kc, apply;
+    ({ api, dir, kc, apply } = await startKubeApiWith({ prefix: 'agentbox-kube-as-' }));
+    await apply(MANIFESTS, 'm.yaml');
+    stack = await startStack({ clusters: ['alpha'], agentArgs: kubeAgentArgs(kc) });
     alpha = stack.agents.alpha;
 });
 

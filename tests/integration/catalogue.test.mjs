@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { adminKey, waitFor } from './lib/harness.mjs';
 import { startStack, manifestsDir, native, waitPool } from './lib/sandboxes.mjs';
+import { requestJson } from './lib/scaffold.mjs';
 
 let stack;
 let manifests;
@@ -38,21 +39,7 @@ after(async () => {
     for (const d of Object.values(dirs)) fs.rmSync(d, { recursive: true, force: true });
 });
 
-async function hub(key, method, p, body) {
-    const res = await fetch(`${stack.hub.base}${p}`, {
-        method,
-        headers: { Authorization: `Bearer ${key}`, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json;
-    try {
-        json = JSON.parse(text);
-    } catch {
-        json = undefined;
-    }
-    return { status: res.status, json, text };
-}
+const hub = (key, method, p, body) => requestJson(`${stack.hub.base}${p}`, { method, headers: { Authorization: `Bearer ${key}` }, body });
 
 function tpl(name, extra = {}) {
     return {

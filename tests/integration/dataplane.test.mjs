@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { startAgent } from './lib/harness.mjs';
-import { startStack, manifestsDir, envManifest, native, claim, waitPool, envdBin, reapSandboxes } from './lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, native, claim, waitPool, envdBin, reapSandboxes, readSandboxState } from './lib/sandboxes.mjs';
 
 let stack;
 let alpha;
@@ -112,7 +112,7 @@ test('502 bodies: not found, not healthy, closed port stay distinct', async () =
     for (const d of dirs) {
         let st;
         try {
-            st = JSON.parse(fs.readFileSync(path.join(alpha.stateDir, 'sandboxes', d, 'state.json'), 'utf8'));
+            st = readSandboxState(path.join(alpha.stateDir, 'sandboxes', d));
         } catch {
             continue; /* a sandbox still being created */
         }

@@ -8,10 +8,11 @@
 // address and private addresses refused and their listeners untouched,
 // allowOut making everything else a deny, the per-sandbox connection limit.
 // Nothing leaves this machine. Needs root.
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { run, spawnProc, waitFor, buildDir } from './lib/harness.mjs';
+import { cleanupsAfter, sh } from './lib/scaffold.mjs';
 
 const netnsDriver = path.join(buildDir(), 'test_agent_egress_netns');
 const gwDriver = path.join(buildDir(), 'test_agent_egress_gateway');
@@ -27,22 +28,7 @@ const cfg = [EG, RANGE, String(TCP), String(DNS)];
 const PUBLIC = '198.51.100.2';
 const HOST = '198.51.100.1';
 
-const cleanups = [];
-after(async () => {
-    for (const fn of cleanups.reverse()) {
-        try {
-            await fn();
-        } catch {
-            /* keep cleaning */
-        }
-    }
-});
-
-async function sh(cmd, args) {
-    const r = await run(cmd, args);
-    assert.equal(r.code, 0, `${cmd} ${args.join(' ')}: ${r.stderr}`);
-    return r.stdout;
-}
+const cleanups = cleanupsAfter();
 
 async function inSandbox(script) {
     const r = await run('ip', ['netns', 'exec', SB, process.execPath, '-e', script], { timeoutMs: 60000 });

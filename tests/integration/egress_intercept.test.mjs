@@ -18,11 +18,12 @@
 // nothing; egressProxy tunnels through SOCKS5 with the login, and a proxy that
 // is not SOCKS5, refuses the login, or is not there fails closed with its
 // reason. Nothing leaves this machine. Needs root.
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { run, spawnProc, waitFor, buildDir, tempDir, removeTempDir } from './lib/harness.mjs';
+import { cleanupsAfter } from './lib/scaffold.mjs';
 
 const netnsDriver = path.join(buildDir(), 'test_agent_egress_netns');
 const driver = path.join(buildDir(), 'test_agent_egress_intercept');
@@ -43,16 +44,7 @@ const HOST = '203.0.113.201';
 const SECRET = `sk-live-${tag}-9f8e7d6c5b4a39281706`;
 const DECOY = 'sk-decoy-not-the-secret';
 
-const cleanups = [];
-after(async () => {
-    for (const fn of cleanups.reverse()) {
-        try {
-            await fn();
-        } catch {
-            /* keep cleaning */
-        }
-    }
-});
+const cleanups = cleanupsAfter();
 
 async function sh(cmd, args, opts) {
     const r = await run(cmd, args, opts);

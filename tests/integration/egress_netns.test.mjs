@@ -6,11 +6,12 @@
 // no rule; everything is gone afterwards. Every address is inside the test's
 // namespaces (198.51.100.0/24 is TEST-NET-2 and the egress netns has no route
 // anywhere), so nothing leaves this machine. Needs root.
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { run, spawnProc, waitFor, buildDir } from './lib/harness.mjs';
+import { cleanupsAfter, sh } from './lib/scaffold.mjs';
 
 const driver = path.join(buildDir(), 'test_agent_egress_netns');
 const tag = `${process.pid % 100000}`;
@@ -23,22 +24,7 @@ const UDP = 9999;
 const SLOT = 3;
 const cfg = [EG, RANGE, String(TCP), String(DNS)];
 
-const cleanups = [];
-after(async () => {
-    for (const fn of cleanups.reverse()) {
-        try {
-            await fn();
-        } catch {
-            /* keep cleaning */
-        }
-    }
-});
-
-async function sh(cmd, args) {
-    const r = await run(cmd, args);
-    assert.equal(r.code, 0, `${cmd} ${args.join(' ')}: ${r.stderr}`);
-    return r.stdout;
-}
+const cleanups = cleanupsAfter();
 
 const inNs = (ns, cmd, args) => run('ip', ['netns', 'exec', ns, cmd, ...args]);
 

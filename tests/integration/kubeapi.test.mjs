@@ -9,14 +9,14 @@
 // kubectl tests run against a server without auth; auth is checked directly.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { tempDir, waitFor } from './lib/harness.mjs';
 import { startKubeApi } from './lib/kubeapi.mjs';
+import { KUBECTL, kubectlAt } from './lib/kubestack.mjs';
 
-const KUBECTL = process.env.AGENTBOX_KUBECTL || '/usr/bin/kubectl';
 const POOLS = '/apis/agents.navix.sh/v1alpha1/namespaces/default/sandboxpools';
 const PODS = '/api/v1/namespaces/default/pods';
 const LEASES = '/apis/coordination.k8s.io/v1/namespaces/default/leases';
@@ -326,13 +326,7 @@ test('bearer token required and rotatable; pagination with continue; fault injec
 
 // --- the real kubectl ------------------------------------------------------------------
 
-function kubectl(kc, args, { input } = {}) {
-    return new Promise((resolve) => {
-        const child = execFile(KUBECTL, ['--kubeconfig', kc, ...args], { timeout: 60000, env: { ...process.env, HOME: path.dirname(kc) } }, (err, stdout, stderr) =>
-            resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }));
-        if (input !== undefined) child.stdin.end(input);
-    });
-}
+const kubectl = (kc, args, opts) => kubectlAt(kc, path.dirname(kc))(args, opts);
 
 const SAMPLES = `apiVersion: agents.navix.sh/v1alpha1
 kind: SandboxTemplate

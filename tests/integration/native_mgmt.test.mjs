@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createKey, waitFor, assertSanitizerClean } from './lib/harness.mjs';
 import { startStack, manifestsDir, envManifest, waitPool, poolStatus } from './lib/sandboxes.mjs';
+import { requestJson } from './lib/scaffold.mjs';
 
 let stack;
 let alpha;
@@ -40,21 +41,7 @@ async function direct(key, method, p, body) {
 async function consoleCall(key, method, p, body) {
     return call(`${stack.hub.base}/api/clusters/alpha${p}`, { Authorization: `Bearer ${key}` }, method, body);
 }
-async function call(url, headers, method, body) {
-    const res = await fetch(url, {
-        method,
-        headers: { ...headers, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json;
-    try {
-        json = JSON.parse(text);
-    } catch {
-        json = undefined;
-    }
-    return { status: res.status, json, text };
-}
+const call = (url, headers, method, body) => requestJson(url, { method, headers, body });
 
 // The native error shape, never the E2B one.
 function nativeError(r, status, re, code) {

@@ -4,14 +4,14 @@
 // member → env → default "20%"), a claimed sandbox is left alone until it is
 // released, autoUpdate false replaces nothing until it is turned back on, and
 // scaling knobs are not identity. The pool status carries updateRevision and
-// updatedReplicas; each sandbox's state.json records the revision it was
+// updatedReplicas; each sandbox's state record records the revision it was
 // started at. Needs root (the local runtime).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { waitFor } from './lib/harness.mjs';
-import { startStack, manifestsDir, envManifest, native, claim } from './lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, native, claim, readSandboxState } from './lib/sandboxes.mjs';
 
 const POOL = 'roll-1c0gi';
 const REPLICAS = 5;
@@ -45,13 +45,13 @@ async function waitStatus(pred, what, timeoutMs = 30000) {
     }, { timeoutMs, intervalMs: 20, what });
 }
 
-// The revision every live sandbox of the pool was started at, from state.json.
+// The revision every live sandbox of the pool was started at, from its state record.
 function sandboxRevisions() {
     const root = path.join(alpha.stateDir, 'sandboxes');
     const out = {};
     for (const d of fs.readdirSync(root)) {
         try {
-            const st = JSON.parse(fs.readFileSync(path.join(root, d, 'state.json'), 'utf8'));
+            const st = readSandboxState(path.join(root, d));
             if (st.info && st.info.pool === POOL) out[d] = st.info;
         } catch {
             /* mid-spawn or being removed */

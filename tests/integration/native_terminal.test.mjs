@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { createKey, waitFor, assertSanitizerClean } from './lib/harness.mjs';
-import { startStack, manifestsDir, envManifest, native, claim, waitPool } from './lib/sandboxes.mjs';
+import { startStack, manifestsDir, envManifest, native, claim, waitPool, readSandboxState } from './lib/sandboxes.mjs';
 
 let stack;
 let alpha;
@@ -215,12 +215,12 @@ test('closing the WebSocket kills the shell; exec-token is the caller\'s own san
     assert.ok(gone.status === 404 || gone.status === 409, gone.text);
 });
 
-// The host directory of sandbox id (its state.json names it).
+// The host directory of sandbox id (its state record names it).
 function sandboxDir(id) {
     const root = path.join(alpha.stateDir, 'sandboxes');
     for (const d of fs.readdirSync(root)) {
         try {
-            const st = JSON.parse(fs.readFileSync(path.join(root, d, 'state.json'), 'utf8'));
+            const st = readSandboxState(path.join(root, d));
             if (st.info && st.info.id === id) return path.join(root, d);
         } catch {
             /* mid-spawn */

@@ -118,7 +118,7 @@ const FORBIDDEN = [
 const aboveRuntime = (f) =>
     (under(f, 'agent') && !under(f, 'agent/runtime') && !under(f, 'agent/envd')) ||
     under(f, 'hub') || under(f, 'dashboard-api');
-const RUNTIME_FILES = ['state.json', 'envd.log', 'envd.sock'];
+const RUNTIME_FILES = ['state.json', 'state.rec', 'envd.log', 'envd.sock'];
 
 export function structureProblems(tree = loadTree()) {
     const problems = [];

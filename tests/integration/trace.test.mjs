@@ -42,13 +42,17 @@ test('a forwarded call logs every stage in alpha, the hub and beta, in order', a
     assert.equal(res.status, 404, 'beta answers for its own id, through the hub');
     const [a, h, b] = await waitFor(() => {
         const x = [traces(alpha.proc).get('fwd-1'), traces(stack.hub.proc).get('fwd-1'), traces(beta.proc).get('fwd-1')];
-        return x[0] && x[0]['http.respond'] && x[1] && x[2] && x[2]['http.respond'] ? x : null;
+        return x[0] && x[0]['http.end'] && x[1] && x[2] && x[2]['http.end'] ? x : null;
     }, { timeoutMs: 10000, what: 'trace lines of fwd-1 in all three logs' });
     const order = [
         ['alpha http.dispatch', a['http.dispatch']], ['alpha forward.sent', a['forward.sent']],
         ['hub relay.open', h['relay.open']], ['hub relay.spliced', h['relay.spliced']],
         ['beta http.dispatch', b['http.dispatch']], ['beta http.respond', b['http.respond']],
+        ['beta http.end', b['http.end']],
+        // the answer passing the relay (the forward's answer path, issue 17)
+        ['hub relay.response', h['relay.response']], ['hub relay.end', h['relay.end']],
         ['alpha forward.answered', a['forward.answered']], ['alpha http.respond', a['http.respond']],
+        ['alpha http.end', a['http.end']],
     ];
     for (const [what, t] of order) assert.ok(Number.isFinite(t), `stage ${what} logged`);
     for (let i = 1; i < order.length; i++) {

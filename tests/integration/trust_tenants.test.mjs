@@ -16,6 +16,7 @@ import {
 import {
     startStack, manifestsDir, envManifest, native, claim, waitPool, envdBin, reapSandboxes,
 } from './lib/sandboxes.mjs';
+import { requestJson } from './lib/scaffold.mjs';
 
 // demo: alpha and gamma. solo: gamma only. gamma is assigned namespace
 // `other`, the envs live in `default`: gamma's capacity must not count.
@@ -61,16 +62,7 @@ const call = async (url, { method = 'GET', key, bearer, body } = {}) => {
     const headers = {};
     if (key) headers['X-API-Key'] = key;
     if (bearer) headers.Authorization = `Bearer ${bearer}`;
-    if (body !== undefined) headers['Content-Type'] = 'application/json';
-    const res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await res.text();
-    let json;
-    try {
-        json = JSON.parse(text);
-    } catch {
-        json = undefined;
-    }
-    return { status: res.status, json, text };
+    return requestJson(url, { method, headers, body });
 };
 
 test('another user of the same namespace sees and touches none of your sandboxes (404); an admin sees all', async () => {

@@ -4,36 +4,18 @@
 // new one and the other way round, a relay crosses both, the refusal still
 // names the status, and a hub close still reaches the old agent with its
 // reason. Plain ws:// here; tunnel_net.test.mjs covers wss://.
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import net from 'node:net';
 import {
-    startPostgres, startHub, runMigrate, httpGet, waitFor, addCluster, startAgent,
+    startHub, httpGet, waitFor, addCluster, startAgent,
     waitClusterOnline, metricValue, adminHeaders,
 } from './lib/harness.mjs';
+import { cleanupsAfter, sharedDatabase } from './lib/scaffold.mjs';
 
-const cleanups = [];
-after(async () => {
-    for (const fn of cleanups.reverse()) {
-        try {
-            await fn();
-        } catch {
-            /* keep cleaning */
-        }
-    }
-});
-
-let pgShared;
-async function database() {
-    if (pgShared) return pgShared;
-    const pg = await startPostgres();
-    cleanups.push(() => pg.cleanup());
-    const m = await runMigrate(pg.url);
-    assert.equal(m.code, 0, m.stderr);
-    pgShared = pg;
-    return pg;
-}
+const cleanups = cleanupsAfter();
+const database = sharedDatabase(cleanups);
 
 async function hubWith(framing) {
     const pg = await database();

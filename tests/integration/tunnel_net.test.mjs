@@ -1,43 +1,19 @@
 // The tunnel across a real network boundary: TLS with a CA made here, and a
 // partition made with network namespaces (the agent in its own netns behind
 // a veth pair; the link goes down and comes back).
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-    startPostgres, startHub, runMigrate, httpJson, waitFor, run, tempDir, freePort,
+    startHub, httpJson, waitFor, run, tempDir, freePort,
     addCluster, startAgent, waitClusterOnline, spawnProc, agentBin, metricValue,
     adminHeaders,
 } from './lib/harness.mjs';
+import { cleanupsAfter, sharedDatabase, sh } from './lib/scaffold.mjs';
 
-const cleanups = [];
-after(async () => {
-    for (const fn of cleanups.reverse()) {
-        try {
-            await fn();
-        } catch {
-            /* keep cleaning */
-        }
-    }
-});
-
-let pgShared;
-async function database() {
-    if (pgShared) return pgShared;
-    const pg = await startPostgres();
-    cleanups.push(() => pg.cleanup());
-    const m = await runMigrate(pg.url);
-    assert.equal(m.code, 0, m.stderr);
-    pgShared = pg;
-    return pg;
-}
-
-async function sh(cmd, args) {
-    const r = await run(cmd, args);
-    assert.equal(r.code, 0, `${cmd} ${args.join(' ')}: ${r.stderr}`);
-    return r.stdout;
-}
+const cleanups = cleanupsAfter();
+const database = sharedDatabase(cleanups);
 
 test('TLS: the agent verifies the hub against a CA generated here', async () => {
     const pg = await database();

@@ -565,6 +565,16 @@ static void test_start_command_and_readiness(void **state)
                  "field 'spec.runtimes[0].readinessProbe.httpGet.path' must start with '/'");
     expect_error(HEAD_RT "  - {name: a, readinessProbe: {httpGet: {port: 1, scheme: HTTPS}}}\n", 7,
                  "field 'spec.runtimes[0].readinessProbe.httpGet.scheme' must be HTTP");
+    /* both kinds check the sandbox's own loopback only */
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {httpGet: {port: 1, host: 10.0.0.1}}}\n", 7,
+                 "field 'spec.runtimes[0].readinessProbe.httpGet.host' must be 127.0.0.1 or "
+                 "absent: the check runs on the sandbox's loopback");
+    expect_error(HEAD_RT "  - {name: a, readinessProbe: {tcpSocket: {port: 1, host: db}}}\n", 7,
+                 "field 'spec.runtimes[0].readinessProbe.tcpSocket.host' must be 127.0.0.1 or "
+                 "absent: the check runs on the sandbox's loopback");
+    s = parse(HEAD_RT "  - {name: a, readinessProbe: {tcpSocket: {port: 1, host: localhost}}}\n");
+    assert_int_equal(s->nerrs, 0);
+    mf_set_free(s);
     expect_error(HEAD_RT "  - {name: a, readinessProbe: {exec: {command: [true]}}}\n", 7,
                  "field 'spec.runtimes[0].readinessProbe.exec' is not supported by the local "
                  "runtime");

@@ -273,7 +273,7 @@ static char test_egress_name[32];
 static struct egress_netns_config test_egress = {
     .name = test_egress_name, .tcp_port = 15001, .dns_port = 15053};
 
-static void spawn(struct lsbx *s, bool internet)
+static void spawn_spare(struct lsbx *s, bool internet, const char *shared, const char *spare)
 {
     const char *argv[] = {self_exe, "--fake-envd", LSBX_INNER_SOCKET, NULL};
     struct lsbx_options o = {0};
@@ -283,6 +283,8 @@ static void spawn(struct lsbx *s, bool internet)
     snprintf(dir, sizeof(dir), "%s/%s", state_dir, id);
     o.id = id;
     o.dir = dir;
+    o.shared_dir = shared;
+    o.spare = spare;
     o.argv = argv;
     if (internet) { /* a veth into a test egress namespace, slot 3 */
         o.egress = &test_egress;
@@ -290,6 +292,16 @@ static void spawn(struct lsbx *s, bool internet)
     }
     if (lsbx_spawn(&o, s, err, sizeof(err)) != 0)
         fail_msg("spawn: %s", err);
+}
+
+static void spawn_shared(struct lsbx *s, bool internet, const char *shared)
+{
+    spawn_spare(s, internet, shared, NULL);
+}
+
+static void spawn(struct lsbx *s, bool internet)
+{
+    spawn_shared(s, internet, NULL);
 }
 
 /* Host pids whose pid namespace is the one of host pid `pid`. */
@@ -419,8 +431,8 @@ static void test_namespaces_and_mounts(void **state)
     fclose(f);
     assert_string_equal(out, "hello from inside");
 
-    /* state.json is there for a restarted agent */
-    snprintf(path, sizeof(path), "%s/state.json", s.dir);
+    /* the state record is there for a restarted agent */
+    snprintf(path, sizeof(path), "%s/state.rec", s.dir);
     assert_true(path_exists(path));
 
     assert_int_equal(lsbx_destroy(&s, 5000), 0);
@@ -558,6 +570,114 @@ static void test_egress_veth_and_no_host_loopback(void **state)
     assert_int_not_equal(system(cmd), 0);
     assert_int_equal(egress_netns_destroy(&test_egress, err, sizeof(err)), 0);
     close(l);
+}
+
+/* With a shared directory (what the runtime gives), the files every
+ * sandbox has the same of are made once, not per spawn: each is an ext4
+ * inode made and freed per sandbox otherwise. Inside nothing changes. */
+static void test_shared_files_made_once(void **state)
+{
+    struct lsbx a, b;
+    char shared[300], path[600], out[4096];
+    struct stat st;
+    ino_t ino;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    snprintf(shared, sizeof(shared), "%s/sandbox-files", state_dir);
+    spawn_shared(&a, false, shared);
+    snprintf(path, sizeof(path), "%s/passwd", shared);
+    assert_int_equal(stat(path, &st), 0);
+    ino = st.st_ino;
+    spawn_shared(&b, false, shared);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_ino, ino); /* the second spawn made none */
+    for (int i = 0; i < 2; i++) {
+        const struct lsbx *s = i ? &b : &a;
+        static const char *const per_sandbox_before[] = {"passwd", "group", "root"};
+        for (size_t k = 0; k < AB_ARRAY_LEN(per_sandbox_before); k++) {
+            snprintf(path, sizeof(path), "%s/%s", s->dir, per_sandbox_before[k]);
+            assert_int_not_equal(lstat(path, &st), 0);
+        }
+        ask(s, "cat /etc/passwd", out, sizeof(out));
+        assert_non_null(strstr(out, "user:x:1000:1000:user:/home/user:"));
+        ask(s, "pid", out, sizeof(out));
+        assert_string_equal(out, "1 0\n");
+    }
+    assert_int_equal(lsbx_destroy(&a, 5000), 0);
+    assert_int_equal(lsbx_destroy(&b, 5000), 0);
+    snprintf(path, sizeof(path), "%s/group", shared);
+    assert_int_equal(stat(path, &st), 0); /* kept for the next spawn */
+}
+
+/* A removal leaves the directory's skeleton for the slot's next spawn
+ * (no mkdir, no symlink then), and nothing of the sandbox that used it:
+ * its home files, log text, record and socket are gone from what is kept. */
+static void test_recycled_dir_keeps_nothing(void **state)
+{
+    struct lsbx a, b;
+    char shared[300], spare[320], path[700], out[4096];
+    struct stat st;
+    ino_t dir_ino;
+    int64_t deadline;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    snprintf(shared, sizeof(shared), "%s/sandbox-files", state_dir);
+    snprintf(spare, sizeof(spare), "%s/spare-test", shared);
+    spawn_spare(&a, false, shared, spare); /* no spare yet: made fresh */
+    ask(&a, "write note.txt", out, sizeof(out));
+    assert_string_equal(out, "ok\n");
+    assert_int_equal(stat(a.dir, &st), 0);
+    dir_ino = st.st_ino;
+    lsbx_kill(&a);
+    for (deadline = ab_now_ms() + 5000; !lsbx_is_gone(&a) && ab_now_ms() < deadline;)
+        poll(NULL, 0, 5);
+    assert_true(lsbx_is_gone(&a));
+    assert_int_equal(lsbx_recycle_dir(&a, spare), 0);
+    lsbx_release(&a);
+    assert_int_not_equal(lstat(a.dir, &st), 0);
+    /* the skeleton: exactly data (empty, unmounted), run (empty), home, tmp */
+    {
+        const char *want[] = {"data", "home", "run", "tmp", "envd.log"};
+        int n = 0;
+        DIR *d = opendir(spare);
+        struct dirent *de;
+        assert_non_null(d);
+        while ((de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                continue;
+            bool known = false;
+            for (size_t i = 0; i < AB_ARRAY_LEN(want); i++)
+                known = known || !strcmp(de->d_name, want[i]);
+            if (!known)
+                fail_msg("recycled skeleton keeps %s", de->d_name);
+            n++;
+        }
+        closedir(d);
+        assert_int_equal(n, 5);
+        snprintf(path, sizeof(path), "%s/envd.log", spare); /* its inode kept, its text gone */
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_size, 0);
+        snprintf(path, sizeof(path), "%s/home/note.txt", spare); /* data is not mounted */
+        assert_int_not_equal(lstat(path, &st), 0);
+        snprintf(path, sizeof(path), "%s/run/envd.sock", spare);
+        assert_int_not_equal(lstat(path, &st), 0);
+    }
+    spawn_spare(&b, false, shared, spare);
+    assert_int_equal(stat(b.dir, &st), 0);
+    assert_int_equal(st.st_ino, dir_ino); /* the same directory, renamed */
+    assert_int_not_equal(lstat(spare, &st), 0);
+    snprintf(path, sizeof(path), "%s/home/note.txt", b.dir);
+    assert_int_not_equal(lstat(path, &st), 0); /* a's file is not b's */
+    ask(&b, "pid", out, sizeof(out));
+    assert_string_equal(out, "1 0\n");
+    ask(&b, "write note.txt", out, sizeof(out));
+    assert_string_equal(out, "ok\n");
+    assert_int_equal(lsbx_destroy(&b, 5000), 0);
+    assert_int_not_equal(lstat(b.dir, &st), 0);
 }
 
 static void test_kill_leaves_no_process(void **state)
@@ -1055,12 +1175,11 @@ static void sample_heavy(struct script *sc)
     max_heavy = AB_MAX(max_heavy, rt->heavy);
 }
 
-/* A claim is reported only once state.json on disk records it as running
+/* A claim is reported only once the state record on disk says it is running
  * (written on a worker: a restarted agent must never see it as idle). */
 static void wide_claim_cb(void *arg, int err, const char *msg, const struct rt_sandbox *s)
 {
-    char path[400], buf[8192], want[96];
-    FILE *f;
+    char path[400], want[96], *text = NULL;
     size_t n = 0;
 
     (void)arg;
@@ -1073,19 +1192,14 @@ static void wide_claim_cb(void *arg, int err, const char *msg, const struct rt_s
     snprintf(path, sizeof(path), "%s", s->envd_addr + 5);
     *strrchr(path, '/') = '\0';
     *strrchr(path, '/') = '\0';
-    strncat(path, "/state.json", sizeof(path) - strlen(path) - 1);
-    f = fopen(path, "r");
-    if (f) {
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-    }
-    buf[n] = '\0';
+    const char *buf = lsbx_record_read(path, &text, &n, NULL) == 0 ? text : "";
     snprintf(want, sizeof(want), "\"id\":\"%s\"", s->id);
     if (!strstr(buf, "\"phase\":\"running\"") || !strstr(buf, want))
-        snprintf(wide_err, sizeof(wide_err), "claim %s reported before state.json said so: %.150s",
-                 s->id, buf);
+        snprintf(wide_err, sizeof(wide_err),
+                 "claim %s reported before its state record said so: %.150s", s->id, buf);
     else
         wide_ok++;
+    free(text);
 }
 
 static int wide_steps(struct script *sc)
@@ -1181,6 +1295,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_egress_veth_and_no_host_loopback),
         cmocka_unit_test(test_kill_leaves_no_process),
         cmocka_unit_test(test_spawn_does_not_copy_memory),
+        cmocka_unit_test(test_shared_files_made_once),
+        cmocka_unit_test(test_recycled_dir_keeps_nothing),
         cmocka_unit_test(test_readopt_or_reap),
         cmocka_unit_test(test_adopted_sandbox_is_killed_without_waitpid),
         cmocka_unit_test(test_spawn_failures_leave_nothing),

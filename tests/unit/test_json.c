@@ -324,6 +324,29 @@ static void test_dump_compact(void **state)
     json_decref(o);
 }
 
+/* json_child_object: an object member kept, anything else replaced by {} */
+static void test_child_object(void **state)
+{
+    json_t *o = json_loads("{\"a\":{\"x\":1},\"b\":3,\"c\":null}", 0, NULL);
+    json_t *a, *b, *c, *d;
+
+    (void)state;
+    assert_non_null(o);
+    a = json_child_object(o, "a");
+    assert_ptr_equal(a, json_object_get(o, "a"));
+    assert_int_equal(json_integer_value(json_object_get(a, "x")), 1);
+    b = json_child_object(o, "b");
+    assert_true(json_is_object(b));
+    assert_int_equal(json_object_size(b), 0);
+    assert_ptr_equal(b, json_object_get(o, "b"));
+    c = json_child_object(o, "c");
+    assert_true(json_is_object(c));
+    d = json_child_object(json_child_object(o, "d"), "e");
+    assert_true(json_is_object(d));
+    assert_ptr_equal(d, json_object_get(json_object_get(o, "d"), "e"));
+    json_decref(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_get_object_and_array),
         cmocka_unit_test(test_getters_on_non_object),
         cmocka_unit_test(test_dump_compact),
+        cmocka_unit_test(test_child_object),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,9 +51,28 @@ struct side {
     struct tun_stream *st[MAX_ID];
     char last_path[64];
     int wakes;
+    int data_calls; /* on_data calls */
 };
 
 static uint8_t wire[TUN_FRAME_MAX];
+
+/* 0: each message whole (tun_session_input); else streamed in pieces of
+ * this many bytes (tun_session_input_begin/more), as the raw-socket
+ * framing delivers them. Every test runs in both modes (main). */
+static size_t g_piece;
+
+static int deliver(struct tun_session *s, const uint8_t *m, size_t n)
+{
+    if (g_piece == 0)
+        return tun_session_input(s, m, n);
+    int rc = tun_session_input_begin(s, n);
+    for (size_t o = 0; rc == 0 && (o < n || n == 0); o += g_piece) {
+        rc = tun_session_input_more(s, m + o, AB_MIN(g_piece, n - o));
+        if (n == 0)
+            break;
+    }
+    return rc;
+}
 
 static void record(struct side *d, enum ev_type type, uint32_t id, const char *code, size_t n)
 {
@@ -140,7 +160,14 @@ static void cb_data(struct tun_stream *st, const uint8_t *data, size_t len, void
     uint32_t id = tun_stream_id(st);
 
     d->rx[id] += len;
-    record(d, EV_DATA, id, NULL, len);
+    d->data_calls++;
+    /* streamed input calls on_data per piece: one event per frame's worth,
+     * so the event log keeps its size */
+    if (g_piece != 0 && d->nev > 0 && d->ev[d->nev - 1].type == EV_DATA &&
+        d->ev[d->nev - 1].id == id && d->ev[d->nev - 1].n + len <= TUN_DATA_MAX)
+        d->ev[d->nev - 1].n += len;
+    else
+        record(d, EV_DATA, id, NULL, len);
     if (d->consume)
         assert_int_equal(tun_stream_consumed(st, len), 0);
     if (d->reset_in_data) {
@@ -227,7 +254,7 @@ static int move_one(struct side *a, struct side *b)
     assert_int_equal(rc, 0);
     if (len == 0)
         return 0;
-    rc = tun_session_input(b->s, wire, len);
+    rc = deliver(b->s, wire, len);
     return rc < 0 ? rc : 1;
 }
 
@@ -302,7 +329,7 @@ static int inject(struct side *d, uint8_t type, uint32_t id, const void *p, size
     size_t n;
 
     assert_int_equal(tun_frame_encode(m, sizeof(m), &f, &n), 0);
-    return tun_session_input(d->s, m, n);
+    return deliver(d->s, m, n);
 }
 
 static int inject_str(struct side *d, uint8_t type, uint32_t id, const char *s)
@@ -571,26 +598,26 @@ static void test_malformed_frames_fail_session(void **state)
     uint8_t m[16] = {1, TUN_DATA, 0, 0, 0, 0, 0, 0};
 
     lone_agent(&agent, NULL);
-    assert_int_equal(tun_session_input(agent.s, m, 4), TUN_FRAME_ESHORT);
+    assert_int_equal(deliver(agent.s, m, 4), TUN_FRAME_ESHORT);
     assert_non_null(strstr(tun_session_error(agent.s), "header"));
-    assert_int_equal(tun_session_input(agent.s, m, 8), TUN_FRAME_ESHORT); /* stays failed */
+    assert_int_equal(deliver(agent.s, m, 8), TUN_FRAME_ESHORT); /* stays failed */
     assert_false(tun_session_has_output(agent.s));
     tun_session_free(agent.s);
 
     lone_agent(&agent, NULL);
     m[0] = 2;
-    assert_int_equal(tun_session_input(agent.s, m, 8), TUN_FRAME_EVERSION);
+    assert_int_equal(deliver(agent.s, m, 8), TUN_FRAME_EVERSION);
     tun_session_free(agent.s);
 
     lone_agent(&agent, NULL);
     m[0] = 1;
     m[1] = 42;
-    assert_int_equal(tun_session_input(agent.s, m, 8), TUN_FRAME_ETYPE);
+    assert_int_equal(deliver(agent.s, m, 8), TUN_FRAME_ETYPE);
     tun_session_free(agent.s);
 
     lone_agent(&agent, NULL);
     m[1] = TUN_DATA; /* stream 0 */
-    assert_int_equal(tun_session_input(agent.s, m, 8), TUN_FRAME_ESTREAM0);
+    assert_int_equal(deliver(agent.s, m, 8), TUN_FRAME_ESTREAM0);
     tun_session_free(agent.s);
 }
 
@@ -797,7 +824,8 @@ static void test_reset_inside_callback_is_deferred(void **state)
     assert_int_equal(pump(&agent, &hub), 0);
     assert_int_equal(tun_stream_write(hub.st[1], "abc", 3), 0);
     assert_int_equal(move_one(&hub, &agent), 1);
-    assert_int_equal(agent.rx[1], 3);
+    /* streamed a byte at a time, on_data saw one byte before the reset */
+    assert_int_equal(agent.rx[1], g_piece == 1 ? 1 : 3);
     /* closed, but on_closed waits for gc, outside the callback */
     assert_int_equal(tun_stream_state(st), TUN_STREAM_CLOSED);
     assert_int_equal(count(&agent, EV_CLOSED, 1), 0);
@@ -1062,7 +1090,7 @@ static void test_sync_reaps_leaked_streams(void **state)
     assert_int_equal(tun_frame_sync_watermark(&f), 2);
     assert_int_equal(tun_frame_sync_count(&f), 1);
     assert_int_equal(tun_frame_sync_id(&f, 0), 1);
-    assert_int_equal(tun_session_input(hub.s, wire, TUN_HDR_LEN + f.len), 0);
+    assert_int_equal(deliver(hub.s, wire, TUN_HDR_LEN + f.len), 0);
 
     assert_int_equal(last(&hub, EV_SYNC, 0)->n, 2);
     assert_string_equal(last(&hub, EV_RESET, 3)->code, TUN_RESET_UNKNOWN_STREAM);
@@ -1125,6 +1153,101 @@ static void test_free_tells_every_stream(void **state)
     assert_int_equal(count(&hub, EV_CLOSED, 0), 2);
     tun_session_free(agent.s);
     assert_int_equal(count(&agent, EV_CLOSED, 0), 2);
+}
+
+/* ---- streamed input ------------------------------------------------------------ */
+
+static void test_streamed_data_goes_to_on_data_per_piece(void **state)
+{
+    struct side agent;
+    static uint8_t m[TUN_HDR_LEN + TUN_DATA_MAX], chunk[TUN_DATA_MAX];
+    struct tun_frame f = {.type = TUN_DATA, .stream_id = 1, .payload = chunk, .len = 1000};
+    size_t n;
+    struct tun_stats stats;
+
+    for (size_t i = 0; i < sizeof(chunk); i++)
+        chunk[i] = (uint8_t)i;
+    lone_agent(&agent, NULL);
+    agent.consume = false;
+    open_stream(&agent, "/");
+    drop_output(&agent);
+    assert_int_equal(inject_str(&agent, TUN_RESPONSE, 1, "{\"status\":200}"), 0);
+    assert_int_equal(tun_frame_encode(m, sizeof(m), &f, &n), 0);
+    /* header split 3 + 5, then the payload in three pieces: three on_data
+     * calls, no reassembly */
+    int before = agent.data_calls;
+    assert_int_equal(tun_session_input_begin(agent.s, n), 0);
+    assert_int_equal(tun_session_input_more(agent.s, m, 3), 0);
+    assert_int_equal(tun_session_input_more(agent.s, m + 3, 5), 0);
+    assert_int_equal(agent.data_calls, before);
+    assert_int_equal(tun_session_input_more(agent.s, m + 8, 100), 0);
+    assert_int_equal(tun_session_input_more(agent.s, m + 108, 400), 0);
+    assert_int_equal(tun_session_input_more(agent.s, m + 508, n - 508), 0);
+    assert_int_equal(agent.data_calls, before + 3);
+    assert_int_equal(agent.rx[1], 1000);
+    /* the pieces count as received: all of them can be consumed */
+    assert_int_equal(tun_stream_consumed(agent.st[1], 1000), 0);
+    assert_int_equal(tun_stream_consumed(agent.st[1], 1), AB_EINVAL);
+    /* a message that has not ended refuses a new one; more past its end too */
+    assert_int_equal(tun_session_input_begin(agent.s, n), 0);
+    assert_int_equal(tun_session_input_begin(agent.s, n), AB_EINVAL);
+    assert_int_equal(tun_session_input_more(agent.s, m, n + 1), AB_EINVAL);
+    assert_int_equal(tun_session_input_more(agent.s, m, n), 0);
+    assert_int_equal(agent.rx[1], 2000);
+    tun_session_stats(agent.s, &stats);
+    assert_int_equal(stats.bytes_in, 2000);
+    tun_session_free(agent.s);
+}
+
+static void test_streamed_data_checked_from_its_header(void **state)
+{
+    struct side agent;
+    static uint8_t m[TUN_HDR_LEN + TUN_DATA_MAX], chunk[TUN_DATA_MAX];
+    struct tun_frame f = {.type = TUN_DATA, .stream_id = 1, .payload = chunk, .len = 0};
+    size_t n;
+
+    lone_agent(&agent, NULL);
+    agent.consume = false;
+    open_stream(&agent, "/");
+    drop_output(&agent);
+    assert_int_equal(inject_str(&agent, TUN_RESPONSE, 1, "{\"status\":200}"), 0);
+    f.len = sizeof(chunk);
+    assert_int_equal(tun_frame_encode(m, sizeof(m), &f, &n), 0);
+    for (int i = 0; i < TUN_INITIAL_WINDOW / TUN_DATA_MAX; i++)
+        assert_int_equal(tun_session_input(agent.s, m, n), 0);
+    /* past the credit: reset as soon as the header is in, no byte delivered */
+    assert_int_equal(tun_session_input_begin(agent.s, n), 0);
+    assert_int_equal(tun_session_input_more(agent.s, m, TUN_HDR_LEN), 0);
+    assert_string_equal(last(&agent, EV_RESET, 1)->code, TUN_RESET_FLOW_CONTROL);
+    assert_int_equal(tun_session_input_more(agent.s, m + TUN_HDR_LEN, n - TUN_HDR_LEN), 0);
+    assert_int_equal(agent.rx[1], TUN_INITIAL_WINDOW);
+    tun_session_free(agent.s);
+
+    /* a DATA header over 32 KiB fails the session before its payload */
+    lone_agent(&agent, NULL);
+    uint8_t h[TUN_HDR_LEN] = {TUN_VERSION, TUN_DATA, 0, 0, 0, 0, 0, 1};
+    assert_int_equal(tun_session_input_begin(agent.s, TUN_HDR_LEN + TUN_DATA_MAX + 1), 0);
+    assert_int_equal(tun_session_input_more(agent.s, h, TUN_HDR_LEN), TUN_FRAME_ETOOBIG);
+    tun_session_free(agent.s);
+
+    /* the stream reset inside on_data: the rest of the frame is dropped */
+    lone_agent(&agent, NULL);
+    open_stream(&agent, "/");
+    drop_output(&agent);
+    assert_int_equal(inject_str(&agent, TUN_RESPONSE, 1, "{\"status\":200}"), 0);
+    agent.reset_in_data = true;
+    f.len = 100;
+    assert_int_equal(tun_frame_encode(m, sizeof(m), &f, &n), 0);
+    assert_int_equal(tun_session_input_begin(agent.s, n), 0);
+    assert_int_equal(tun_session_input_more(agent.s, m, 50), 0);
+    assert_int_equal(agent.rx[1], 42);
+    int calls = agent.data_calls;
+    assert_int_equal(tun_session_input_more(agent.s, m + 50, n - 50), 0);
+    assert_int_equal(agent.rx[1], 42);
+    assert_int_equal(agent.data_calls, calls);
+    /* the session goes on */
+    assert_int_equal(inject_str(&agent, TUN_EVENT, 0, "{}"), 0);
+    tun_session_free(agent.s);
 }
 
 /* ---- backoff ---------------------------------------------------------------- */
@@ -1218,9 +1341,22 @@ int main(void)
         cmocka_unit_test(test_sync_reaps_leaked_streams),
         cmocka_unit_test(test_sync_malformed),
         cmocka_unit_test(test_free_tells_every_stream),
+        cmocka_unit_test(test_streamed_data_goes_to_on_data_per_piece),
+        cmocka_unit_test(test_streamed_data_checked_from_its_header),
         cmocka_unit_test(test_backoff_bounds),
         cmocka_unit_test(test_backoff_resets_after_connected_period),
     };
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* whole messages, then streamed at a byte, an odd size, a large one */
+    static const size_t pieces[] = {0, 1, 7, 4093};
+    int failed = 0;
+
+    for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+        char name[64];
+        g_piece = pieces[i];
+        snprintf(name, sizeof(name), "input in pieces of %zu (0: whole)", g_piece);
+        failed +=
+            _cmocka_run_group_tests(name, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
+    }
+    return failed;
 }

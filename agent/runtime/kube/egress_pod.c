@@ -2,6 +2,7 @@
 #include "agent/runtime/kube/egress_pod.h"
 
 #include "agentbox/common.h"
+#include "agentbox/json.h"
 #include "agentbox/crypto.h"
 #include "agentbox/http.h"
 
@@ -13,16 +14,6 @@ bool kube_egress_env_enabled(const json_t *env)
 {
     const json_t *ov = json_object_get(json_object_get(env, "spec"), "overrides");
     return json_is_true(json_object_get(json_object_get(ov, "gateway"), "enabled"));
-}
-
-static json_t *obj_at(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    if (!json_is_object(v)) {
-        v = json_object();
-        json_object_set_new(o, k, v);
-    }
-    return v;
 }
 
 static json_t *arr_at(json_t *o, const char *k)
@@ -65,7 +56,7 @@ static bool str_in(const json_t *list, const char *s)
  * (NET_ADMIN): dropped, and removed from what it adds. */
 static int confine_sandbox(json_t *c0, char *err, size_t errlen)
 {
-    json_t *sc = obj_at(c0, "securityContext");
+    json_t *sc = json_child_object(c0, "securityContext");
     if (json_is_true(json_object_get(sc, "privileged"))) {
         snprintf(err, errlen,
                  "overrides.gateway.enabled: the sandbox container is privileged, so nothing "
@@ -73,7 +64,7 @@ static int confine_sandbox(json_t *c0, char *err, size_t errlen)
                  "gateway");
         return AB_EINVAL;
     }
-    json_t *caps = obj_at(sc, "capabilities");
+    json_t *caps = json_child_object(sc, "capabilities");
     json_t *add = json_object_get(caps, "add");
     if (json_is_array(add)) {
         for (size_t i = json_array_size(add); i-- > 0;) {
@@ -98,7 +89,7 @@ int kube_egress_inject(json_t *pool_spec, const struct kube_egress_config *c, ch
     const char *img = c && c->image && c->image[0]
                           ? c->image
                           : json_string_value(json_object_get(pool_spec, "idleImage"));
-    json_t *ps = obj_at(obj_at(pool_spec, "template"), "spec");
+    json_t *ps = json_child_object(json_child_object(pool_spec, "template"), "spec");
     json_t *cs = json_object_get(ps, "containers");
     int rc;
 

@@ -2787,14 +2787,8 @@ static void op_list(struct rt *base, const struct rt_filter *f, rt_sandbox_fn fn
     struct krt *rt = (struct krt *)base;
     for (struct ksb *s = rt->sbxs; s; s = s->next) {
         struct rt_sandbox snap;
-        if (s->state != KS_RUNNING && !(f && f->include_idle))
-            continue;
-        if (f && f->ns && strcmp(f->ns, s->ns) != 0)
-            continue;
-        if (f && f->team && strcmp(f->team, s->team) != 0)
-            continue;
-        if (f && f->env_or_pool && strcmp(f->env_or_pool, s->pool->env) != 0 &&
-            strcmp(f->env_or_pool, s->pool->name) != 0)
+        if (!rt_filter_admits(f, s->state == KS_RUNNING, s->ns, s->team, s->pool->env,
+                              s->pool->name))
             continue;
         fill(s, &snap, false);
         fn(arg, &snap);

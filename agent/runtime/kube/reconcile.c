@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agentbox/common.h"
+#include "agentbox/json.h"
 #include "agent/runtime/kube/client.h"
 #include "agent/runtime/revision.h"
 
@@ -389,16 +390,6 @@ bool kube_status_differs(const json_t *a, const json_t *b)
 
 /* --- bodies --------------------------------------------------------------------------- */
 
-static json_t *obj_at(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    if (!json_is_object(v)) {
-        v = json_object();
-        json_object_set_new(o, k, v);
-    }
-    return v;
-}
-
 json_t *kube_pod_body(const char *pool, const char *pool_uid, const char *env,
                       const json_t *pool_spec, const char *revision, const json_t *res)
 {
@@ -419,7 +410,7 @@ json_t *kube_pod_body(const char *pool, const char *pool_uid, const char *env,
     json_object_del(md, "namespace");
     snprintf(gen, sizeof(gen), "%.60s-", pool);
     json_object_set_new(md, "generateName", json_string(gen));
-    json_t *labels = obj_at(md, "labels");
+    json_t *labels = json_child_object(md, "labels");
     json_object_set_new(labels, KUBE_L_POOL, json_string(pool));
     json_object_set_new(labels, KUBE_L_PHASE, json_string("idle"));
     json_object_set_new(labels, KUBE_L_MANAGED, json_string(KUBE_MANAGED_BY));
@@ -499,8 +490,8 @@ json_t *kube_member_pool(const json_t *env, const json_t *tpl, const char *membe
     for (size_t i = 0; i < AB_ARRAY_LEN(OV); i++)
         if ((v = json_object_get(ov, OV[i])))
             json_object_set_new(spec, OV[i], json_deep_copy(v));
-    json_t *t = obj_at(spec, "template");
-    json_t *ts = obj_at(t, "spec");
+    json_t *t = json_child_object(spec, "template");
+    json_t *ts = json_child_object(t, "spec");
     json_t *cs = json_object_get(ts, "containers");
     if (!json_is_array(cs) || json_array_size(cs) == 0) {
         cs = json_pack("[{s:s,s:[{s:s,s:i}]}]", "name", "sandbox", "ports", "name", "envd",

@@ -1,6 +1,6 @@
 /* The kube runtime's start command and readiness checks (the same fields as
  * the local runtime: runtimes[].config.startCommand, runtimes[].readinessProbe;
- * the pure parts are agent/runtime/startcmd.h's), after a POST /init (envd
+ * run by agent/runtime/startcmd.h's runner), after a POST /init (envd
  * refuses processes before it): at claim, after the image swap (the swap
  * restarts the container, so nothing started on the idle image survives),
  * with the claim's token and user; or, for a pool claimed without a swap,

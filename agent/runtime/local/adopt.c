@@ -31,11 +31,8 @@ static void adopt_or_reap(struct lrt *rt, const char *dir, const char *name)
     const char *phase, *ns, *pool;
 
     if (lsbx_state_read(dir, &x) != 0) {
-        struct stat st;
-        char path[LSBX_DIR_MAX + 16];
-        snprintf(path, sizeof(path), "%s/state.json", dir);
-        /* A crash between mkdir and state.json: nothing ran yet. */
-        if (stat(path, &st) != 0) {
+        /* A crash between mkdir and the first record: nothing ran yet. */
+        if (!lsbx_record_exists(dir)) {
             struct lsbx empty = {0};
             ab_strlcpy(empty.dir, dir, sizeof(empty.dir));
             lsbx_remove_dir(&empty);

@@ -97,7 +97,7 @@ static void end_timer(struct loop_timer *t)
     lrt_schedule_end(s);
 }
 
-/* envd is armed. The claim was recorded in state.json (on a worker: a write
+/* envd is armed. The claim was recorded in its state record (on a worker: a write
  * on the loop thread held every other claim back, and an ext4 journal commit
  * made it tens of ms) while envd handled /init; it is reported once both are
  * done — never before the record, or a restarted agent could take a claimed
@@ -112,7 +112,7 @@ static void armed(struct lsb *s)
     /* else state_done (pool.c) reports it once written */
 }
 
-/* What a claim gives the sandbox, recorded in state.json while envd is
+/* What a claim gives the sandbox, recorded in the state record while envd is
  * armed (post_init) and reported once both are done. */
 static void claim_fields(struct lsb *s, struct lrt_waiter *w)
 {

@@ -282,14 +282,8 @@ static void op_list(struct rt *base, const struct rt_filter *f, rt_sandbox_fn fn
 
     for (s = rt->sbxs; s; s = s->next) {
         struct rt_sandbox snap;
-        if (s->phase != PH_RUNNING && !(f && f->include_idle))
-            continue;
-        if (f && f->ns && strcmp(f->ns, s->pool->ns) != 0)
-            continue;
-        if (f && f->team && strcmp(f->team, s->team) != 0)
-            continue;
-        if (f && f->env_or_pool && strcmp(f->env_or_pool, s->pool->env) != 0 &&
-            strcmp(f->env_or_pool, s->pool->name) != 0)
+        if (!rt_filter_admits(f, s->phase == PH_RUNNING, s->pool->ns, s->team, s->pool->env,
+                              s->pool->name))
             continue;
         lrt_fill(s, &snap, false);
         fn(arg, &snap);
@@ -400,8 +394,9 @@ static void op_free(struct rt *base)
             s->hc = NULL;
         }
         /* a removal still waiting for a worker is left to the next agent */
-        if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING ||
-            (s->phase == PH_REMOVING && !s->rm_queued) || s->w_busy) {
+        /* (a failed spawn's placeholder, PH_REMOVING on a retry timer, is
+         * no worker's: it goes here) */
+        if (s->phase == PH_SPAWNING || s->phase == PH_ATTACHING || s->rm_busy || s->w_busy) {
             s->doomed = true;
             continue; /* freed by the worker's done callback */
         }

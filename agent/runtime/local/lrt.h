@@ -152,7 +152,7 @@ struct lsb {
      * timeout, else the pool's idle timeout): lrt_update_end */
     int64_t life_end_ms, idle_ms;
     int uid_slot; /* its host uid slice + 1; 0: none held */
-    /* state.json (lrt_persist): written on a worker, one write of a sandbox
+    /* the state record (lrt_persist): written on a worker, one write of a sandbox
      * at a time; a newer text waits in w_next (owned) and replaces an older
      * waiting one. w_gen counts the texts made, w_done_gen the newest
      * written; a claim is reported once report_gen is written (arm.c). */
@@ -161,6 +161,7 @@ struct lsb {
     uint64_t w_gen, w_next_gen, w_done_gen, report_gen;
     bool init_ok;   /* envd armed for the claim (arm.c); reported once report_gen is written */
     bool rm_queued; /* gone, waiting for a heavy-job place to be removed */
+    bool rm_busy;   /* its removal is on a worker (remove_done frees it) */
     /* rt_release_wait: told once every process is gone (gone_poll), or at
      * rel_deadline_ms (monotonic) with AB_ETIMEOUT */
     rt_release_cb rel_cb;
@@ -226,7 +227,7 @@ void lrt_waiter_free(struct lrt_waiter *w);
 void lrt_waiter_unlink(struct lpool *p, struct lrt_waiter *w);
 void lrt_sbx_unlink_free(struct lsb *s);
 void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata);
-/* Writes s's state.json on a worker (the text is made now, numbered
+/* Writes s's state record on a worker (the text is made now, numbered
  * s->w_gen); s->w_done_gen reaches that number once it is on disk (at once
  * when the write had to be done here). */
 void lrt_persist(struct lsb *s);

@@ -34,6 +34,20 @@ static int probe_port(struct mf_walk *w, yaml_node_t *v, int32_t *port)
     return rc;
 }
 
+/* A check's host: the sandbox's own loopback only. */
+static int probe_host(struct mf_walk *w, yaml_node_t *v)
+{
+    char buf[MF_STR_MAX];
+
+    if (mfw_str(w, v, buf, sizeof(buf)) != 0)
+        return AB_EINVAL;
+    if (v && strcmp(buf, "127.0.0.1") != 0 && strcmp(buf, "localhost") != 0)
+        return mfw_fail_field(w, v,
+                              "must be 127.0.0.1 or absent: the check runs on the sandbox's "
+                              "loopback");
+    return 0;
+}
+
 static int http_get_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void *ctx)
 {
     struct mf_probe *p = ctx;
@@ -57,15 +71,8 @@ static int http_get_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void 
             return mfw_fail_field(w, v, "must be HTTP: the local runtime checks plain HTTP only");
         return 0;
     }
-    if (!strcmp(k, "host")) {
-        if (mfw_str(w, v, buf, sizeof(buf)) != 0)
-            return AB_EINVAL;
-        if (v && strcmp(buf, "127.0.0.1") != 0 && strcmp(buf, "localhost") != 0)
-            return mfw_fail_field(w, v,
-                                  "must be 127.0.0.1 or absent: the check runs on the "
-                                  "sandbox's loopback");
-        return 0;
-    }
+    if (!strcmp(k, "host"))
+        return probe_host(w, v);
     if (!strcmp(k, "httpHeaders"))
         return mfw_unsupported(w);
     return mfw_unknown(w);
@@ -74,19 +81,11 @@ static int http_get_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void 
 static int tcp_socket_pair(struct mf_walk *w, const char *k, yaml_node_t *v, void *ctx)
 {
     struct mf_probe *p = ctx;
-    char buf[MF_STR_MAX];
 
     if (!strcmp(k, "port"))
         return probe_port(w, v, &p->port);
-    if (!strcmp(k, "host")) {
-        if (mfw_str(w, v, buf, sizeof(buf)) != 0)
-            return AB_EINVAL;
-        if (v && strcmp(buf, "127.0.0.1") != 0 && strcmp(buf, "localhost") != 0)
-            return mfw_fail_field(w, v,
-                                  "must be 127.0.0.1 or absent: the check runs on the "
-                                  "sandbox's loopback");
-        return 0;
-    }
+    if (!strcmp(k, "host"))
+        return probe_host(w, v);
     return mfw_unknown(w);
 }
 

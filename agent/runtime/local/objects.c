@@ -174,7 +174,9 @@ static void write_done(void *arg, int status)
         w->cb(w->arg, 0, NULL);
     }
     lwrite_free(w);
-    if (!rt->closing)
+    if (rt->closing)
+        lrt_free_if_done(rt); /* op_free left rt to the last write on a worker */
+    else
         write_next(rt);
 }
 

@@ -235,7 +235,7 @@ void lrt_fill(const struct lsb *s, struct rt_sandbox *o, bool ref_metadata)
     o->metadata = s->metadata && ref_metadata ? json_incref(s->metadata) : s->metadata;
 }
 
-/* ---- state.json, off the loop ---------------------------------------------------- */
+/* ---- the state record, off the loop --------------------------------------------- */
 
 /* One write of one sandbox's state on a worker. */
 struct state_job {
@@ -376,7 +376,7 @@ static void remove_start(struct lsb *s);
 
 /* Heavy jobs yield the CPU to claims (the loop thread, envd answering
  * /init): the worker, and what it starts meanwhile (the init's setup before
- * exec, ip and nsenter), run at HEAVY_NICE; envd itself is put back at 0
+ * exec), run at HEAVY_NICE; envd itself is put back at 0
  * (lsbx_spawn). Root may raise the worker's priority back afterwards. */
 #define HEAVY_NICE 10
 
@@ -410,7 +410,14 @@ static void remove_work(void *arg)
         if (egress_netns_detach(s->rt->egress, (uint32_t)(s->uid_slot - 1), why, sizeof(why)) != 0)
             LOG_WARN("cannot remove a sandbox's egress veth", "dir", s->x.dir, "error", why);
     }
-    s->rc = lsbx_remove_dir(&s->x);
+    if (s->uid_slot > 0) {
+        char spare[LSBX_DIR_MAX];
+        snprintf(spare, sizeof(spare), "%s/sandbox-files/spare-%d", s->rt->state_dir,
+                 s->uid_slot - 1);
+        s->rc = lsbx_recycle_dir(&s->x, spare);
+    } else {
+        s->rc = lsbx_remove_dir(&s->x);
+    }
     heavy_nice_end(nice);
 }
 
@@ -481,6 +488,7 @@ static void remove_start(struct lsb *s)
         remove_finish(s);
         return;
     }
+    s->rm_busy = true;
     s->rt->heavy++; /* given back by remove_done */
     s->rt->rm_running++;
 }
@@ -559,16 +567,42 @@ void lrt_sbx_idle(struct lsb *s)
     lrt_reconcile(s->rt, s->pool);
 }
 
+/* A skeleton a removal left (lsbx_recycle_dir) for a spawn to rename into
+ * place: this slot's own, else any (a replacement often starts while its
+ * predecessor's removal runs, on another slot). Two spawns may pick the same
+ * one: the rename of the second fails and it makes its directory. NULL: none. */
+static const char *find_spare(const char *shared, int slot, char *buf, size_t len)
+{
+    struct stat st;
+    struct dirent *de;
+    DIR *d;
+
+    snprintf(buf, len, "%s/spare-%d", shared, slot);
+    if (lstat(buf, &st) == 0)
+        return buf;
+    if (!(d = opendir(shared)))
+        return NULL;
+    while ((de = readdir(d)) && strncmp(de->d_name, "spare-", 6) != 0)
+        ;
+    if (de)
+        snprintf(buf, len, "%s/%s", shared, de->d_name);
+    closedir(d);
+    return de ? buf : NULL;
+}
+
 static void spawn_work(void *arg)
 {
     struct lsb *s = arg;
     struct lsbx_options o = {0};
-    char dir[LSBX_DIR_MAX];
+    char dir[LSBX_DIR_MAX], shared[LSBX_DIR_MAX], spare[LSBX_DIR_MAX];
     int nice;
 
     snprintf(dir, sizeof(dir), "%s/%s", s->rt->sbx_dir, s->sid);
+    snprintf(shared, sizeof(shared), "%s/sandbox-files", s->rt->state_dir);
     o.id = s->sid;
     o.dir = dir;
+    o.shared_dir = shared;
+    o.spare = find_spare(shared, s->uid_slot - 1, spare, sizeof(spare));
     o.argv = s->rt->argv;
     o.egress = s->rt->egress;
     o.egress_slot = (uint32_t)(s->uid_slot - 1);
@@ -611,7 +645,14 @@ static void spawn_finish(struct lsb *s, int status)
         return;
     }
     s->phase = PH_STARTING;
-    if (s->doomed || rt->closing) {
+    if (rt->closing) {
+        /* the loop is shutting down (this done ran after op_free): like every
+         * other live sandbox it keeps running for the next agent, and a kill
+         * here would wait on a timer that never fires, holding rt */
+        lrt_sbx_unlink_free(s);
+        return;
+    }
+    if (s->doomed) {
         lrt_destroy(s);
         return;
     }

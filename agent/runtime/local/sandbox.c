@@ -18,6 +18,7 @@
 #include "agent/runtime/local/seccomp.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -592,6 +593,68 @@ int lsbx_remove_dir(const struct lsbx *s)
     return remove_tree(s->dir);
 }
 
+static int rm_below(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    return ftw->level == 0 ? 0 : rm_entry(path, st, type, ftw);
+}
+
+/* The skeleton a spawn would otherwise make: the directory, its writable
+ * space's mount point, run/, the home and tmp links, the log file. Everything
+ * of the sandbox that lived in it goes (writable space unmounted and checked
+ * empty, run/ emptied, the log truncated, the record and any other file
+ * removed): what is kept holds nothing of the sandbox that used it. */
+static int strip_to_skeleton(const char *dir)
+{
+    static const char *const kept[] = {"data", "run", "home", "tmp", "envd.log"};
+    char path[LSBX_DIR_MAX + 16];
+    struct dirent *de;
+    DIR *d;
+    int rc = 0;
+
+    snprintf(path, sizeof(path), "%s/data", dir);
+    if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL)
+        return AB_EIO;
+    if (!(d = opendir(path)))
+        return AB_EIO;
+    while ((de = readdir(d)) && (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0))
+        ;
+    closedir(d);
+    if (de) /* not empty: still mounted, or written below the mount */
+        return AB_EIO;
+    snprintf(path, sizeof(path), "%s/run", dir);
+    if (nftw(path, rm_below, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0)
+        return AB_EIO;
+    /* the log's inode stays, its text goes */
+    snprintf(path, sizeof(path), "%s/envd.log", dir);
+    if (truncate(path, 0) != 0 && errno != ENOENT)
+        return AB_EIO;
+    if (!(d = opendir(dir)))
+        return AB_EIO;
+    while (rc == 0 && (de = readdir(d))) {
+        bool keep = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+        for (size_t i = 0; i < AB_ARRAY_LEN(kept) && !keep; i++)
+            keep = strcmp(de->d_name, kept[i]) == 0;
+        if (keep)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (unlink(path) != 0 && (errno != EISDIR || remove_tree(path) != 0))
+            rc = AB_EIO;
+    }
+    closedir(d);
+    return rc;
+}
+
+int lsbx_recycle_dir(const struct lsbx *s, const char *spare)
+{
+    int rc = lcg_remove(&s->cg);
+
+    if (rc != 0)
+        return rc;
+    if (spare && strip_to_skeleton(s->dir) == 0 && rename(s->dir, spare) == 0)
+        return 0;
+    return remove_tree(s->dir);
+}
+
 static bool id_is_valid(const char *id)
 {
     size_t n = strlen(id);
@@ -650,6 +713,18 @@ static int write_file(const char *path, const char *text)
     return w == (ssize_t)n ? 0 : -1;
 }
 
+/* True when path is a symbolic link to target (a recycled skeleton's). */
+static bool link_is(const char *path, const char *target)
+{
+    char buf[64];
+    ssize_t n = readlink(path, buf, sizeof(buf) - 1);
+
+    if (n < 0)
+        return false;
+    buf[n] = '\0';
+    return strcmp(buf, target) == 0;
+}
+
 /* The sandbox's writable space (home and /tmp) is one size-limited tmpfs at
  * <dir>/data, mounted here in the agent's namespace so that the host sees
  * the files at <dir>/home and <dir>/tmp (symlinks into it): a full disk is
@@ -659,13 +734,43 @@ static int make_data(const char *dir, const char *data, const char *opts)
 {
     char link[LSBX_DIR_MAX + 8];
 
-    if (mkdir(data, 0755) != 0 || mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+    if (mkdir_p1(data, 0755) != 0 || mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
         return -1;
     snprintf(link, sizeof(link), "%s/home", dir);
-    if (symlink("data/home", link) != 0)
+    if (symlink("data/home", link) != 0 && !link_is(link, "data/home"))
         return -1;
     snprintf(link, sizeof(link), "%s/tmp", dir);
-    return symlink("data/tmp", link);
+    return symlink("data/tmp", link) == 0 || link_is(link, "data/tmp") ? 0 : -1;
+}
+
+/* A file of the shared directory holding exactly text: written when it is
+ * missing or differs (a temporary file of this thread + rename, since two
+ * workers may spawn at once), else only read. Bound read-only into
+ * sandboxes, never written while bound: a rename leaves a bound inode as
+ * it was. */
+static int shared_file(const char *path, const char *text)
+{
+    char buf[512], tmp[LSBX_DIR_MAX + 48];
+    size_t n = strlen(text);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+    if (fd >= 0) {
+        ssize_t r = read(fd, buf, sizeof(buf));
+        close(fd);
+        if (r == (ssize_t)n && memcmp(buf, text, n) == 0)
+            return 0;
+    }
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)gettid());
+    if (write_file(tmp, text) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int put_file(const struct lsbx_options *o, const char *path, const char *text)
+{
+    return o->shared_dir ? shared_file(path, text) : write_file(path, text);
 }
 
 /* resolv.conf naming the gateway's end of the sandbox's veth (any address
@@ -680,19 +785,22 @@ static int write_resolv(const struct lsbx_options *o, struct child_plan *p)
         return 0;
     inet_ntop(AF_INET, l.gateway.a, a, sizeof(a));
     snprintf(text, sizeof(text), "nameserver %s\noptions timeout:2 attempts:2\n", a);
-    snprintf(p->resolv, sizeof(p->resolv), "%s/resolv.conf", o->dir);
-    return write_file(p->resolv, text);
+    if (o->shared_dir)
+        snprintf(p->resolv, sizeof(p->resolv), "%s/resolv-%u.conf", o->shared_dir, o->egress_slot);
+    else
+        snprintf(p->resolv, sizeof(p->resolv), "%s/resolv.conf", o->dir);
+    return put_file(o, p->resolv, text);
 }
 
 /* The sandbox's own accounts, as on E2B: root and user (uid 1000). */
-static int write_accounts(const struct child_plan *p)
+static int write_accounts(const struct lsbx_options *o, const struct child_plan *p)
 {
     static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
                                  "user:x:1000:1000:user:" LSBX_HOME ":/bin/bash\n"
                                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
     static const char group[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 
-    return write_file(p->passwd, passwd) == 0 && write_file(p->group, group) == 0 ? 0 : -1;
+    return put_file(o, p->passwd, passwd) == 0 && put_file(o, p->group, group) == 0 ? 0 : -1;
 }
 
 /* Host ownership of the writable directories: uid_base is the sandbox's
@@ -817,9 +925,20 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
              (unsigned long long)disk, LSBX_INODES_MAX);
     snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
     snprintf(plan.log, sizeof(plan.log), "%s/envd.log", o->dir);
-    snprintf(plan.root, sizeof(plan.root), "%s/root", o->dir);
-    snprintf(plan.passwd, sizeof(plan.passwd), "%s/passwd", o->dir);
-    snprintf(plan.group, sizeof(plan.group), "%s/group", o->dir);
+    {
+        const char *at = o->shared_dir ? o->shared_dir : o->dir;
+        if (strlen(at) + 16 > LSBX_DIR_MAX) {
+            snprintf(err, errlen, "sandbox shared directory %s is too long", at);
+            return AB_EINVAL;
+        }
+        snprintf(plan.root, sizeof(plan.root), "%s/root", at);
+        snprintf(plan.passwd, sizeof(plan.passwd), "%s/passwd", at);
+        snprintf(plan.group, sizeof(plan.group), "%s/group", at);
+    }
+    if (o->shared_dir && mkdir_p1(o->shared_dir, 0700) != 0) {
+        snprintf(err, errlen, "cannot create %s: %s", o->shared_dir, strerror(errno));
+        return AB_EIO;
+    }
     {
         const char *slash = strrchr(o->argv[0], '/');
         size_t dl = slash == o->argv[0] ? 1 : (size_t)(slash - o->argv[0]);
@@ -833,7 +952,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         snprintf(plan.exec_path, sizeof(plan.exec_path), "%s/%s", PROGRAM_DIR, slash + 1);
     }
 
-    if (mkdir(o->dir, 0700) != 0) {
+    /* a skeleton a removal left (lsbx_recycle_dir): no inode to make */
+    if (!(o->spare && rename(o->spare, o->dir) == 0) && mkdir(o->dir, 0700) != 0) {
         snprintf(err, errlen, "cannot create sandbox directory %s: %s", o->dir, strerror(errno));
         return errno == EEXIST ? AB_EEXIST : AB_EIO;
     }
@@ -841,7 +961,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     if (make_data(o->dir, plan.data, data_opts) != 0 || mkdir_p1(plan.home, 0755) != 0 ||
         mkdir_p1(plan.tmp, 01777) != 0 || mkdir_p1(plan.root, 0755) != 0 ||
         chmod(plan.tmp, 01777) != 0 || mkdir_p1(plan.run, 0755) != 0 || own_dirs(&plan) != 0 ||
-        write_accounts(&plan) != 0 || write_resolv(o, &plan) != 0) {
+        write_accounts(o, &plan) != 0 || write_resolv(o, &plan) != 0) {
         snprintf(err, errlen, "cannot create the sandbox's directories under %s: %s", o->dir,
                  strerror(errno));
         goto fail;
@@ -950,7 +1070,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
         goto fail;
     }
     if ((rc = lsbx_state_write(s)) != 0) {
-        snprintf(err, errlen, "cannot write %s/state.json: %s", s->dir, strerror(errno));
+        snprintf(err, errlen, "cannot write the state record %s/state.rec: %s", s->dir,
+                 strerror(errno));
         goto fail;
     }
     rc = 0;
@@ -1091,27 +1212,7 @@ char *lsbx_state_text(const struct lsbx *s)
 
 int lsbx_state_write_text(const char *dir, const char *text)
 {
-    char path[LSBX_DIR_MAX + 32], tmp[LSBX_DIR_MAX + 32];
-    size_t len = strlen(text), off = 0;
-    int fd;
-    bool ok;
-
-    snprintf(path, sizeof(path), "%s/state.json", dir);
-    snprintf(tmp, sizeof(tmp), "%s/state.json.tmp", dir);
-    /* it holds the envd token: the agent's user only */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return AB_EIO;
-    ok = fchmod(fd, 0600) == 0;
-    while (ok && off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        ok = w > 0;
-        off += ok ? (size_t)w : 0;
-    }
-    ok = close(fd) == 0 && ok;
-    return ok && rename(tmp, path) == 0 ? 0 : AB_EIO;
+    return lsbx_record_write(dir, text); /* state.c: in place, two generations */
 }
 
 int lsbx_state_write(const struct lsbx *s)
@@ -1140,10 +1241,24 @@ int lsbx_state_read(const char *dir, struct lsbx *s)
     if (ab_strlcpy(s->dir, dir, sizeof(s->dir)) >= sizeof(s->dir))
         return AB_ELIMIT;
     snprintf(s->socket, sizeof(s->socket), "%s/run/envd.sock", dir);
-    snprintf(path, sizeof(path), "%s/state.json", dir);
-    j = json_load_file(path, 0, &jerr);
-    if (!j)
-        return access(path, F_OK) == 0 ? AB_EINVAL : AB_ENOENT;
+    {
+        char *text = NULL;
+        size_t tlen = 0;
+        int rc = lsbx_record_read(dir, &text, &tlen, NULL);
+        if (rc == 0) {
+            j = json_loadb(text, tlen, 0, &jerr);
+            explicit_bzero(text, tlen);
+            free(text);
+            if (!j)
+                return AB_EINVAL;
+        } else {
+            /* a record of an agent from before state.rec */
+            snprintf(path, sizeof(path), "%s/state.json", dir);
+            j = json_load_file(path, 0, &jerr);
+            if (!j)
+                return access(path, F_OK) == 0 || rc != AB_ENOENT ? AB_EINVAL : AB_ENOENT;
+        }
+    }
     if (json_unpack(j, "{s:s, s?s, s:I, s:I, s?b, s?b, s?I, s?o, s?I}", "id", &id, "token", &token,
                     "pid", &pid, "start_time", &st, "internet", &internet, "egress", &egress,
                     "created_ms", &created, "info", &info, "uid_base", &ubase) != 0 ||

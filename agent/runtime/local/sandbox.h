@@ -13,7 +13,7 @@
  *                /etc/passwd and /etc/group
  *   envd.log     stdout and stderr of the program
  *   resolv.conf  names the egress gateway's DNS address; bound on /etc/resolv.conf
- *   state.json   what a restarted agent needs to re-adopt or reap it, and
+ *   state.rec    what a restarted agent needs to re-adopt or reap it, and
  *                envd's access token (mode 0600)
  *
  * Inside: / is a tmpfs with read-only binds of the host's system
@@ -66,8 +66,17 @@
 #define LSBX_TOKEN_MAX 512
 
 struct lsbx_options {
-    const char *id;          /* [a-z0-9-], at most LSBX_ID_MAX */
-    const char *dir;         /* sandbox directory; created (must not exist yet) */
+    const char *id;  /* [a-z0-9-], at most LSBX_ID_MAX */
+    const char *dir; /* sandbox directory; created (must not exist yet) */
+    /* NULL, or a directory of the agent's (made if missing) for what every
+     * sandbox's is the same: /etc/passwd and /etc/group, resolv.conf per
+     * egress slot, the mount point of the sandbox's root (mounted in its
+     * own mount namespace only). Each is an ext4 inode a spawn and its
+     * removal no longer make and free (most of a spawn's CPU under churn). */
+    const char *shared_dir;
+    /* NULL, or a skeleton lsbx_recycle_dir left: renamed to dir when it
+     * exists, instead of making the directory and its fixed entries */
+    const char *spare;
     const char *hostname;    /* NULL → id */
     const char *const *argv; /* program run as pid 2, NULL-terminated; argv[0] is a path */
     const char *const *envp; /* NULL → empty environment plus PATH and HOME */
@@ -97,27 +106,43 @@ struct lsbx {
     uint32_t uid_base;              /* host id of its uid 0 (its own slice of LSBX_UID_COUNT ids) */
     struct lcg cg; /* its cgroups (memory, pids, cpu); located again on re-adoption */
     /* envd's access token: 64 random hex digits made at spawn, or the one a
-     * claim brought; kept in state.json (mode 0600) */
+     * claim brought; kept in the state record (mode 0600) */
     char token[LSBX_TOKEN_MAX + 1];
-    json_t *info; /* caller's data persisted in state.json; owned, may be NULL */
+    json_t *info; /* caller's data persisted in the state record; owned, may be NULL */
 };
 
 /* Creates the directory and starts the sandbox. On success *s describes it
- * and state.json is written. On failure nothing is left behind (processes
+ * and the state record is written. On failure nothing is left behind (processes
  * killed, directory removed) and err says which step failed. */
 int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t errlen);
 
-/* Writes <dir>/state.json atomically (also after changing s->info). */
+/* Writes s's state record (also after changing s->info). */
 int lsbx_state_write(const struct lsbx *s);
 /* The two halves of lsbx_state_write, so that the loop thread builds the
  * text and a worker writes it: the JSON of *s (caller frees; it holds the
- * token: bzero it) or NULL; and the atomic write of text as <dir>/state.json
- * (mode 0600, temporary file + rename). */
+ * token: bzero it) or NULL; and the write of text as the record
+ * (lsbx_record_write). One writer per directory at a time. */
 char *lsbx_state_text(const struct lsbx *s);
 int lsbx_state_write_text(const char *dir, const char *text);
 
-/* Reads <dir>/state.json into *s (is_child false). AB_ENOENT / AB_EINVAL. */
+/* Reads the state record of dir into *s (is_child false); a state.json of
+ * an earlier agent when there is no record. AB_ENOENT / AB_EINVAL. */
 int lsbx_state_read(const char *dir, struct lsbx *s);
+
+/* The state record (state.c): <dir>/state.rec (mode 0600), two slots
+ * written in turn in place, each a header with generation, length and
+ * checksum and the text. A write never touches the slot of the newest valid
+ * generation, so an agent killed mid-write leaves the previous one readable;
+ * no new inode per write (the first write, and a text that outgrows the
+ * slots, make the file anew: temporary file + rename). Blocking; one writer
+ * per directory at a time. */
+int lsbx_record_write(const char *dir, const char *text);
+/* The newest valid text (caller frees; NUL-terminated, *len without it) and
+ * its generation (may be NULL). AB_ENOENT without a record file, AB_EINVAL
+ * when no slot is valid. */
+int lsbx_record_read(const char *dir, char **text, size_t *len, uint64_t *gen);
+/* True when dir has a record (or an earlier agent's state.json). */
+bool lsbx_record_exists(const char *dir);
 
 /* True when s->pid still runs the process that was started (same start time). */
 bool lsbx_is_alive(const struct lsbx *s);
@@ -147,6 +172,12 @@ bool lsbx_is_gone(struct lsbx *s);
 /* Removes the cgroups and the directory tree (never following symlinks).
  * AB_EBUSY while a process is still in the cgroups. */
 int lsbx_remove_dir(const struct lsbx *s);
+/* lsbx_remove_dir, but the directory's skeleton (itself, the writable
+ * space's mount point, run/, the home and tmp links: nothing the sandbox
+ * wrote) is renamed to spare for the next spawn (lsbx_options.spare), so
+ * neither makes those inodes again. Anything unexpected in it (a mount, a
+ * file below the mount point, a taken spare name): removed as before. */
+int lsbx_recycle_dir(const struct lsbx *s, const char *spare);
 /* kill + wait up to timeout_ms for is_gone + remove_dir; frees info.
  * Returns AB_ETIMEOUT if a process survived (the directory is kept then). */
 int lsbx_destroy(struct lsbx *s, int timeout_ms);

@@ -30,6 +30,9 @@ enum ab_err {
 #define AB_CLUSTER_ID_MAX 24
 #define AB_CLUSTER_ID_BUF (AB_CLUSTER_ID_MAX + 1)
 
+/* printf into an error buffer (err NULL or errlen 0: nothing), cut to fit. */
+void ab_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* strlcpy semantics: always terminates, returns strlen(src). */
 size_t ab_strlcpy(char *dst, const char *src, size_t size);
 

@@ -31,6 +31,10 @@ int json_get_object(json_t *obj, const char *field, bool required, json_t **out,
 int json_get_array(json_t *obj, const char *field, bool required, json_t **out, char *err,
                    size_t errlen);
 
+/* For building bodies: o's member k when it is an object, else a new empty
+ * object set there (replacing what was); borrowed from o. */
+json_t *json_child_object(json_t *o, const char *k);
+
 /* Serialises compactly; caller frees. */
 char *json_dump_compact(const json_t *v);
 

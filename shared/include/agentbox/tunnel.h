@@ -150,6 +150,11 @@ struct tun_frame {
 
 /* Validates and splits one received message. Returns 0 or a tun_frame_err. */
 int tun_frame_decode(const void *buf, size_t len, struct tun_frame *out);
+/* Checks an 8-byte header for a payload of payload_len bytes still to come
+ * (streaming input), by the rules of tun_frame_decode that need no payload
+ * byte: version, type, stream id, the type's length. out->payload is NULL.
+ * Returns 0 or a tun_frame_err. */
+int tun_frame_check_head(const void *hdr, size_t payload_len, struct tun_frame *out);
 /* Checks f by the same rules, then writes header + payload into buf. Returns
  * 0 with *out_len set, a tun_frame_err, or TUN_FRAME_ECAP when cap is short. */
 int tun_frame_encode(void *buf, size_t cap, const struct tun_frame *f, size_t *out_len);
@@ -332,6 +337,19 @@ void tun_session_free(struct tun_session *s);
  * for a protocol violation, AB_ELIMIT when our control queue overflowed);
  * tun_session_error() says what happened. Once failed, it stays failed. */
 int tun_session_input(struct tun_session *s, const void *data, size_t len);
+/* The same, for a message that arrives in pieces and whose length is known
+ * from its start (an unfragmented WebSocket frame): begin with the length,
+ * then feed every byte, in order, in pieces of any size. A DATA frame's
+ * payload goes to on_data piece by piece as it arrives, without being
+ * reassembled (its checks, stream and credit, run on its header with the
+ * whole length; consume what on_data was given); another frame is decoded
+ * in place when one piece holds it whole, else reassembled (≤ TUN_FRAME_MAX,
+ * refused from its header when over its type's limit).
+ * tun_session_input(d, n) is begin(n) + more(d, n). Returns as
+ * tun_session_input; begin before the last message ended, or more past the
+ * message's length: AB_EINVAL. */
+int tun_session_input_begin(struct tun_session *s, size_t msg_len);
+int tun_session_input_more(struct tun_session *s, const void *data, size_t len);
 /* Writes the next frame into buf (cap ≥ TUN_FRAME_MAX always suffices).
  * Returns 0 with *len > 0 for a frame, 0 with *len == 0 when there is
  * nothing to send, TUN_FRAME_ECAP when the next control frame does not fit

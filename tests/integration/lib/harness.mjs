@@ -245,12 +245,17 @@ export function spawnProc(name, cmd, args, env = process.env, { logDir, cwd } = 
 }
 
 // The sanitizer's report in a process's log, or '' when there is none: from
-// the first "==PID==ERROR: ...Sanitizer" or "runtime error:" line to the end,
-// at most 8 KiB, so a failing assertion shows the stack instead of the log's
-// head.
+// the first "==PID==ERROR: ...Sanitizer" or "runtime error:" line on, the
+// direct leaks first (the indirect ones hang off them), at most 12 KiB, so a
+// failing assertion shows the stack instead of the log's head.
 export function sanitizerReport(text) {
     const m = /^.*(==\d+==ERROR: \w+Sanitizer|runtime error:|LeakSanitizer|AddressSanitizer).*$/m.exec(text);
-    return m ? text.slice(m.index, m.index + 8192) : '';
+    if (!m) return '';
+    const report = text.slice(m.index);
+    const blocks = report.split(/\n(?=(?:Direct|Indirect) leak of )/);
+    const direct = blocks.filter((b) => b.startsWith('Direct leak of '));
+    const ordered = direct.length ? [blocks[0], ...direct, ...blocks.slice(1).filter((b) => !direct.includes(b))] : blocks;
+    return ordered.join('\n').slice(0, 12288);
 }
 
 // Fails when a stopped process's log holds a sanitizer report (a leak found

@@ -11,6 +11,7 @@ import {
     startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, run, hubBin,
     hubSecret, buildDir, tempDir, waitFor,
 } from './harness.mjs';
+import { requestJson } from './scaffold.mjs';
 
 export const envdBin = () => path.join(buildDir(), 'agentbox-envd');
 
@@ -49,6 +50,39 @@ export function manifestsDir(envs) {
     return dir;
 }
 
+// A local sandbox's state record (agent/runtime/local/state.c): <dir>/state.rec,
+// two slots of half the file each, "abxstate1 <gen> <len> <fnv-1a 64>\n" + JSON;
+// the newest slot whose checksum holds. Falls back to an earlier agent's
+// state.json. Throws when there is neither (as reading a missing file did).
+export function readSandboxState(dir) {
+    let buf;
+    try {
+        buf = fs.readFileSync(path.join(dir, 'state.rec'));
+    } catch {
+        return JSON.parse(fs.readFileSync(path.join(dir, 'state.json'), 'utf8'));
+    }
+    const HDR = 53;
+    const slot = buf.length / 2;
+    let best = null;
+    for (const off of [0, slot]) {
+        const m = /^abxstate1 ([0-9a-f]{16}) ([0-9a-f]{8}) ([0-9a-f]{16})\n$/.exec(buf.toString('latin1', off, off + HDR));
+        if (!m) continue;
+        const gen = BigInt(`0x${m[1]}`);
+        const len = parseInt(m[2], 16);
+        if (len === 0 || len > slot - HDR) continue;
+        const body = buf.subarray(off + HDR, off + HDR + len);
+        const pre = Buffer.alloc(12);
+        pre.writeBigUInt64LE(gen, 0);
+        pre.writeUInt32LE(len, 8);
+        let h = 0xcbf29ce484222325n;
+        for (const b of [...pre, ...body]) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+        if (h !== BigInt(`0x${m[3]}`)) continue;
+        if (!best || gen > best.gen) best = { gen, text: body.toString('utf8') };
+    }
+    if (!best) throw new Error(`${dir}/state.rec: no valid slot`);
+    return JSON.parse(best.text);
+}
+
 // Kills every sandbox (its namespace init) recorded under stateDir.
 export function reapSandboxes(stateDir) {
     const root = path.join(stateDir, 'sandboxes');
@@ -56,7 +90,7 @@ export function reapSandboxes(stateDir) {
     for (const d of fs.readdirSync(root)) {
         let st = {};
         try {
-            st = JSON.parse(fs.readFileSync(path.join(root, d, 'state.json'), 'utf8'));
+            st = readSandboxState(path.join(root, d));
         } catch {
             /* mid-spawn: no state yet, but maybe its writable space */
         }
@@ -175,21 +209,7 @@ export async function startStack({ clusters = ['alpha'], manifests, agentArgs = 
 }
 
 // Calls the agent's native API with the stack's key; resolves {status, json, text}.
-export async function native(agent, key, method, p, body) {
-    const res = await fetch(agent.native + p, {
-        method,
-        headers: { 'X-API-Key': key, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json;
-    try {
-        json = JSON.parse(text);
-    } catch {
-        json = undefined;
-    }
-    return { status: res.status, json, text };
-}
+export const native = (agent, key, method, p, body) => requestJson(agent.native + p, { method, headers: { 'X-API-Key': key }, body });
 
 // The agent's pool gauges: {idle, running, starting, stopping, pending} of pool.
 export async function poolStatus(agent, pool, ns = 'default') {
