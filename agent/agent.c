@@ -118,6 +118,8 @@ const struct cfg_option agent_serve_options[] = {
      "WebSocket framing of the tunnel: wslay (raw socket, default) or lws; either hub accepts "
      "either",
      NULL},
+    {"event_loop", CFG_STRING, LOOP_EVENT_LOOP_DEFAULT, false, AOPT(event_loop),
+     LOOP_EVENT_LOOP_HELP, NULL},
     {"tunnel_timeout", CFG_DURATION, "30s", false, AOPT(tunnel_timeout_ms),
      "drop the tunnel after this long without hearing from the hub", NULL},
     {"reconnect_min", CFG_DURATION, "500ms", false, AOPT(reconnect_min_ms),
@@ -540,11 +542,10 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     a->l[AGENT_DATA].name = "data";
     a->l[AGENT_NATIVE].name = "native";
     a->l[AGENT_METRICS].name = "metrics";
-    a->loop = loop_new(NULL);
-    if (!a->loop) {
-        snprintf(err, errlen, "cannot create the event loop");
-        return AB_ENOMEM;
-    }
+    struct loop_options lo = {0};
+    if ((rc = loop_kind_parse(cfg->event_loop, &lo.kind, err, errlen)) != 0 ||
+        (rc = loop_create(&lo, &a->loop, err, errlen)) != 0)
+        return rc;
     const struct hub_link_deps hd = {
         .loop = a->loop, .cluster = cfg->cluster_id, .hub_configured = cfg->hub_url};
     if (!(a->hub = hub_link_new(&hd))) {

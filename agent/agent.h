@@ -39,6 +39,7 @@ struct agent_config {
     char *join_token;
     char *hub_ca;
     char *tunnel_framing;
+    char *event_loop; /* --event-loop: libev or poll (loop.h) */
     char *runtime;
     char *state_dir;
     char *manifests_dir;

@@ -43,6 +43,7 @@ struct hub_serve_config {
     bool log_json;
     char *tunnel_listen;
     char *tunnel_framing;
+    char *event_loop; /* --event-loop: libev or poll (loop.h) */
     char *tls_cert;
     char *tls_key;
     int64_t tunnel_timeout_ms;

@@ -57,6 +57,8 @@ const struct cfg_option hub_serve_options[] = {
      "WebSocket framing of the tunnel listener: wslay (raw socket, default) or lws; "
      "agents of either connect",
      NULL},
+    {"event_loop", CFG_STRING, LOOP_EVENT_LOOP_DEFAULT, false, OPT(event_loop),
+     LOOP_EVENT_LOOP_HELP, NULL},
     {"tunnel_timeout", CFG_DURATION, "30s", false, OPT(tunnel_timeout_ms),
      "drop a tunnel session silent this long (agents ping every 10 s)", NULL},
     {"tunnel_sync_interval", CFG_DURATION, "60s", false, OPT(tunnel_sync_interval_ms),
@@ -260,11 +262,12 @@ int hub_init(struct hub *h, const struct hub_serve_config *cfg, char *err, size_
 
     memset(h, 0, sizeof(*h));
     h->cfg = cfg;
-    h->loop = loop_new(&lo);
-    if (h->loop == NULL) {
-        snprintf(err, errlen, "cannot create the event loop");
-        return AB_EIO;
-    }
+    rc = loop_kind_parse(cfg->event_loop, &lo.kind, err, errlen);
+    if (rc != 0)
+        return rc;
+    rc = loop_create(&lo, &h->loop, err, errlen);
+    if (rc != 0)
+        return rc;
     dbo.database_url = cfg->database_url;
     dbo.workers = (int)cfg->db_workers;
     dbo.queue_max = (size_t)cfg->db_queue;

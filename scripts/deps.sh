@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake pkg-config clang clang-format
   libwebsockets-dev libjansson-dev libyaml-dev libpq-dev libcurl4-openssl-dev libssl-dev
+  libwebsockets-evlib-ev # --event-loop=libev, the default (shared/src/loop.c); brings libev4
+  libev-dev # ev.h for shared/src/loop.c (libev itself is opened at run time)
   libcmocka-dev libhttp-parser-dev zlib1g-dev libseccomp-dev
   libwslay-dev # the tunnel's WebSocket framing (shared/src/tunnel_wsl.c)
   websockify # tests/bench/tunnel.mjs: the one-hop WebSocket relay peer

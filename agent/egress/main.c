@@ -135,7 +135,9 @@ int main(int argc, char **argv)
         }
         n_node = 1;
     }
-    g_loop = loop_new(&(struct loop_options){.workers = 1});
+    /* poll: one Pod's egress is a few descriptors, and its image need not ship
+     * libev or lws's plugin */
+    g_loop = loop_new(&(struct loop_options){.workers = 1, .kind = LOOP_POLL});
     if (!g_loop) {
         LOG_ERROR("cannot start", "error", "cannot create the event loop");
         goto out;

@@ -90,7 +90,9 @@ int main(int argc, char **argv)
 
     /* Each failure below logs what failed: exit 1 with nothing said is what
      * a runtime would otherwise report as "cannot start: ". */
-    g_loop = loop_new(&(struct loop_options){.workers = 1});
+    /* poll: envd serves a handful of descriptors, and runs in images (a Pod's)
+     * that need not ship libev or lws's plugin */
+    g_loop = loop_new(&(struct loop_options){.workers = 1, .kind = LOOP_POLL});
     if (g_loop == NULL) {
         LOG_ERROR("cannot start", "error", "cannot create the event loop (libwebsockets context)");
         goto out;

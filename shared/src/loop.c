@@ -1,12 +1,40 @@
-/* The process's event loop: an lws context, timers on lws_sul, and a pool of
+/* The process's event loop: an lws context, timers, and a pool of
  * worker threads whose results come back through a locked list drained on
- * LWS_CALLBACK_EVENT_WAIT_CANCELLED (raised by lws_cancel_service). */
+ * LWS_CALLBACK_EVENT_WAIT_CANCELLED (raised by lws_cancel_service).
+ *
+ * LOOP_LIBEV hands lws a libev loop of ours (lws's "foreign loop", epoll
+ * backend) and runs it here; lws's libev plugin registers one watcher per
+ * descriptor, so a wake-up costs what is ready, not what is open (lws's poll
+ * loop passes all 10,000 tunnels to poll(2) on every wake-up). Owning the
+ * ev_loop lets loop_run take one iteration at a time, as with lws_service, so
+ * loop_stop works the same on both; lws's own libev loop would instead run
+ * ev_run until broken and install a SIGINT watcher over ours.
+ *
+ * libev is opened with dlopen, not linked: a binary that runs on poll (envd
+ * in a Pod image, say) needs neither libev nor lws's plugin, and a missing one
+ * is an error that names the package rather than a loader failure (ev.h gives
+ * the types only).
+ *
+ * Timers: on poll, lws_sul (lws computes poll's timeout from them). On libev,
+ * one ev_timer each in libev's heap: lws 4.1's plugin keeps one ev_timer for
+ * all of lws_sul and re-arms it only when it is not already pending, so a
+ * 30 ms timer started while a 3 s one was armed fired after 3 s when nothing
+ * else happened (tests/unit/test_loop.c). After each of our timers a wake-up
+ * (lws_cancel_service) lets lws run its own due work (an async close, say)
+ * on the next turn, since lws does that only after an event of its own; the
+ * same wake-up once a second bounds how late lws's own timeouts (whole
+ * seconds, lws_set_timeout) can be in a process where nothing else happens. */
 #include "agentbox/loop.h"
 #include "agentbox/common.h"
 #include "agentbox/log.h"
+#include "agentbox/metrics.h"
 
+#include <dlfcn.h>
+#include <ev.h>
 #include <libwebsockets.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -14,8 +42,24 @@
 
 _Static_assert(sizeof(lws_sorted_usec_list_t) <= sizeof(((struct loop_timer *)0)->lws_sul),
                "loop_timer storage too small for lws_sorted_usec_list_t");
+_Static_assert(sizeof(ev_timer) <= sizeof(((struct loop_timer *)0)->lws_sul),
+               "loop_timer storage too small for an ev_timer");
 
 #define LOOP_POST_MAX 65536
+
+/* The libev functions the loop calls, from dlopen (see the top). */
+#define LOOP_LIBEV_SONAME "libev.so.4"
+struct libev {
+    void *dl;
+    int (*version_major)(void);
+    struct ev_loop *(*loop_new)(unsigned int flags);
+    int (*run)(struct ev_loop *loop, int flags);
+    void (*loop_destroy)(struct ev_loop *loop);
+    unsigned int (*backend)(struct ev_loop *loop);
+    void (*now_update)(struct ev_loop *loop);
+    void (*timer_start)(struct ev_loop *loop, ev_timer *w);
+    void (*timer_stop)(struct ev_loop *loop, ev_timer *w);
+};
 
 struct loop_job {
     struct loop_job *next;
@@ -33,6 +77,10 @@ struct job_list {
 struct loop {
     struct lws_context *ctx;
     struct lws_vhost *vh;
+    enum loop_kind kind;
+    struct libev libev; /* LOOP_LIBEV: the library, open while the loop lives */
+    struct ev_loop *ev; /* LOOP_LIBEV: ours, lws's foreign loop; freed after the context */
+    ev_timer lws_tick;  /* LOOP_LIBEV: the once-a-second wake-up for lws's own timeouts */
     pthread_t loop_thread;
     atomic_bool stopping;
 
@@ -146,13 +194,92 @@ static void lws_log_to_ours(int level, const char *line)
         LOG_DEBUG("libwebsockets", "detail", buf);
 }
 
-struct loop *loop_new(const struct loop_options *opts)
+/* POSIX's way to take a function pointer from dlsym. */
+#define LOOP_DLSYM(dl, sym, fp) (*(void **)(&(fp)) = dlsym((dl), (sym)))
+
+static int libev_open(struct libev *ev, char *err, size_t errlen)
 {
+    ev->dl = dlopen(LOOP_LIBEV_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!ev->dl) {
+        snprintf(err, errlen,
+                 "event_loop libev: cannot load %s (install the Debian package "
+                 "libwebsockets-evlib-ev, which brings libev4, or run with --event-loop=poll): %s",
+                 LOOP_LIBEV_SONAME, dlerror());
+        return AB_EIO;
+    }
+    if (!LOOP_DLSYM(ev->dl, "ev_version_major", ev->version_major) ||
+        !LOOP_DLSYM(ev->dl, "ev_loop_new", ev->loop_new) ||
+        !LOOP_DLSYM(ev->dl, "ev_run", ev->run) ||
+        !LOOP_DLSYM(ev->dl, "ev_loop_destroy", ev->loop_destroy) ||
+        !LOOP_DLSYM(ev->dl, "ev_backend", ev->backend) ||
+        !LOOP_DLSYM(ev->dl, "ev_now_update", ev->now_update) ||
+        !LOOP_DLSYM(ev->dl, "ev_timer_start", ev->timer_start) ||
+        !LOOP_DLSYM(ev->dl, "ev_timer_stop", ev->timer_stop) ||
+        ev->version_major() != EV_VERSION_MAJOR) {
+        snprintf(err, errlen,
+                 "event_loop libev: %s is not libev 4 (no ev_run, or another major version); "
+                 "run with --event-loop=poll",
+                 LOOP_LIBEV_SONAME);
+        dlclose(ev->dl);
+        ev->dl = NULL;
+        return AB_EIO;
+    }
+    return 0;
+}
+
+static void lws_tick_fired(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct loop *l = (struct loop *)((char *)w - offsetof(struct loop, lws_tick));
+    lws_cancel_service(l->ctx);
+}
+
+int loop_kind_parse(const char *name, enum loop_kind *out, char *err, size_t errlen)
+{
+    if (!name || strcmp(name, "libev") == 0) {
+        *out = LOOP_LIBEV;
+        return 0;
+    }
+    if (strcmp(name, "poll") == 0) {
+        *out = LOOP_POLL;
+        return 0;
+    }
+    snprintf(err, errlen, "event_loop '%s' must be libev or poll", name);
+    return AB_EINVAL;
+}
+
+const char *loop_kind_name(enum loop_kind kind)
+{
+    return kind == LOOP_POLL ? "poll" : "libev";
+}
+
+/* agentbox_event_loop_info{loop,backend} 1: which loop a process runs on, for
+ * operators and for the tests that check the default. */
+static void publish_kind(struct loop *l)
+{
+    static const char *const labels[] = {"loop", "backend", NULL};
+    struct metric_family *f =
+        metrics_register(metrics_default(), "agentbox_event_loop_info",
+                         "the event loop this process waits on (1 for the one in use)",
+                         METRIC_GAUGE, labels, NULL, 0);
+    const char *values[] = {loop_kind_of(l), loop_backend_of(l)};
+    metrics_set(f, values, 1);
+    LOG_INFO("event loop", "loop", values[0], "backend", values[1]);
+}
+
+int loop_create(const struct loop_options *opts, struct loop **out, char *err, size_t errlen)
+{
+    *out = NULL;
     struct loop *l = calloc(1, sizeof(*l));
-    if (!l)
-        return NULL;
+    if (!l) {
+        snprintf(err, errlen, "out of memory creating the event loop");
+        return AB_ENOMEM;
+    }
+    int rc = AB_EIO;
     l->nworkers = opts && opts->workers > 0 ? opts->workers : 4;
     l->queue_max = opts && opts->queue_max > 0 ? opts->queue_max : 1024;
+    l->kind = opts ? opts->kind : LOOP_LIBEV;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     l->loop_thread = pthread_self();
@@ -171,33 +298,90 @@ struct loop *loop_new(const struct loop_options *opts)
     info.pt_serv_buf_size = 256 * 1024;
     info.gid = -1;
     info.uid = -1;
+    void *foreign[1] = {NULL};
+    if (l->kind == LOOP_LIBEV) {
+        /* NOSIGMASK: signals stay ours (hub/main.c, agent/main.c); NOENV: LIBEV_FLAGS
+         * in the environment does not pick another backend behind the option's back */
+        if ((rc = libev_open(&l->libev, err, errlen)) != 0)
+            goto fail;
+        rc = AB_EIO;
+        l->ev = l->libev.loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK | EVFLAG_NOENV);
+        if (!l->ev) {
+            snprintf(err, errlen, "event_loop libev: cannot create an epoll loop (%s)",
+                     strerror(errno));
+            goto fail;
+        }
+        foreign[0] = l->ev;
+        info.options |= LWS_SERVER_OPTION_LIBEV;
+        info.foreign_loops = foreign;
+    }
     l->ctx = lws_create_context(&info);
-    if (!l->ctx)
+    if (!l->ctx) {
+        if (l->kind == LOOP_LIBEV)
+            snprintf(err, errlen,
+                     "event_loop libev: libwebsockets could not load its libev plugin "
+                     "(install the Debian package libwebsockets-evlib-ev, or run with "
+                     "--event-loop=poll)");
+        else
+            snprintf(err, errlen, "cannot create the libwebsockets context");
         goto fail;
+    }
 
     memset(&info, 0, sizeof(info));
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = loop_protocols;
     info.vhost_name = "ab-loop";
     l->vh = lws_create_vhost(l->ctx, &info);
-    if (!l->vh)
+    if (!l->vh) {
+        snprintf(err, errlen, "cannot create the event loop's vhost");
         goto fail;
+    }
 
     l->workers = calloc((size_t)l->nworkers, sizeof(pthread_t));
-    if (!l->workers)
+    if (!l->workers) {
+        snprintf(err, errlen, "out of memory creating %d worker threads", l->nworkers);
+        rc = AB_ENOMEM;
         goto fail;
+    }
     for (int i = 0; i < l->nworkers; i++) {
         if (pthread_create(&l->workers[i], NULL, worker_main, l) != 0) {
+            snprintf(err, errlen, "cannot start worker thread %d of %d", i + 1, l->nworkers);
             l->nworkers = i;
             goto fail;
         }
     }
-    return l;
+    if (l->ev) {
+        ev_timer_init(&l->lws_tick, lws_tick_fired, 1., 1.);
+        l->libev.timer_start(l->ev, &l->lws_tick);
+    }
+    publish_kind(l);
+    *out = l;
+    return 0;
 
 fail:
-    LOG_ERROR("cannot create the event loop");
     loop_free(l);
-    return NULL;
+    return rc;
+}
+
+struct loop *loop_new(const struct loop_options *opts)
+{
+    struct loop *l = NULL;
+    char err[256];
+    if (loop_create(opts, &l, err, sizeof(err)) != 0)
+        LOG_ERROR("cannot create the event loop", "error", err);
+    return l;
+}
+
+const char *loop_kind_of(struct loop *l)
+{
+    return loop_kind_name(l->kind);
+}
+
+const char *loop_backend_of(struct loop *l)
+{
+    if (!l->ev)
+        return "poll";
+    return l->libev.backend(l->ev) == EVBACKEND_EPOLL ? "epoll" : "other";
 }
 
 void loop_free(struct loop *l)
@@ -221,6 +405,12 @@ void loop_free(struct loop *l)
     drain_done(l);
     if (l->ctx)
         lws_context_destroy(l->ctx);
+    if (l->ev) { /* lws stopped its watchers on it; a foreign loop is ours to free */
+        l->libev.timer_stop(l->ev, &l->lws_tick);
+        l->libev.loop_destroy(l->ev);
+    }
+    if (l->libev.dl)
+        dlclose(l->libev.dl);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l);
@@ -234,6 +424,14 @@ struct lws_context *loop_lws(struct loop *l)
 int loop_run(struct loop *l)
 {
     l->loop_thread = pthread_self();
+    if (l->ev) {
+        /* lws runs its own due work (and arms its timer watcher) only after an
+         * event of its own: one now, for what was scheduled before loop_run */
+        lws_cancel_service(l->ctx);
+        while (!atomic_load(&l->stopping))
+            l->libev.run(l->ev, EVRUN_ONCE);
+        return 0;
+    }
     while (!atomic_load(&l->stopping)) {
         if (lws_service(l->ctx, 0) < 0)
             break;
@@ -263,9 +461,32 @@ static void timer_fired(lws_sorted_usec_list_t *sul)
     t->fn(t);
 }
 
+/* libev: the ev_timer is the first bytes of the loop_timer. */
+static void ev_timer_fired(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct loop_timer *t = (struct loop_timer *)(void *)w;
+    lws_cancel_service(t->loop->ctx); /* lws's own due work runs after an event of its own */
+    t->fn(t);                         /* may free t */
+}
+
 void loop_timer_start(struct loop *l, struct loop_timer *t, int64_t delay_ms, loop_timer_fn fn,
                       void *arg)
 {
+    if (l->ev) {
+        ev_timer *w = (ev_timer *)(void *)t->lws_sul;
+        if (t->loop == l)
+            l->libev.timer_stop(l->ev, w); /* a pending one moves; a stopped one: no-op */
+        t->loop = l;
+        t->fn = fn;
+        t->arg = arg;
+        ev_timer_init(w, ev_timer_fired, (ev_tstamp)(delay_ms < 0 ? 0 : delay_ms) / 1000.0, 0.);
+        /* from now, not from when this loop turn began (libev's cached time): never early */
+        l->libev.now_update(l->ev);
+        l->libev.timer_start(l->ev, w);
+        return;
+    }
     t->loop = l;
     t->fn = fn;
     t->arg = arg;
@@ -277,6 +498,10 @@ void loop_timer_cancel(struct loop_timer *t)
 {
     if (!t->loop)
         return;
+    if (t->loop->ev) {
+        t->loop->libev.timer_stop(t->loop->ev, (ev_timer *)(void *)t->lws_sul);
+        return;
+    }
     lws_sul_schedule(t->loop->ctx, 0, (lws_sorted_usec_list_t *)(void *)t->lws_sul, NULL,
                      LWS_SET_TIMER_USEC_CANCEL);
 }

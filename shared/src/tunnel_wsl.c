@@ -297,8 +297,10 @@ void tun_wsl_want_write(struct tun_wsl *w)
     if (w->flush_armed)
         return;
     w->flush_armed = true;
-    /* 1 µs: due at the next turn's timer pass, which lws runs before it polls */
-    lws_sul_schedule(w->cx, 0, (lws_sorted_usec_list_t *)(void *)w->flush_sul, flush_due, 1);
+    /* due now: run at the next turn's timer pass, which lws runs before it polls
+     * (poll) or after the event that queued this (libev, where a sul still 1 µs
+     * ahead then would wait for lws's own timer watcher, armed for later) */
+    lws_sul_schedule(w->cx, 0, (lws_sorted_usec_list_t *)(void *)w->flush_sul, flush_due, 0);
 }
 
 int tun_wsl_rx_inplace(struct tun_wsl *w, void *in, size_t len)

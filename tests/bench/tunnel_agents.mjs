@@ -8,7 +8,14 @@
 // hub's VmRSS and utime+stime from /proc over BENCH_WINDOW_S seconds, next to
 // an idle-hub baseline measured the same way in the same run.
 //
+// The whole run (idle baseline, stages, storm) is made once per event loop of
+// BENCH_EVENT_LOOPS (default "libev,poll": the hub's --event-loop, back to
+// back on one PostgreSQL and one set of clusters): the first is the figure of
+// the summary rows, the others its baseline from the same run (the client is
+// the same, on its default loop, each time).
+//
 // Environment: AGENTBOX_BUILD_DIR (Release build with bench_tunnel_agents),
+// BENCH_EVENT_LOOPS (default "libev,poll"),
 // BENCH_STAGES (default "5000,10000"), BENCH_RATE (default 200),
 // BENCH_WINDOW_S (default 30), BENCH_SETTLE_S (default 10),
 // BENCH_STORM (default 1; 0 skips the storm), BENCH_STORM_LIMIT_S (default 180).
@@ -40,6 +47,7 @@ const SETTLE_S = Number(process.env.BENCH_SETTLE_S || 10);
 const N = Math.max(...STAGES);
 const GIB = 1024 ** 3;
 const STORM = process.env.BENCH_STORM !== '0';
+const LOOPS = (process.env.BENCH_EVENT_LOOPS || 'libev,poll').split(',').map((x) => x.trim()).filter(Boolean);
 // Optional niceness for the hub and the client (e.g. -10; needs root): on a
 // machine other engineers load to 10+ on 2 cores, both are starved of CPU,
 // the client sends a fraction of its reports and the hub's lag is the
@@ -189,57 +197,77 @@ async function hubWindow(hub) {
 }
 
 const lagCell = (l) => (l.n ? `<= ${fmt(l.q * 1000, 0)}` : 'n/a');
+const lagFigure = (l) => (l.n ? fmt(l.qi * 1000, 1) : 'n/a');
 const shareCell = (l) => (l.n ? `${fmt(l.shareAt * 100, 1)}%` : 'n/a');
+// the lag p99 as a figure (interpolated in its bucket) with the bucket bound
+const lagText = (l) => (l.n ? `${fmt(l.qi * 1000, 1)} ms (bucket <= ${fmt(l.q * 1000, 0)} ms)` : 'n/a');
 
 // The issue-17 rows of run.sh's summary (tests/bench/README.md), from the
-// last (largest) stage, each with the idle hub of the same run as baseline.
-function summaryRows(f, idle, idleHz, idleSeen) {
+// last (largest) stage of the first event loop, each with the idle hub of the
+// same run and the other event loops of the same run as baselines; the other
+// loops' own rows follow under keys ending in -LOOP (no target: baselines).
+function summaryRows(runs) {
+    const [first, ...others] = runs.filter((r) => r.final);
+    if (!first) return;
+    const base = (r, what) => [`idle ${what(r.idle, r.idleHz, r.idleSeen)}`,
+        ...others.map((o) => `${o.loop} ${what(o.final.s, o.final.hz, o.final.seen, o.final)}`)].join('; ');
+    const f = first.final;
     const at = `${f.n.toLocaleString('en-US')} agent tunnels`;
-    const l = `load ${fmt(f.load, 1)}${NICE ? `, nice ${NICE}` : ''}`;
-    row('hub-agents-rss', `hub with ${at}: RSS max`, `${fmt(mib(f.s.rssMax), 0)} MiB (${l})`,
-        `idle ${fmt(mib(idle.rssMax), 0)} MiB`, '<= 1024 MiB', atMost(f.s.rssMax, GIB));
-    row('hub-agents-cpu', `hub with ${at}: CPU`, `${fmt(f.s.cores, 2)} cores (${l})`, `idle ${fmt(idle.cores, 3)}`,
-        '<= 1 core', atMost(f.s.cores, 1));
+    const l = (x) => `${x.loop}, load ${fmt(x.final.load, 1)}${NICE ? `, nice ${NICE}` : ''}`;
+    row('hub-agents-rss', `hub with ${at}: RSS max`, `${fmt(mib(f.s.rssMax), 0)} MiB (${l(first)})`,
+        base(first, (s) => `${fmt(mib(s.rssMax), 0)} MiB`), '<= 1024 MiB', atMost(f.s.rssMax, GIB));
+    row('hub-agents-cpu', `hub with ${at}: CPU`, `${fmt(f.s.cores, 2)} cores (${l(first)})`,
+        base(first, (s) => `${fmt(s.cores, 3)}`), '<= 1 core', atMost(f.s.cores, 1));
     row('hub-agents-lag', `hub with ${at}: loop lag p99 (hub's own timer)`,
-        f.seen.lag.n ? `<= ${fmt(f.seen.lag.q * 1000, 0)} ms, ${shareCell(f.seen.lag)} <= 20 ms (${l})` : 'n/a',
-        idleSeen.lag.n ? `idle <= ${fmt(idleSeen.lag.q * 1000, 0)} ms` : 'n/a', '<= 20 ms',
-        f.seen.lag.n ? (f.seen.lag.shareAt >= 0.99 ? 'met' : 'missed') : 'missed');
+        f.seen.lag.n ? `${lagText(f.seen.lag)}, ${shareCell(f.seen.lag)} <= 20 ms (${l(first)})` : 'n/a',
+        base(first, (s, hz, seen) => (seen.lag.n ? `${lagFigure(seen.lag)} ms, ${shareCell(seen.lag)} <= 20 ms` : 'n/a')),
+        '<= 20 ms', f.seen.lag.n ? (f.seen.lag.shareAt >= 0.99 ? 'met' : 'missed') : 'missed');
     row('hub-agents-healthz', `hub with ${at}: /healthz p99 (a client's view)`,
-        `${fmt(quantile(f.hz, 0.99), 1)} ms (${l})`, `idle ${fmt(quantile(idleHz, 0.99), 1)} ms`, '<= 20 ms',
-        atMost(quantile(f.hz, 0.99), 20));
-    row('hub-agents-ramp', `hub with ${at}: ramp at ${RATE}/s`, `${fmt(f.ready.ramp_ms / 1000, 1)} s (${l})`,
+        `${fmt(quantile(f.hz, 0.99), 1)} ms (${l(first)})`, base(first, (s, hz) => `${fmt(quantile(hz, 0.99), 1)} ms`),
+        '<= 20 ms', atMost(quantile(f.hz, 0.99), 20));
+    row('hub-agents-ramp', `hub with ${at}: ramp at ${RATE}/s`, `${fmt(f.ready.ramp_ms / 1000, 1)} s (${l(first)})`,
         `${fmt(f.n / RATE, 1)} s at the rate`, '-', '-');
+    const stormText = (st) => (Number.isFinite(st.allMs) ? `${fmt(st.allMs / 1000, 1)} s (load ${fmt(st.load, 1)})`
+        : `only ${st.back} back`);
     if (f.storm) {
-        row('hub-agents-storm', `reconnect storm of ${at}`,
-            Number.isFinite(f.storm.allMs) ? `${fmt(f.storm.allMs / 1000, 1)} s (load ${fmt(f.storm.load, 1)})`
-                : `only ${f.storm.back} back`, '-', '<= 60 s', atMost(f.storm.allMs, 60000));
+        row('hub-agents-storm', `reconnect storm of ${at} (${first.loop})`, stormText(f.storm),
+            others.filter((o) => o.final.storm).map((o) => `${o.loop} ${stormText(o.final.storm)}`).join('; ') || '-',
+            '<= 60 s', atMost(f.storm.allMs, 60000));
+    }
+    for (const o of others) {
+        const g = o.final;
+        const oat = `${g.n.toLocaleString('en-US')} agent tunnels`;
+        row(`hub-agents-lag-${o.loop}`, `hub with ${oat} on --event-loop=${o.loop}: loop lag p99`,
+            g.seen.lag.n ? `${lagText(g.seen.lag)}, ${shareCell(g.seen.lag)} <= 20 ms (${l(o)})` : 'n/a',
+            `${first.loop} ${lagFigure(f.seen.lag)} ms`, '-', '-');
+        row(`hub-agents-cpu-${o.loop}`, `hub with ${oat} on --event-loop=${o.loop}: CPU`,
+            `${fmt(g.s.cores, 2)} cores (${l(o)})`, `${first.loop} ${fmt(f.s.cores, 2)}`, '-', '-');
+        row(`hub-agents-rss-${o.loop}`, `hub with ${oat} on --event-loop=${o.loop}: RSS max`,
+            `${fmt(mib(g.s.rssMax), 0)} MiB (${l(o)})`, `${first.loop} ${fmt(mib(f.s.rssMax), 0)} MiB`, '-', '-');
+        if (g.storm) {
+            row(`hub-agents-storm-${o.loop}`, `reconnect storm of ${oat} on --event-loop=${o.loop}`,
+                stormText(g.storm), f.storm ? `${first.loop} ${stormText(f.storm)}` : '-', '-', '-');
+        }
     }
 }
 
-async function main() {
-    console.log(`# hub under simulated agents  build=${buildDir()}  ${machineNote()}`);
-    const nofile = openFilesLimit();
-    console.log(`open files limit ${nofile}; stages ${STAGES.join(', ')}; ramp ${RATE}/s; window ${WINDOW_S} s` +
-        (NICE ? `; hub and client at nice ${NICE}` : ''));
-    if (nofile < N + 256) {
-        console.log(`WARNING: the open files limit ${nofile} is below ${N + 256}: raise it (ulimit -n) before running`);
-    }
-    const dir = tempDir('agentbox-bench-agents-');
-    const pg = await startPostgres();
-    const m = await runMigrate(pg.url);
-    if (m.code !== 0) throw new Error(`migrate failed: ${m.stderr}`);
-    let hub = await startHub(pg.url);
+// One hub on --event-loop=loop through the idle baseline, the stages and the
+// storm; the hub and the client are stopped at the end. Resolves the figures.
+async function measure(pg, agentsFile, dir, loop) {
+    console.log(`\n## hub on --event-loop=${loop}  ${machineNote()}`);
+    const hubArgs = ['--event-loop', loop];
+    let hub = await startHub(pg.url, { args: hubArgs });
     renice(hub.proc.pid, 'hub');
     let client;
+    const out = { loop };
     try {
         const t0 = Date.now();
-        const agentsFile = await registerClusters(pg, dir, N);
         const last = `sim-${String(N - 1).padStart(5, '0')}`;
         const headers = await adminHeaders(hub.base); // the registry needs a key (issue 13)
         await waitFor(async () => (await httpGet(`${hub.base}/api/clusters/${last}`, { headers })).status === 200, {
             timeoutMs: 30000, what: `the hub to load ${N} clusters`,
         });
-        console.log(`registered ${N} clusters in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        console.log(`hub (${loop}) loaded ${N} clusters in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
         const rows = [];
         const lat = [];
@@ -254,6 +282,7 @@ async function main() {
         const idleHz = await idleProbe.stop();
         const idleSeen = await idleWin();
         const idleLoad = loadNow();
+        Object.assign(out, { idle, idleHz, idleSeen });
         rows.push(['0 (idle baseline)', '-', '-', '-', fmt(mib(idle.rssEnd), 1), fmt(mib(idle.rssMax), 1),
             fmt(idle.cores, 3), fmt(idle.others.postgres, 3), '-', '-', '-', '-', 0]);
 
@@ -271,7 +300,8 @@ async function main() {
                 const st = await client.next('stats', 10000);
                 console.log(`${n} tunnels NOT established: ${st.established} up, ${st.connecting} connecting, ` +
                     `${st.retrying} retrying, ${st.drops} drops, ${st.refused} refused (${e.message})`);
-                row('hub-agents-ramp', `hub with ${n.toLocaleString('en-US')} agent tunnels: ramp at ${RATE}/s`,
+                row(`hub-agents-ramp${loop === LOOPS[0] ? '' : `-${loop}`}`,
+                    `hub with ${n.toLocaleString('en-US')} agent tunnels: ramp at ${RATE}/s (${loop})`,
                     `only ${st.established} up, ${st.drops} drops (load ${fmt(loadNow(), 1)})`, '-', 'all up', 'missed');
                 stalled = true;
                 break;
@@ -292,8 +322,8 @@ async function main() {
             client.send('stats');
             const st = await client.next('stats', 10000);
             const online = await hubOnline(hub);
-            lag.push([String(n), fmt(load, 1), fmt(quantile(hz, 0.5), 2), fmt(quantile(hz, 0.99), 2), lagCell(seen.lag),
-                shareCell(seen.lag), seen.lag.n, seen.applied, seen.refused]);
+            lag.push([String(n), fmt(load, 1), fmt(quantile(hz, 0.5), 2), fmt(quantile(hz, 0.99), 2), lagFigure(seen.lag),
+                lagCell(seen.lag), shareCell(seen.lag), seen.lag.n, seen.applied, seen.refused]);
             if (seen.refused > 0) console.log(`WARNING: the hub refused ${seen.refused} capacity reports in the window (see its log)`);
             final = { n, ready, s, hz, seen, load };
             rows.push([String(n), fmt(ready.ramp_ms / 1000, 1), fmt(ready.handshake_p99_ms, 1), online,
@@ -304,10 +334,11 @@ async function main() {
                 fmt(st.ping_rtt_p50_ms, 2), fmt(st.ping_rtt_p99_ms, 2), fmt(st.ping_rtt_max_ms, 1),
                 fmt(st.lag_p99_ms, 2), fmt(st.lag_max_ms, 1)]);
             if (st.first_error) console.log(`client's first error: ${st.first_error}`);
-            console.log(`${n} tunnels: hub /healthz p50 ${fmt(quantile(hz, 0.5), 2)} ms, p99 ${fmt(quantile(hz, 0.99), 2)} ms; ` +
-                `ws ping p50 ${fmt(st.ping_rtt_p50_ms, 2)} ms, p99 ${fmt(st.ping_rtt_p99_ms, 2)} ms; drops ${st.drops}`);
+            console.log(`${n} tunnels (${loop}): hub loop lag p99 ${lagText(seen.lag)}, ${shareCell(seen.lag)} <= 20 ms; ` +
+                `/healthz p50 ${fmt(quantile(hz, 0.5), 2)} ms, p99 ${fmt(quantile(hz, 0.99), 2)} ms; ` +
+                `ws ping p50 ${fmt(st.ping_rtt_p50_ms, 2)} ms, p99 ${fmt(st.ping_rtt_p99_ms, 2)} ms; drops ${st.drops}; load ${fmt(load, 1)}`);
             const verdict = s.rssMax <= GIB && s.cores <= 1 ? 'within' : 'OUTSIDE';
-            console.log(`${n} tunnels: hub RSS ${fmt(mib(s.rssMax), 1)} MiB, CPU ${fmt(s.cores, 3)} cores over ` +
+            console.log(`${n} tunnels (${loop}): hub RSS ${fmt(mib(s.rssMax), 1)} MiB, CPU ${fmt(s.cores, 3)} cores over ` +
                 `${fmt(s.wall, 1)} s: ${verdict} the targets (<= 1024 MiB, <= 1 core)`);
         }
         console.log('');
@@ -317,12 +348,13 @@ async function main() {
         printTable(['tunnels', 'hub /healthz p50 ms', 'p99 ms', 'max ms', 'ws ping p50 ms', 'p99 ms', 'max ms',
             'client lag p99 ms', 'max ms'], lat);
         console.log('');
-        // the hub's own lag: p99 as the bucket bound it falls under, and the
-        // share of 50 ms ticks at most 20 ms late (the target: >= 99%)
-        printTable(['tunnels', 'load', '/healthz p50 ms', 'p99 ms', 'hub loop lag p99 ms', '<= 20 ms', 'ticks',
+        // the hub's own lag: p99 interpolated in its bucket and as the bucket
+        // bound it falls under, and the share of 50 ms ticks at most 20 ms
+        // late (the target: >= 99%)
+        printTable(['tunnels', 'load', '/healthz p50 ms', 'p99 ms', 'hub loop lag p99 ms', 'bucket', '<= 20 ms', 'ticks',
             'reports applied', 'refused'], [
             ['0 (idle baseline)', fmt(idleLoad, 1), fmt(quantile(idleHz, 0.5), 2), fmt(quantile(idleHz, 0.99), 2),
-                lagCell(idleSeen.lag), shareCell(idleSeen.lag), idleSeen.lag.n, '-', '-'],
+                lagFigure(idleSeen.lag), lagCell(idleSeen.lag), shareCell(idleSeen.lag), idleSeen.lag.n, '-', '-'],
             ...lag]);
         const hwm = procMem(hub.proc.pid).hwm;
         console.log(`hub VmHWM (peak RSS over the run): ${fmt(mib(hwm), 1)} MiB`);
@@ -333,7 +365,7 @@ async function main() {
             const { port, tunnelPort } = hub;
             await hub.proc.stop();
             const t0 = Date.now();
-            hub = await startHub(pg.url, { port, tunnelPort });
+            hub = await startHub(pg.url, { port, tunnelPort, args: hubArgs });
             renice(hub.proc.pid, 'hub');
             const up = Date.now() - t0;
             const probe = probeHub(hub);
@@ -355,15 +387,46 @@ async function main() {
                 fmt(quantile(hz, 0.99), 2), fmt(hz.length ? Math.max(...hz) : NaN, 1), hz.length]]);
             final.storm = { allMs, back: st.established, load: loadNow() };
             console.log(st.established >= N
-                ? `reconnect storm of ${N}: all back in ${fmt(allMs / 1000, 1)} s: ` +
+                ? `reconnect storm of ${N} (${loop}): all back in ${fmt(allMs / 1000, 1)} s: ` +
                   `${allMs <= 60000 ? 'within' : 'OUTSIDE'} the target (<= 60 s)`
-                : `reconnect storm of ${N}: only ${st.established} back after ${limitMs / 1000} s: OUTSIDE the target (<= 60 s)`);
+                : `reconnect storm of ${N} (${loop}): only ${st.established} back after ${limitMs / 1000} s: OUTSIDE the target (<= 60 s)`);
         }
-        if (final) summaryRows(final, idle, idleHz, idleSeen);
+        out.final = final;
     } finally {
         if (client) await client.quit();
         if (!hub.proc.running()) console.log(`hub exited during the run:\n${hub.proc.logs().slice(-4000)}`);
         await hub.proc.stop();
+    }
+    return out;
+}
+
+async function main() {
+    console.log(`# hub under simulated agents  build=${buildDir()}  ${machineNote()}`);
+    const nofile = openFilesLimit();
+    console.log(`open files limit ${nofile}; event loops ${LOOPS.join(', ')}; stages ${STAGES.join(', ')}; ` +
+        `ramp ${RATE}/s; window ${WINDOW_S} s` + (NICE ? `; hub and client at nice ${NICE}` : ''));
+    if (nofile < N + 256) {
+        console.log(`WARNING: the open files limit ${nofile} is below ${N + 256}: raise it (ulimit -n) before running`);
+    }
+    const dir = tempDir('agentbox-bench-agents-');
+    const pg = await startPostgres();
+    try {
+        const m = await runMigrate(pg.url);
+        if (m.code !== 0) throw new Error(`migrate failed: ${m.stderr}`);
+        const t0 = Date.now();
+        const agentsFile = await registerClusters(pg, dir, N);
+        console.log(`registered ${N} clusters in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        const runs = [];
+        for (const loop of LOOPS) runs.push(await measure(pg, agentsFile, dir, loop));
+        console.log('');
+        // the event loops side by side, largest stage (each figure with its load)
+        printTable(['event loop', 'tunnels', 'load', 'hub loop lag p99 ms', '<= 20 ms', '/healthz p99 ms', 'hub cores',
+            'RSS max MiB', 'storm s'], runs.filter((r) => r.final).map((r) => [r.loop, r.final.n, fmt(r.final.load, 1),
+            lagFigure(r.final.seen.lag), shareCell(r.final.seen.lag), fmt(quantile(r.final.hz, 0.99), 1),
+            fmt(r.final.s.cores, 3), fmt(mib(r.final.s.rssMax), 0),
+            r.final.storm ? fmt(r.final.storm.allMs / 1000, 1) : '-']));
+        summaryRows(runs);
+    } finally {
         await pg.cleanup();
     }
 }

@@ -145,15 +145,24 @@ export function histBuckets(text, name, labels = '') {
 }
 
 // The q-quantile of the observations between two readings of one histogram,
-// as the upper bound of the bucket it falls in (Infinity past the last), and
-// the share of observations at or below `at` (a target's bucket bound).
+// as the upper bound of the bucket it falls in (q; Infinity past the last) and
+// as a figure interpolated linearly inside that bucket (qi, as Prometheus's
+// histogram_quantile does; the last finite bound past it), and the share of
+// observations at or below `at` (a target's bucket bound).
 export function histWindow(before, after, q, at) {
     const d = after.map(([le, c], i) => [le, c - (before[i] ? before[i][1] : 0)]);
     const total = d.length ? d[d.length - 1][1] : 0;
-    if (total <= 0) return { n: 0, q: NaN, shareAt: NaN };
-    const hit = d.find(([, c]) => c >= q * total);
+    if (total <= 0) return { n: 0, q: NaN, qi: NaN, shareAt: NaN };
+    const rank = q * total;
+    const i = d.findIndex(([, c]) => c >= rank);
     const under = d.find(([le]) => le >= at);
-    return { n: total, q: hit ? hit[0] : Infinity, shareAt: under ? under[1] / total : NaN };
+    let qi = NaN;
+    if (i >= 0) {
+        const [lo, below] = i > 0 ? d[i - 1] : [0, 0];
+        const [hi, upto] = d[i];
+        qi = hi === Infinity ? lo : upto > below ? lo + ((hi - lo) * (rank - below)) / (upto - below) : hi;
+    }
+    return { n: total, q: i >= 0 ? d[i][0] : Infinity, qi, shareAt: under ? under[1] / total : NaN };
 }
 
 // The 1-minute load average now (for rows: every figure beside its load).

@@ -191,7 +191,9 @@ static bool answered(void)
 
 static void test_answer_in_one_write_without_writeable(void **state)
 {
-    struct loop *l = loop_new(NULL);
+    /* poll: this test turns the loop by hand with lws_service, which on a
+     * libev (foreign) loop would run the event library's loop instead */
+    struct loop *l = loop_new(&(struct loop_options){.kind = LOOP_POLL});
     assert_non_null(l);
     struct lws_context *cx = loop_lws(l);
     struct lws_context_creation_info info;

@@ -3,7 +3,11 @@
  * libwebsockets owns every socket and timer; only the loop thread calls lws.
  * Blocking work (PostgreSQL, Kubernetes, big file I/O) goes to a fixed pool
  * of worker threads through a bounded queue; each job's completion runs back
- * on the loop thread, woken with lws_cancel_service(). */
+ * on the loop thread, woken with lws_cancel_service().
+ *
+ * What waits for events is chosen at creation (--event-loop): libev on epoll
+ * (the default; a wake-up costs O(ready descriptors)) through lws's libev
+ * plugin, or lws's own poll(2) (O(all descriptors) per wake-up; the fallback). */
 #ifndef AGENTBOX_LOOP_H
 #define AGENTBOX_LOOP_H
 
@@ -14,13 +18,39 @@
 struct lws_context;
 struct loop;
 
-struct loop_options {
-    int workers;      /* worker threads; 0 → 4 */
-    size_t queue_max; /* pending jobs (submitted, not yet done); 0 → 1024 */
+enum loop_kind {
+    LOOP_LIBEV, /* libev, epoll backend, lws's plugin (Debian libwebsockets-evlib-ev) */
+    LOOP_POLL,  /* lws's built-in poll(2) loop */
 };
 
-/* Creates the lws context (explicit vhosts; modules add their own). NULL on failure. */
+/* The --event-loop option, the same on every binary that takes it. */
+#define LOOP_EVENT_LOOP_DEFAULT "libev"
+#define LOOP_EVENT_LOOP_HELP                                                                       \
+    "what waits for socket events: libev (epoll, default; needs the Debian package "               \
+    "libwebsockets-evlib-ev) or poll (lws's poll(2), the fallback)"
+
+struct loop_options {
+    int workers;         /* worker threads; 0 → 4 */
+    size_t queue_max;    /* pending jobs (submitted, not yet done); 0 → 1024 */
+    enum loop_kind kind; /* 0 → LOOP_LIBEV */
+};
+
+/* Parses an --event-loop value ("libev" or "poll"; NULL → the default). AB_EINVAL with a
+ * message naming the option otherwise. */
+int loop_kind_parse(const char *name, enum loop_kind *out, char *err, size_t errlen);
+/* "libev" or "poll". */
+const char *loop_kind_name(enum loop_kind kind);
+
+/* Creates the lws context (explicit vhosts; modules add their own) on the event loop
+ * opts->kind names. On failure returns a negative code with the reason in err (for libev:
+ * the package to install, or --event-loop=poll); no fallback to poll is taken silently,
+ * since poll at thousands of connections is the lag the option exists to remove. */
+int loop_create(const struct loop_options *opts, struct loop **out, char *err, size_t errlen);
+/* loop_create that logs the error. NULL on failure. */
 struct loop *loop_new(const struct loop_options *opts);
+/* The event loop in use: "libev" or "poll"; backend "epoll" for libev, "poll" for poll. */
+const char *loop_kind_of(struct loop *l);
+const char *loop_backend_of(struct loop *l);
 /* Stops workers (running jobs finish; queued ones get done(arg, AB_ECLOSED)) and
  * destroys the context. Call after loop_run returns. */
 void loop_free(struct loop *l);
@@ -39,7 +69,7 @@ bool loop_on_loop_thread(struct loop *l);
 struct loop_timer;
 typedef void (*loop_timer_fn)(struct loop_timer *t);
 struct loop_timer {
-    uint8_t lws_sul[64]; /* storage for lws_sorted_usec_list_t; opaque */
+    uint8_t lws_sul[64]; /* storage for an lws_sorted_usec_list_t (poll) or ev_timer (libev) */
     struct loop *loop;
     loop_timer_fn fn;
     void *arg;

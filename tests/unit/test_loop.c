@@ -1,0 +1,227 @@
+/* The loop on each --event-loop: timers fire on time (never early, and a
+ * short timer started while a long one is pending is not held back to the
+ * long one's time: lws 4.1's libev plugin re-arms its one timer watcher only
+ * when it is idle), completions from workers and loop_post run on the loop
+ * thread, loop_stop from another thread ends loop_run, and a bad name is
+ * refused. Each case runs the loop on this thread. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "agentbox/common.h"
+#include "agentbox/loop.h"
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+struct timing {
+    struct loop *loop;
+    struct loop_timer long_timer, short_timer, guard;
+    int64_t started_us, fired_us;
+    bool long_fired, guard_fired;
+};
+
+static void short_fired(struct loop_timer *t)
+{
+    struct timing *s = t->arg;
+    s->fired_us = now_us();
+    loop_timer_cancel(&s->long_timer);
+    loop_timer_cancel(&s->guard);
+    loop_stop(s->loop);
+}
+
+static void long_fired(struct loop_timer *t)
+{
+    struct timing *s = t->arg;
+    s->long_fired = true;
+}
+
+static void guard_fired(struct loop_timer *t)
+{
+    struct timing *s = t->arg;
+    s->guard_fired = true;
+    loop_stop(s->loop);
+}
+
+/* Runs on the loop thread from a worker's completion (an lws event, as a
+ * socket's would be): the 30 ms timer starts while the 3 s one is armed. */
+static void start_short(void *arg, int status)
+{
+    struct timing *s = arg;
+    assert_int_equal(status, 0);
+    assert_true(loop_on_loop_thread(s->loop));
+    s->started_us = now_us();
+    loop_timer_start(s->loop, &s->short_timer, 30, short_fired, s);
+}
+
+static void nothing(void *arg)
+{
+    (void)arg;
+}
+
+static void short_timer_not_held_back(enum loop_kind kind)
+{
+    struct timing s;
+    memset(&s, 0, sizeof(s));
+    char err[256];
+    struct loop_options lo = {.workers = 1, .kind = kind};
+    assert_int_equal(loop_create(&lo, &s.loop, err, sizeof(err)), 0);
+    assert_string_equal(loop_kind_of(s.loop), loop_kind_name(kind));
+    loop_timer_start(s.loop, &s.long_timer, 3000, long_fired, &s);
+    loop_timer_start(s.loop, &s.guard, 10000, guard_fired, &s);
+    assert_int_equal(loop_submit(s.loop, nothing, start_short, &s), 0);
+    loop_run(s.loop);
+    assert_false(s.guard_fired);
+    assert_false(s.long_fired);
+    int64_t took = s.fired_us - s.started_us;
+    print_message("%s: a 30 ms timer fired after %lld us\n", loop_kind_name(kind), (long long)took);
+    assert_true(took >= 30000);  /* never early */
+    assert_true(took < 1000000); /* not at the 3 s timer's time */
+    loop_free(s.loop);
+}
+
+static void test_short_timer_libev(void **state)
+{
+    (void)state;
+    short_timer_not_held_back(LOOP_LIBEV);
+}
+
+static void test_short_timer_poll(void **state)
+{
+    (void)state;
+    short_timer_not_held_back(LOOP_POLL);
+}
+
+/* A timer started before loop_run, with nothing else happening, fires. */
+struct quiet {
+    struct loop *loop;
+    struct loop_timer t;
+    int fired;
+};
+
+static void quiet_fired(struct loop_timer *t)
+{
+    struct quiet *q = t->arg;
+    if (++q->fired < 3) {
+        loop_timer_start(q->loop, &q->t, 5, quiet_fired, q); /* rescheduled from its own callback */
+        return;
+    }
+    loop_stop(q->loop);
+}
+
+static void quiet_timer(enum loop_kind kind)
+{
+    struct quiet q = {0};
+    struct loop_options lo = {.workers = 1, .kind = kind};
+    char err[256];
+    assert_int_equal(loop_create(&lo, &q.loop, err, sizeof(err)), 0);
+    loop_timer_start(q.loop, &q.t, 10, quiet_fired, &q);
+    int64_t t0 = now_us();
+    loop_run(q.loop);
+    assert_int_equal(q.fired, 3);
+    assert_true(now_us() - t0 >= 20000);
+    loop_free(q.loop);
+}
+
+static void test_quiet_timer_libev(void **state)
+{
+    (void)state;
+    quiet_timer(LOOP_LIBEV);
+}
+
+static void test_quiet_timer_poll(void **state)
+{
+    (void)state;
+    quiet_timer(LOOP_POLL);
+}
+
+/* loop_stop from another thread, started from a completion on the loop
+ * thread: the loop is running (and soon blocked waiting) when it comes. */
+struct stopper {
+    struct loop *loop;
+    pthread_t th;
+    int posted;
+};
+
+static void *stop_now(void *arg)
+{
+    loop_stop(((struct stopper *)arg)->loop);
+    return NULL;
+}
+
+static void posted(void *arg, int status)
+{
+    struct stopper *s = arg;
+    assert_int_equal(status, 0);
+    assert_true(loop_on_loop_thread(s->loop));
+    s->posted++;
+    assert_int_equal(pthread_create(&s->th, NULL, stop_now, s), 0);
+}
+
+static void stop_from_thread(enum loop_kind kind)
+{
+    struct stopper s = {0};
+    struct loop_options lo = {.workers = 2, .kind = kind};
+    char err[256];
+    assert_int_equal(loop_create(&lo, &s.loop, err, sizeof(err)), 0);
+    assert_int_equal(loop_post(s.loop, posted, &s), 0);
+    loop_run(s.loop);
+    pthread_join(s.th, NULL);
+    assert_true(loop_is_stopping(s.loop));
+    assert_int_equal(s.posted, 1);
+    loop_free(s.loop);
+}
+
+static void test_stop_libev(void **state)
+{
+    (void)state;
+    stop_from_thread(LOOP_LIBEV);
+}
+
+static void test_stop_poll(void **state)
+{
+    (void)state;
+    stop_from_thread(LOOP_POLL);
+}
+
+static void test_kind_names(void **state)
+{
+    (void)state;
+    enum loop_kind k = LOOP_POLL;
+    char err[128] = "";
+    assert_int_equal(loop_kind_parse(NULL, &k, err, sizeof(err)), 0);
+    assert_int_equal(k, LOOP_LIBEV); /* the default */
+    assert_int_equal(loop_kind_parse("poll", &k, err, sizeof(err)), 0);
+    assert_int_equal(k, LOOP_POLL);
+    assert_int_equal(loop_kind_parse("libev", &k, err, sizeof(err)), 0);
+    assert_int_equal(k, LOOP_LIBEV);
+    assert_int_equal(loop_kind_parse("epoll", &k, err, sizeof(err)), AB_EINVAL);
+    assert_string_equal(err, "event_loop 'epoll' must be libev or poll");
+    struct loop *l = loop_new(NULL);
+    assert_non_null(l);
+    assert_string_equal(loop_kind_of(l), "libev");
+    assert_string_equal(loop_backend_of(l), "epoll");
+    loop_free(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_short_timer_libev), cmocka_unit_test(test_short_timer_poll),
+        cmocka_unit_test(test_quiet_timer_libev), cmocka_unit_test(test_quiet_timer_poll),
+        cmocka_unit_test(test_stop_libev),        cmocka_unit_test(test_stop_poll),
+        cmocka_unit_test(test_kind_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
