@@ -57,7 +57,7 @@ const struct cfg_option hub_serve_options[] = {
      "WebSocket framing of the tunnel listener: wslay (raw socket, default) or lws; "
      "agents of either connect",
      NULL},
-    {"event_loop", CFG_STRING, LOOP_EVENT_LOOP_DEFAULT, false, OPT(event_loop),
+    {"event_loop", CFG_STRING, LOOP_EVENT_LOOP_HUB_DEFAULT, false, OPT(event_loop),
      LOOP_EVENT_LOOP_HELP, NULL},
     {"tunnel_timeout", CFG_DURATION, "30s", false, OPT(tunnel_timeout_ms),
      "drop a tunnel session silent this long (agents ping every 10 s)", NULL},

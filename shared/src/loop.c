@@ -237,11 +237,11 @@ static void lws_tick_fired(struct ev_loop *ev, ev_timer *w, int revents)
 
 int loop_kind_parse(const char *name, enum loop_kind *out, char *err, size_t errlen)
 {
-    if (!name || strcmp(name, "libev") == 0) {
+    if (name && strcmp(name, "libev") == 0) {
         *out = LOOP_LIBEV;
         return 0;
     }
-    if (strcmp(name, "poll") == 0) {
+    if (!name || strcmp(name, "poll") == 0) {
         *out = LOOP_POLL;
         return 0;
     }
@@ -279,7 +279,7 @@ int loop_create(const struct loop_options *opts, struct loop **out, char *err, s
     int rc = AB_EIO;
     l->nworkers = opts && opts->workers > 0 ? opts->workers : 4;
     l->queue_max = opts && opts->queue_max > 0 ? opts->queue_max : 1024;
-    l->kind = opts ? opts->kind : LOOP_LIBEV;
+    l->kind = opts ? opts->kind : LOOP_POLL;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     l->loop_thread = pthread_self();

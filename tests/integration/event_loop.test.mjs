@@ -75,10 +75,12 @@ async function relayBytes(hub, from, to) {
 }
 
 for (const loop of ['libev', 'poll']) {
-    test(`hub and agents on ${loop}${loop === 'libev' ? ' (the default)' : ''}: tunnels, a relay, a clean exit`, async () => {
+    test(`hub and agents on ${loop}: tunnels, a relay, a clean exit (the hub's default is libev, the agent's poll)`, async () => {
         const pg = await database();
-        const flag = loop === 'libev' ? [] : ['--event-loop', 'poll']; /* libev: no flag, the default */
-        const hub = await startHub(pg.url, { args: flag });
+        /* each default is taken without a flag: the hub's libev, the agent's poll */
+        const hubFlag = loop === 'libev' ? [] : ['--event-loop', 'poll'];
+        const flag = loop === 'libev' ? ['--event-loop', 'libev'] : [];
+        const hub = await startHub(pg.url, { args: hubFlag });
         cleanups.push(() => hub.proc.stop());
         const agents = [];
         for (const id of [`a${loop}`, `b${loop}`]) {

@@ -19,20 +19,26 @@ struct lws_context;
 struct loop;
 
 enum loop_kind {
-    LOOP_LIBEV, /* libev, epoll backend, lws's plugin (Debian libwebsockets-evlib-ev) */
     LOOP_POLL,  /* lws's built-in poll(2) loop */
+    LOOP_LIBEV, /* libev, epoll backend, lws's plugin (Debian libwebsockets-evlib-ev) */
 };
 
-/* The --event-loop option, the same on every binary that takes it. */
-#define LOOP_EVENT_LOOP_DEFAULT "libev"
+/* The --event-loop option. The hub's default is libev (10,000 tunnels: a
+ * wake-up must cost what is ready, not what is open); everything else
+ * defaults to poll: lws 4.1.6's libev plugin runs lws's own timers (a
+ * LWS_TO_KILL_ASYNC close among them) up to a second late, which the egress
+ * gateway's connection storm test caught (closes came too slowly to free
+ * its connection limit), and an agent has a few hundred descriptors. */
+#define LOOP_EVENT_LOOP_HUB_DEFAULT "libev"
+#define LOOP_EVENT_LOOP_DEFAULT "poll"
 #define LOOP_EVENT_LOOP_HELP                                                                       \
-    "what waits for socket events: libev (epoll, default; needs the Debian package "               \
-    "libwebsockets-evlib-ev) or poll (lws's poll(2), the fallback)"
+    "what waits for socket events: libev (epoll; needs the Debian package "                        \
+    "libwebsockets-evlib-ev; the hub's default) or poll (lws's poll(2); the agent's default)"
 
 struct loop_options {
     int workers;         /* worker threads; 0 → 4 */
     size_t queue_max;    /* pending jobs (submitted, not yet done); 0 → 1024 */
-    enum loop_kind kind; /* 0 → LOOP_LIBEV */
+    enum loop_kind kind; /* 0 → LOOP_POLL */
 };
 
 /* Parses an --event-loop value ("libev" or "poll"; NULL → the default). AB_EINVAL with a
