@@ -5,35 +5,17 @@
 // too: on libev the process's epoll set holds its sockets, on poll it holds
 // none. Either way a tunnel comes up, a relay crosses the hub byte-exact and
 // the process exits clean (LeakSanitizer at exit).
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import {
-    startPostgres, startHub, runMigrate, httpGet, addCluster, startAgent, waitClusterOnline,
+    startHub, httpGet, addCluster, startAgent, waitClusterOnline,
     metricValue, adminHeaders, assertSanitizerClean, run, hubBin, hubSecret,
 } from './lib/harness.mjs';
+import { cleanupsAfter, sharedDatabase } from './lib/scaffold.mjs';
 
-const cleanups = [];
-after(async () => {
-    for (const fn of cleanups.reverse()) {
-        try {
-            await fn();
-        } catch {
-            /* keep cleaning */
-        }
-    }
-});
-
-let pgShared;
-async function database() {
-    if (pgShared) return pgShared;
-    const pg = await startPostgres();
-    cleanups.push(() => pg.cleanup());
-    const m = await runMigrate(pg.url);
-    assert.equal(m.code, 0, m.stderr);
-    pgShared = pg;
-    return pg;
-}
+const cleanups = cleanupsAfter();
+const database = sharedDatabase(cleanups);
 
 // Descriptors registered in the process's epoll sets: one "tfd:" line each in
 // /proc/PID/fdinfo of an anon_inode:[eventpoll] descriptor.
