@@ -12,20 +12,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { createKey, consoleSession, psqlAt } from './lib/harness.mjs';
 import { startStack, manifestsDir, envManifest } from './lib/sandboxes.mjs';
+import { requestJson } from './lib/scaffold.mjs';
 
 let stack, alpha, manifests, agentKey, owner;
 
-async function call(url, headers, method, body) {
-    const res = await fetch(url, {
-        method,
-        headers: { ...headers, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json;
-    try { json = JSON.parse(text); } catch { json = undefined; }
-    return { status: res.status, json, text };
-}
+const call = (url, headers, method, body) => requestJson(url, { method, headers, body });
 // abx direct mode: the agent's native listener with the key.
 const direct = (key, method, p, body, headers = {}) => call(`${alpha.native}${p}`, { 'AGENTBOX-API-KEY': key, ...headers }, method, body);
 // abx console mode: through the hub's relay.

@@ -46,7 +46,7 @@ export async function sh(cmd, args) {
 }
 
 // One request with a JSON body (when body is not undefined); resolves
-// {status, json (undefined when the answer is not JSON), text}.
+// {status, json (undefined when the answer is not JSON), text, headers}.
 export async function requestJson(url, { method = 'GET', headers = {}, body } = {}) {
     const res = await fetch(url, {
         method,
@@ -60,5 +60,5 @@ export async function requestJson(url, { method = 'GET', headers = {}, body } = 
     } catch {
         json = undefined;
     }
-    return { status: res.status, json, text };
+    return { status: res.status, json, text, headers: res.headers };
 }
