@@ -299,6 +299,13 @@ void as_decide(const struct rt_scale_group *g, struct as_state *st, int64_t now_
         rep[i] = out->replicas[i] = m->replicas;
         idle += m->status.idle;
         starting += m->status.starting;
+        /* desired but not there yet (a raise the runtime has not acted
+         * on): on its way, like a starting one, or a slow runtime gets a
+         * second step for the same claim; not on a saturated member, whose
+         * runtime has no room to make it */
+        int live = m->status.idle + m->status.running + m->status.starting;
+        if (m->replicas > live && !as_member_saturated(m, p, now_ms))
+            starting += m->replicas - live;
         pending += m->status.pending;
         if (m->last_create_ms > last_create)
             last_create = m->last_create_ms;

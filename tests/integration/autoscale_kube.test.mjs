@@ -82,9 +82,9 @@ test('kube: a claim with nothing idle raises the member pool\'s spec.replicas, w
     await waitFor(async () => (await getPool('kup-1c1gi'))?.status?.idleReplicas === 1,
         { timeoutMs: 30000, what: 'kup warm' }).catch((e) => { e.message += logs(); throw e; });
     const held = await native(alpha, stack.key, 'POST', '/v1/sandboxes', { poolName: 'kup', timeout: 300 });
-    assert.equal(held.status, 201, held.text);
+    assert.equal(held.status, 201, held.text + logs());
     const second = await native(alpha, stack.key, 'POST', '/v1/sandboxes', { poolName: 'kup', timeout: 300 });
-    assert.equal(second.status, 201, second.text);
+    assert.equal(second.status, 201, second.text + logs());
     const pool = await waitFor(async () => {
         const p = await getPool('kup-1c1gi');
         return p?.spec?.replicas >= 2 ? p : null;

@@ -150,6 +150,33 @@ static void test_pending_covered(void **state)
     assert_int_equal(d.replicas[0], 6);
 }
 
+/* A raise the runtime has not acted on yet (no Pod, not even starting) is on
+ * its way: the claim that asked for it does not ask again past the cooldown. */
+static void test_raise_not_acted_on(void **state)
+{
+    struct as_state st = {0};
+    struct as_decision d;
+    (void)state;
+    group(1, RT_SCALE_CONSERVATIVE);
+    G.policy.cooldown_ms = 1000;
+    busy(0, 1, 1);
+    as_decide(&G, &st, S(0), &d);
+    assert_int_equal(d.kind, AS_SCALED);
+    assert_int_equal(d.replicas[0], 2);
+    apply(&d); /* desired 2; still 1 sandbox, claimed, and the claim waits */
+    as_decide(&G, &st, S(5), &d);
+    assert_int_equal(d.kind, AS_KEEP);
+    assert_int_equal(d.replicas[0], 2);
+    assert_non_null(strstr(d.reason, "covered by idle or starting"));
+    G.members[0].status.starting = 1; /* the runtime made it */
+    as_decide(&G, &st, S(6), &d);
+    assert_int_equal(d.kind, AS_KEEP);
+    G.members[0].status.pending = 2; /* a second claim: not covered */
+    as_decide(&G, &st, S(7), &d);
+    assert_int_equal(d.kind, AS_SCALED);
+    assert_int_equal(d.replicas[0], 3);
+}
+
 static void test_cooldown(void **state)
 {
     struct as_state st = {0};
@@ -273,8 +300,8 @@ static void test_distribution_up(void **state)
 
     /* c saturated: the growth goes to a */
     memset(&st, 0, sizeof(st));
-    G.members[1].replicas = 2;
-    G.members[2].replicas = 3;
+    G.members[1].replicas = G.members[1].status.running = 2; /* made, and claimed */
+    G.members[2].replicas = G.members[2].status.running = 3;
     G.members[2].saturated_ms = S(-10);
     G.policy.saturation_ms = 60000;
     as_decide(&G, &st, S(0), &d); /* N=6 → +6 */
@@ -297,7 +324,7 @@ static void test_distribution_up(void **state)
 
     /* at the group max: nothing, and it says why */
     memset(&st, 0, sizeof(st));
-    G.members[2].replicas = 4;
+    G.members[2].replicas = G.members[2].status.running = 4;
     as_decide(&G, &st, S(0), &d);
     assert_int_equal(d.kind, AS_KEEP);
     assert_non_null(strstr(d.reason, "maxReplicas"));
@@ -818,6 +845,7 @@ int main(void)
         cmocka_unit_test(test_steps),
         cmocka_unit_test(test_reactive_by_mode),
         cmocka_unit_test(test_pending_covered),
+        cmocka_unit_test(test_raise_not_acted_on),
         cmocka_unit_test(test_cooldown),
         cmocka_unit_test(test_proactive_and_quiet_window),
         cmocka_unit_test(test_reactive_ignores_quiet_window),
