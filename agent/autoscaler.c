@@ -128,6 +128,9 @@ static void on_group(void *arg, const struct rt_scale_group *sg)
         return;
     g->tick = as->tick;
     as_decide(sg, &g->st, now, &d);
+    if (d.kind == AS_KEEP && strcmp(d.reason, g->info.reason) != 0)
+        LOG_DEBUG("autoscaler keeps", "namespace", sg->ns, "env", sg->env, "group", sg->name,
+                  "reason", d.reason);
     g->info.decided_wall_ms = wall;
     g->info.marked = g->st.mark_ms != 0;
     snprintf(g->info.reason, sizeof(g->info.reason), "%s", d.reason);

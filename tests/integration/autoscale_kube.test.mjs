@@ -61,14 +61,16 @@ const kubeEvents = async (pool) => {
     const r = await fetch(`${api.url}/api/v1/namespaces/default/events`);
     return (await r.json()).items.filter((e) => e.involvedObject?.kind === 'SandboxPool' && e.involvedObject?.name === pool);
 };
-const logs = () => `\nagent log:\n${alpha.proc.logs().split('\n').slice(-40).join('\n')}`;
+// the agent logs at debug (the autoscaler's keeps, the pool's creates and
+// deletes with its counts), without the capacity reports and tunnel pings
+const logs = () => `\nagent log:\n${alpha.proc.logs().split('\n').filter((l) => !/capacity report|tunnel p[io]ng/.test(l)).slice(-60).join('\n')}`;
 
 before(async () => {
     assert.equal(process.getuid(), 0, 'the stack needs root');
     let kc, apply;
     ({ api, dir, kc, apply } = await startKubeApiWith({ prefix: 'agentbox-kube-as-' }));
     await apply(MANIFESTS, 'm.yaml');
-    stack = await startStack({ clusters: ['alpha'], agentArgs: kubeAgentArgs(kc) });
+    stack = await startStack({ clusters: ['alpha'], agentArgs: kubeAgentArgs(kc, '--log-level', 'debug') });
     alpha = stack.agents.alpha;
 });
 
@@ -84,7 +86,11 @@ test('kube: a claim with nothing idle raises the member pool\'s spec.replicas, w
     const held = await native(alpha, stack.key, 'POST', '/v1/sandboxes', { poolName: 'kup', timeout: 300 });
     assert.equal(held.status, 201, held.text + logs());
     const second = await native(alpha, stack.key, 'POST', '/v1/sandboxes', { poolName: 'kup', timeout: 300 });
-    assert.equal(second.status, 201, second.text + logs());
+    if (second.status !== 201) {
+        const r = await fetch(`${api.url}/api/v1/namespaces/default/pods`);
+        const pods = (await r.json()).items.map((p) => `${p.metadata.name} ${p.metadata.labels?.['agentbox.navix.sh/sandbox-phase']} ${p.status?.phase}${p.metadata.deletionTimestamp ? ' deleting' : ''}`);
+        assert.fail(`${second.status} ${second.text}\nPods: ${pods.join('; ')}\npool status: ${JSON.stringify((await getPool('kup-1c1gi'))?.status)}${logs()}`);
+    }
     const pool = await waitFor(async () => {
         const p = await getPool('kup-1c1gi');
         return p?.spec?.replicas >= 2 ? p : null;

@@ -162,6 +162,11 @@ static void scale_up(void **state)
     in.max_replicas = 4;
     kube_pool_plan(&in, pods, 2, &pl);
     assert_int_equal(pl.create, 2);
+    /* ...but not in an autoscaled member pool: its autoscaler grows it */
+    in.autoscaled = true;
+    kube_pool_plan(&in, pods, 2, &pl);
+    assert_int_equal(pl.create, 1);
+    in.autoscaled = false;
 }
 
 static void scale_down(void **state)
@@ -184,6 +189,18 @@ static void scale_down(void **state)
     assert_int_equal(pl.del[2], 0);
     for (int i = 0; i < pl.ndelete; i++)
         assert_int_equal(pl.why[i], KUBE_DEL_SCALE);
+
+    /* Not while a claim waits (the Ready idle Pod made for it is about to
+     * be taken), nor while a create is unanswered (its Pod may be counted
+     * twice, in `pods` and in `creating`). */
+    in.pending = 1;
+    kube_pool_plan(&in, pods, 4, &pl);
+    assert_int_equal(pl.ndelete, 0);
+    in.pending = 0;
+    in.creating = in.unanswered = 1;
+    kube_pool_plan(&in, pods, 4, &pl);
+    assert_int_equal(pl.ndelete, 0);
+    in.creating = in.unanswered = 0;
 
     /* A pool being deleted goes to zero, but claimed Pods are never deleted. */
     in.deleting = true;

@@ -1986,14 +1986,19 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
         env = json_object_get(rt->objs[K_ENV], ekey);
     }
     rt_update_strategy(env, rt->cluster, p->name, json_object_get(obj, "spec"), &auto_update, &mu);
+    bool autoscaled = false;
+    int headroom;
+    kscale_pool_info(rt->scale, p->ns, p->name, &autoscaled, &headroom);
     struct kube_pool_input in = {
         .replicas = p->replicas,
         .max_replicas = p->max_replicas,
         .pending = p->nwaiters,
         .creating = p->creating + expected,
+        .unanswered = p->creating,
         .max_unavailable = kube_max_unavailable(mu, p->replicas),
         .auto_update = auto_update,
         .deleting = deleting,
+        .autoscaled = autoscaled,
     };
     ab_strlcpy(in.revision, p->revision, sizeof(in.revision));
     kube_pool_plan(&in, pods, n, &plan);
@@ -2025,6 +2030,13 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
         plan.create = 0;
     }
     plan.create = AB_MIN(plan.create, CREATES_PER_PASS);
+    if (plan.create > 0) {
+        char cnt[128];
+        snprintf(cnt, sizeof(cnt), "replicas %d, max %d, waiting %d, creating %d, Pods %d, live %d",
+                 p->replicas, p->max_replicas, p->nwaiters, p->creating + expected, n,
+                 plan.counts.total);
+        LOG_DEBUG("creating a pool's Pods", "pool", p->name, "counts", cnt);
+    }
     for (int i = 0; i < plan.create && !deleting; i++) {
         json_t *body = kube_pod_body(p->name, p->uid, p->env, eff, p->revision, NULL);
         if (body)
@@ -2042,6 +2054,12 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
     json_decref(eff);
     int rolled = 0, replaced = 0;
     for (int i = 0; i < plan.ndelete; i++) {
+        static const char *const why[] = {"", "scale-down", "roll", "stopped or unpullable"};
+        char cnt[96];
+        snprintf(cnt, sizeof(cnt), "replicas %d, max %d, waiting %d, creating %d, Pods %d",
+                 p->replicas, p->max_replicas, p->nwaiters, p->creating + expected, n);
+        LOG_DEBUG("deleting a pool's Pod", "pool", p->name, "pod", pods[plan.del[i]].name, "why",
+                  why[plan.why[i]], "counts", cnt);
         pod_delete(rt, &pods[plan.del[i]]);
         rolled += plan.why[i] == KUBE_DEL_ROLL;
         replaced += plan.why[i] == KUBE_DEL_DEAD;
@@ -2858,9 +2876,13 @@ static void op_scale_groups(struct rt *base, rt_group_fn fn, void *arg)
                                     .last_create_ms = p->last_create_ms};
         status_of(p, &v[i].status);
         /* Pods on their way (created, or idle and not Ready yet) will serve
-         * what waits: starting, for the autoscaler, not idle */
+         * what waits: starting, for the autoscaler, not idle. A Pod in phase
+         * starting is a claimed one swapping its image: it serves its own
+         * claim, not a waiting one (counted so, a claim that found nothing
+         * idle looked covered by the sandbox it queued behind). */
         v[i].status.idle -= p->counts.unavailable_idle;
-        v[i].status.starting += p->counts.unavailable_idle + p->creating;
+        v[i].status.running += p->counts.starting;
+        v[i].status.starting = p->counts.unavailable_idle + p->creating;
         i++;
     }
     kscale_groups(rt->scale, rt->set, rt->cluster, rt->objs[K_POD], v, i, fn, arg);

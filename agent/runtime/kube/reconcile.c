@@ -220,7 +220,7 @@ void kube_pool_plan(const struct kube_pool_input *in, const struct kube_pod *pod
     unavailable += in->creating;
 
     int desired = in->deleting ? 0 : in->replicas;
-    if (!in->deleting && in->pending > idle_ok + in->creating)
+    if (!in->deleting && !in->autoscaled && in->pending > idle_ok + in->creating)
         desired += in->pending - idle_ok - in->creating;
     if (in->max_replicas > 0 && desired > in->max_replicas)
         desired = AB_MAX(in->max_replicas, in->deleting ? 0 : in->replicas);
@@ -231,8 +231,14 @@ void kube_pool_plan(const struct kube_pool_input *in, const struct kube_pod *pod
         out->create = desired - live;
         return; /* rolls wait until the pool is whole */
     }
-    /* Too many: idle Pods go, worst first. */
-    while (live > desired) {
+    /* Too many: idle Pods go, worst first. Not while claims wait: the idle
+     * Pod made for a waiting claim is Ready a moment before the claim takes
+     * it, and then counts as serving it, so the pool looked one over;
+     * deleted, made again, deleted, the claim never got one. Nor while a
+     * create is unanswered: its Pod may be in `pods` already (the watch is
+     * another connection and may be first) and in `creating` too. */
+    bool hold = in->unanswered > 0 || (in->pending > 0 && !in->deleting);
+    while (live > desired && !hold) {
         int best = -1, best_rank = -1;
         for (i = 0; i < n; i++) {
             const struct kube_pod *p = &pods[i];

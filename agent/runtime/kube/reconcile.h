@@ -114,9 +114,14 @@ struct kube_pool_input {
     int max_replicas;                /* <= 0: no ceiling */
     int pending;                     /* claims waiting for an idle Pod */
     int creating;                    /* creates sent and not yet observed */
+    int unanswered;                  /* of those, creates the API server has not answered:
+                                      * the watch may show such a Pod first, so it may be
+                                      * counted twice; no scale-down while there are any */
     int max_unavailable;             /* from kube_max_unavailable */
     bool auto_update;                /* updateStrategy.autoUpdate */
     bool deleting;                   /* the pool is being deleted: scale to 0 */
+    bool autoscaled;                 /* a member of an enabled scaling group: the autoscaler
+                                      * grows it (spec.replicas), waiting claims add no Pods */
     char revision[KUBE_REV_LEN + 1]; /* the pool's */
 };
 
