@@ -56,8 +56,13 @@ static void add_pool(void *arg, const struct rt_pool *p)
         return;
     }
     /* the digest moves with headroom too: a member reaching its ceiling must
-     * stop attracting forwarded creates before the next full report */
-    snprintf(idle, sizeof(idle), "%d/%d/%d", p->status.idle, p->autoscaling ? 1 : 0, p->headroom);
+     * stop attracting forwarded creates before the next full report; and
+     * with running: a claim the pool refilled within one poll leaves idle as
+     * it was, yet the hub holds a reservation for it until a report comes
+     * (a held one made a burst right after find one idle too few and queue
+     * a create on a cluster with none) */
+    snprintf(idle, sizeof(idle), "%d/%d/%d/%d", p->status.idle, p->status.running,
+             p->autoscaling ? 1 : 0, p->headroom);
     b->sig = mix(mix(mix(mix(mix(b->sig, p->ns), p->env), p->name), p->scaling_group), idle);
     int desired = p->status.replicas;
     if (!b->recs) { /* a probe: the digest only */

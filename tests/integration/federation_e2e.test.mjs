@@ -192,7 +192,7 @@ test('a burst of 20 bare creates spreads across beta and gamma', async () => {
     await warm();
     const rs = await Promise.all(Array.from({ length: 20 }, () => create(alpha.e2b, 'demo')));
     const ids = rs.map((r) => {
-        assert.equal(r.status, 201, r.text);
+        assert.equal(r.status, 201, `${r.text}\nalpha's route decisions:\n${alpha.proc.logs().split('\n').filter((l) => /route|hub/.test(l)).slice(-30).join('\n')}`);
         return r.json.sandboxID;
     });
     const on = (c) => ids.filter((id) => id.startsWith(`${c}-`)).length;
