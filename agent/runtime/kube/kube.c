@@ -2030,13 +2030,14 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
         plan.create = 0;
     }
     plan.create = AB_MIN(plan.create, CREATES_PER_PASS);
-    if (plan.create > 0) {
-        char cnt[128];
+    /* the numbers the plan was made from, for the debug lines below */
+    char cnt[128] = "";
+    if ((plan.create > 0 || plan.ndelete > 0) && log_get_level() == LOG_LEVEL_DEBUG)
         snprintf(cnt, sizeof(cnt), "replicas %d, max %d, waiting %d, creating %d, Pods %d, live %d",
                  p->replicas, p->max_replicas, p->nwaiters, p->creating + expected, n,
                  plan.counts.total);
+    if (plan.create > 0)
         LOG_DEBUG("creating a pool's Pods", "pool", p->name, "counts", cnt);
-    }
     for (int i = 0; i < plan.create && !deleting; i++) {
         json_t *body = kube_pod_body(p->name, p->uid, p->env, eff, p->revision, NULL);
         if (body)
@@ -2055,9 +2056,6 @@ static void reconcile_pool(struct krt *rt, struct kpool *p, const json_t *obj)
     int rolled = 0, replaced = 0;
     for (int i = 0; i < plan.ndelete; i++) {
         static const char *const why[] = {"", "scale-down", "roll", "stopped or unpullable"};
-        char cnt[96];
-        snprintf(cnt, sizeof(cnt), "replicas %d, max %d, waiting %d, creating %d, Pods %d",
-                 p->replicas, p->max_replicas, p->nwaiters, p->creating + expected, n);
         LOG_DEBUG("deleting a pool's Pod", "pool", p->name, "pod", pods[plan.del[i]].name, "why",
                   why[plan.why[i]], "counts", cnt);
         pod_delete(rt, &pods[plan.del[i]]);
