@@ -93,6 +93,12 @@ struct loop {
     bool shutdown;
     pthread_t *workers;
     int nworkers;
+
+    /* loop_defer: queued items, oldest first, and the one timer that runs them */
+    struct loop_defer *defer_head, *defer_tail;
+    uint64_t defer_turn;
+    struct loop_timer defer_timer;
+    bool defer_armed;
 };
 
 static void list_push(struct job_list *l, struct loop_job *j)
@@ -384,6 +390,8 @@ const char *loop_backend_of(struct loop *l)
     return l->libev.backend(l->ev) == EVBACKEND_EPOLL ? "epoll" : "other";
 }
 
+static void defer_unlink(struct loop *l, struct loop_defer *d);
+
 void loop_free(struct loop *l)
 {
     if (!l)
@@ -405,8 +413,13 @@ void loop_free(struct loop *l)
     drain_done(l);
     if (l->ctx)
         lws_context_destroy(l->ctx);
+    /* what closes queued is not run: its owners are gone */
+    while (l->defer_head)
+        defer_unlink(l, l->defer_head);
     if (l->ev) { /* lws stopped its watchers on it; a foreign loop is ours to free */
         l->libev.timer_stop(l->ev, &l->lws_tick);
+        if (l->defer_armed)
+            l->libev.timer_stop(l->ev, (ev_timer *)(void *)l->defer_timer.lws_sul);
         l->libev.loop_destroy(l->ev);
     }
     if (l->libev.dl)
@@ -504,6 +517,68 @@ void loop_timer_cancel(struct loop_timer *t)
     }
     lws_sul_schedule(t->loop->ctx, 0, (lws_sorted_usec_list_t *)(void *)t->lws_sul, NULL,
                      LWS_SET_TIMER_USEC_CANCEL);
+}
+
+struct loop *loop_of_lws(struct lws_context *cx)
+{
+    return cx ? lws_context_user(cx) : NULL;
+}
+
+static void defer_unlink(struct loop *l, struct loop_defer *d)
+{
+    if (d->prev)
+        d->prev->next = d->next;
+    else
+        l->defer_head = d->next;
+    if (d->next)
+        d->next->prev = d->prev;
+    else
+        l->defer_tail = d->prev;
+    d->prev = d->next = NULL;
+    d->loop = NULL;
+}
+
+static void defer_run(struct loop_timer *t)
+{
+    struct loop *l = t->arg;
+    l->defer_armed = false;
+    /* what is queued from here on has this turn and waits for the next run */
+    uint64_t turn = ++l->defer_turn;
+    struct loop_defer *d;
+    while ((d = l->defer_head) && d->turn < turn) {
+        defer_unlink(l, d);
+        d->fn(d); /* may queue, cancel or free items, itself included */
+    }
+    if (l->defer_head && !l->defer_armed) {
+        l->defer_armed = true;
+        loop_timer_start(l, &l->defer_timer, 0, defer_run, l);
+    }
+}
+
+void loop_defer(struct loop *l, struct loop_defer *d, loop_defer_fn fn)
+{
+    d->fn = fn;
+    if (d->loop)
+        return;
+    d->loop = l;
+    d->turn = l->defer_turn;
+    d->next = NULL;
+    d->prev = l->defer_tail;
+    if (l->defer_tail)
+        l->defer_tail->next = d;
+    else
+        l->defer_head = d;
+    l->defer_tail = d;
+    if (!l->defer_armed) {
+        l->defer_armed = true;
+        loop_timer_start(l, &l->defer_timer, 0, defer_run, l);
+    }
+}
+
+void loop_defer_cancel(struct loop_defer *d)
+{
+    if (d->loop)
+        defer_unlink(d->loop, d);
 }
 
 int loop_submit(struct loop *l, loop_work_fn work, loop_done_fn done, void *arg)

@@ -16,9 +16,6 @@
 #include <sys/socket.h>
 #include <wslay/wslay.h>
 
-_Static_assert(sizeof(lws_sorted_usec_list_t) <= sizeof(((struct tun_wsl *)0)->flush_sul),
-               "tun_wsl flush_sul storage too small for lws_sorted_usec_list_t");
-
 /* One lws_write carries up to OUT_MAX encoded bytes; a WRITEABLE writes up
  * to WRITE_BUDGET before yielding to the loop (other sessions, timers).
  * Measured with tests/bench/tunnel.mjs: 256 KiB writes cost a quarter of
@@ -252,10 +249,7 @@ void tun_wsl_start(struct tun_wsl *w, struct tun_session *s)
 
 static void flush_cancel(struct tun_wsl *w)
 {
-    if (w->flush_armed && w->cx)
-        lws_sul_schedule(w->cx, 0, (lws_sorted_usec_list_t *)(void *)w->flush_sul, NULL,
-                         LWS_SET_TIMER_USEC_CANCEL);
-    w->flush_armed = false;
+    loop_defer_cancel(&w->flush);
 }
 
 void tun_wsl_fini(struct tun_wsl *w)
@@ -283,7 +277,7 @@ static bool is_direct(const struct tun_wsl *w)
     return w->wsi && w->cx && w->s && !w->write_fn && !lws_is_ssl(w->wsi);
 }
 
-static void flush_due(lws_sorted_usec_list_t *sul);
+static void flush_due(struct loop_defer *d);
 
 void tun_wsl_want_write(struct tun_wsl *w)
 {
@@ -294,13 +288,12 @@ void tun_wsl_want_write(struct tun_wsl *w)
         lws_callback_on_writable(w->wsi); /* the upgrade, or the rest of a partial write */
         return;
     }
-    if (w->flush_armed)
-        return;
-    w->flush_armed = true;
-    /* due now: run at the next turn's timer pass, which lws runs before it polls
-     * (poll) or after the event that queued this (libev, where a sul still 1 µs
-     * ahead then would wait for lws's own timer watcher, armed for later) */
-    lws_sul_schedule(w->cx, 0, (lws_sorted_usec_list_t *)(void *)w->flush_sul, flush_due, 0);
+    /* at the next turn, with whatever else this turn queues for the socket */
+    struct loop *l = loop_of_lws(w->cx);
+    if (l)
+        loop_defer(l, &w->flush, flush_due);
+    else
+        lws_callback_on_writable(w->wsi);
 }
 
 int tun_wsl_rx_inplace(struct tun_wsl *w, void *in, size_t len)
@@ -576,11 +569,9 @@ static int pump(struct tun_wsl *w)
 /* The flush armed by tun_wsl_want_write: what this turn queued, in one
  * write. What it cannot finish (a full socket, the budget, a close to make,
  * a failure to report) goes to RAW_WRITEABLE, where lws can close. */
-static void flush_due(lws_sorted_usec_list_t *sul)
+static void flush_due(struct loop_defer *d)
 {
-    struct tun_wsl *w =
-        (struct tun_wsl *)(void *)((uint8_t *)sul - offsetof(struct tun_wsl, flush_sul));
-    w->flush_armed = false;
+    struct tun_wsl *w = (struct tun_wsl *)(void *)((uint8_t *)d - offsetof(struct tun_wsl, flush));
     if (w->closing || !w->ctx || !w->wsi)
         return;
     /* lws_write would queue behind what lws still holds: one poll, not a turn */

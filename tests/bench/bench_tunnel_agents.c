@@ -17,6 +17,7 @@
  *   target N   connect agents 0..N-1 (ramping at --rate per second), then
  *              print {"event":"ready",...}
  *   stats      print {"event":"stats",...} and restart the RTT sample
+ *   hold       send no more reports (pings go on): the hub's count can catch up
  *   quit       close everything and exit
  * Output: one JSON object per line on stdout; progress and errors on stderr.
  *
@@ -99,6 +100,7 @@ struct bench {
     struct loop_timer tick_timer, ramp_timer;
 
     uint64_t refused, drops, reports, pings, pongs, frames_in_err;
+    bool holding;    /* "hold": no more reports */
     int64_t *rtt_us; /* ping round trips since the last stats */
     size_t nrtt;
     int64_t *hs_us; /* connect → WELCOME of the current ramp */
@@ -404,7 +406,8 @@ static void main_tick(struct loop_timer *t)
     uint64_t k = b->tick++;
     if (b->tick_due_us && b->nlate < BENCH_RTT_MAX)
         b->late_us[b->nlate++] = AB_MAX(0, ab_now_us() - b->tick_due_us);
-    for (int i = (int)(k % BENCH_REPORT_TICKS); i < b->nagents; i += BENCH_REPORT_TICKS)
+    for (int i = (int)(k % BENCH_REPORT_TICKS); !b->holding && i < b->nagents;
+         i += BENCH_REPORT_TICKS)
         if (b->agents[i].state == SIM_ESTABLISHED)
             sim_report(&b->agents[i]);
     for (int i = (int)(k % BENCH_PING_TICKS); i < b->nagents; i += BENCH_PING_TICKS)
@@ -505,10 +508,12 @@ static void run_command(void *arg, int status)
             set_target(b, n);
         else if (strncmp(c->line, "stats", 5) == 0)
             print_stats(b);
+        else if (strncmp(c->line, "hold", 4) == 0)
+            b->holding = true;
         else if (strncmp(c->line, "quit", 4) == 0)
             stop_all(b);
         else
-            fprintf(stderr, "unknown command '%s' (target N, stats, quit)\n", c->line);
+            fprintf(stderr, "unknown command '%s' (target N, stats, hold, quit)\n", c->line);
     }
     free(c);
 }

@@ -25,16 +25,13 @@
 // the client's cap) and the figure is the time until all N are back, with
 // the hub's /healthz lag meanwhile (issue 17: <= 60 s at 10,000 without
 // starving the loop).
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import http from 'node:http';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
-import path from 'node:path';
-import readline from 'node:readline';
 import {
-    startPostgres, runMigrate, startHub, httpGet, waitFor, tempDir, run, PG_BIN, buildDir,
-    adminHeaders,
+    startPostgres, runMigrate, startHub, httpGet, waitFor, tempDir, buildDir, adminHeaders,
 } from '../integration/lib/harness.mjs';
+import { registerClusters, startClient } from '../integration/lib/simagents.mjs';
 import {
     sampleProcess, procMem, withChildren, mib, fmt, printTable, machineNote, quantile, row, atMost, histBuckets,
     histWindow, loadNow,
@@ -68,70 +65,6 @@ function openFilesLimit() {
     return m ? Number(m[1]) : NaN;
 }
 
-// Registers n clusters sim-00000.. with fresh tokens; returns the agents file.
-async function registerClusters(pg, dir, n) {
-    const lines = [];
-    const rows = [];
-    for (let i = 0; i < n; i++) {
-        const id = `sim-${String(i).padStart(5, '0')}`;
-        const token = 'abxc_' + crypto.randomBytes(32).toString('hex');
-        const hash = crypto.createHash('sha256').update(token).digest('hex');
-        lines.push(`${id} ${token}`);
-        rows.push(`('${id}','${hash}','bench')`);
-    }
-    const sqlFile = path.join(dir, 'clusters.sql');
-    let sql = '';
-    for (let i = 0; i < rows.length; i += 1000) {
-        sql += `INSERT INTO clusters (id, token_hash, region) VALUES ${rows.slice(i, i + 1000).join(',')};\n`;
-    }
-    fs.writeFileSync(sqlFile, sql);
-    const r = await run(path.join(PG_BIN, 'psql'), ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', pg.url, '-f', sqlFile]);
-    if (r.code !== 0) throw new Error(`inserting clusters failed: ${r.stderr}`);
-    const file = path.join(dir, 'agents.txt');
-    fs.writeFileSync(file, lines.join('\n') + '\n');
-    return file;
-}
-
-// The C client: JSON events from stdout, commands on stdin.
-function startClient(hub, agentsFile, dir) {
-    const bin = path.join(buildDir(), 'bench_tunnel_agents');
-    if (!fs.existsSync(bin)) throw new Error(`${bin} is missing: build the bench_tunnel_agents target`);
-    const log = fs.openSync(path.join(dir, 'client.log'), 'a');
-    const child = spawn(bin, ['--hub', hub.tunnelUrl, '--agents', agentsFile, '--rate', String(RATE)], {
-        stdio: ['pipe', 'pipe', log],
-    });
-    const waiting = [];
-    const events = [];
-    readline.createInterface({ input: child.stdout }).on('line', (line) => {
-        let ev;
-        try {
-            ev = JSON.parse(line);
-        } catch {
-            return;
-        }
-        events.push(ev);
-        for (const w of waiting.splice(0)) w();
-    });
-    const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, sig })));
-    const client = {
-        child,
-        logFile: path.join(dir, 'client.log'),
-        send: (cmd) => child.stdin.write(cmd + '\n'),
-        // the next event of a kind (events seen before the call count)
-        next: (kind, timeoutMs) => waitFor(() => {
-            const i = events.findIndex((e) => e.event === kind);
-            return i >= 0 ? events.splice(i, 1)[0] : null;
-        }, { timeoutMs, intervalMs: 100, what: `bench_tunnel_agents '${kind}'` }),
-        quit: async () => {
-            client.send('quit');
-            const t = setTimeout(() => child.kill('SIGKILL'), 10000);
-            await exited;
-            clearTimeout(t);
-        },
-        exited,
-    };
-    return client;
-}
 
 // GET /healthz every 100 ms over one keep-alive connection until stop()
 // resolves: the hub's loop lag as an HTTP client sees it (the tunnel and the
@@ -286,7 +219,7 @@ async function measure(pg, agentsFile, dir, loop) {
         rows.push(['0 (idle baseline)', '-', '-', '-', fmt(mib(idle.rssEnd), 1), fmt(mib(idle.rssMax), 1),
             fmt(idle.cores, 3), fmt(idle.others.postgres, 3), '-', '-', '-', '-', 0]);
 
-        client = startClient(hub, agentsFile, dir);
+        client = startClient(hub, agentsFile, dir, RATE);
         renice(client.child.pid, 'client');
         let stalled = false;
         for (const n of STAGES) {

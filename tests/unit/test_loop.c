@@ -195,6 +195,92 @@ static void test_stop_poll(void **state)
     stop_from_thread(LOOP_POLL);
 }
 
+/* loop_defer: queued items run once, in queue order, on a later turn; one
+ * queued while they run waits for the turn after; queueing a queued item
+ * keeps its place; a cancelled one (even by an item of the same run) does
+ * not run. */
+struct deferrals {
+    struct loop *loop;
+    struct loop_defer d[5];
+    int order[16];
+    int n;
+    int requeued; /* d[3] queued itself once from its own run */
+    struct loop_timer guard;
+};
+
+static struct deferrals *the_deferrals;
+
+static void defer_item(struct loop_defer *d)
+{
+    struct deferrals *x = the_deferrals;
+    int i = (int)(d - x->d);
+    x->order[x->n++] = i;
+    if (i == 0)
+        loop_defer_cancel(&x->d[2]); /* queued behind it in the same run: must not run */
+    if (i == 3 && !x->requeued) {
+        x->requeued = 1;
+        loop_defer(x->loop, &x->d[3], defer_item); /* next turn, after this run ends */
+        assert_true(x->d[3].loop != NULL);
+    }
+    if (i == 3 && x->n > 3)
+        loop_stop(x->loop);
+}
+
+static void defer_guard(struct loop_timer *t)
+{
+    struct deferrals *x = t->arg;
+    loop_stop(x->loop);
+}
+
+static void defer_start(void *arg, int status)
+{
+    struct deferrals *x = arg;
+    assert_int_equal(status, 0);
+    loop_defer(x->loop, &x->d[0], defer_item);
+    loop_defer(x->loop, &x->d[1], defer_item);
+    loop_defer(x->loop, &x->d[2], defer_item);
+    loop_defer(x->loop, &x->d[3], defer_item);
+    loop_defer(x->loop, &x->d[1], defer_item); /* already queued: keeps its place */
+    loop_defer(x->loop, &x->d[4], defer_item);
+    loop_defer_cancel(&x->d[4]); /* never runs */
+    assert_int_equal(x->n, 0);   /* nothing runs from inside loop_defer */
+}
+
+static void defer_order(enum loop_kind kind)
+{
+    struct deferrals x;
+    memset(&x, 0, sizeof(x));
+    the_deferrals = &x;
+    struct loop_options lo = {.workers = 1, .kind = kind};
+    char err[256];
+    assert_int_equal(loop_create(&lo, &x.loop, err, sizeof(err)), 0);
+    loop_timer_start(x.loop, &x.guard, 10000, defer_guard, &x);
+    assert_int_equal(loop_submit(x.loop, nothing, defer_start, &x), 0);
+    loop_run(x.loop);
+    loop_timer_cancel(&x.guard);
+    /* 0, 1, 3 in the first run (2 cancelled by 0, 4 before it), then 3 again */
+    assert_int_equal(x.n, 4);
+    assert_int_equal(x.order[0], 0);
+    assert_int_equal(x.order[1], 1);
+    assert_int_equal(x.order[2], 3);
+    assert_int_equal(x.order[3], 3);
+    for (int i = 0; i < 5; i++)
+        assert_null(x.d[i].loop);
+    loop_free(x.loop);
+}
+
+static void test_defer_libev(void **state)
+{
+    (void)state;
+    defer_order(LOOP_LIBEV);
+}
+
+static void test_defer_poll(void **state)
+{
+    (void)state;
+    defer_order(LOOP_POLL);
+}
+
 static void test_kind_names(void **state)
 {
     (void)state;
@@ -222,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_short_timer_libev), cmocka_unit_test(test_short_timer_poll),
         cmocka_unit_test(test_quiet_timer_libev), cmocka_unit_test(test_quiet_timer_poll),
         cmocka_unit_test(test_stop_libev),        cmocka_unit_test(test_stop_poll),
+        cmocka_unit_test(test_defer_libev),       cmocka_unit_test(test_defer_poll),
         cmocka_unit_test(test_kind_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

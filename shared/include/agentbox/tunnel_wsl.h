@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agentbox/loop.h"
 #include "agentbox/tunnel.h"
 #include "agentbox/tunnel_wsframe.h"
 
@@ -64,12 +65,11 @@ struct tun_wsl {
      * socket; else this (the agent's TLS), 0 or -1 */
     int (*write_fn)(void *arg, const uint8_t *data, size_t len);
     void *write_arg;
-    /* writes: the flush armed for the next loop turn (lws_sorted_usec_list_t
-     * storage, opaque here), bytes of out already on the socket (a partial
-     * direct write), and counters tests read */
-    uint8_t flush_sul[64];
+    /* writes: the flush queued for the next loop turn, bytes of out already
+     * on the socket (a partial direct write), and counters tests read */
+    struct loop_defer flush;
     struct lws_context *cx;
-    bool flush_armed, writing, fatal;
+    bool writing, fatal;
     size_t outoff;
     uint64_t writes, writeables; /* socket writes; RAW_WRITEABLE callbacks served */
     bool ping_due;
