@@ -16,6 +16,7 @@
 // load average. Needs root (namespaces) and a build:
 //   sudo AGENTBOX_BUILD_DIR=build [AGENTBOX_BASELINE_BUILD_DIR=/tmp/base] node tests/bench/e2b_create.mjs   [BENCH_INTERNET=1]
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import { execFileSync, spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -87,6 +88,17 @@ async function measure(buildDir) {
             await native(alpha, stack.key, 'DELETE', `/v1/sandboxes/${sb.sandboxId}`);
         }
         const natP50 = pct(nat, 50);
+
+        // the same create from a client of negligible cost: one open
+        // connection, raw HTTP/1.1 (warmBurst with one client)
+        const raw1 = [];
+        for (let i = 0; i < SEQ; i++) {
+            await full();
+            const b = await warmBurst({ key: stack.key, opts }, alpha.e2b, null, 1);
+            raw1.push(b.xs[0].ms);
+            await fetch(`${alpha.e2b}/sandboxes/${b.xs[0].sid}`, { method: 'DELETE', headers: { 'X-API-Key': stack.key } })
+                .then((res) => res.arrayBuffer());
+        }
 
         // The SDK's first create in a process loads its lazy modules (one-off,
         // 160-540 ms measured): taken once untimed and printed, or it is the
@@ -160,7 +172,7 @@ async function measure(buildDir) {
 
         const r = {
             buildDir, loadBefore, loadAfter: os.loadavg()[0], internet: opts.allowInternetAccess,
-            base50: baseP50, nat50: natP50, nat99: pct(nat, 99),
+            base50: baseP50, nat50: natP50, nat99: pct(nat, 99), raw50: pct(raw1, 50), raw99: pct(raw1, 99),
             one50: pct(one, 50), one99: pct(one, 99), oneN: one.length,
             firstMs, stubSeq50: pct(stubSeq, 50), stubSeq99: pct(stubSeq, 99),
             burst50: pct(b, 50), burst99: pct(b, 99),
@@ -220,6 +232,7 @@ let tag = 0;
 async function oneBurst(ctx, how, apiUrl, traced) {
     const id = `burst${tag++}`;
     if (how === 'curl') return curlBurst(ctx, apiUrl, traced ? id : null);
+    if (how === 'warm') return warmBurst(ctx, apiUrl, traced ? id : null);
     const c0 = process.cpuUsage();
     const xs = await Promise.all(Array.from({ length: 32 }, async (_, i) => {
         const trace = `${id}-${i}`;
@@ -275,11 +288,71 @@ async function curlBurst(ctx, apiUrl, id) {
     return { xs, cpu: NaN };
 }
 
+// 32 clients that each hold an open keep-alive connection (as a fleet of
+// long-lived SDK processes does): the sockets are connected and used once
+// (GET /health) first, then the 32 POSTs are written in one tick. A request's
+// time is from its write to its whole answer, read by a minimal HTTP/1.1
+// reader (status line, Content-Length): what is left is the server's part
+// and a few µs of this process per answer.
+async function warmBurst(ctx, apiUrl, id, n = 32) {
+    const u = new URL(apiUrl);
+    const conns = await Promise.all(Array.from({ length: n }, () => new Promise((resolve, reject) => {
+        const sock = net.connect({ host: u.hostname, port: Number(u.port), noDelay: true }, () => resolve(sock));
+        sock.once('error', reject);
+    })));
+    const reader = (sock) => {
+        let buf = Buffer.alloc(0);
+        let want = null;
+        sock.on('data', (d) => {
+            buf = Buffer.concat([buf, d]);
+            for (;;) {
+                const end = buf.indexOf('\r\n\r\n');
+                if (end < 0 || !want) return;
+                const head = buf.subarray(0, end).toString('latin1');
+                const m = head.match(/^HTTP\/1\.1 (\d+)/);
+                const len = Number((head.match(/\r\ncontent-length: *(\d+)/i) || [])[1] || 0);
+                if (buf.length < end + 4 + len) return;
+                const body = buf.subarray(end + 4, end + 4 + len).toString();
+                buf = buf.subarray(end + 4 + len);
+                const w = want;
+                want = null;
+                w({ status: m ? Number(m[1]) : 0, body, at: performance.now(), mono: monoUs() });
+            }
+        });
+        return (text) => new Promise((resolve) => {
+            want = resolve;
+            sock.write(text);
+        });
+    };
+    const ask = conns.map(reader);
+    const host = `Host: ${u.host}\r\n`;
+    await Promise.all(ask.map((a) => a(`GET /health HTTP/1.1\r\n${host}\r\n`)));
+    const body = JSON.stringify({ templateID: 'bench', allow_internet_access: ctx.opts.allowInternetAccess });
+    const reqs = ask.map((_, i) => `POST /v2/sandboxes HTTP/1.1\r\n${host}X-API-Key: ${ctx.key}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        (id ? `X-AgentBox-Trace: ${id}-${i}\r\n` : '') + `\r\n${body}`);
+    const c0 = process.cpuUsage();
+    const pending = [];
+    for (let i = 0; i < n; i++) {
+        const t = performance.now();
+        const sent = monoUs();
+        pending.push(ask[i](reqs[i]).then((r) => ({ r, t, sent, i })));
+    }
+    const got = await Promise.all(pending);
+    const c = process.cpuUsage(c0);
+    for (const sock of conns) sock.destroy();
+    const xs = got.map(({ r, t, sent, i }) => {
+        if (r.status !== 201) throw new Error(`warm create: ${r.status} ${r.body.slice(0, 300)}`);
+        return { ms: r.at - t, sent, done: r.mono, sid: JSON.parse(r.body).sandboxID, trace: `${id}-${i}` };
+    });
+    return { xs, cpu: (c.user + c.system) / 1000 / n };
+}
+
 // Per round, interleaved: SDK and bare fetch against the stub (the client's
 // own floor), then SDK and bare fetch against the agent, traced.
 async function burstSplit(alpha, ctx, full) {
     const stub = await startStub();
-    const kinds = ['sdk-stub', 'fetch-stub', 'curl-stub', 'sdk-agent', 'fetch-agent', 'curl-agent'];
+    const kinds = ['sdk-stub', 'fetch-stub', 'curl-stub', 'warm-stub', 'sdk-agent', 'fetch-agent', 'curl-agent', 'warm-agent'];
     const ms = Object.fromEntries(kinds.map((k) => [k, []]));
     const cpu = Object.fromEntries(kinds.map((k) => [k, []]));
     const st = {};
@@ -350,7 +423,9 @@ function reportSplit(s) {
     w('fetch-agent', 'bare fetch POST vs the agent (traced)');
     w('curl-stub', 'curl -Z (one process, C) vs the stub');
     w('curl-agent', 'curl -Z vs the agent (traced)');
-    for (const how of ['sdk', 'fetch', 'curl']) {
+    w('warm-stub', '32 open connections (raw HTTP/1.1) vs the stub');
+    w('warm-agent', '32 open connections vs the agent (traced)');
+    for (const how of ['sdk', 'fetch', 'curl', 'warm']) {
         const g = (k) => `p50 ${fmt(s.stages[`${how}.${k}`].p50)} p99 ${fmt(s.stages[`${how}.${k}`].p99)} ms`;
         if (how === 'curl') console.log('    (curl: "sent" is its spawn, "resolved" its exit: its own start and exit are in those two stages)');
         console.log(`    ${how} vs the agent, by stage: sent → handler runs ${g('in')} (first handler ${fmt(s.stages[`${how}.first`].p50)} ms ` +
@@ -370,6 +445,7 @@ function report(r) {
     console.log(`  baseline native claim     p50 ${fmt(r.nat50)} ms  p99 ${fmt(r.nat99)} ms`);
     console.log(`  1 client   (n=${r.oneN})      p50 ${fmt(r.one50)} ms  p99 ${fmt(r.one99)} ms  ` +
         `(${fmt(r.one50 / r.nat50)}x the native claim)`);
+    console.log(`  1 client, raw (n=${r.oneN})  p50 ${fmt(r.raw50)} ms  p99 ${fmt(r.raw99)} ms  (one open connection, raw HTTP/1.1: the client's own cost taken out)`);
     console.log(`    the client's floor: Sandbox.create vs a stub answering at once, sequential  p50 ${fmt(r.stubSeq50)} ms  p99 ${fmt(r.stubSeq99)} ms; ` +
         `the process's first Sandbox.create (SDK lazy loading, untimed above) ${fmt(r.firstMs)} ms`);
     console.log(`  32 clients (n=32, burst)  p50 ${fmt(r.burst50)} ms  p99 ${fmt(r.burst99)} ms  ` +
@@ -421,10 +497,15 @@ const ld = `load ${after.loadBefore.toFixed(2)}`;
 const base = `native claim p50 ${fmt(after.nat50)} ms`;
 const base1 = `${base}; SDK vs a stub p50 ${fmt(after.stubSeq50)} p99 ${fmt(after.stubSeq99)} ms`;
 row('create-1-p50', 'E2B create, 1 client, p50', `${fmt(after.one50)} ms (${ld})`, base1, '<= 5 ms', atMost(after.one50, 5));
+row('create-1-raw-p50', 'E2B create, 1 client on an open connection (raw HTTP/1.1), p50', `${fmt(after.raw50)} ms, p99 ${fmt(after.raw99)} ms (${ld})`,
+    `GET /health p50 ${fmt(after.base50)} ms`, '<= 5 ms', atMost(after.raw50, 5));
 row('create-1-p99', 'E2B create, 1 client, p99', `${fmt(after.one99)} ms (${ld})`, base1, '<= 25 ms', atMost(after.one99, 25));
 row('create-burst32-p99', 'E2B create, 32 clients in a burst, p99', `${fmt(after.burst99)} ms (${ld})`,
     `client floor: the same burst vs a stub server p99 ${fmt(after.split['sdk-stub'].p99)} ms; bare fetch vs the agent p99 ${fmt(after.split['fetch-agent'].p99)} ms`, '<= 25 ms', atMost(after.burst99, 25));
 // the same burst from a client whose own cost is small (one curl process): the agent's part
 row('create-burst32-curl-p99', 'E2B create, 32 in a burst from curl -Z (C client), p99', `${fmt(after.split['curl-agent'].p99)} ms (load ${after.split.load.toFixed(2)})`,
     `curl -Z vs the stub p99 ${fmt(after.split['curl-stub'].p99)} ms`, '<= 25 ms', atMost(after.split['curl-agent'].p99, 25));
+// 32 clients that already hold their connections (the fleet's steady state): the server's part of a burst
+row('create-burst32-warm-p99', 'E2B create, 32 clients in a burst on open connections (raw HTTP/1.1), p99', `${fmt(after.split['warm-agent'].p99)} ms (load ${after.split.load.toFixed(2)})`,
+    `the same vs the stub p99 ${fmt(after.split['warm-stub'].p99)} ms`, '<= 25 ms', atMost(after.split['warm-agent'].p99, 25));
 row('create-sustained', 'sustained creates with refills, 32 clients', `${fmt(after.rate)}/s (${ld})`, base, '>= 500/s', atLeast(after.rate, 500));
