@@ -65,6 +65,7 @@ benchmarks=(
 expected=(
     "relay-bulk|bulk alpha -> hub -> beta vs direct loopback TCP|>= 0.5x|tunnel-bulk-rtt"
     "relay-websockify|relay vs websockify, one WebSocket hop, same bytes|peer|tunnel-bulk-rtt"
+    "relay-stalled|a stalled stream: added to another stream's round trip, p50|<= 5 ms|tunnel-bulk-rtt"
     "hub-agents-rss|hub with 10,000 agent tunnels: RSS|<= 1024 MiB|tunnel-agents"
     "hub-agents-cpu|hub with 10,000 agent tunnels: CPU|<= 1 core|tunnel-agents"
     "hub-agents-lag|hub with 10,000 agent tunnels: loop lag p99|<= 20 ms|tunnel-agents"

@@ -18,7 +18,8 @@ import net from 'node:net';
 import crypto from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import {
-    startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, buildDir, adminKey,
+    startPostgres, runMigrate, startHub, addCluster, startAgent, waitClusterOnline, buildDir, adminKey, waitFor,
+    httpGet,
 } from '../integration/lib/harness.mjs';
 import { quantile, median, mean, fmt, printTable, machineNote, cpuOf, row, atLeast, loadNow } from './util.mjs';
 
@@ -317,17 +318,48 @@ async function benchRoundTrip(st) {
     return samples;
 }
 
+// DESIGN §12: a stalled stream adds <= 5 ms to other streams' round trips.
+// A reader that never reads asks alpha for 1 GB relayed from beta; once the
+// hub holds a window of it for alpha (its buffered-bytes gauge, sampled every
+// 5 s), relayed pings on the same tunnels are timed again while the stall
+// lasts (it never clears); the baseline is section 2's relayed pings, taken
+// just before on the same path.
+async function benchStalled(st) {
+    const url = `${st.alpha.native}/v1/relay/beta/native/v1/ping`;
+    const u = new URL(`${st.alpha.native}/v1/relay/beta/native/v1/diag/bytes?n=1000000000`);
+    const sock = net.connect(Number(u.port), u.hostname);
+    await new Promise((r, j) => { sock.once('connect', r); sock.once('error', j); });
+    sock.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY_HEADERS['X-API-Key']}\r\n\r\n`);
+    sock.pause();
+    try {
+        const held = await waitFor(async () => {
+            const r = await httpGet(`${st.hub.metrics}/metrics`);
+            const line = r.body.split('\n').find((l) => l.startsWith('agentbox_tunnel_buffered_bytes{cluster="alpha"}'));
+            const b = line ? Number(line.split(' ').pop()) : 0;
+            return b >= 256 * 1024 ? b : null;
+        }, { timeoutMs: 30000, intervalMs: 250, what: 'the hub buffering the stalled stream' });
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+        for (let i = 0; i < RTT_WARMUP; i++) await getKeepAlive(agent, url);
+        const xs = [];
+        for (let i = 0; i < RTT_N; i++) xs.push(await getKeepAlive(agent, url));
+        agent.destroy();
+        return { xs, held };
+    } finally {
+        sock.destroy();
+    }
+}
+
 // --- main ----------------------------------------------------------------------------------
 
 async function main() {
     console.log(`# tunnel benchmarks  build=${buildDir()}  ${machineNote()}`);
     const st = await startStack();
-    const net = await startNetServer();
-    const wsfy = await startWebsockify(net.base);
+    const tcp = await startNetServer();
+    const wsfy = await startWebsockify(tcp.base);
     if (!wsfy) console.log('websockify is not installed (scripts/deps.sh): its row is left out');
     try {
         console.log(`\n## 1. bulk throughput, ${BYTES} bytes per transfer, ${ROUNDS} rounds per path (interleaved)`);
-        const { results: tp, cpu, perMb, procs } = await benchThroughput(st, net, wsfy);
+        const { results: tp, cpu, perMb, procs } = await benchThroughput(st, tcp, wsfy);
         const rows = Object.entries(tp).map(([k, v]) => [k, fmt(median(v), 0), fmt(Math.max(...v), 0), fmt(Math.min(...v), 0)]);
         printTable(['path', 'median MB/s', 'best MB/s', 'worst MB/s'], rows);
         console.log('\nCPU during the transfers (cores, median over rounds):');
@@ -359,8 +391,16 @@ async function main() {
         const r = rt['alpha → hub → beta /v1/ping (relay)'];
         console.log(`added by the relay: p50 ${fmt(quantile(r, 0.5) - quantile(d, 0.5), 3)} ms, ` +
             `p99 ${fmt(quantile(r, 0.99) - quantile(d, 0.99), 3)} ms`);
+
+        console.log(`\n## 3. a stalled stream beside the relayed pings (${RTT_N} more, same path)`);
+        const sl = await benchStalled(st);
+        const added = quantile(sl.xs, 0.5) - quantile(r, 0.5);
+        console.log(`relayed ping beside a stalled stream (the hub holding ${sl.held} bytes of it): p50 ${fmt(quantile(sl.xs, 0.5), 3)} ms, ` +
+            `p99 ${fmt(quantile(sl.xs, 0.99), 3)} ms; alone p50 ${fmt(quantile(r, 0.5), 3)} ms: added ${fmt(added, 3)} ms`);
+        row('relay-stalled', "a stalled stream: added to another stream's round trip, p50",
+            `${fmt(added, 3)} ms (load ${loadNow()})`, `relayed ping alone p50 ${fmt(quantile(r, 0.5), 3)} ms`, '<= 5 ms', added <= 5 ? 'met' : 'missed');
     } finally {
-        net.child.kill('SIGTERM');
+        tcp.child.kill('SIGTERM');
         if (wsfy) wsfy.child.kill('SIGTERM');
         await st.stop();
     }
