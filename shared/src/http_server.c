@@ -10,6 +10,9 @@
 
 #include <libwebsockets.h>
 #include <arpa/inet.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,8 @@ struct http_server {
     char name[32];
     char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     struct lws_protocols protocols[3];
+    /* loop thread writes, any thread reads (http_server_io_counts) */
+    _Atomic uint64_t sends, writeables;
 };
 
 struct conn {
@@ -52,6 +57,10 @@ struct conn {
     size_t inlen;
     struct http_out out;
     char peer[64];
+    /* plain sockets: output leaves by send(2) at the next loop turn (one
+     * write for all a turn queued), not a POLLOUT round through lws */
+    struct loop_defer flush;
+    struct loop *loop;
 };
 
 static void conn_update_rx(struct conn *c)
@@ -59,9 +68,33 @@ static void conn_update_rx(struct conn *c)
     lws_rx_flow_control(c->wsi, (c->handler_paused || c->buffer_paused) ? 0 : 1);
 }
 
+/* Written by us with send(2): a plain socket, so lws never holds output of
+ * its own for it and a partial write stays in c->out. TLS goes through
+ * lws_write in WRITEABLE. */
+static bool conn_direct(const struct conn *c)
+{
+    return c->loop && !lws_is_ssl(c->wsi);
+}
+
+static int conn_write(struct conn *c);
+
+static void conn_flush_due(struct loop_defer *d)
+{
+    struct conn *c = (struct conn *)(void *)((char *)d - offsetof(struct conn, flush));
+    if (c->killed)
+        return;
+    /* a close (or a write error) is lws's to make, from WRITEABLE */
+    if (conn_write(c) != 0)
+        lws_callback_on_writable(c->wsi);
+}
+
 static void conn_want_write(struct conn *c)
 {
-    if (!c->killed)
+    if (c->killed)
+        return;
+    if (conn_direct(c))
+        loop_defer(c->loop, &c->flush, conn_flush_due);
+    else
         lws_callback_on_writable(c->wsi);
 }
 
@@ -274,27 +307,46 @@ static void advance(struct conn *c)
     }
 }
 
+/* One chunk to the socket: bytes taken (all of len through lws, which keeps
+ * what the socket refused), 0 when a plain socket is full, -1 on an error. */
+static ssize_t conn_send(struct conn *c, const char *data, size_t len)
+{
+    if (!conn_direct(c))
+        return lws_write(c->wsi, (unsigned char *)data, len, LWS_WRITE_RAW) < 0 ? -1 : (ssize_t)len;
+    atomic_fetch_add_explicit(&c->srv->sends, 1, memory_order_relaxed);
+    ssize_t k = send(lws_get_socket_fd(c->wsi), data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+    return k;
+}
+
 static int conn_write(struct conn *c)
 {
     const char *data;
     size_t budget = WRITE_CHUNK;
     size_t len;
+    bool full = false;
     while (budget && (len = http_out_peek(&c->out, &data)) > 0) {
         if (len > budget)
             len = budget;
-        int w = lws_write(c->wsi, (unsigned char *)data, len, LWS_WRITE_RAW);
+        ssize_t w = conn_send(c, data, len);
         if (w < 0)
             return -1;
-        http_out_consume(&c->out, len);
-        budget -= len;
-        if (lws_send_pipe_choked(c->wsi))
+        http_out_consume(&c->out, (size_t)w);
+        budget -= (size_t)w;
+        if ((size_t)w < len || (!conn_direct(c) && lws_send_pipe_choked(c->wsi))) {
+            full = true;
             break;
+        }
     }
     if (c->ex && !c->ex_finished && c->out.bytes < LOW_WATER)
         http_exchange_drained(c->ex);
     advance(c);
     if (c->out.bytes) {
-        conn_want_write(c);
+        if (full || !budget)
+            lws_callback_on_writable(c->wsi); /* when the socket has room */
+        else
+            conn_want_write(c);
         return 0;
     }
     if (c->close_after && (!c->ex || c->ex_finished))
@@ -304,6 +356,7 @@ static int conn_write(struct conn *c)
 
 static void conn_free(struct conn *c)
 {
+    loop_defer_cancel(&c->flush);
     if (c->ex) {
         struct http_exchange *ex = c->ex;
         c->ex = NULL;
@@ -329,6 +382,7 @@ static int server_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
             return -1;
         c->wsi = wsi;
         c->srv = srv;
+        c->loop = loop_of_lws(lws_get_context(wsi));
         c->inbuf = malloc(INBUF_MAX + SERVER_RX_BUF);
         c->parser = http_parse_new(HTTP_PARSE_REQUEST, srv->head_max, &parse_cbs, c);
         if (!c->inbuf || !c->parser) {
@@ -364,6 +418,7 @@ static int server_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
     case LWS_CALLBACK_RAW_WRITEABLE:
         if (!c || c->killed)
             return 0;
+        atomic_fetch_add_explicit(&c->srv->writeables, 1, memory_order_relaxed);
         return conn_write(c);
     case LWS_CALLBACK_RAW_CLOSE:
         if (c) {
@@ -532,6 +587,12 @@ int http_server_start(struct loop *l, const struct http_server_options *o, struc
     }
     *out = s;
     return 0;
+}
+
+void http_server_io_counts(struct http_server *s, uint64_t *sends, uint64_t *writeables)
+{
+    *sends = atomic_load_explicit(&s->sends, memory_order_relaxed);
+    *writeables = atomic_load_explicit(&s->writeables, memory_order_relaxed);
 }
 
 int http_server_port(struct http_server *s)

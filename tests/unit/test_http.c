@@ -206,6 +206,28 @@ static size_t read_response(int fd, int *status, char *body, size_t cap)
 
 /* --- tests ------------------------------------------------------------------------- */
 
+/* A small answer leaves by send(2) at the next loop turn: no POLLOUT round
+ * (a WRITEABLE callback) and no choked-poll per answer. The old path took a
+ * writable round for every answer. */
+static void test_small_answers_leave_without_a_writable_round(void **state)
+{
+    uint64_t s0, w0, s1, w1;
+    http_server_io_counts(g_srv, &s0, &w0);
+    int fd = dial();
+    for (int i = 0; i < 20; i++) {
+        char req[128], body[256];
+        int status;
+        int n = snprintf(req, sizeof(req), "GET /items/%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+        send_all(fd, req, (size_t)n);
+        read_response(fd, &status, body, sizeof(body));
+        assert_int_equal(status, 200);
+    }
+    close(fd);
+    http_server_io_counts(g_srv, &s1, &w1);
+    assert_true(s1 - s0 >= 20);
+    assert_int_equal(w1 - w0, 0);
+}
+
 static void test_route_params_and_query(void **state)
 {
     int fd = dial();
@@ -677,6 +699,7 @@ static void test_router_keeps_registration_order_for_identical_shapes(void **sta
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_answers_leave_without_a_writable_round),
         cmocka_unit_test(test_route_params_and_query),
         cmocka_unit_test(test_chunked_request_body),
         cmocka_unit_test(test_pipelined_requests_answer_in_order),

@@ -212,6 +212,10 @@ int http_server_start(struct loop *l, const struct http_server_options *o, struc
                       char *err, size_t errlen);
 /* The bound TCP port (useful with port 0). */
 int http_server_port(struct http_server *s);
+/* Plain-socket send(2) calls made and WRITEABLE callbacks served since start
+ * (a small answer leaves in one send at the next loop turn, with no
+ * writable round). For tests and diagnostics; any thread. */
+void http_server_io_counts(struct http_server *s, uint64_t *sends, uint64_t *writeables);
 void http_server_stop(struct http_server *s);
 
 /* --- client ------------------------------------------------------------------ */
