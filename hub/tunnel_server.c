@@ -72,6 +72,7 @@ struct hub_session {
     char *stash;
     size_t stash_len;
     bool deferred;                     /* on ts's deferred list */
+    bool rx_paused;                    /* its socket's reading paused meanwhile (plain TCP) */
     struct hub_session *dprev, *dnext; /* the deferred list, oldest first */
     struct hub_session *hnext;         /* bucket chain */
     struct hub_session *prev, *next;   /* all sessions */
@@ -723,7 +724,12 @@ static int rx_defer(struct tunnel_server *ts, struct hub_session *hs, const void
         else
             ts->defer_head = hs;
         ts->defer_tail = hs;
-        lws_rx_flow_control(hs->wsi, 0);
+        /* TLS is not paused: OpenSSL may hold decrypted bytes that no POLLIN
+         * would announce after a resume; what lws reads meanwhile queues here
+         * in order (up to RX_STASH_MAX) */
+        hs->rx_paused = !lws_is_ssl(hs->wsi);
+        if (hs->rx_paused)
+            lws_rx_flow_control(hs->wsi, 0);
         metrics_add(ts->m_rx_deferred, NULL, 1);
     }
     return 0;
@@ -737,8 +743,9 @@ static void rx_take_stash(struct tunnel_server *ts, struct hub_session *hs)
     hs->stash = NULL;
     hs->stash_len = 0;
     defer_unlink(ts, hs);
-    if (hs->wsi && !hs->closed)
+    if (hs->rx_paused && hs->wsi && !hs->closed)
         lws_rx_flow_control(hs->wsi, 1);
+    hs->rx_paused = false;
     rx_input(ts, hs, stash, n);
     free(stash);
 }
