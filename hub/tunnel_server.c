@@ -667,8 +667,8 @@ static int raw_refuse(struct hub_session *hs, int status, const char *why)
  * the loop reads every ready socket before it looks at its timers: 200
  * reports in one turn were 40 ms of parsing ahead of every timer and HTTP
  * answer (DESIGN §12: loop lag p99 <= 20 ms). Past the budget a session's
- * input is kept as lws read it, its socket paused, and taken in order on a
- * later turn: nothing is dropped, and one session's bytes stay in order. */
+ * input is kept as lws read it, its socket paused (plain TCP; see rx_defer), and taken in order on
+ * a later turn: nothing is dropped, and one session's bytes stay in order. */
 #define RX_TURN_BUDGET_US 3000
 /* A stash past this (lws read more after the pause) is taken at once. */
 #define RX_STASH_MAX (4u << 20)
