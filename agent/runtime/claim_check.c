@@ -84,3 +84,19 @@ bool rt_filter_admits(const struct rt_filter *f, bool running, const char *ns, c
         return false;
     return !f->env_or_pool || strcmp(f->env_or_pool, env) == 0 || strcmp(f->env_or_pool, pool) == 0;
 }
+
+void rt_fill_pending(struct rt_sandbox *o, const char *id, const char *ns, const char *env,
+                     const char *pool, const char *group, const char *team, const char *owner,
+                     json_t *metadata)
+{
+    memset(o, 0, sizeof(*o));
+    ab_strlcpy(o->id, id, sizeof(o->id));
+    ab_strlcpy(o->ns, ns, sizeof(o->ns));
+    ab_strlcpy(o->env, env, sizeof(o->env));
+    ab_strlcpy(o->pool, pool, sizeof(o->pool));
+    ab_strlcpy(o->scaling_group, group, sizeof(o->scaling_group));
+    ab_strlcpy(o->team, team, sizeof(o->team));
+    ab_strlcpy(o->owner, owner, sizeof(o->owner));
+    o->state = RT_STARTING;
+    o->metadata = metadata ? json_incref(metadata) : NULL;
+}

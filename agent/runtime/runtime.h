@@ -449,7 +449,11 @@ static inline void rt_claim_cancel(struct rt *rt, uint64_t ticket)
 {
     rt->ops->claim_cancel(rt, ticket);
 }
-/* Destroys a claimed sandbox (and starts its replacement). AB_ENOENT when unknown. */
+/* Destroys a claimed sandbox (and starts its replacement). AB_ENOENT when unknown.
+ * A claim not answered yet (a no-wait create's: rt_get shows it RT_STARTING)
+ * is killed too: its claim callback runs with AB_ECLOSED, now when it still
+ * waits for a sandbox, once arming ends when it is being armed; no sandbox of
+ * it runs afterwards. */
 static inline int rt_release(struct rt *rt, const char *id)
 {
     return rt->ops->release(rt, id);
@@ -457,7 +461,8 @@ static inline int rt_release(struct rt *rt, const char *id)
 /* rt_release, then cb on the loop thread exactly once when every process
  * of the sandbox is gone or timeout_ms passed (kill handlers answer only
  * then: "killing returns when they are gone"). A non-zero return (AB_ENOENT)
- * means nothing was released and cb never runs. A runtime that cannot tell
+ * means nothing was released and cb never runs; for a claim still waiting
+ * for a sandbox cb runs before this returns. A runtime that cannot tell
  * (no release_wait) releases and runs cb before this returns. */
 static inline int rt_release_wait(struct rt *rt, const char *id, int64_t timeout_ms,
                                   rt_release_cb cb, void *arg)
@@ -559,6 +564,13 @@ int rt_claim_options_check(const struct rt_claim_options *o, char *err, size_t e
  * include_idle. The tenant boundary of every runtime's list. */
 bool rt_filter_admits(const struct rt_filter *f, bool running, const char *ns, const char *team,
                       const char *env, const char *pool);
+/* For runtimes (claim_check.c): the snapshot of a claim not started yet
+ * (waiting for a sandbox of its pool: a no-wait create answered before it),
+ * RT_STARTING with no address, so its owner can see and kill it. metadata:
+ * a new reference is taken (NULL: none). */
+void rt_fill_pending(struct rt_sandbox *o, const char *id, const char *ns, const char *env,
+                     const char *pool, const char *group, const char *team, const char *owner,
+                     json_t *metadata);
 
 /* For runtimes (log_text.c): splits text (len bytes and a NUL after them,
  * malloc'ed, owned from now on, freed on error too) into entries and applies

@@ -126,7 +126,10 @@ try {
     }
     const cpu1 = cpus();
     const ops1 = await ops();
-    await Promise.all(ids.map((id) => del(alpha.e2b, id)));
+    // every kill must take (a no-wait create may still wait for a sandbox: killed all the same)
+    const dels = await Promise.all(ids.map(async (id) => { const r = await del(alpha.e2b, id); return [r.status, await r.text()]; }));
+    const bad = dels.find(([st]) => st !== 204);
+    if (bad) throw new Error(`a kill through alpha answered ${bad[0]}: ${bad[1]}`);
     const lp50 = quantile(local, 0.5), lp99 = quantile(local, 0.99);
     const fp50 = quantile(fwd, 0.5), fp99 = quantile(fwd, 0.99);
     console.log(`create (n=${N} each, no-wait)   p50 ms   p99 ms`);

@@ -330,6 +330,29 @@ test('reserved metadata: image override refused on the local runtime, scaling gr
     await kill(nw.sandboxID);
 });
 
+test('a no-wait create still waiting for a sandbox can be seen and killed by its owner only, and never runs', async () => {
+    // grouped-1c0gi has one place: while g holds it, a no-wait create waits
+    await waitPool(alpha, 'grouped-1c0gi', (s) => s.idle === 1, 'grouped warm', 60000);
+    const g = await create({ templateID: 'grouped' });
+    const nw = await create({ templateID: 'grouped', metadata: { 'agentbox.scitix.ai/no-wait': 'true', y: '2' } });
+    await waitPool(alpha, 'grouped-1c0gi', (s) => s.pending === 1, 'the no-wait claim waiting');
+    // another tenant neither sees nor kills it
+    expectError(await e2b('GET', `/sandboxes/${nw.sandboxID}`, { key: other }), 404);
+    expectError(await e2b('DELETE', `/sandboxes/${nw.sandboxID}`, { key: other }), 404);
+    const seen = await e2b('GET', `/sandboxes/${nw.sandboxID}`);
+    assert.equal(seen.status, 200, seen.text);
+    assert.deepEqual(seen.json.metadata, { y: '2' });
+    await kill(nw.sandboxID);
+    const gone = await waitPool(alpha, 'grouped-1c0gi', (s) => s.pending === 0, 'the no-wait claim gone');
+    assert.equal(gone.running, 1, 'only g runs');
+    expectError(await e2b('GET', `/sandboxes/${nw.sandboxID}`), 404);
+    // g's place refilled: the killed claim does not take it
+    await kill(g.sandboxID);
+    const after = await waitPool(alpha, 'grouped-1c0gi', (s) => s.idle === 1 && s.stopping === 0, 'grouped refilled', 60000);
+    assert.equal(after.running, 0, JSON.stringify(after));
+    expectError(await e2b('GET', `/sandboxes/${nw.sandboxID}`), 404);
+});
+
 // The exact 400 list of create (reference §2.3, §5.5): [body fields, words of the message].
 const REFUSALS = [
     [{ autoPause: true }, 'autoPause is not supported'],

@@ -97,6 +97,7 @@ struct kwaiter {
     struct loop_timer timer;
     bool timer_on;
     bool cancelled;
+    bool killed; /* released while being armed: the claim fails once arming ends */
     /* A Pod that answered 409 at this resourceVersion is not tried again
      * until the cache moves past it. */
     char skip_pod[KUBE_POD_NAME_MAX + 1];
@@ -631,8 +632,14 @@ static void waiter_unlink(struct kpool *p, struct kwaiter *w)
     }
 }
 
+/* A claim whose Pod went away before it was armed waits again, first; one
+ * killed meanwhile (pending_release) ends instead. */
 static void waiter_push_front(struct kpool *p, struct kwaiter *w)
 {
+    if (w->killed) {
+        claim_fail(w, AB_ECLOSED, "the sandbox was killed before it started");
+        return;
+    }
     w->next = p->w_head;
     p->w_head = w;
     if (!p->w_tail)
@@ -881,9 +888,10 @@ static void armed(struct ksb *s)
     struct rt_sandbox snap;
 
     s->w = NULL;
-    if (w->cancelled) {
-        waiter_free(w);
-        ksb_release(s, "cancelled");
+    if (w->cancelled || w->killed) {
+        const char *why = w->killed ? "released" : "cancelled";
+        claim_fail(w, AB_ECLOSED, "the sandbox was killed before it was armed");
+        ksb_release(s, why);
         return;
     }
     s->state = KS_RUNNING;
@@ -2730,11 +2738,53 @@ static void op_claim_cancel(struct rt *base, uint64_t ticket)
             s->w->cancelled = true; /* released once arming ends */
 }
 
+/* A claim not answered yet (a no-wait create answers before): waiting for a
+ * Pod of its pool (*w), or its Pod being armed (*armed). */
+static bool pending_find(struct krt *rt, const char *id, struct kwaiter **w, struct ksb **armed)
+{
+    *w = NULL;
+    *armed = NULL;
+    for (struct kpool *p = rt->pools; p; p = p->next)
+        for (struct kwaiter *x = p->w_head; x; x = x->next)
+            if (!strcmp(x->id, id)) {
+                *w = x;
+                return true;
+            }
+    for (struct ksb *s = rt->sbxs; s; s = s->next)
+        if (s->w && !s->w->cancelled && !s->w->killed && !strcmp(s->w->id, id)) {
+            *armed = s;
+            return true;
+        }
+    return false;
+}
+
+/* Releasing a pending claim (runtime.h, rt_release): a waiting one ends now,
+ * an arming one once arming ends (armed). */
+static int pending_release(struct krt *rt, const char *id)
+{
+    struct kwaiter *w;
+    struct ksb *armed;
+
+    if (!pending_find(rt, id, &w, &armed))
+        return AB_ENOENT;
+    if (w) {
+        struct kpool *p = w->pool;
+        LOG_INFO("claim released before it started", "id", id, "pool", p->name);
+        waiter_unlink(p, w);
+        claim_fail(w, AB_ECLOSED, "the sandbox was killed before it started");
+        schedule(rt);
+    } else {
+        LOG_INFO("claim released while being armed", "id", id, "pool", armed->pool->name);
+        armed->w->killed = true;
+    }
+    return 0;
+}
+
 static int op_release(struct rt *base, const char *id)
 {
     struct ksb *s = ksb_by_id((struct krt *)base, id);
     if (!s)
-        return AB_ENOENT;
+        return pending_release((struct krt *)base, id);
     ksb_release(s, "released");
     return 0;
 }
@@ -2746,8 +2796,13 @@ static int op_release_wait(struct rt *base, const char *id, int64_t timeout_ms, 
     struct ksb *s = ksb_by_id(rt, id);
     struct krel *r;
 
-    if (!s)
-        return AB_ENOENT;
+    if (!s) {
+        /* no Pod was swapped for it yet, or its swap ends in a release (armed) */
+        int rc = pending_release(rt, id);
+        if (rc == 0)
+            cb(arg, 0, NULL);
+        return rc;
+    }
     if (!(r = calloc(1, sizeof(*r)))) {
         ksb_release(s, "released");
         cb(arg, 0, NULL);
@@ -2791,10 +2846,20 @@ static void op_touch(struct rt *base, const char *id)
 
 static int op_get(struct rt *base, const char *id, struct rt_sandbox *out)
 {
-    struct ksb *s = ksb_by_id((struct krt *)base, id);
-    if (!s)
+    struct krt *rt = (struct krt *)base;
+    struct ksb *s = ksb_by_id(rt, id), *armed;
+    struct kwaiter *w;
+
+    if (s) {
+        fill(s, out, true);
+        return 0;
+    }
+    if (!pending_find(rt, id, &w, &armed))
         return AB_ENOENT;
-    fill(s, out, true);
+    if (armed)
+        w = armed->w;
+    rt_fill_pending(out, id, w->pool->ns, w->pool->env, w->pool->name, w->pool->group, w->team,
+                    w->owner, w->metadata);
     return 0;
 }
 

@@ -141,8 +141,8 @@ void lrt_claim_written(struct lsb *s, int rc)
 
     (void)rc; /* a failed write was logged; the claim goes on, as it always did */
     s->armer = NULL;
-    if (w->cancelled) {
-        lrt_waiter_free(w);
+    if (w->cancelled || w->killed) {
+        lrt_claim_fail(w, AB_ECLOSED, "the sandbox was killed before it was armed");
         lrt_destroy(s);
         return;
     }

@@ -182,12 +182,56 @@ static void op_claim_cancel(struct rt *base, uint64_t ticket)
             s->armer->cancelled = true; /* released once arming ends */
 }
 
+/* A claim not answered yet (a no-wait create answers before): waiting for a
+ * sandbox of its pool (*w), or its sandbox being armed (*armed). */
+static bool pending_find(struct lrt *rt, const char *id, struct lrt_waiter **w, struct lsb **armed)
+{
+    *w = NULL;
+    *armed = NULL;
+    for (struct lpool *p = rt->pools; p; p = p->next)
+        for (struct lrt_waiter *x = p->w_head; x; x = x->next)
+            if (!strcmp(x->id, id)) {
+                *w = x;
+                return true;
+            }
+    for (struct lsb *s = rt->sbxs; s; s = s->next)
+        if (s->armer && !s->armer->cancelled && !s->armer->killed && !strcmp(s->armer->id, id)) {
+            *armed = s;
+            return true;
+        }
+    return false;
+}
+
+/* Releasing a pending claim: a waiting one ends now (its callback hears it
+ * was killed), an arming one once arming ends (lrt_claim_written); nothing
+ * of it runs afterwards. Returns the arming sandbox, or NULL. */
+static struct lsb *pending_release(struct lrt *rt, struct lrt_waiter *w, struct lsb *armed)
+{
+    if (w) {
+        struct lpool *p = w->pool;
+        LOG_INFO("claim released before it started", "id", w->id, "pool", p->name);
+        lrt_waiter_unlink(p, w);
+        lrt_claim_fail(w, AB_ECLOSED, "the sandbox was killed before it started");
+        lrt_reconcile(rt, p);
+        return NULL;
+    }
+    LOG_INFO("claim released while being armed", "id", armed->armer->id, "pool", armed->pool->name);
+    armed->armer->killed = true;
+    return armed;
+}
+
 static int op_release(struct rt *base, const char *id)
 {
-    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+    struct lrt *rt = (struct lrt *)base;
+    struct lsb *s = lrt_sbx_find(rt, id), *armed;
+    struct lrt_waiter *w;
 
-    if (!s)
-        return AB_ENOENT;
+    if (!s) {
+        if (!pending_find(rt, id, &w, &armed))
+            return AB_ENOENT;
+        pending_release(rt, w, armed);
+        return 0;
+    }
     LOG_INFO("sandbox released", "id", id, "pool", s->pool->name);
     lrt_destroy(s);
     return 0;
@@ -196,10 +240,23 @@ static int op_release(struct rt *base, const char *id)
 static int op_release_wait(struct rt *base, const char *id, int64_t timeout_ms, rt_release_cb cb,
                            void *arg)
 {
-    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+    struct lrt *rt = (struct lrt *)base;
+    struct lsb *s = lrt_sbx_find(rt, id), *armed;
+    struct lrt_waiter *w;
 
-    if (!s)
-        return AB_ENOENT;
+    if (!s) {
+        if (!pending_find(rt, id, &w, &armed))
+            return AB_ENOENT;
+        if (!(s = pending_release(rt, w, armed))) {
+            cb(arg, 0, NULL); /* no process was ever started for it */
+            return 0;
+        }
+        /* the arming sandbox is destroyed once arming ends: gone_poll tells cb */
+        s->rel_cb = cb;
+        s->rel_arg = arg;
+        s->rel_deadline_ms = ab_now_ms() + (timeout_ms > 0 ? timeout_ms : RT_RELEASE_WAIT_MS);
+        return 0;
+    }
     LOG_INFO("sandbox released", "id", id, "pool", s->pool->name);
     s->rel_cb = cb;
     s->rel_arg = arg;
@@ -272,11 +329,22 @@ static int op_set_network(struct rt *base, const char *id, const json_t *network
 
 static int op_get(struct rt *base, const char *id, struct rt_sandbox *out)
 {
-    struct lsb *s = lrt_sbx_find((struct lrt *)base, id);
+    struct lrt *rt = (struct lrt *)base;
+    struct lsb *s = lrt_sbx_find(rt, id), *armed;
+    struct lrt_waiter *w;
 
-    if (!s)
+    if (s) {
+        lrt_fill(s, out, true);
+        return 0;
+    }
+    if (!pending_find(rt, id, &w, &armed))
         return AB_ENOENT;
-    lrt_fill(s, out, true);
+    if (armed) {
+        lrt_fill(armed, out, true); /* RT_STARTING, its owner's */
+        return 0;
+    }
+    struct lpool *p = w->pool;
+    rt_fill_pending(out, id, p->ns, p->env, p->name, p->group, w->team, w->owner, w->metadata);
     return 0;
 }
 

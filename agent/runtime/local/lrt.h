@@ -60,6 +60,7 @@ struct lrt_waiter {
     rt_claim_cb cb;
     void *arg;
     bool cancelled;
+    bool killed; /* released while being armed: the claim fails once arming ends */
     char id[RT_ID_MAX + 1];
     int64_t timeout_s;
     bool timeout_is_idle;

@@ -224,10 +224,17 @@ export async function poolStatus(agent, pool, ns = 'default') {
 }
 
 export async function waitPool(agent, pool, pred, what, timeoutMs = 20000) {
-    return waitFor(async () => {
-        const s = await poolStatus(agent, pool);
-        return pred(s) ? s : null;
-    }, { timeoutMs, what: `${what} (pool ${pool})` });
+    let last = null;
+    try {
+        return await waitFor(async () => {
+            last = await poolStatus(agent, pool);
+            return pred(last) ? last : null;
+        }, { timeoutMs, what: `${what} (pool ${pool})` });
+    } catch (e) {
+        // the last status seen says which way it was stuck
+        if (last) e.message += `; last seen ${JSON.stringify(last)}`;
+        throw e;
+    }
 }
 
 // Claims a sandbox through the native API; resolves the sandbox object.
