@@ -92,7 +92,7 @@ int main(int argc, char **argv)
      * a runtime would otherwise report as "cannot start: ". */
     /* poll: envd serves a handful of descriptors, and runs in images (a Pod's)
      * that need not ship libev or lws's plugin */
-    g_loop = loop_new(&(struct loop_options){.workers = 1, .kind = LOOP_POLL});
+    g_loop = loop_new(&(struct loop_options){.workers = 1, .kind = LOOP_POLL, .no_tls = true});
     if (g_loop == NULL) {
         LOG_ERROR("cannot start", "error", "cannot create the event loop (libwebsockets context)");
         goto out;

@@ -295,7 +295,9 @@ int loop_create(const struct loop_options *opts, struct loop **out, char *err, s
 
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof(info));
-    info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+    if (!(opts && opts->no_tls))
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.user = l;
     /* lws reads sockets in chunks of this size (default 4 KiB): bulk streams

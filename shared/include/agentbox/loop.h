@@ -39,6 +39,10 @@ struct loop_options {
     int workers;         /* worker threads; 0 → 4 */
     size_t queue_max;    /* pending jobs (submitted, not yet done); 0 → 1024 */
     enum loop_kind kind; /* 0 → LOOP_POLL */
+    /* The process never serves or dials TLS: OpenSSL's global init (its
+     * config file, error strings, every cipher: ~1 ms) is skipped. envd sets
+     * it, since every sandbox spawn starts one. */
+    bool no_tls;
 };
 
 /* Parses an --event-loop value ("libev" or "poll"; NULL → the default). AB_EINVAL with a
