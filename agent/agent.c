@@ -542,7 +542,8 @@ int agent_init(struct agent *a, const struct agent_config *cfg, char *err, size_
     a->l[AGENT_DATA].name = "data";
     a->l[AGENT_NATIVE].name = "native";
     a->l[AGENT_METRICS].name = "metrics";
-    struct loop_options lo = {0};
+    /* LRT_HEAVY_MAX (6) spawns and removals, and two for the rest (local/lrt.h) */
+    struct loop_options lo = {.workers = 8};
     if ((rc = loop_kind_parse(cfg->event_loop, &lo.kind, err, errlen)) != 0 ||
         (rc = loop_create(&lo, &a->loop, err, errlen)) != 0)
         return rc;

@@ -77,6 +77,7 @@ expected=(
     "create-1-raw-p50|E2B create, 1 client on an open connection (raw HTTP/1.1), p50|<= 5 ms|e2b-create"
     "create-1-p99|E2B create, 1 client, p99|<= 25 ms|e2b-create"
     "create-sustained|sustained creates with refills, 32 clients|>= 500/s|e2b-create"
+    "create-sustained-raw|sustained creates with refills, 32 raw HTTP/1.1 clients (client cost out)|>= 500/s|e2b-create"
     "forward-create-p50|forwarded beta:: create, added over local, p50|<= 1.5 ms|federation"
     "relay-run-p50|relayed commands.run('true'), added, p50|<= 1 ms|federation"
     "dataplane-nginx|data plane vs nginx reverse proxy, same upstream|>= 1.0x|dataplane-proxy"

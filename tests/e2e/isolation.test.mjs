@@ -421,6 +421,26 @@ test('filesystem: writing past ephemeral-storage is ENOSPC inside and fills noth
     await s.kill();
 });
 
+test("filesystem: envd's log is on the sandbox's own space, out of its root's reach; the sandbox directories are a tmpfs", async () => {
+    // a spawn makes no disk inodes: the agent's sandbox directories are a tmpfs
+    const sbxRoot = path.join(alpha.stateDir, 'sandboxes');
+    assert.equal(fs.statfsSync(sbxRoot).type, 0x01021994, `${sbxRoot} is a tmpfs`);
+    const s = await create('tight');
+    await ok(s, 'touch /home/user/logplace', { user: 'user' });
+    const dir = hostSandboxDir('logplace');
+    // the log counts against the pool's ephemeral-storage (64 MiB), not the shared tmpfs
+    const logPath = path.join(dir, 'data', 'envd.log');
+    const fsOfLog = fs.statfsSync(logPath);
+    assert.equal(fsOfLog.blocks * fsOfLog.bsize, 64 * 1024 * 1024, 'the log is on the sandbox\'s writable space');
+    assert.ok(fs.statSync(logPath).size > 0, 'envd logged');
+    assert.equal(fs.existsSync(path.join(dir, 'envd.log')), false, 'no log in the shared directory');
+    // the sandbox's root cannot reopen envd's stdout to write to it
+    const r = await sh(s, 'sh -c "echo flood > /proc/1/fd/1" 2>&1; echo "rc=$?"');
+    assert.match(r.stdout, /Permission denied/);
+    assert.match(r.stdout, /rc=[12]/);
+    await s.kill();
+});
+
 // ---- 4. cgroups -------------------------------------------------------------------------
 
 // The host cgroup paths of a sandbox (by its directory): {memory, pids, cpu}.

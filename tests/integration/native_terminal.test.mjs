@@ -231,7 +231,7 @@ function sandboxDir(id) {
 
 test('logs/stream: NDJSON of the last lines, then each new one, until the sandbox goes', async () => {
     const a = await claim(alpha, stack.key, { poolName: 'term' });
-    const log = path.join(sandboxDir(a.sandboxId), 'envd.log');
+    const log = path.join(sandboxDir(a.sandboxId), 'data', 'envd.log'); // on the sandbox's own space
     fs.appendFileSync(log, '2026-01-01T00:00:00Z INFO before-stream-1\n2026-01-01T00:00:01Z INFO before-stream-2\n');
 
     assert.equal((await native(alpha, null, 'GET', `/v1/sandboxes/${a.sandboxId}/logs/stream`)).status, 401);

@@ -1,5 +1,6 @@
 /* The log of a local sandbox (runtime.h, "Usage and logs"): what its envd
- * writes to stdout and stderr, <sandbox dir>/envd.log (sandbox.h), read from
+ * writes to stdout and stderr, <sandbox dir>/data/envd.log (sandbox.h; an
+ * adopted sandbox of an older agent: <sandbox dir>/envd.log), read from
  * its last RT_LOG_TAIL_MAX bytes. The probe runs on the loop thread; the
  * read on a worker, from the probe alone. */
 #include "agent/runtime/local/lrt.h"
@@ -14,7 +15,7 @@
 #include <unistd.h>
 
 struct log_probe {
-    char path[LSBX_DIR_MAX + 16]; /* <dir>/envd.log */
+    char path[LSBX_DIR_MAX + 16]; /* <dir>/data/envd.log */
 };
 _Static_assert(sizeof(struct log_probe) <= RT_PROBE_DATA_MAX, "log probe fits rt_probe");
 
@@ -27,8 +28,10 @@ int lrt_log_probe(struct rt *base, const char *id, struct rt_probe *out)
     if (!s)
         return AB_ENOENT;
     memset(&d, 0, sizeof(d));
-    if ((size_t)snprintf(d.path, sizeof(d.path), "%s/envd.log", s->x.dir) >= sizeof(d.path))
-        return AB_ELIMIT; /* cannot happen: dir is at most LSBX_DIR_MAX */
+    if ((size_t)snprintf(d.path, sizeof(d.path), "%s/" LSBX_LOG, s->x.dir) >= sizeof(d.path))
+        return AB_ELIMIT;          /* cannot happen: dir is at most LSBX_DIR_MAX */
+    if (access(d.path, F_OK) != 0) /* an older agent's sandbox, adopted */
+        snprintf(d.path, sizeof(d.path), "%s/" LSBX_LOG_OLD, s->x.dir);
     out->ops = base->ops;
     ab_strlcpy(out->id, s->id, sizeof(out->id));
     ab_strlcpy(out->ns, s->pool->ns, sizeof(out->ns));

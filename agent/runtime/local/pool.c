@@ -413,7 +413,7 @@ static void remove_work(void *arg)
         if (egress_netns_detach(s->rt->egress, (uint32_t)(s->uid_slot - 1), why, sizeof(why)) != 0)
             LOG_WARN("cannot remove a sandbox's egress veth", "dir", s->x.dir, "error", why);
     }
-    if (s->uid_slot > 0) {
+    if (s->uid_slot > 0 && !s->rt->sbx_tmpfs) {
         char spare[LSBX_DIR_MAX];
         snprintf(spare, sizeof(spare), "%s/sandbox-files/spare-%d", s->rt->state_dir,
                  s->uid_slot - 1);
@@ -605,7 +605,7 @@ static void spawn_work(void *arg)
     o.id = s->sid;
     o.dir = dir;
     o.shared_dir = shared;
-    o.spare = find_spare(shared, s->uid_slot - 1, spare, sizeof(spare));
+    o.spare = s->rt->sbx_tmpfs ? NULL : find_spare(shared, s->uid_slot - 1, spare, sizeof(spare));
     o.argv = s->rt->argv;
     o.egress = s->rt->egress;
     o.egress_slot = (uint32_t)(s->uid_slot - 1);

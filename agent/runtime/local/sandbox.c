@@ -599,13 +599,13 @@ static int rm_below(const char *path, const struct stat *st, int type, struct FT
 }
 
 /* The skeleton a spawn would otherwise make: the directory, its writable
- * space's mount point, run/, the home and tmp links, the log file. Everything
- * of the sandbox that lived in it goes (writable space unmounted and checked
- * empty, run/ emptied, the log truncated, the record and any other file
- * removed): what is kept holds nothing of the sandbox that used it. */
+ * space's mount point, run/, the home and tmp links. Everything of the
+ * sandbox that lived in it goes (writable space unmounted — its log with it —
+ * and checked empty, run/ emptied, the record, an older agent's log and any
+ * other file removed): what is kept holds nothing of the sandbox that used it. */
 static int strip_to_skeleton(const char *dir)
 {
-    static const char *const kept[] = {"data", "run", "home", "tmp", "envd.log"};
+    static const char *const kept[] = {"data", "run", "home", "tmp"};
     char path[LSBX_DIR_MAX + 16];
     struct dirent *de;
     DIR *d;
@@ -623,10 +623,6 @@ static int strip_to_skeleton(const char *dir)
         return AB_EIO;
     snprintf(path, sizeof(path), "%s/run", dir);
     if (nftw(path, rm_below, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0)
-        return AB_EIO;
-    /* the log's inode stays, its text goes */
-    snprintf(path, sizeof(path), "%s/envd.log", dir);
-    if (truncate(path, 0) != 0 && errno != ENOENT)
         return AB_EIO;
     if (!(d = opendir(dir)))
         return AB_EIO;
@@ -924,7 +920,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     snprintf(data_opts, sizeof(data_opts), "size=%llu,nr_inodes=%u,mode=0755",
              (unsigned long long)disk, LSBX_INODES_MAX);
     snprintf(plan.run, sizeof(plan.run), "%s/run", o->dir);
-    snprintf(plan.log, sizeof(plan.log), "%s/envd.log", o->dir);
+    snprintf(plan.log, sizeof(plan.log), "%s/" LSBX_LOG, o->dir);
     {
         const char *at = o->shared_dir ? o->shared_dir : o->dir;
         if (strlen(at) + 16 > LSBX_DIR_MAX) {

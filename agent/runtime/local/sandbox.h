@@ -1,9 +1,14 @@
 /* One local sandbox, isolated as DESIGN §10a requires: a process tree in
  * its own user, pid, mount, uts, ipc, net and cgroup namespaces.
  *
- * Layout of a sandbox directory <statedir>/sandboxes/<id>/ (mode 0700):
+ * Layout of a sandbox directory <statedir>/sandboxes/<id>/ (mode 0700;
+ * <statedir>/sandboxes is a tmpfs of its own when lrt_new found it empty):
  *   data/        the writable space: a tmpfs of disk_bytes mounted here, in
  *                the agent's namespace (a full disk is ENOSPC inside only)
+ *   data/envd.log  stdout and stderr of the program: on the sandbox's own
+ *                space, so a sandbox writing to it (its root can, through
+ *                /proc/1/fd/1) fills its own disk and no one else's; not
+ *                visible inside (only home and tmp are bound there)
  *   home -> data/home  bind-mounted on /home/user (host owner uid_base+1000)
  *   tmp -> data/tmp    bind-mounted on /tmp (mode 1777, owner uid_base)
  *   run/         bind-mounted on /run/agentbox; envd listens on
@@ -11,7 +16,6 @@
  *                (lsbx_lock_socket), so the sandbox cannot swap the socket.
  *   passwd, group  the sandbox's own accounts (root, user 1000), bound on
  *                /etc/passwd and /etc/group
- *   envd.log     stdout and stderr of the program
  *   resolv.conf  names the egress gateway's DNS address; bound on /etc/resolv.conf
  *   state.rec    what a restarted agent needs to re-adopt or reap it, and
  *                envd's access token (mode 0600)
@@ -51,6 +55,8 @@
 #define LSBX_INNER_RUN "/run/agentbox"
 #define LSBX_INNER_SOCKET LSBX_INNER_RUN "/envd.sock"
 #define LSBX_HOME "/home/user"
+#define LSBX_LOG "data/envd.log" /* below the sandbox directory */
+#define LSBX_LOG_OLD "envd.log"  /* where agents before it kept the log */
 #define LSBX_ID_MAX 63
 #define LSBX_DIR_MAX 200 /* and <dir>/run/envd.sock must fit sun_path (108 bytes) */
 #define LSBX_ARGV_MAX 32

@@ -137,9 +137,14 @@ function removeCgroups(sid) {
 // [{pid, dir}] (dir = the sandbox directory name). Processes in the host's
 // own mount namespace are not sandboxes (an envd another test runs there
 // sees every sandbox's writable space mounted under stateDir).
+// With <stateDir>/sandboxes a tmpfs of its own (the agent mounts one), a
+// bind of it names its device and a root below it (/<dir>/run) instead.
 export function envdProcesses(stateDir) {
     const out = [];
-    const prefix = path.join(fs.realpathSync(stateDir), 'sandboxes') + '/';
+    const sbx = path.join(fs.realpathSync(stateDir), 'sandboxes');
+    const prefix = sbx + '/';
+    const dev = BigInt(fs.statSync(sbx, { bigint: true }).dev);
+    const devId = `${((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn)}:${(dev & 0xffn) | ((dev >> 12n) & ~0xffn)}`;
     const hostNs = fs.readlinkSync('/proc/self/ns/mnt');
     for (const e of fs.readdirSync('/proc')) {
         if (!/^\d+$/.test(e)) continue;
@@ -154,8 +159,12 @@ export function envdProcesses(stateDir) {
             continue;
         }
         const at = mi.indexOf(prefix);
-        if (at < 0) continue;
-        out.push({ pid: Number(e), dir: mi.slice(at + prefix.length).split('/')[0] });
+        if (at >= 0) {
+            out.push({ pid: Number(e), dir: mi.slice(at + prefix.length).split('/')[0] });
+            continue;
+        }
+        const bind = mi.split('\n').map((l) => l.split(' ')).find((f) => f[2] === devId && f[3].split('/').length > 2);
+        if (bind) out.push({ pid: Number(e), dir: bind[3].split('/')[1] });
     }
     return out;
 }
