@@ -568,6 +568,13 @@ static void test_egress_veth_and_no_host_loopback(void **state)
     assert_int_equal(lsbx_destroy(&s, 5000), 0);
     snprintf(cmd, sizeof(cmd), "ip netns exec %s ip link show eg3 >/dev/null 2>&1",
              test_egress_name);
+    /* the kernel tears the sandbox's namespace down (and its veth with it) on
+     * a workqueue after its last process is gone: wait for it, bounded */
+    {
+        int64_t deadline = ab_now_ms() + 5000;
+        while (system(cmd) == 0 && ab_now_ms() < deadline)
+            poll(NULL, 0, 10);
+    }
     assert_int_not_equal(system(cmd), 0);
     assert_int_equal(egress_netns_destroy(&test_egress, err, sizeof(err)), 0);
     close(l);
