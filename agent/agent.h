@@ -53,7 +53,8 @@ struct agent_config {
     int64_t lease_duration_ms;
     int64_t lease_renew_deadline_ms;
     int64_t lease_retry_period_ms;
-    int64_t uid_base; /* local runtime: host uid of sandbox uid 0 */
+    int64_t uid_base;          /* local runtime: host uid of sandbox uid 0 */
+    int64_t spawn_concurrency; /* local runtime: spawns and removals at a time */
     char *data_domain;
     char *prometheus_url;  /* e2b metrics backend (NULL: 501) */
     char *log_service_url; /* e2b logs of ended sandboxes (NULL: 501) */

@@ -713,6 +713,14 @@ test('the agent refuses to start the local runtime without a pids or memory cgro
         assert.match(r.stderr, new RegExp(`cannot isolate sandboxes: no cgroup '${ctrl}' controller`), r.stderr);
         assert.match(r.stderr, /mount -t cgroup/, 'the message says how to fix it');
     }
+    // an out-of-range spawn concurrency is refused by name, before anything starts
+    const d = tempDir('agentbox-refuse-');
+    const r = spawnSync(path.join(buildDir(), 'agentbox-agent'), ['serve', '--cluster-id', 'refuse',
+        '--state-dir', path.join(d, 's'), '--manifests-dir', d, '--spawn-concurrency', '65',
+        '--e2b-listen', '127.0.0.1:0', '--data-listen', '127.0.0.1:0', '--native-listen', '127.0.0.1:0'],
+    { encoding: 'utf8', timeout: 20000 });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /spawn_concurrency must be between 1 and 64, got 65/);
 });
 
 test('cgroups: writable space larger than half the memory is capped there: ENOSPC, never an OOM of envd', async () => {

@@ -1291,7 +1291,7 @@ static void test_spawns_paced_claims_recorded_first(void **state)
     unlink(path);
     rmdir(mdir);
     assert_true(max_spawning >= 1);
-    if (max_spawning > LRT_HEAVY_MAX || max_heavy > LRT_HEAVY_MAX)
+    if (max_spawning > LRT_HEAVY_MAX || max_heavy > LRT_HEAVY_MAX) /* the default */
         fail_msg("%d spawns (%d heavy jobs) ran at once; at most %d may", max_spawning, max_heavy,
                  LRT_HEAVY_MAX);
 }

@@ -600,6 +600,7 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     rt->reload_ms = o->reload_ms > 0 ? o->reload_ms : 2000;
     rt->max_sandboxes = o->max_sandboxes > 0 ? o->max_sandboxes : 256;
     rt->waiters_max = o->waiters_max > 0 ? o->waiters_max : 1024;
+    rt->heavy_max = o->heavy_max > 0 ? o->heavy_max : LRT_HEAVY_MAX;
     ab_strlcpy(rt->cluster, o->cluster_id, sizeof(rt->cluster));
     ab_strlcpy(rt->manifests, o->manifests_dir, sizeof(rt->manifests));
     ab_strlcpy(rt->envd, o->envd_path, sizeof(rt->envd));

@@ -33,6 +33,8 @@ struct lrt_options {
     int reload_ms;     /* manifest change check and health check; 0 → 2000 */
     int max_sandboxes; /* all pools together; 0 → 256 */
     int waiters_max;   /* waiting claims per pool; 0 → 1024 */
+    int heavy_max;     /* spawns and removals at a time (give the loop 2 workers more);
+                          0 → LRT_HEAVY_MAX (--spawn-concurrency) */
 };
 
 /* Loads the manifests (bad objects are logged, not fatal), re-adopts live

@@ -26,7 +26,7 @@ struct mf_set;
 #define REFILL_QUIET_MS 100     /* replacements start after this long without a claim */
 #define REFILL_DEFER_MAX_MS 500 /* ... and never later than this after the first one */
 /* Spawns and removals on the loop's workers at a time (pool.c): the rest of
- * the workers (the agent runs LRT_HEAVY_MAX + 2) stay free for a claim's
+ * the workers (the agent runs heavy_max + 2) stay free for a claim's
  * state write (and usage, logs, manifest writes). A spawn or removal mostly
  * waits (for its child's setup, envd's exec and listen, the kernel's
  * namespace teardown) and runs niced, so the bound is latency, not cores:
@@ -34,7 +34,7 @@ struct mf_set;
  * ~20 % idle), 4: 127/s, 6: 155/s, with the burst rows unchanged. Claims
  * waiting for a sandbox have their spawns started first, then removals, then
  * refills. */
-#define LRT_HEAVY_MAX 6
+#define LRT_HEAVY_MAX 6 /* the default of --spawn-concurrency */
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
 #define LRT_START_MSG_MAX 900 /* a start failure; fits an HTTP error body (1024) */
@@ -201,7 +201,8 @@ struct lrt {
     struct loop_timer tick;
     struct loop_timer refill; /* deferred replacements after claims (op_claim) */
     bool refill_on;
-    int heavy;      /* spawns and removals on workers (at most LRT_HEAVY_MAX) */
+    int heavy;      /* spawns and removals on workers (at most heavy_max) */
+    int heavy_max;  /* lrt_options.heavy_max, else LRT_HEAVY_MAX */
     int rm_running; /* of which removals */
     /* op_free ran: the last leftover frees rt (lrt_free_if_done) */
     bool free_pending;

@@ -726,22 +726,22 @@ static void heavy_next(struct lrt *rt)
         return;
     /* one removal always makes progress, or claims waiting without end
      * would keep dead sandboxes (their memory, slices) until max_sandboxes */
-    for (s = rt->sbxs; s && rt->rm_running == 0 && rt->heavy < LRT_HEAVY_MAX; s = sn) {
+    for (s = rt->sbxs; s && rt->rm_running == 0 && rt->heavy < rt->heavy_max; s = sn) {
         sn = s->next;
         if (s->rm_queued)
             remove_start(s); /* may free s */
     }
-    for (p = rt->pools; p && rt->heavy < LRT_HEAVY_MAX; p = next) {
+    for (p = rt->pools; p && rt->heavy < rt->heavy_max; p = next) {
         next = p->next;
         if (p->w_head)
             lrt_reconcile(rt, p);
     }
-    for (s = rt->sbxs; s && rt->heavy < LRT_HEAVY_MAX; s = sn) {
+    for (s = rt->sbxs; s && rt->heavy < rt->heavy_max; s = sn) {
         sn = s->next;
         if (s->rm_queued)
             remove_start(s); /* may free s */
     }
-    for (p = rt->pools; p && rt->heavy < LRT_HEAVY_MAX; p = next) {
+    for (p = rt->pools; p && rt->heavy < rt->heavy_max; p = next) {
         next = p->next;
         lrt_reconcile(rt, p);
     }
@@ -765,8 +765,8 @@ void lrt_reconcile(struct lrt *rt, struct lpool *p)
     want = p->removed ? 0 : lrt_pool_replicas(p);
     total = lrt_count(rt, NULL, PH_SPAWNING, PH_REMOVING);
     if (ab_now_ms() >= p->retry_after_ms) {
-        /* at most LRT_HEAVY_MAX at a time: heavy_next starts the rest */
-        while (live < want && total < rt->max_sandboxes && rt->heavy < LRT_HEAVY_MAX) {
+        /* at most heavy_max at a time: heavy_next starts the rest */
+        while (live < want && total < rt->max_sandboxes && rt->heavy < rt->heavy_max) {
             if (spawn_one(rt, p) != 0)
                 break;
             live++;
