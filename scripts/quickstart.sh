@@ -110,6 +110,10 @@ stop_all() {
     mountpoint -q "$d/data" 2>/dev/null && umount -l "$d/data" || true
     rm -rf "$d"
   done
+  # each agent's sandbox directory is a tmpfs it mounted (kept for its successor)
+  for m in "$RUN"/*/state/sandboxes; do
+    mountpoint -q "$m" 2>/dev/null && umount -l "$m" || true
+  done
   # each agent's egress namespace (kept by an agent for its successor)
   for f in "$RUN"/*/state/egress-netns; do
     [ -r "$f" ] || continue

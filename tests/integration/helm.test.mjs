@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFile } from 'node:child_process';
 import {
-    buildDir, repoRoot, migrationsDir, tempDir, run, startPostgres, psqlAt, spawnProc, waitFor, httpGet,
+    buildDir, repoRoot, migrationsDir, tempDir, removeTempDir, run, startPostgres, psqlAt, spawnProc, waitFor, httpGet,
     freePort, hubBin, agentBin,
 } from './lib/harness.mjs';
 import { startKubeApi } from './lib/kubeapi.mjs';
@@ -102,7 +102,7 @@ const secretRef = (c, name) => envOf(c, name)?.valueFrom?.secretKeyRef;
 // .Template, missing keys empty, documents sorted by kind, crds/ first.
 test('renderer: values merge, include, tpl, required, toYaml/fromYaml/toJson, Release/Chart/Capabilities/Files', async () => {
     const dir = tempDir('agentbox-helm-engine-');
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    cleanups.push(() => removeTempDir(dir));
     const chart = path.join(dir, 'demo');
     fs.mkdirSync(path.join(chart, 'templates'), { recursive: true });
     fs.mkdirSync(path.join(chart, 'crds'));
@@ -311,7 +311,7 @@ test('the chart\'s CRDs accept the manifests the local runtime reads (nothing pr
         return errs;
     };
     const dir = tempDir('agentbox-helm-crd-');
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    cleanups.push(() => removeTempDir(dir));
     const samples = path.join(dir, 'samples.yaml');
     fs.writeFileSync(samples, `${envManifest('plain', ['alpha'], { idleTimeout: '10m' })}
 ---
@@ -392,7 +392,7 @@ spec:
 
 test('agent chart with representative values: existing Secret, per-namespace RoleBindings, hub CA, values file, standalone', async () => {
     const dir = tempDir('agentbox-helm-values-');
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    cleanups.push(() => removeTempDir(dir));
     const vf = path.join(dir, 'values.yaml');
     fs.writeFileSync(vf, `agent:
   clusterId: us-2
@@ -607,7 +607,7 @@ function probeUrl(c, probe) {
 
 test('rendered charts apply with kubectl; the hub and the agent run with what the rendered Job and Deployments say (tunnel over TLS from Secrets)', async () => {
     const dir = tempDir('agentbox-helm-run-');
-    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    cleanups.push(() => removeTempDir(dir));
     const api = await startKubeApi();
     cleanups.push(() => api.close());
     const kc = api.kubeconfig(dir, { namespace: NS });

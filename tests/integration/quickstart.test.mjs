@@ -165,5 +165,9 @@ test('quickstart --detach, the SDK through alpha and the hub, then stop leaves n
     }
     assert.deepEqual(leftovers, [], 'processes of the quick start remain after stop');
     for (const n of netnsNames) assert.ok(!fs.existsSync(`/run/netns/${n}`), `egress namespace ${n} outlived stop`);
+    // nor a mount: the agents' sandbox tmpfs and the sandboxes' writable spaces
+    const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4])
+        .filter((mp) => mp && mp.startsWith(runDir + '/'));
+    assert.deepEqual(mounts, [], 'mounts of the quick start remain after stop');
     void run;
 });

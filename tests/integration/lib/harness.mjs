@@ -94,7 +94,9 @@ export function tempDir(prefix = 'agentbox-it-') {
 export function removeTempDir(d) {
     tmpDirs.delete(d);
     removeEgressNetns(d);
-    if (!process.env.AGENTBOX_KEEP_TMP) fs.rmSync(d, { recursive: true, force: true });
+    if (process.env.AGENTBOX_KEEP_TMP) return;
+    unmountUnder(d); // an agent's sandbox tmpfs, sandboxes' writable spaces
+    fs.rmSync(d, { recursive: true, force: true });
 }
 
 // --- polling --------------------------------------------------------------------
