@@ -6,7 +6,10 @@
  * and 4 (scale here, forward to a cluster that can scale) see it; any other
  * member reports false / 0 and attracts creates only with idle sandboxes.
  * desired is what the pool wants to exist: its replicas, every state
- * counted. */
+ * counted. claims is how many creates the pool ever queued: the hub pays
+ * back the idle it promised away (its reservations) by how far claims
+ * moved since the last report, so a report sampled between a forward and
+ * its claim does not free the promised place twice. */
 #include "agent/reporter.h"
 
 #include <stdio.h>
@@ -48,7 +51,7 @@ static uint64_t mix(uint64_t h, const char *s)
 static void add_pool(void *arg, const struct rt_pool *p)
 {
     struct build *b = arg;
-    char idle[48];
+    char idle[96];
     if (p->env[0] == '\0')
         return; /* a standalone pool is not an env member: federation pairs envs */
     if (b->n >= FED_REPORT_RECORDS_LIMIT) {
@@ -60,22 +63,25 @@ static void add_pool(void *arg, const struct rt_pool *p)
      * with running: a claim the pool refilled within one poll leaves idle as
      * it was, yet the hub holds a reservation for it until a report comes
      * (a held one made a burst right after find one idle too few and queue
-     * a create on a cluster with none) */
-    snprintf(idle, sizeof(idle), "%d/%d/%d/%d", p->status.idle, p->status.running,
-             p->autoscaling ? 1 : 0, p->headroom);
+     * a create on a cluster with none); and with claims, which the hub pays
+     * its reservations back by: a claim, a refill and a kill within one poll
+     * leave idle and running as they were */
+    snprintf(idle, sizeof(idle), "%d/%d/%d/%d/%llu", p->status.idle, p->status.running,
+             p->autoscaling ? 1 : 0, p->headroom, (unsigned long long)p->claims);
     b->sig = mix(mix(mix(mix(mix(b->sig, p->ns), p->env), p->name), p->scaling_group), idle);
     int desired = p->status.replicas;
     if (!b->recs) { /* a probe: the digest only */
         b->n++;
         return;
     }
-    json_array_append_new(
-        b->recs,
-        json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:I,s:i}", "namespace", p->ns, "env",
-                  p->env, "pool", p->name, "scalingGroup", p->scaling_group, "idle", p->status.idle,
-                  "running", p->status.running, "pending", p->status.pending, "desired", desired,
-                  "autoscaling", p->autoscaling, "headroom", p->headroom, "saturatedForMs",
-                  (json_int_t)p->saturated_for_ms, "ageMs", 0));
+    json_array_append_new(b->recs,
+                          json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:I,s:I,s:i}",
+                                    "namespace", p->ns, "env", p->env, "pool", p->name,
+                                    "scalingGroup", p->scaling_group, "idle", p->status.idle,
+                                    "running", p->status.running, "pending", p->status.pending,
+                                    "desired", desired, "autoscaling", p->autoscaling, "headroom",
+                                    p->headroom, "saturatedForMs", (json_int_t)p->saturated_for_ms,
+                                    "claims", (json_int_t)(p->claims & INT64_MAX), "ageMs", 0));
     b->n++;
 }
 

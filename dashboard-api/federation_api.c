@@ -25,12 +25,13 @@
 
 static json_t *record_json(const struct route_record *r, int64_t now_ms)
 {
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:I,s:I,s:i}", "cluster",
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:i,s:I,s:I,s:i,s:I}", "cluster",
                      r->cluster, "namespace", r->ns, "env", r->env, "pool", r->pool, "scalingGroup",
                      r->group, "idle", r->idle, "running", r->running, "pending", r->pending,
                      "desired", r->desired, "autoscaling", r->autoscaling, "headroom", r->headroom,
                      "saturatedForMs", (json_int_t)r->saturated_for_ms, "ageMs",
-                     (json_int_t)(now_ms - r->sampled_ms), "reserved", r->reserved);
+                     (json_int_t)(now_ms - r->sampled_ms), "reserved", r->reserved, "claims",
+                     (json_int_t)r->claims);
 }
 
 struct collect {

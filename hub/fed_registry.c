@@ -35,6 +35,10 @@ struct fed_rec {
     struct fed_cluster *cl;
     struct fed_rec *cprev, *cnext;
     uint64_t gen;
+    /* r.reserved split by age: made since the last report (fresh) and
+     * carried over one report unpaid (carried); the next report lets the
+     * carried ones go */
+    int32_t fresh, carried;
 };
 
 struct fed_env {
@@ -310,6 +314,22 @@ static struct fed_rec *rec_insert(struct fed_registry *g, uint32_t h,
     return r;
 }
 
+/* What a report with the member's claims does to r's reservations (see
+ * fed_registry.h): the claims since the last report pay the carried ones
+ * first, then the fresh; carried ones still unpaid are let go, and fresh
+ * ones still unpaid are carried to the next report. */
+static void pay_back(struct fed_rec *r, int64_t claims)
+{
+    int64_t paid = claims - r->r.claims;
+    if (claims < 0 || r->r.claims < 0 || paid < 0) {
+        r->fresh = r->carried = 0;
+        return;
+    }
+    paid -= paid < r->carried ? paid : r->carried;
+    r->carried = r->fresh - (int32_t)(paid < r->fresh ? paid : r->fresh);
+    r->fresh = 0;
+}
+
 int fed_registry_apply(struct fed_registry *g, const char *cluster, const struct route_record *v,
                        size_t n, bool full, char *err, size_t errlen)
 {
@@ -331,6 +351,8 @@ int fed_registry_apply(struct fed_registry *g, const char *cluster, const struct
         if (r) {
             if (strcmp(r->r.group, k.group) != 0)
                 metrics_drop(g, &r->r); /* the group is a label: its old series goes */
+            pay_back(r, k.claims);
+            k.reserved = r->carried;
             r->r = k;
             route_entry_set(&r->env->v[r->env_idx], &r->r);
         } else if (!(r = rec_insert(g, h, &k))) {
@@ -429,8 +451,10 @@ void fed_registry_reserve(struct fed_registry *g, const struct route_record *r)
 {
     (void)g;
     struct fed_rec *fr = (struct fed_rec *)(uintptr_t)r;
-    if (fr->r.reserved < INT32_MAX)
+    if (fr->r.reserved < INT32_MAX) {
+        fr->fresh++;
         fr->r.reserved++;
+    }
     fr->env->v[fr->env_idx].reserved = fr->r.reserved;
 }
 
@@ -511,7 +535,7 @@ static int parse_int(json_t *o, const char *field, bool required, int64_t min, i
 static int parse_record(json_t *o, size_t i, int64_t now_ms, struct route_record *r, char *err,
                         size_t errlen)
 {
-    int64_t idle, running, pending, desired, headroom, sat, age;
+    int64_t idle, running, pending, desired, headroom, sat, claims, age;
     bool autoscaling = false;
     char why[160];
 
@@ -537,6 +561,7 @@ static int parse_record(json_t *o, size_t i, int64_t now_ms, struct route_record
         parse_int(o, "headroom", false, -1, FED_COUNT_MAX, autoscaling ? -1 : 0, &headroom, i, err,
                   errlen) ||
         parse_int(o, "saturatedForMs", false, 0, FED_AGE_MAX_MS, 0, &sat, i, err, errlen) ||
+        parse_int(o, "claims", false, 0, FED_CLAIMS_MAX, -1, &claims, i, err, errlen) ||
         parse_int(o, "ageMs", false, 0, FED_AGE_MAX_MS, 0, &age, i, err, errlen))
         return AB_EINVAL;
     r->idle = (int32_t)idle;
@@ -546,6 +571,7 @@ static int parse_record(json_t *o, size_t i, int64_t now_ms, struct route_record
     r->autoscaling = autoscaling;
     r->headroom = (int32_t)headroom;
     r->saturated_for_ms = sat;
+    r->claims = claims;
     r->sampled_ms = now_ms - age;
     return 0;
 }

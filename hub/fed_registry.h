@@ -6,7 +6,9 @@
  * REPORT payload (agent → hub, JSON, at most TUN_REPORT_MAX bytes):
  *   {"full": true, "records": [{"namespace", "env", "pool", "scalingGroup"?,
  *    "idle", "running"?, "pending"?, "desired"?, "autoscaling"?, "headroom"?,
- *    "saturatedForMs"?, "ageMs"?}, ...]}
+ *    "saturatedForMs"?, "claims"?, "ageMs"?}, ...]}
+ * claims is the member's count of creates ever queued on it: what pays back
+ * the hub's reservations (fed_registry_apply).
  * The cluster is the session's, never a field of the report (a "cluster"
  * field is ignored). full (default true) replaces the cluster's whole set;
  * full=false only upserts. A report is applied whole or not at all: more
@@ -33,6 +35,7 @@
 #define FED_RECORDS_MAX 500000       /* whole registry; a report past it is refused */
 #define FED_COUNT_MAX 1000000        /* idle, running, pending, desired, headroom */
 #define FED_AGE_MAX_MS 86400000      /* ageMs and saturatedForMs */
+#define FED_CLAIMS_MAX INT64_MAX     /* claims: a count that only grows */
 #define FED_SWEEP_MS 5000            /* stale sweep and snapshot cadence */
 
 struct fed_registry;
@@ -50,9 +53,12 @@ int fed_report_parse(const json_t *msg, const char *cluster, int64_t now_ms,
                      struct route_record **out, size_t *n, bool *full, char *err, size_t errlen);
 
 /* Applies a parsed report of cluster (v as fed_report_parse made it). A
- * record whose key was already present replaces it and clears its
- * reservations. Returns 0 or AB_ELIMIT (registry full: nothing applied) /
- * AB_ENOMEM. */
+ * record whose key was already present replaces it. Its reservations are
+ * paid back by how far the member's claims moved (oldest first); one that
+ * two reports in a row did not pay (its forward never became a claim, or
+ * was claimed after the sample) is let go. A record without claims, or
+ * whose claims went backwards (the pool was made anew), clears them all.
+ * Returns 0 or AB_ELIMIT (registry full: nothing applied) / AB_ENOMEM. */
 int fed_registry_apply(struct fed_registry *g, const char *cluster, const struct route_record *v,
                        size_t n, bool full, char *err, size_t errlen);
 /* Parse + apply, for the tunnel hook and the fuzzer. */
@@ -80,7 +86,7 @@ bool fed_registry_sweep_slice(struct fed_registry *g, size_t *cursor, size_t max
 size_t fed_registry_env(struct fed_registry *g, const char *ns, const char *env,
                         const struct route_entry **out);
 /* route_decide over (q->ns, q->env); a forward reserves one idle on the
- * chosen member until its next report, so a burst spreads. The hub's own
+ * chosen member until a report counts its claim, so a burst spreads. The hub's own
  * front door (/e2b) calls it with q->local NULL: steps 2, 4, then parking on
  * the env's first cluster by id (d.cluster, "" when no cluster reports it).
  * Callers go through federation_place. */

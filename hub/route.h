@@ -27,7 +27,8 @@ struct route_record {
     int32_t headroom;         /* scale-up room when autoscaling: -1 unbounded, 0 at ceiling */
     int64_t saturated_for_ms; /* informational: ranking ignores it */
     int64_t sampled_ms;       /* the caller's clock: received - age */
-    int32_t reserved;         /* idle promised away by the hub since this sample */
+    int32_t reserved;         /* idle promised away by the hub and not yet claimed */
+    int64_t claims;           /* the member's count of creates ever queued; -1: not reported */
 };
 
 /* A compact copy of what ranking reads from one record, for the registry's

@@ -132,6 +132,9 @@ struct rt_pool {
     bool autoscaling;
     int headroom;
     int64_t saturated_for_ms; /* what is left of its saturation cooldown; 0: not saturated */
+    /* Creates ever queued on it, counting from 0 when the pool came to be:
+     * the hub pays its placement reservations back by how far this moved. */
+    uint64_t claims;
 };
 
 struct rt_env {

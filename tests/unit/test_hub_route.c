@@ -1,7 +1,7 @@
 /* The five-step placement (hub/route.c) and the registry queries it rests
  * on: every row of the test tables of reference §1.5 and §1.6, the scale-up
  * tier, the tie-breaks, the TTL edge, the group constraint, the hub front
- * door, and reservations spreading a burst. (The [cluster::]name parsing
+ * door, and reservations spreading a burst and paid back by claims. (The [cluster::]name parsing
  * table of §1.7 is test_ref.c's.) */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -416,13 +416,103 @@ static void reservations_spread_a_burst(void **state)
     struct route_decision d;
     fed_registry_decide(g, &q, &d);
     assert_int_equal(d.step, 5); /* all promised away */
-    /* the member's next report clears its reservations */
+    /* a report counting b's ten claims pays its reservations back */
     s.r[0].idle = 3;
+    s.r[0].claims = 10;
     assert_int_equal(fed_registry_apply(g, "cluster-b", &s.r[0], 1, true, err, sizeof(err)), 0);
     fed_registry_decide(g, &q, &d);
     assert_int_equal(d.step, 2);
     assert_string_equal(d.cluster, "cluster-b");
     assert_int_equal(d.idle, 3);
+    fed_registry_free(g);
+}
+
+/* The registry's view of one member: idle less what is promised away. */
+static int available(struct fed_registry *g, const char *cluster)
+{
+    const struct route_entry *v;
+    size_t n = fed_registry_env(g, "team-a", "python", &v);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(v[i].rec->cluster, cluster) == 0) {
+            assert_int_equal(route_available(v[i].rec), v[i].idle - v[i].reserved);
+            return v[i].idle - v[i].reserved;
+        }
+    }
+    return -1;
+}
+
+static void reserve(struct fed_registry *g, int n)
+{
+    struct route_query q = query("", "cluster-a");
+    struct route_decision d;
+    for (int i = 0; i < n; i++) {
+        fed_registry_decide(g, &q, &d);
+        assert_int_equal(d.action, ROUTE_FORWARD);
+    }
+}
+
+/* A report sampled after the forwards but before their claims frees no
+ * promised place: only claims pay (a burst queued a create on the origin
+ * when a report freed places its forwards were about to take). */
+static void report_before_claims_keeps_reservations(void **state)
+{
+    struct fed_registry *g = fed_registry_new(false);
+    struct set s = {0};
+    add(&s, "cluster-b", "p-b", "", 10, false, 0, 0);
+    char err[256];
+    assert_int_equal(fed_registry_apply(g, "cluster-b", &s.r[0], 1, true, err, sizeof(err)), 0);
+    reserve(g, 4);
+    assert_int_equal(available(g, "cluster-b"), 6);
+    /* sampled before any claim: idle 10, claims 0 */
+    assert_int_equal(fed_registry_apply(g, "cluster-b", &s.r[0], 1, true, err, sizeof(err)), 0);
+    assert_int_equal(available(g, "cluster-b"), 6);
+    reserve(g, 2);
+    assert_int_equal(available(g, "cluster-b"), 4);
+    /* four claimed and refilled at once: idle back at 10, claims 4 pay the
+     * older four; the newer two carry over */
+    s.r[0].claims = 4;
+    assert_int_equal(fed_registry_apply(g, "cluster-b", &s.r[0], 1, true, err, sizeof(err)), 0);
+    assert_int_equal(available(g, "cluster-b"), 8);
+    /* one more claim; the last forward never became one: let go after two
+     * reports that did not count it */
+    s.r[0].claims = 5;
+    assert_int_equal(fed_registry_apply(g, "cluster-b", &s.r[0], 1, true, err, sizeof(err)), 0);
+    assert_int_equal(available(g, "cluster-b"), 10);
+    fed_registry_free(g);
+}
+
+/* Claims that go backwards (the pool was made anew) or are not reported at
+ * all clear every reservation; claims beyond the reservations pay no more
+ * than there is. */
+static void claims_reset_or_absent_clear_reservations(void **state)
+{
+    struct fed_registry *g = fed_registry_new(false);
+    struct set s = {0};
+    add(&s, "cluster-b", "p-b", "", 10, false, 0, 0);
+    s.r[0].claims = 50;
+    char err[256];
+    assert_int_equal(fed_registry_apply(g, "cluster-b", &s.r[0], 1, true, err, sizeof(err)), 0);
+    reserve(g, 2);
+    s.r[0].claims = 5; /* made anew */
+    assert_int_equal(fed_registry_apply(g, "cluster-b", &s.r[0], 1, true, err, sizeof(err)), 0);
+    assert_int_equal(available(g, "cluster-b"), 10);
+    reserve(g, 1);
+    s.r[0].claims = 100; /* local creates too: never below nothing reserved */
+    assert_int_equal(fed_registry_apply(g, "cluster-b", &s.r[0], 1, true, err, sizeof(err)), 0);
+    assert_int_equal(available(g, "cluster-b"), 10);
+    reserve(g, 2);
+    json_t *m = json_loads("{\"records\":[{\"namespace\":\"team-a\",\"env\":\"python\","
+                           "\"pool\":\"p-b\",\"idle\":10}]}",
+                           0, NULL);
+    assert_int_equal(fed_registry_report(g, "cluster-b", m, T0, err, sizeof(err)), 0);
+    assert_int_equal(available(g, "cluster-b"), 10); /* an agent that reports no claims */
+    json_decref(m);
+    m = json_loads("{\"records\":[{\"namespace\":\"team-a\",\"env\":\"python\","
+                   "\"pool\":\"p-b\",\"idle\":10,\"claims\":-1}]}",
+                   0, NULL);
+    assert_int_equal(fed_registry_report(g, "cluster-b", m, T0, err, sizeof(err)), AB_EINVAL);
+    assert_non_null(strstr(err, "'claims'"));
+    json_decref(m);
     fed_registry_free(g);
 }
 
@@ -470,6 +560,8 @@ int main(void)
         cmocka_unit_test(other_envs_and_namespaces_are_ignored),
         cmocka_unit_test(front_door),
         cmocka_unit_test(reservations_spread_a_burst),
+        cmocka_unit_test(report_before_claims_keeps_reservations),
+        cmocka_unit_test(claims_reset_or_absent_clear_reservations),
         cmocka_unit_test(reserved_member_falls_to_scale_up_tier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -225,6 +225,7 @@ struct kpool {
     struct rt_start_spec start; /* its runtimes' start command and probes (startcmd.h) */
     int64_t prestart_after_ms;  /* an idle Pod's start failed: the next waits until then */
     int64_t last_create_ms;     /* the autoscaler's last-create tracking (scale.c) */
+    uint64_t claims;            /* creates ever queued on it (rt_pool.claims) */
 };
 
 struct krt {
@@ -2707,6 +2708,7 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
                     : p->startup_ms       ? p->startup_ms
                                           : DEFAULT_STARTUP_MS;
     p->last_create_ms = ab_now_ms();
+    p->claims++;
     if (p->w_tail)
         p->w_tail->next = w;
     else
@@ -2913,6 +2915,7 @@ static void op_list_pools(struct rt *base, const char *ns, rt_pool_fn fn, void *
         ab_strlcpy(info.template_name, p->tpl, sizeof(info.template_name));
         status_of(p, &info.status);
         kscale_pool_info(rt->scale, p->ns, p->name, &info.autoscaling, &info.headroom);
+        info.claims = p->claims;
         fn(arg, &info);
     }
 }

@@ -182,6 +182,7 @@ static int op_claim(struct rt *base, const char *ns, const char *name, enum rt_t
         return AB_ENOMEM;
     }
     p->last_create_ms = ab_now_ms(); /* the autoscaler's last-create tracking */
+    p->claims++;
     if (p->w_tail)
         p->w_tail->next = w;
     else
@@ -448,6 +449,7 @@ static void op_list_pools(struct rt *base, const char *ns, rt_pool_fn fn, void *
         ab_strlcpy(info.template_name, p->tpl, sizeof(info.template_name));
         status_of(rt, p, &info.status);
         lrt_scale_fill_pool(rt, p, &info);
+        info.claims = p->claims;
         fn(arg, &info);
     }
 }

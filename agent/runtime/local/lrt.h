@@ -31,13 +31,10 @@ struct mf_set;
  * waits (for its child's setup, envd's exec and listen, the kernel's
  * namespace teardown) and runs niced, so the bound is latency, not cores:
  * sustained creates with refills, Release, 2 cores: 2 at a time 87/s (CPU
- * ~20 % idle), 4: 127/s, 6: 155/s, with the burst rows unchanged. The
- * default stays 2: faster refills made federation_e2e's burst of 20 bare
- * creates over two clusters of 10 idle misplace one (a hub placement race,
- * not fixed yet). Claims
+ * ~20 % idle), 4: 127/s, 6: 155/s, with the burst rows unchanged. Claims
  * waiting for a sandbox have their spawns started first, then removals, then
  * refills. */
-#define LRT_HEAVY_MAX 2 /* the default of --spawn-concurrency */
+#define LRT_HEAVY_MAX 6 /* the default of --spawn-concurrency */
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
 #define LRT_START_MSG_MAX 900 /* a start failure; fits an HTTP error body (1024) */
@@ -126,6 +123,7 @@ struct lpool {
     int32_t min_r, max_r, up_prio, down_prio;
     struct rt_scale_policy policy;
     int64_t last_create_ms; /* ab_now_ms of the last claim; 0: none */
+    uint64_t claims;        /* creates ever queued on it (rt_pool.claims) */
     int64_t saturated_ms;   /* the last time max_sandboxes kept it from its replicas */
 };
 
