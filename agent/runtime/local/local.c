@@ -265,49 +265,45 @@ static struct lsb *pending_release(struct lrt *rt, struct lrt_waiter *w, struct 
     return armed;
 }
 
-static int op_release(struct rt *base, const char *id)
+/* Releases id, running or still pending; cb (may be NULL) hears when its
+ * processes are gone. */
+static int release(struct lrt *rt, const char *id, int64_t timeout_ms, rt_release_cb cb, void *arg)
 {
-    struct lrt *rt = (struct lrt *)base;
     struct lsb *s = lrt_sbx_find(rt, id), *armed;
     struct lrt_waiter *w;
+    bool running = s != NULL;
 
-    if (!s) {
+    if (!running) {
         if (!pending_find(rt, id, &w, &armed))
             return AB_ENOENT;
-        pending_release(rt, w, armed);
-        return 0;
+        if (!(s = pending_release(rt, w, armed))) {
+            if (cb)
+                cb(arg, 0, NULL); /* no process was ever started for it */
+            return 0;
+        }
+        /* the arming sandbox is destroyed once arming ends */
     }
-    LOG_INFO("sandbox released", "id", id, "pool", s->pool->name);
-    lrt_destroy(s);
+    if (cb) { /* gone_poll tells cb */
+        s->rel_cb = cb;
+        s->rel_arg = arg;
+        s->rel_deadline_ms = ab_now_ms() + (timeout_ms > 0 ? timeout_ms : RT_RELEASE_WAIT_MS);
+    }
+    if (running) {
+        LOG_INFO("sandbox released", "id", id, "pool", s->pool->name);
+        lrt_destroy(s); /* a running sandbox goes to PH_STOPPING now */
+    }
     return 0;
+}
+
+static int op_release(struct rt *base, const char *id)
+{
+    return release((struct lrt *)base, id, 0, NULL, NULL);
 }
 
 static int op_release_wait(struct rt *base, const char *id, int64_t timeout_ms, rt_release_cb cb,
                            void *arg)
 {
-    struct lrt *rt = (struct lrt *)base;
-    struct lsb *s = lrt_sbx_find(rt, id), *armed;
-    struct lrt_waiter *w;
-
-    if (!s) {
-        if (!pending_find(rt, id, &w, &armed))
-            return AB_ENOENT;
-        if (!(s = pending_release(rt, w, armed))) {
-            cb(arg, 0, NULL); /* no process was ever started for it */
-            return 0;
-        }
-        /* the arming sandbox is destroyed once arming ends: gone_poll tells cb */
-        s->rel_cb = cb;
-        s->rel_arg = arg;
-        s->rel_deadline_ms = ab_now_ms() + (timeout_ms > 0 ? timeout_ms : RT_RELEASE_WAIT_MS);
-        return 0;
-    }
-    LOG_INFO("sandbox released", "id", id, "pool", s->pool->name);
-    s->rel_cb = cb;
-    s->rel_arg = arg;
-    s->rel_deadline_ms = ab_now_ms() + (timeout_ms > 0 ? timeout_ms : RT_RELEASE_WAIT_MS);
-    lrt_destroy(s); /* a running sandbox goes to PH_STOPPING now: gone_poll tells cb */
-    return 0;
+    return release((struct lrt *)base, id, timeout_ms, cb, arg);
 }
 
 static int op_set_timeout(struct rt *base, const char *id, int64_t timeout_s)
