@@ -2,9 +2,7 @@
 #include "agent/envd/event.h"
 
 #include <errno.h>
-#include <grp.h>
 #include <limits.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,6 +15,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/crypto.h"
+#include "agent/envd/account.h"
 #include "agent/envd/syserr.h"
 
 json_t *envd_ev_start(uint32_t pid)
@@ -184,17 +183,13 @@ static const char *file_type(const struct stat *st)
 
 static void owner_names(const struct stat *st, char *owner, size_t olen, char *group, size_t glen)
 {
-    char buf[4096];
-    struct passwd pw, *pwp = NULL;
-    struct group gr, *grp = NULL;
+    struct envd_account a;
 
-    if (getpwuid_r(st->st_uid, &pw, buf, sizeof(buf), &pwp) == 0 && pwp != NULL)
-        ab_strlcpy(owner, pwp->pw_name, olen);
+    if (envd_account_by_uid(ENVD_PASSWD_FILE, st->st_uid, &a) == 0 && strlen(a.name) < olen)
+        ab_strlcpy(owner, a.name, olen);
     else
         snprintf(owner, olen, "%u", (unsigned)st->st_uid);
-    if (getgrgid_r(st->st_gid, &gr, buf, sizeof(buf), &grp) == 0 && grp != NULL)
-        ab_strlcpy(group, grp->gr_name, glen);
-    else
+    if (envd_group_name(ENVD_GROUP_FILE, st->st_gid, group, glen) != 0)
         snprintf(group, glen, "%u", (unsigned)st->st_gid);
 }
 

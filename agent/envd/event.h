@@ -1,7 +1,7 @@
 /* The JSON messages envd sends, in proto3 JSON as connect-go emits them
  * (e2b-protocol.md §2.4–2.6): lowerCamelCase keys, int64 as strings, bytes
  * as padded standard base64, enums by name, default values omitted.
- * Pure functions apart from the lstat/getpwuid/xattr reads of
+ * Pure functions apart from the lstat/account (account.h)/xattr reads of
  * envd_entry_info: any thread. Every function returns a new reference, or
  * NULL when out of memory. */
 #ifndef ENVD_EVENT_H

@@ -2,8 +2,6 @@
 #include "agent/envd/path.h"
 
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,29 +9,26 @@
 #include <unistd.h>
 
 #include "agentbox/common.h"
+#include "agent/envd/account.h"
 #include "agent/envd/auth.h"
 #include "agent/envd/syserr.h"
 
 static void fill_self(struct envd_user *u)
 {
-    char buf[4096];
-    struct passwd pw, *pwp = NULL;
+    struct envd_account a;
     const char *home = getenv("HOME");
 
     u->uid = getuid();
     u->gid = getgid();
     u->ngroups = 0;
-    if (getpwuid_r(u->uid, &pw, buf, sizeof(buf), &pwp) == 0 && pwp != NULL &&
-        pwp->pw_dir != NULL && pwp->pw_dir[0] != '\0')
-        home = pwp->pw_dir;
+    if (envd_account_by_uid(ENVD_PASSWD_FILE, u->uid, &a) == 0 && a.home[0] != '\0')
+        home = a.home;
     ab_strlcpy(u->home, home != NULL && home[0] == '/' ? home : "/", sizeof(u->home));
 }
 
 int envd_user_lookup(const char *name, struct envd_user *u, char *err, size_t errlen)
 {
-    char buf[8192];
-    struct passwd pw, *pwp = NULL;
-    int n = ENVD_GROUPS_MAX;
+    struct envd_account a;
 
     memset(u, 0, sizeof(*u));
     if (!envd_username_is_valid(name)) {
@@ -41,18 +36,15 @@ int envd_user_lookup(const char *name, struct envd_user *u, char *err, size_t er
         return AB_EINVAL;
     }
     ab_strlcpy(u->name, name, sizeof(u->name));
-    if (getpwnam_r(name, &pw, buf, sizeof(buf), &pwp) != 0 || pwp == NULL) {
+    if (envd_account_by_name(ENVD_PASSWD_FILE, name, &a) != 0) {
         fill_self(u);
         return 0;
     }
     u->exists = true;
-    u->uid = pwp->pw_uid;
-    u->gid = pwp->pw_gid;
-    ab_strlcpy(u->home, pwp->pw_dir != NULL && pwp->pw_dir[0] == '/' ? pwp->pw_dir : "/",
-               sizeof(u->home));
-    if (getgrouplist(name, pwp->pw_gid, u->groups, &n) < 0)
-        n = 1, u->groups[0] = pwp->pw_gid;
-    u->ngroups = n;
+    u->uid = a.uid;
+    u->gid = a.gid;
+    ab_strlcpy(u->home, a.home[0] == '/' ? a.home : "/", sizeof(u->home));
+    u->ngroups = envd_groups_of(ENVD_GROUP_FILE, name, a.gid, u->groups, ENVD_GROUPS_MAX);
     return 0;
 }
 

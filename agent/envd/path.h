@@ -1,6 +1,6 @@
 /* Users and paths as envd sees them (e2b-protocol.md §2.5, §2.7, §4 item 15):
  * "~" and relative paths resolve against the user's home; absolute paths are
- * taken as given. Any thread (getpwnam_r). */
+ * taken as given. Any thread (accounts from the sandbox's files, account.h). */
 #ifndef ENVD_PATH_H
 #define ENVD_PATH_H
 
