@@ -785,6 +785,26 @@ export async function startKubeApi(opts = {}) {
             srv.close(() => res(port));
         });
     });
+    // Resolves the wait between two /health probes as soon as envd logs that
+    // it serves (or exits), so a restart is not a probe period late; 10 ms
+    // apart once it said so.
+    const untilServing = (proc) => {
+        let said = false;
+        let tail = '';
+        const serving = new Promise((res) => {
+            const on = (d) => {
+                tail = (tail + d).slice(-256);
+                if (!tail.includes('"envd serving"')) return;
+                said = true;
+                proc.stderr.off('data', on);
+                res();
+            };
+            proc.stderr.on('data', on);
+            proc.once('exit', res);
+        });
+        const period = () => new Promise((r) => setTimeout(r, 10));
+        return () => (said ? period() : Promise.race([serving, period()]));
+    };
     // Starts a fresh envd for the Pod (the container's restart) and waits,
     // with a deadline, until /health answers at the Pod's address. envd
     // serves on a port of its own and a forwarder owns <podIP>:<envdPort>
@@ -820,6 +840,7 @@ export async function startKubeApi(opts = {}) {
             c.pipe(up);
             up.pipe(c);
         });
+        const pause = untilServing(proc);
         envds.set(uid, { proc, dir, exited, fwd, socks, log: () => log, startedAt: Date.now() });
         await new Promise((res, rej) => { fwd.once('error', rej); fwd.listen(port, ip, res); });
         const deadline = Date.now() + 10000;
@@ -827,7 +848,7 @@ export async function startKubeApi(opts = {}) {
             const ok = await fetch(`http://${ip}:${port}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 204, () => false);
             if (ok) break;
             if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`envd of Pod ${name} did not answer at ${ip}:${port}: ${log}`);
-            await new Promise((r) => setTimeout(r, 10));
+            await pause();
         }
     }
 
@@ -976,13 +997,14 @@ export async function startKubeApi(opts = {}) {
         fs.mkdirSync('/home/user', { recursive: true });
         podLogs.get(uid)?.delete(container.name);
         const rec = containerSpawn(pod, container, net, [kl.envd, '--listen', `${net.ip}:${port}`, '--state-dir', dir]);
+        const pause = untilServing(rec.proc);
         envds.set(uid, { proc: rec.proc, dir, exited: rec.exited, fwd: null, socks: new Set(), log: rec.log, startedAt: Date.now() });
         const deadline = Date.now() + 10000;
         for (;;) {
             const ok = await fetch(`http://${net.ip}:${port}/health`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 204, () => false);
             if (ok) break;
             if (rec.proc.exitCode !== null || Date.now() > deadline) throw new Error(`envd of Pod ${name} did not answer at ${net.ip}:${port}: ${rec.log()}`);
-            await new Promise((r) => setTimeout(r, 10));
+            await pause();
         }
     }
 
