@@ -481,6 +481,28 @@ static void report_before_claims_keeps_reservations(void **state)
     fed_registry_free(g);
 }
 
+/* A cluster's report pays only its own records' reservations: another
+ * cluster reporting the same namespace, env and pool name with claims far
+ * ahead (a rogue one, or a coincidence of names) frees nothing of b's. */
+static void claims_pay_only_the_reporting_cluster(void **state)
+{
+    struct fed_registry *g = fed_registry_new(false);
+    struct set s = {0};
+    add(&s, "cluster-b", "p-b", "", 10, false, 0, 0);
+    char err[256];
+    assert_int_equal(fed_registry_apply(g, "cluster-b", &s.r[0], 1, true, err, sizeof(err)), 0);
+    reserve(g, 3);
+    assert_int_equal(available(g, "cluster-b"), 7);
+    json_t *m = json_loads("{\"records\":[{\"cluster\":\"cluster-b\",\"namespace\":\"team-a\","
+                           "\"env\":\"python\",\"pool\":\"p-b\",\"idle\":0,\"claims\":1000}]}",
+                           0, NULL);
+    assert_int_equal(fed_registry_report(g, "cluster-c", m, T0, err, sizeof(err)), 0);
+    json_decref(m);
+    assert_int_equal(available(g, "cluster-b"), 7);
+    assert_int_equal(available(g, "cluster-c"), 0);
+    fed_registry_free(g);
+}
+
 /* Claims that go backwards (the pool was made anew) or are not reported at
  * all clear every reservation; claims beyond the reservations pay no more
  * than there is. */
@@ -562,6 +584,7 @@ int main(void)
         cmocka_unit_test(reservations_spread_a_burst),
         cmocka_unit_test(report_before_claims_keeps_reservations),
         cmocka_unit_test(claims_reset_or_absent_clear_reservations),
+        cmocka_unit_test(claims_pay_only_the_reporting_cluster),
         cmocka_unit_test(reserved_member_falls_to_scale_up_tier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
