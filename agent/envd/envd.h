@@ -24,6 +24,9 @@
 #define ENVD_STDIN_PENDING_MAX (1024 * 1024)
 #define ENVD_KEEPALIVE_DEFAULT_MS 90000
 #define ENVD_ENDED_KEEP_MS 30000 /* a late Connect still gets start + end */
+/* Descriptors the loop may hold (loop_options.fd_limit): every process's
+ * pty or stdin/stdout/stderr, every watch, and 2,048 connections. */
+#define ENVD_FD_LIMIT (ENVD_PROCS_MAX * 4 + ENVD_WATCHES_MAX + 2048)
 
 struct envd_proc;
 struct envd_watch;

@@ -306,6 +306,8 @@ int loop_create(const struct loop_options *opts, struct loop **out, char *err, s
     info.pt_serv_buf_size = 256 * 1024;
     info.gid = -1;
     info.uid = -1;
+    if (opts && opts->fd_limit)
+        info.fd_limit_per_thread = opts->fd_limit;
     void *foreign[1] = {NULL};
     if (l->kind == LOOP_LIBEV) {
         /* NOSIGMASK: signals stay ours (hub/main.c, agent/main.c); NOENV: LIBEV_FLAGS

@@ -51,6 +51,8 @@ async function measure(buildDir) {
         clusters: ['alpha'], manifests: manifestsDir([envManifest('bench', ['alpha'], { replicas: POOL })]),
         // logs stages only for requests carrying X-AgentBox-Trace (the traced burst below)
         agentEnv: { AGENTBOX_TRACE: '1' },
+        // BENCH_AGENT_ARGS: extra agent flags, space-separated (an A/B of an option)
+        agentArgs: (process.env.BENCH_AGENT_ARGS || '').split(' ').filter(Boolean),
     });
     const alpha = stack.agents.alpha;
     try {
@@ -156,7 +158,7 @@ async function measure(buildDir) {
         // BENCH_PERF=<file>: a profile of the sustained phase, the agent and what
         // it starts (sandbox inits, envd after exec: perf follows children)
         const perf = process.env.BENCH_PERF
-            ? spawn('perf', ['record', '-g', '-F', '999', '-p', String(alpha.proc.pid), '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
+            ? spawn('perf', ['record', '-g', '-F', '999', ...(process.env.BENCH_PERF_ALL === '1' ? ['-a'] : ['-p', String(alpha.proc.pid)]), '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
             : null;
         await Promise.all(Array.from({ length: 32 }, async () => {
             while (performance.now() < until) {

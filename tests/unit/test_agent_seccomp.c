@@ -20,6 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+
 #include "agentbox/common.h"
 #include "agent/runtime/local/seccomp.h"
 
@@ -236,6 +241,125 @@ static void test_other_architectures_kill(void **state)
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS);
 }
 
+/* The compiled program run by a classic-BPF interpreter of the test's own
+ * over one seccomp_data: the kernel's answer for those arguments, without
+ * making the call. Fails on an instruction it does not know rather than
+ * guessing. */
+static uint32_t run_filter(const struct sock_fprog *prog, int nr, uint32_t arch, uint64_t arg0)
+{
+    struct seccomp_data d = {.nr = nr, .arch = arch};
+    uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {0};
+
+    d.args[0] = arg0;
+    for (unsigned pc = 0, steps = 0; pc < prog->len && steps < 100000; pc++, steps++) {
+        const struct sock_filter *f = &prog->filter[pc];
+        uint32_t k = f->k, src = BPF_SRC(f->code) == BPF_X ? x : k;
+        switch (f->code) {
+        case BPF_LD | BPF_W | BPF_ABS:
+            if (k > sizeof(d) - 4 || k % 4)
+                fail_msg("load at %u out of seccomp_data", k);
+            memcpy(&a, (const char *)&d + k, 4);
+            continue;
+        case BPF_LD | BPF_MEM:
+            a = mem[k % BPF_MEMWORDS];
+            continue;
+        case BPF_LDX | BPF_MEM:
+            x = mem[k % BPF_MEMWORDS];
+            continue;
+        case BPF_ST:
+            mem[k % BPF_MEMWORDS] = a;
+            continue;
+        case BPF_STX:
+            mem[k % BPF_MEMWORDS] = x;
+            continue;
+        case BPF_LD | BPF_IMM:
+            a = k;
+            continue;
+        case BPF_MISC | BPF_TAX:
+            x = a;
+            continue;
+        case BPF_MISC | BPF_TXA:
+            a = x;
+            continue;
+        case BPF_ALU | BPF_AND | BPF_K:
+        case BPF_ALU | BPF_AND | BPF_X:
+            a &= src;
+            continue;
+        case BPF_ALU | BPF_OR | BPF_K:
+            a |= k;
+            continue;
+        case BPF_JMP | BPF_JA:
+            pc += k;
+            continue;
+        case BPF_JMP | BPF_JEQ | BPF_K:
+        case BPF_JMP | BPF_JEQ | BPF_X:
+            pc += a == src ? f->jt : f->jf;
+            continue;
+        case BPF_JMP | BPF_JGT | BPF_K:
+        case BPF_JMP | BPF_JGT | BPF_X:
+            pc += a > src ? f->jt : f->jf;
+            continue;
+        case BPF_JMP | BPF_JGE | BPF_K:
+        case BPF_JMP | BPF_JGE | BPF_X:
+            pc += a >= src ? f->jt : f->jf;
+            continue;
+        case BPF_JMP | BPF_JSET | BPF_K:
+            pc += (a & k) ? f->jt : f->jf;
+            continue;
+        case BPF_RET | BPF_K:
+            return k;
+        case BPF_RET | BPF_A:
+            return a;
+        default:
+            fail_msg("instruction %u: opcode 0x%x not known to the test's interpreter", pc,
+                     f->code);
+        }
+    }
+    fail_msg("the filter ran off its end or looped");
+    return 0;
+}
+
+/* Every system call number of x86-64 against the table, through the
+ * compiled program (a binary tree: the table's order is not the
+ * program's): allowed ones allowed, namespace flags and odd personas
+ * refused, clone3 ENOSYS, everything else EPERM; another architecture
+ * killed whatever the number. */
+static void test_program_matches_the_table_for_every_call(void **state)
+{
+    const struct sock_fprog *prog;
+    const uint32_t eperm = SECCOMP_RET_ERRNO | EPERM, enosys = SECCOMP_RET_ERRNO | ENOSYS;
+    char err[256];
+    int named = 0;
+
+    (void)state;
+    assert_int_equal(lsec_program(&prog, err, sizeof(err)), 0);
+    for (int nr = 0; nr < 1024; nr++) {
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr);
+        enum lsec_rule r = name ? lsec_rule_of(name) : LSEC_NOT_LISTED;
+        uint32_t plain = run_filter(prog, nr, AUDIT_ARCH_X86_64, 0);
+        uint32_t ns = run_filter(prog, nr, AUDIT_ARCH_X86_64, CLONE_NEWUSER | CLONE_NEWNET);
+        uint32_t odd = run_filter(prog, nr, AUDIT_ARCH_X86_64, ADDR_NO_RANDOMIZE);
+        uint32_t want_plain = r == LSEC_ALLOW || r == LSEC_NO_NS || r == LSEC_PERSONA
+                                  ? SECCOMP_RET_ALLOW
+                                  : (r == LSEC_ENOSYS ? enosys : eperm);
+
+        named += name != NULL;
+        if (plain != want_plain)
+            fail_msg("%s (%d): 0x%x with arguments 0, the table says 0x%x", name ? name : "?", nr,
+                     plain, want_plain);
+        if (r == LSEC_NO_NS && ns != eperm)
+            fail_msg("%s: namespace flags answered 0x%x, want EPERM", name, ns);
+        if (r == LSEC_PERSONA && odd != eperm)
+            fail_msg("%s(ADDR_NO_RANDOMIZE) answered 0x%x, want EPERM", name, odd);
+        if (r == LSEC_ALLOW && (ns != SECCOMP_RET_ALLOW || odd != SECCOMP_RET_ALLOW))
+            fail_msg("%s: allowed calls must not depend on their arguments", name);
+        if (run_filter(prog, nr, AUDIT_ARCH_I386, 0) != SECCOMP_RET_KILL_PROCESS)
+            fail_msg("i386 call %d must kill the process", nr);
+        free(name);
+    }
+    assert_true(named > 300); /* the loop saw the real table */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_table_allows_ordinary_programs),
         cmocka_unit_test(test_filter_refuses_and_allows),
         cmocka_unit_test(test_other_architectures_kill),
+        cmocka_unit_test(test_program_matches_the_table_for_every_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

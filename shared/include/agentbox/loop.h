@@ -43,6 +43,13 @@ struct loop_options {
      * config file, error strings, every cipher: ~1 ms) is skipped. envd sets
      * it, since every sandbox spawn starts one. */
     bool no_tls;
+    /* Descriptors lws may hold at once; 0 → the process's RLIMIT_NOFILE. lws
+     * 4.1 sizes and zeroes two tables by it at creation (16 bytes each: 320 KiB
+     * at 20,000, 16 MiB at a Pod's usual 1,048,576) and scans one of them on
+     * every close; below the limit it keeps them this size and looks
+     * descriptors up by a scan of those in use. For a process with few
+     * descriptors and a short life (envd), not for a server of thousands. */
+    unsigned fd_limit;
 };
 
 /* Parses an --event-loop value ("libev" or "poll"; NULL → the default). AB_EINVAL with a
