@@ -160,6 +160,14 @@ async function measure(buildDir) {
         const perf = process.env.BENCH_PERF
             ? spawn('perf', ['record', '-g', '-F', '999', ...(process.env.BENCH_PERF_ALL === '1' ? ['-a'] : ['-p', String(alpha.proc.pid)]), '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
             : null;
+        // sandboxes the agent holds meanwhile (idle, claimed, starting, dead
+        // not yet removed: a directory each), at most
+        let held = 0;
+        const heldTimer = setInterval(() => {
+            try {
+                held = Math.max(held, fs.readdirSync(`${alpha.stateDir}/sandboxes`).length);
+            } catch { /* not there on a restarted agent */ }
+        }, 100);
         await Promise.all(Array.from({ length: 32 }, async () => {
             while (performance.now() < until) {
                 const { ms, s } = await timedCreate();
@@ -169,6 +177,7 @@ async function measure(buildDir) {
             }
         }));
         const rate = done / ((performance.now() - t0) / 1000);
+        clearInterval(heldTimer);
         const cpu1 = cpuOf(alpha.proc.pid);
         if (perf) await new Promise((res) => (perf.exitCode !== null ? res() : perf.on('exit', res)));
 
@@ -203,7 +212,7 @@ async function measure(buildDir) {
             buildDir, loadBefore, loadAfter: os.loadavg()[0], internet: opts.allowInternetAccess,
             base50: baseP50, nat50: natP50, nat99: pct(nat, 99), raw50: pct(raw1, 50), raw99: pct(raw1, 99),
             one50: pct(one, 50), one99: pct(one, 99), oneN: one.length,
-            firstMs, stubSeq50: pct(stubSeq, 50), stubSeq99: pct(stubSeq, 99),
+            firstMs, held, stubSeq50: pct(stubSeq, 50), stubSeq99: pct(stubSeq, 99),
             burst50: pct(b, 50), burst99: pct(b, 99),
             rate, sus50: pct(sustained, 50), sus99: pct(sustained, 99),
             burstCpu: (bcpu1.self - bcpu0.self) / 32, split,
@@ -519,7 +528,8 @@ function report(r) {
         `all threads: the loop thread serves every claim)`);
     reportSplit(r.split);
     console.log(`  32 clients sustained ${SECONDS}s with refills: ${fmt(r.rate)} creates/s  ` +
-        `p50 ${fmt(r.sus50)} ms  p99 ${fmt(r.sus99)} ms`);
+        `p50 ${fmt(r.sus50)} ms  p99 ${fmt(r.sus99)} ms; the agent held at most ${r.held} sandboxes ` +
+        `(pool ${POOL}; the rest dead, not yet removed, or starting)`);
     console.log(`  CPU per sustained create (claim, kill, removal, refill spawn): agent ${fmt(r.cpuSelf)} ms + ` +
         `its reaped sandboxes ${fmt(r.cpuChildren)} ms = ${fmt(r.cpuSelf + r.cpuChildren)} ms ` +
         `(2 cores: at most ${fmt(2000 / (r.cpuSelf + r.cpuChildren))} creates/s)`);

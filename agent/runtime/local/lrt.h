@@ -202,9 +202,8 @@ struct lrt {
     struct loop_timer tick;
     struct loop_timer refill; /* deferred replacements after claims (op_claim) */
     bool refill_on;
-    int heavy;      /* spawns and removals on workers (at most heavy_max) */
-    int heavy_max;  /* lrt_options.heavy_max, else LRT_HEAVY_MAX */
-    int rm_running; /* of which removals */
+    int heavy;     /* spawns and removals on workers (at most heavy_max) */
+    int heavy_max; /* lrt_options.heavy_max, else LRT_HEAVY_MAX */
     /* op_free ran: the last leftover frees rt (lrt_free_if_done) */
     bool free_pending;
     int64_t refill_first_ms;                /* when the pending refill was first deferred */
