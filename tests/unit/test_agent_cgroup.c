@@ -80,7 +80,7 @@ static void test_limits_are_written(void **state)
 }
 
 /* 600 processes: their pids fill cgroup.procs past one 4096-byte read. */
-static void test_kill_all_ends_every_process(void **state)
+static void kill_ends_every_process(int (*kill_fn)(const struct lcg *))
 {
     enum { N = 600 };
     struct lcg cg;
@@ -89,7 +89,6 @@ static void test_kill_all_ends_every_process(void **state)
     pid_t leader;
     int ready[2];
 
-    (void)state;
     if (geteuid() != 0)
         skip();
     assert_int_equal(lcg_create(id, &l, &cg, err, sizeof(err)), 0);
@@ -127,17 +126,31 @@ static void test_kill_all_ends_every_process(void **state)
     }
     assert_false(lcg_is_empty(&cg));
     assert_int_equal(lcg_remove(&cg), AB_EBUSY);
-    assert_true(lcg_kill_all(&cg) >= N);
+    assert_true(kill_fn(&cg) >= N);
     assert_int_equal(waitpid(leader, NULL, 0), leader);
     {
         int64_t deadline = ab_now_ms() + 10000;
         while (!lcg_is_empty(&cg)) { /* the orphans go to init, which reaps them */
             if (ab_now_ms() > deadline)
-                fail_msg("processes survived lcg_kill_all");
+                fail_msg("processes survived the kill");
             poll(NULL, 0, 5);
         }
     }
     assert_int_equal(lcg_remove(&cg), 0);
+}
+
+static void test_kill_all_ends_every_process(void **state)
+{
+    (void)state;
+    kill_ends_every_process(lcg_kill_all);
+}
+
+/* the first hierarchy's list alone reaches all of them (what a dying
+ * sandbox's repeated kill uses) */
+static void test_kill_members_ends_every_process(void **state)
+{
+    (void)state;
+    kill_ends_every_process(lcg_kill_members);
 }
 
 int main(void)
@@ -145,6 +158,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_limits_are_written),
         cmocka_unit_test(test_kill_all_ends_every_process),
+        cmocka_unit_test(test_kill_members_ends_every_process),
     };
     snprintf(id, sizeof(id), "test-cg-%d", (int)getpid());
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -313,6 +313,41 @@ static void test_attach_without_processes(void **state)
     in_child(attach_child);
 }
 
+/* IFLA_NUM_TX_QUEUES / IFLA_NUM_RX_QUEUES of a link, asked of the kernel
+ * with a netlink socket of the test's own. */
+static void link_queues(const char *ifname, unsigned *tx, unsigned *rx)
+{
+    struct {
+        struct nlmsghdr h;
+        struct ifinfomsg i;
+        char attrs[64];
+    } req = {.h = {.nlmsg_type = RTM_GETLINK, .nlmsg_flags = NLM_F_REQUEST}};
+    char buf[16384], err[1] = ""; /* for CHECK */
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    struct rtattr *a = (struct rtattr *)req.attrs;
+    ssize_t n;
+
+    *tx = *rx = 0;
+    CHECK(fd >= 0);
+    a->rta_type = IFLA_IFNAME;
+    a->rta_len = (unsigned short)RTA_LENGTH(strlen(ifname) + 1);
+    memcpy(RTA_DATA(a), ifname, strlen(ifname) + 1);
+    req.h.nlmsg_len = NLMSG_LENGTH(sizeof(req.i)) + RTA_ALIGN(a->rta_len);
+    CHECK(send(fd, &req, req.h.nlmsg_len, 0) == (ssize_t)req.h.nlmsg_len);
+    n = recv(fd, buf, sizeof(buf), 0);
+    close(fd);
+    CHECK(n > 0);
+    struct nlmsghdr *h = (struct nlmsghdr *)buf;
+    CHECK(NLMSG_OK(h, (unsigned)n) && h->nlmsg_type == RTM_NEWLINK);
+    int len = (int)IFLA_PAYLOAD(h);
+    for (a = IFLA_RTA(NLMSG_DATA(h)); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+        if (a->rta_type == IFLA_NUM_TX_QUEUES)
+            memcpy(tx, RTA_DATA(a), sizeof(*tx));
+        else if (a->rta_type == IFLA_NUM_RX_QUEUES)
+            memcpy(rx, RTA_DATA(a), sizeof(*rx));
+    }
+}
+
 /* The kernel's refusals come back as codes and messages naming the request. */
 static void errors_child(void)
 {
@@ -328,6 +363,12 @@ static void errors_child(void)
     CHECK(egress_nl_link_up(&nl, "this-name-is-too-long", err, sizeof(err)) == AB_EINVAL);
     CHECK(strstr(err, "interface name") != NULL);
     CHECK(egress_nl_veth_add(&nl, "ta0", "tb0", -1, err, sizeof(err)) == 0);
+    /* one queue each way on both ends, whatever the CPUs */
+    unsigned tx, rx;
+    link_queues("ta0", &tx, &rx);
+    CHECK(tx == 1 && rx == 1);
+    link_queues("tb0", &tx, &rx);
+    CHECK(tx == 1 && rx == 1);
     CHECK(egress_nl_veth_add(&nl, "ta0", "tb1", -1, err, sizeof(err)) == AB_EEXIST);
     CHECK(strstr(err, "creating veth ta0") != NULL);
     CHECK(egress_nl_ifindex(&nl, "tb0", &index, err, sizeof(err)) == 0 && index > 0);

@@ -358,6 +358,11 @@ int lcg_kill_all(const struct lcg *cg)
     return n;
 }
 
+int lcg_kill_members(const struct lcg *cg)
+{
+    return cg->n > 0 ? each_pid(cg->dirs[0], kill9) : 0;
+}
+
 bool lcg_is_empty(const struct lcg *cg)
 {
     for (int i = 0; i < cg->n; i++)

@@ -461,7 +461,7 @@ static void gone_poll(struct loop_timer *t)
     if (!lsbx_is_gone(&s->x)) {
         /* a fork racing the first SIGKILLs (pids read, then a child born)
          * lands in the cgroup too: signal what is there again */
-        int left = lcg_kill_all(&s->x.cg);
+        int left = lcg_kill_members(&s->x.cg);
         if (s->rel_cb && ab_now_ms() >= s->rel_deadline_ms) {
             char msg[RT_ERR_MAX];
             snprintf(msg, sizeof(msg),
