@@ -268,6 +268,16 @@ bool db_is_superuser(PGconn *c)
     return v && strcmp(v, "on") == 0;
 }
 
+/* What this thread's connection has prepared: connections belong to one
+ * thread (a pool worker, a CLI's main), and db_connect resets this for the
+ * thread that connects, so a new connection at a freed one's address never
+ * inherits its statements. */
+static _Thread_local struct {
+    const PGconn *conn;
+    const struct db_stmt *done[DB_STMT_MAX];
+    int n;
+} tl_prepared;
+
 int db_connect(const struct db_connect_options *o, PGconn **out, char *err, size_t errlen)
 {
     const char *keys[10], *vals[10];
@@ -311,6 +321,8 @@ int db_connect(const struct db_connect_options *o, PGconn **out, char *err, size
         PQfinish(c);
         return AB_EIO;
     }
+    tl_prepared.conn = NULL; /* nothing prepared on a new connection */
+    tl_prepared.n = 0;
     *out = c;
     return 0;
 }
@@ -579,6 +591,33 @@ int db_exec(PGconn *c, const char *sql, char *err, size_t errlen)
         rc = db_fail(c, r, sql, err, errlen);
     PQclear(r);
     return rc;
+}
+
+PGresult *db_exec_stmt(PGconn *c, const struct db_stmt *st, const char *const *vals)
+{
+    bool known = false;
+
+    if (tl_prepared.conn != c) {
+        tl_prepared.conn = c;
+        tl_prepared.n = 0;
+    }
+    for (int i = 0; i < tl_prepared.n && !known; i++)
+        known = tl_prepared.done[i] == st;
+    if (!known && tl_prepared.n < DB_STMT_MAX) {
+        PGresult *r = PQprepare(c, st->name, st->sql, st->nparams, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            return r; /* the server's error, as a run of it would give */
+        PQclear(r);
+        tl_prepared.done[tl_prepared.n++] = st;
+        known = true;
+    }
+    if (!known)
+        return PQexecParams(c, st->sql, st->nparams, NULL, vals, NULL, NULL, 0);
+    PGresult *r = PQexecPrepared(c, st->name, st->nparams, vals, NULL, NULL, 0);
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (state && strcmp(state, "26000") == 0) /* gone (DISCARD ALL): prepare again next time */
+        tl_prepared.n = 0;
+    return r;
 }
 
 int db_finish_tx(PGconn *c, int rc, char *err, size_t errlen)

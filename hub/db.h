@@ -105,4 +105,22 @@ int db_fail(PGconn *c, const PGresult *r, const char *what, char *err, size_t er
 int db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
 int db_finish_tx(PGconn *c, int rc, char *err, size_t errlen);
 
+/* A statement a job runs often: prepared on a connection the first time it
+ * runs there (parsed and planned once, not at every run), by the thread
+ * that owns the connection. Declare one static const per statement; the
+ * name is the server-side statement's and must be unique. */
+struct db_stmt {
+    const char *name;
+    const char *sql;
+    int nparams;
+};
+
+/* PQexecPrepared of st on c with text parameters, preparing it first when
+ * this connection has not yet; the result (the caller PQclear()s it) or
+ * NULL out of memory. A connection made by db_connect on this thread starts
+ * with nothing prepared; at most DB_STMT_MAX statements are kept per thread
+ * (more are run unprepared). */
+#define DB_STMT_MAX 16
+PGresult *db_exec_stmt(PGconn *c, const struct db_stmt *st, const char *const *vals);
+
 #endif

@@ -669,6 +669,30 @@ test('events survive a hub outage without blocking creates, and arrive once it i
     assert.match(await agentMetrics(), /^agentbox_e2b_events_dropped_total 0$/m, 'nothing dropped');
 });
 
+test('after PostgreSQL restarts, the hub prepares its statements again on the new connections: no batch is refused', async () => {
+    const endedRow = async (metadata, what) => {
+        const sb = await create({ templateID: 'demo', metadata });
+        await kill(sb.sandboxID);
+        const ended = await waitFor(async () => {
+            const r = await fetch(`${stack.hub.base}/api/v1/sandboxes?state=ended&limit=1000`, { headers: { Authorization: `Bearer ${stack.key}` } });
+            if (r.status !== 200) return null;
+            const s = (await r.json()).items.find((x) => x.id === sb.sandboxID);
+            return s && s.state === 'ended' ? s : null;
+        }, { timeoutMs: 20000, what });
+        assert.deepEqual(ended.metadata, metadata);
+    };
+    // prepared on the hub's connections of now
+    await endedRow({ restart: 'before' }, 'the events before the restart stored');
+    await stack.pg.stop();
+    await stack.pg.start();
+    await waitFor(async () => (await fetch(`${stack.hub.base}/readyz`)).status === 200,
+        { timeoutMs: 15000, what: 'the hub ready again after PostgreSQL restarted' });
+    await endedRow({ restart: 'after' }, 'the events after the restart stored');
+    // the upsert ran prepared on connections that never prepared it, or ran
+    // it prepared where the restart had dropped it: either is an error here
+    assert.doesNotMatch(stack.pg.logs(), /prepared statement "abx_sandbox_event"/);
+});
+
 test('no sanitizer report in the agent, and none when SIGTERM stops it', async () => {
     assertSanitizerClean(alpha.proc);
     // agent_fini frees every module (the e2b layer included): LeakSanitizer,
