@@ -44,6 +44,22 @@ function cpuOf(pid) {
     return { self: (Number(f[11]) + Number(f[12])) * TICK_MS, children: (Number(f[13]) + Number(f[14])) * TICK_MS };
 }
 
+// CPU of PostgreSQL in ms: the postmaster, its live children (the hub's
+// backends) and those reaped. What the hub's writes of a create cost it.
+function pgCpuOf(pid) {
+    const own = cpuOf(pid);
+    let ms = own.self + own.children;
+    for (const d of fs.readdirSync('/proc')) {
+        if (!/^[0-9]+$/.test(d)) continue;
+        try {
+            const st = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+            const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+            if (Number(f[1]) === pid) ms += (Number(f[11]) + Number(f[12])) * TICK_MS;
+        } catch { /* exited meanwhile */ }
+    }
+    return ms;
+}
+
 async function measure(buildDir) {
     process.env.AGENTBOX_BUILD_DIR = buildDir;
     const loadBefore = os.loadavg()[0];
@@ -155,6 +171,7 @@ async function measure(buildDir) {
         const until = performance.now() + SECONDS * 1000;
         const t0 = performance.now();
         const cpu0 = cpuOf(alpha.proc.pid);
+        const pg0 = pgCpuOf(stack.pg.proc.pid);
         // BENCH_PERF=<file>: a profile of the sustained phase, the agent and what
         // it starts (sandbox inits, envd after exec: perf follows children)
         const perf = process.env.BENCH_PERF
@@ -179,6 +196,7 @@ async function measure(buildDir) {
         const rate = done / ((performance.now() - t0) / 1000);
         clearInterval(heldTimer);
         const cpu1 = cpuOf(alpha.proc.pid);
+        const pgMs = (pgCpuOf(stack.pg.proc.pid) - pg0) / done;
         if (perf) await new Promise((res) => (perf.exitCode !== null ? res() : perf.on('exit', res)));
 
         // the same from 32 raw clients (the agent's capacity, the client's
@@ -212,7 +230,7 @@ async function measure(buildDir) {
             buildDir, loadBefore, loadAfter: os.loadavg()[0], internet: opts.allowInternetAccess,
             base50: baseP50, nat50: natP50, nat99: pct(nat, 99), raw50: pct(raw1, 50), raw99: pct(raw1, 99),
             one50: pct(one, 50), one99: pct(one, 99), oneN: one.length,
-            firstMs, held, stubSeq50: pct(stubSeq, 50), stubSeq99: pct(stubSeq, 99),
+            firstMs, held, pgMs, stubSeq50: pct(stubSeq, 50), stubSeq99: pct(stubSeq, 99),
             burst50: pct(b, 50), burst99: pct(b, 99),
             rate, sus50: pct(sustained, 50), sus99: pct(sustained, 99),
             burstCpu: (bcpu1.self - bcpu0.self) / 32, split,
@@ -532,7 +550,8 @@ function report(r) {
         `(pool ${POOL}; the rest dead, not yet removed, or starting)`);
     console.log(`  CPU per sustained create (claim, kill, removal, refill spawn): agent ${fmt(r.cpuSelf)} ms + ` +
         `its reaped sandboxes ${fmt(r.cpuChildren)} ms = ${fmt(r.cpuSelf + r.cpuChildren)} ms ` +
-        `(2 cores: at most ${fmt(2000 / (r.cpuSelf + r.cpuChildren))} creates/s)`);
+        `(2 cores: at most ${fmt(2000 / (r.cpuSelf + r.cpuChildren))} creates/s); PostgreSQL ${fmt(r.pgMs)} ms ` +
+        `(the hub's lifecycle rows)`);
     console.log(`  32 raw clients sustained ${SECONDS}s (open connections, raw HTTP/1.1): ${fmt(r.rawRate)} creates/s  ` +
         `p50 ${fmt(r.raw50s)} ms  p99 ${fmt(r.raw99s)} ms; CPU per create: agent ${fmt(r.rawCpuSelf)} ms + sandboxes ` +
         `${fmt(r.rawCpuChildren)} ms, the client ${fmt(r.rawNode)} ms`);
