@@ -92,8 +92,8 @@ int main(int argc, char **argv)
      * a runtime would otherwise report as "cannot start: ". */
     /* poll: envd serves a handful of descriptors, and runs in images (a Pod's)
      * that need not ship libev or lws's plugin. ENVD_FD_LIMIT bounds lws's
-     * tables (loop.h): sized by RLIMIT_NOFILE they were ~0.3 ms of page
-     * faults at every start here, and ~16 MiB zeroed in a Pod. */
+     * tables (loop.h): sized by RLIMIT_NOFILE they were 55 page faults of
+     * every start here (README.md), and 16 MiB zeroed in a Pod. */
     g_loop = loop_new(&(struct loop_options){
         .workers = 1, .kind = LOOP_POLL, .no_tls = true, .fd_limit = ENVD_FD_LIMIT});
     if (g_loop == NULL) {

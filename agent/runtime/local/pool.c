@@ -716,7 +716,7 @@ static int spawn_one(struct lrt *rt, struct lpool *p)
  * max_sandboxes and a mount that every later spawn copies into its new
  * mount namespace: with removals behind the spawns of waiting claims,
  * sustained creates kept max_sandboxes (256) sandboxes, 216 of them dead,
- * and each spawn paid ~0.3 ms for their mounts (tests/bench/README.md).
+ * and each spawn paid ~0.3 ms for their mounts (README.md).
  * (lrt_refill_later holds the first refills of a burst of claims back; once
  * started they go on at this pace.) */
 static void heavy_next(struct lrt *rt)

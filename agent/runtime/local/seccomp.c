@@ -543,7 +543,7 @@ static void compile(void)
          * turn: the kernel runs the filter once per system call number when
          * it is installed (to cache the always-allowed ones), which made the
          * list 0.3 ms of CPU in every spawn and the tree ~0.05 ms
-         * (tests/bench/README.md). The decisions are the same. */
+         * (README.md). The decisions are the same. */
         snprintf(compile_err, sizeof(compile_err),
                  "seccomp: libseccomp cannot build a binary tree filter (2.5 or newer needed)");
     } else if (add_rules(ctx, compile_err, sizeof(compile_err)) == 0) {

@@ -44,8 +44,8 @@ struct loop_options {
      * it, since every sandbox spawn starts one. */
     bool no_tls;
     /* Descriptors lws may hold at once; 0 → the process's RLIMIT_NOFILE. lws
-     * 4.1 sizes and zeroes two tables by it at creation (16 bytes each: 320 KiB
-     * at 20,000, 16 MiB at a Pod's usual 1,048,576) and scans one of them on
+     * 4.1 sizes and zeroes two tables by it at creation (16 bytes a descriptor:
+     * 320 KiB at 20,000, 16 MiB at a Pod's usual 1,048,576) and scans one on
      * every close; below the limit it keeps them this size and looks
      * descriptors up by a scan of those in use. For a process with few
      * descriptors and a short life (envd), not for a server of thousands. */
