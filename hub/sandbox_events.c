@@ -24,7 +24,6 @@ struct batch {
     struct http_exchange *ex;
     char cluster[AB_CLUSTER_ID_BUF]; /* the tunnel's cluster id, checked to fit */
     json_t *events;                  /* owned */
-    size_t applied;
     char err[256];
 };
 
@@ -111,7 +110,6 @@ static int apply(PGconn *c, struct batch *b)
             return AB_EIO;
         }
         PQclear(r);
-        b->applied++;
     }
     return 0;
 }
@@ -124,11 +122,8 @@ static int job(PGconn *c, void *arg)
     struct batch *b = arg;
     int rc = db_exec(c, "BEGIN", b->err, sizeof(b->err));
 
-    if (rc == 0) {
+    if (rc == 0)
         rc = apply(c, b);
-        if (rc != 0)
-            b->applied = 0; /* rolled back */
-    }
     return db_finish_tx(c, rc, b->err, sizeof(b->err));
 }
 
