@@ -175,7 +175,7 @@ async function measure(buildDir) {
         // BENCH_PERF=<file>: a profile of the sustained phase, the agent and what
         // it starts (sandbox inits, envd after exec: perf follows children)
         const perf = process.env.BENCH_PERF
-            ? spawn('perf', ['record', '-g', '-F', '999', ...(process.env.BENCH_PERF_ALL === '1' ? ['-a'] : ['-p', String(alpha.proc.pid)]), '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
+            ? spawn('perf', ['record', ...(process.env.BENCH_PERF_ARGS ? process.env.BENCH_PERF_ARGS.split(' ') : ['-g', '-F', '999']), ...(process.env.BENCH_PERF_ALL === '1' ? ['-a'] : ['-p', String(alpha.proc.pid)]), '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
             : null;
         // sandboxes the agent holds meanwhile (idle, claimed, starting, dead
         // not yet removed: a directory each), at most

@@ -3,14 +3,17 @@
  * long one's time: lws 4.1's libev plugin re-arms its one timer watcher only
  * when it is idle), completions from workers and loop_post run on the loop
  * thread, loop_stop from another thread ends loop_run, and a bad name is
- * refused. Each case runs the loop on this thread. */
+ * refused; on poll, many timers fire in order and waiting for one does not
+ * spin. Each case runs the loop on this thread. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -302,6 +305,165 @@ static void test_kind_names(void **state)
     loop_free(l);
 }
 
+/* Many timers at once, started, moved and cancelled in a fixed pseudo-random
+ * order: each one not cancelled fires once, never before its time, and the
+ * poll loop fires them earliest first (its timers are a heap of ours). */
+#define MANY 300
+struct many {
+    struct loop *loop;
+    struct loop_timer t[MANY];
+    int64_t due_us[MANY];
+    bool live[MANY];
+    int fired[MANY];
+    int64_t last_due;
+    int left, early, disorder;
+};
+
+static void many_fired(struct loop_timer *t)
+{
+    struct many *m = t->arg;
+    int i = (int)(t - m->t);
+    m->fired[i]++;
+    if (now_us() < m->due_us[i])
+        m->early++;
+    if (m->due_us[i] + 100 < m->last_due) /* 100 us: our clock is read just before the loop's */
+        m->disorder++;
+    m->last_due = m->due_us[i];
+    if (--m->left == 0)
+        loop_stop(m->loop);
+}
+
+static void many_timers(enum loop_kind kind)
+{
+    struct many *m = calloc(1, sizeof(*m));
+    assert_non_null(m);
+    struct loop_options lo = {.workers = 1, .kind = kind};
+    char err[256];
+    assert_int_equal(loop_create(&lo, &m->loop, err, sizeof(err)), 0);
+    uint32_t x = 12345;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < MANY; i++) {
+            x = x * 1103515245u + 12345u;
+            int op = (int)((x >> 16) % 8);
+            if (op == 0 && m->live[i]) { /* cancel */
+                loop_timer_cancel(&m->t[i]);
+                m->live[i] = false;
+                continue;
+            }
+            int delay = (int)((x >> 8) % 40);       /* 0..39 ms: many equal */
+            m->due_us[i] = now_us() + delay * 1000; /* read first: the loop's is no earlier */
+            loop_timer_start(m->loop, &m->t[i], delay, many_fired, m); /* a started one moves */
+            m->live[i] = true;
+        }
+    }
+    for (int i = 0; i < MANY; i++)
+        m->left += m->live[i];
+    m->last_due = INT64_MIN;
+    loop_run(m->loop);
+    for (int i = 0; i < MANY; i++)
+        assert_int_equal(m->fired[i], m->live[i] ? 1 : 0);
+    assert_int_equal(m->early, 0);
+    if (kind == LOOP_POLL) /* libev orders by its own clock's float time */
+        assert_int_equal(m->disorder, 0);
+    loop_free(m->loop);
+    free(m);
+}
+
+static void test_many_timers_libev(void **state)
+{
+    (void)state;
+    many_timers(LOOP_LIBEV);
+}
+
+static void test_many_timers_poll(void **state)
+{
+    (void)state;
+    many_timers(LOOP_POLL);
+}
+
+/* Waiting for a timer is one wake-up, not a spin: lws 4.1 rounds the time to
+ * its next timer down to whole milliseconds for poll's timeout, so with its
+ * own timers the poll loop polled with timeout 0 through the last
+ * millisecond before each one (hundreds of turns a timer). 40 timers one
+ * after the other, 3 ms apart: a few turns each (libev: the timer, then the
+ * wake-up for lws's own due work). */
+struct chain {
+    struct loop *loop;
+    struct loop_timer t;
+    int fired;
+};
+
+static void chain_fired(struct loop_timer *t)
+{
+    struct chain *c = t->arg;
+    if (++c->fired < 40) {
+        loop_timer_start(c->loop, &c->t, 3, chain_fired, c);
+        return;
+    }
+    loop_stop(c->loop);
+}
+
+static void no_spin(enum loop_kind kind)
+{
+    struct chain c = {0};
+    struct loop_options lo = {.workers = 1, .kind = kind};
+    char err[256];
+    assert_int_equal(loop_create(&lo, &c.loop, err, sizeof(err)), 0);
+    loop_timer_start(c.loop, &c.t, 3, chain_fired, &c);
+    uint64_t turns0 = loop_turns(c.loop);
+    loop_run(c.loop);
+    uint64_t turns = loop_turns(c.loop) - turns0;
+    print_message("%s: 40 timers in %llu loop turns\n", loop_kind_name(kind),
+                  (unsigned long long)turns);
+    assert_int_equal(c.fired, 40);
+    assert_true(turns <= 40 * 4 + 10);
+    loop_free(c.loop);
+}
+
+static void test_no_spin_libev(void **state)
+{
+    (void)state;
+    no_spin(LOOP_LIBEV);
+}
+
+static void test_no_spin_poll(void **state)
+{
+    (void)state;
+    no_spin(LOOP_POLL);
+}
+
+/* A loop made and freed leaves no descriptor behind (the poll loop's
+ * timerfd is closed with the context). */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+static void test_no_fd_left(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        enum loop_kind kind = k ? LOOP_LIBEV : LOOP_POLL;
+        struct loop *l;
+        char err[256];
+        struct loop_options lo = {.workers = 1, .kind = kind};
+        assert_int_equal(loop_create(&lo, &l, err, sizeof(err)), 0); /* libev: opens the library */
+        loop_free(l);
+        int before = open_fds();
+        for (int i = 0; i < 20; i++) {
+            assert_int_equal(loop_create(&lo, &l, err, sizeof(err)), 0);
+            loop_free(l);
+        }
+        assert_int_equal(open_fds(), before);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,7 +471,9 @@ int main(void)
         cmocka_unit_test(test_quiet_timer_libev), cmocka_unit_test(test_quiet_timer_poll),
         cmocka_unit_test(test_stop_libev),        cmocka_unit_test(test_stop_poll),
         cmocka_unit_test(test_defer_libev),       cmocka_unit_test(test_defer_poll),
-        cmocka_unit_test(test_kind_names),
+        cmocka_unit_test(test_many_timers_libev), cmocka_unit_test(test_many_timers_poll),
+        cmocka_unit_test(test_no_spin_libev),     cmocka_unit_test(test_no_spin_poll),
+        cmocka_unit_test(test_no_fd_left),        cmocka_unit_test(test_kind_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

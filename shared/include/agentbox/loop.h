@@ -78,15 +78,19 @@ int loop_run(struct loop *l);
 /* Safe from any thread and from a signal handler. */
 void loop_stop(struct loop *l);
 bool loop_is_stopping(struct loop *l);
+/* Turns the loop has taken (wake-ups: each waits once for sockets and timers). */
+uint64_t loop_turns(struct loop *l);
 /* True on the loop thread (for assertions). */
 bool loop_on_loop_thread(struct loop *l);
 
 /* Timers: the struct is owned by the caller and must outlive the schedule
- * (cancel before freeing). Rescheduling a pending timer moves it. */
+ * (cancel before freeing). Rescheduling a pending timer moves it. Never
+ * early; timers due at the same time fire in the order they were started.
+ * Loop thread only. */
 struct loop_timer;
 typedef void (*loop_timer_fn)(struct loop_timer *t);
 struct loop_timer {
-    uint8_t lws_sul[64]; /* storage for an lws_sorted_usec_list_t (poll) or ev_timer (libev) */
+    uint8_t storage[64]; /* the loop's: a heap node (poll) or an ev_timer (libev) */
     struct loop *loop;
     loop_timer_fn fn;
     void *arg;
