@@ -21,7 +21,7 @@
  * polls with timeout 0 until it is due: an agent with a few sandboxes starting
  * and stopping (10 ms polls each) spun through 24,000 polls a second, 9 in 10
  * of them with timeout 0, each over every open descriptor (~16 % of its CPU
- * under sustained creates). A timerfd is armed to the nanosecond. On libev,
+ * under sustained creates). A timerfd is armed to the microsecond. On libev,
  * one ev_timer each in libev's heap: lws 4.1's plugin keeps one ev_timer for
  * all of lws_sul and re-arms it only when it is not already pending, so a
  * 30 ms timer started while a 3 s one was armed fired after 3 s when nothing
@@ -56,7 +56,7 @@ _Static_assert(sizeof(ev_timer) <= sizeof(((struct loop_timer *)0)->storage),
  * is the parent for a first child, else the left sibling; NULL for the root. */
 struct timer_node {
     struct timer_node *child, *next, *prev;
-    int64_t due_ns;
+    int64_t due_us;
     uint64_t seq;
     bool queued;
 };
@@ -116,7 +116,7 @@ struct loop {
     struct timer_node *timers;
     uint64_t timer_seq; /* start order: equal due times fire first started, first */
     int tfd;            /* -1 until adopted; lws closes it with the context */
-    int64_t tfd_due_ns; /* what the timerfd is armed for, INT64_MAX: disarmed */
+    int64_t tfd_due_us; /* what the timerfd is armed for, INT64_MAX: disarmed */
     uint64_t turns;     /* loop_turns */
 
     /* loop_defer: queued items, oldest first, and the one timer that runs them */
@@ -328,7 +328,7 @@ int loop_create(const struct loop_options *opts, struct loop **out, char *err, s
     pthread_cond_init(&l->cv, NULL);
     l->loop_thread = pthread_self();
     l->tfd = -1;
-    l->tfd_due_ns = INT64_MAX;
+    l->tfd_due_us = INT64_MAX;
 
     lws_set_log_level(log_get_level() == LOG_LEVEL_DEBUG ? LLL_ERR | LLL_WARN : LLL_ERR,
                       lws_log_to_ours);
@@ -537,13 +537,6 @@ bool loop_on_loop_thread(struct loop *l)
 
 /* LOOP_POLL's timers. A pairing heap: insert and meld O(1), removing the
  * earliest (or any one) O(log n) amortised, intrusive (no allocation). */
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static struct timer_node *node_of(struct loop_timer *t)
 {
     return (struct timer_node *)(void *)t->storage;
@@ -551,7 +544,7 @@ static struct timer_node *node_of(struct loop_timer *t)
 
 static bool node_before(const struct timer_node *a, const struct timer_node *b)
 {
-    return a->due_ns < b->due_ns || (a->due_ns == b->due_ns && a->seq < b->seq);
+    return a->due_us < b->due_us || (a->due_us == b->due_us && a->seq < b->seq);
 }
 
 /* Two roots (either may be NULL) into one. */
@@ -621,20 +614,20 @@ static void heap_remove(struct loop *l, struct timer_node *n)
 /* Arms the timerfd for the earliest timer (disarms it when there is none). */
 static void tfd_arm(struct loop *l)
 {
-    int64_t due = l->timers ? l->timers->due_ns : INT64_MAX;
-    if (due == l->tfd_due_ns || l->tfd < 0)
+    int64_t due = l->timers ? l->timers->due_us : INT64_MAX;
+    if (due == l->tfd_due_us || l->tfd < 0)
         return;
     struct itimerspec its = {0};
     if (due != INT64_MAX) {
         int64_t at = due > 0 ? due : 1; /* it_value 0 would disarm */
-        its.it_value.tv_sec = at / 1000000000;
-        its.it_value.tv_nsec = at % 1000000000;
+        its.it_value.tv_sec = at / 1000000;
+        its.it_value.tv_nsec = (at % 1000000) * 1000;
     }
     if (timerfd_settime(l->tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0) {
         LOG_ERROR("cannot arm the event loop's timerfd", "error", strerror(errno));
         return;
     }
-    l->tfd_due_ns = due;
+    l->tfd_due_us = due;
 }
 
 /* The timerfd fired: every timer due by now that was started before now
@@ -645,11 +638,11 @@ static void timers_run(struct loop *l)
     uint64_t expirations;
     if (read(l->tfd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
         LOG_WARN("cannot read the event loop's timerfd", "error", strerror(errno));
-    l->tfd_due_ns = INT64_MAX; /* fired (or never armed): armed anew below */
-    int64_t now = mono_ns();
+    l->tfd_due_us = INT64_MAX; /* fired (or never armed): armed anew below */
+    int64_t now = ab_now_us();
     uint64_t seq_end = l->timer_seq;
     struct timer_node *n;
-    while ((n = l->timers) && n->due_ns <= now && n->seq < seq_end) {
+    while ((n = l->timers) && n->due_us <= now && n->seq < seq_end) {
         heap_remove(l, n);
         struct loop_timer *t = (struct loop_timer *)(void *)n;
         t->fn(t); /* may start, cancel or free timers, itself included */
@@ -689,12 +682,12 @@ void loop_timer_start(struct loop *l, struct loop_timer *t, int64_t delay_ms, lo
     t->loop = l;
     t->fn = fn;
     t->arg = arg;
-    n->due_ns = mono_ns() + (delay_ms < 0 ? 0 : delay_ms) * 1000000;
+    n->due_us = ab_now_us() + (delay_ms < 0 ? 0 : delay_ms) * 1000;
     n->seq = l->timer_seq++;
     n->child = n->next = n->prev = NULL;
     n->queued = true;
     l->timers = heap_meld(l->timers, n);
-    if (n->due_ns < l->tfd_due_ns)
+    if (n->due_us < l->tfd_due_us)
         tfd_arm(l);
 }
 
