@@ -89,10 +89,10 @@ const struct cfg_option agent_serve_options[] = {
      "local runtime: sandbox uids and gids 0-65535 are host ids uid_base..uid_base+65535 "
      "(an unprivileged range nobody else uses; at least 65536)",
      NULL},
-    {"spawn_concurrency", CFG_INT, "6", false, AOPT(spawn_concurrency),
+    {"spawn_concurrency", CFG_INT, "16", false, AOPT(spawn_concurrency),
      "local runtime: sandbox spawns and removals at a time, 1-64; each mostly waits (its "
      "namespaces' setup, envd's start, the kernel's teardown), so more than the cores pays "
-     "(agent/runtime/local/README.md: 2 -> 87, 6 -> 155 creates/s on 2 cores)",
+     "(agent/runtime/local/README.md: 6 -> 231, 16 -> 274 creates/s on 2 cores)",
      NULL},
     {"data_domain", CFG_STRING, NULL, false, AOPT(data_domain),
      "data plane: route hosts <port>-<sandbox id>.<data_domain> (unset: headers and paths, "

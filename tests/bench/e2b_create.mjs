@@ -44,6 +44,15 @@ function cpuOf(pid) {
     return { self: (Number(f[11]) + Number(f[12])) * TICK_MS, children: (Number(f[13]) + Number(f[14])) * TICK_MS };
 }
 
+// CPU of the whole machine in ms (every core's busy time: all but idle and
+// iowait, from /proc/stat) and the cores it has: what a sustained create
+// costs everything, the client, kernel threads and the hub included.
+function machineCpu() {
+    const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, x) => a + x, 0); // user..steal (guest is counted in user)
+    return (total - f[3] - f[4]) * TICK_MS;
+}
+
 // CPU of PostgreSQL in ms: the postmaster, its live children (the hub's
 // backends) and those reaped. What the hub's writes of a create cost it.
 function pgCpuOf(pid) {
@@ -172,6 +181,8 @@ async function measure(buildDir) {
         const t0 = performance.now();
         const cpu0 = cpuOf(alpha.proc.pid);
         const pg0 = pgCpuOf(stack.pg.proc.pid);
+        const m0 = machineCpu();
+        const node0 = process.cpuUsage();
         // BENCH_PERF=<file>: a profile of the sustained phase, the agent and what
         // it starts (sandbox inits, envd after exec: perf follows children)
         const perf = process.env.BENCH_PERF
@@ -196,6 +207,9 @@ async function measure(buildDir) {
         const rate = done / ((performance.now() - t0) / 1000);
         clearInterval(heldTimer);
         const cpu1 = cpuOf(alpha.proc.pid);
+        const machineMs = (machineCpu() - m0) / done;
+        const nodeUse = process.cpuUsage(node0);
+        const nodeMs = (nodeUse.user + nodeUse.system) / 1000 / done;
         const pgMs = (pgCpuOf(stack.pg.proc.pid) - pg0) / done;
         if (perf) await new Promise((res) => (perf.exitCode !== null ? res() : perf.on('exit', res)));
 
@@ -204,9 +218,11 @@ async function measure(buildDir) {
         // Sandbox.create against a stub answering at once (no kill)
         await full();
         const rcpu0 = cpuOf(alpha.proc.pid);
+        const rm0 = machineCpu();
         const raw = await warmSustained({ key: stack.key, opts }, alpha.e2b, SECONDS);
         const rcpu1 = cpuOf(alpha.proc.pid);
         const rawN = raw.rate * SECONDS;
+        const rawMachineMs = (machineCpu() - rm0) / rawN;
         let sdkCeil;
         {
             const stub = await startStub();
@@ -230,12 +246,12 @@ async function measure(buildDir) {
             buildDir, loadBefore, loadAfter: os.loadavg()[0], internet: opts.allowInternetAccess,
             base50: baseP50, nat50: natP50, nat99: pct(nat, 99), raw50: pct(raw1, 50), raw99: pct(raw1, 99),
             one50: pct(one, 50), one99: pct(one, 99), oneN: one.length,
-            firstMs, held, pgMs, stubSeq50: pct(stubSeq, 50), stubSeq99: pct(stubSeq, 99),
+            firstMs, held, pgMs, machineMs, nodeMs, stubSeq50: pct(stubSeq, 50), stubSeq99: pct(stubSeq, 99),
             burst50: pct(b, 50), burst99: pct(b, 99),
             rate, sus50: pct(sustained, 50), sus99: pct(sustained, 99),
             burstCpu: (bcpu1.self - bcpu0.self) / 32, split,
             cpuSelf: (cpu1.self - cpu0.self) / done, cpuChildren: (cpu1.children - cpu0.children) / done,
-            rawRate: raw.rate, raw50s: raw.p50, raw99s: raw.p99, rawNode: raw.cpu,
+            rawRate: raw.rate, raw50s: raw.p50, raw99s: raw.p99, rawNode: raw.cpu, rawMachineMs,
             rawCpuSelf: (rcpu1.self - rcpu0.self) / rawN, rawCpuChildren: (rcpu1.children - rcpu0.children) / rawN,
             sdkCeil,
         };
@@ -552,9 +568,15 @@ function report(r) {
         `its reaped sandboxes ${fmt(r.cpuChildren)} ms = ${fmt(r.cpuSelf + r.cpuChildren)} ms ` +
         `(2 cores: at most ${fmt(2000 / (r.cpuSelf + r.cpuChildren))} creates/s); PostgreSQL ${fmt(r.pgMs)} ms ` +
         `(the hub's lifecycle rows)`);
+    const rest = r.machineMs - r.cpuSelf - r.cpuChildren - r.nodeMs - r.pgMs;
+    console.log(`  the whole machine per sustained create: ${fmt(r.machineMs)} ms of its ${os.cpus().length} cores ` +
+        `(busy ${fmt(Math.min(100, (r.machineMs * r.rate) / (10 * os.cpus().length)))} %): agent + sandboxes ` +
+        `${fmt(r.cpuSelf + r.cpuChildren)}, the 32 SDK clients (this node process) ${fmt(r.nodeMs)}, PostgreSQL ` +
+        `${fmt(r.pgMs)}, the rest ${fmt(rest)} ms (kernel threads: namespace teardown, RCU, softirqs; the hub)`);
     console.log(`  32 raw clients sustained ${SECONDS}s (open connections, raw HTTP/1.1): ${fmt(r.rawRate)} creates/s  ` +
         `p50 ${fmt(r.raw50s)} ms  p99 ${fmt(r.raw99s)} ms; CPU per create: agent ${fmt(r.rawCpuSelf)} ms + sandboxes ` +
-        `${fmt(r.rawCpuChildren)} ms, the client ${fmt(r.rawNode)} ms`);
+        `${fmt(r.rawCpuChildren)} ms, the client ${fmt(r.rawNode)} ms; the whole machine ${fmt(r.rawMachineMs)} ms ` +
+        `(busy ${fmt(Math.min(100, (r.rawMachineMs * r.rawRate) / (10 * os.cpus().length)))} %)`);
     console.log(`  the SDK's own ceiling: 32 loops of Sandbox.create vs a stub answering at once: ${fmt(r.sdkCeil)} creates/s`);
 }
 
@@ -581,6 +603,7 @@ if (before) {
         ['sustained, raw clients, creates/s', 'rawRate', 'target ≥ 500'],
         ['CPU per sustained create, agent ms', 'cpuSelf', ''],
         ['CPU per sustained create, sandboxes ms', 'cpuChildren', ''],
+        ['CPU per sustained create, machine ms', 'machineMs', ''],
         ['native claim p50 ms (baseline)', 'nat50', ''],
         ['GET /health p50 ms (baseline)', 'base50', ''],
     ];

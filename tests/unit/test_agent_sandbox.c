@@ -1166,12 +1166,13 @@ static const char *WIDE =
     "spec: {replicas: 8}\n";
 
 #define WIDE_N 8
+#define WIDE_HEAVY 3 /* lrt_options.heavy_max (--spawn-concurrency): below WIDE_N */
 
 static int max_spawning, max_heavy, wide_ok, wide_cb;
 static char wide_err[256];
 
-/* Samples what runs on workers now: never more than LRT_HEAVY_MAX spawns
- * and removals (the old code started a pool's every missing sandbox at once). */
+/* Samples what runs on workers now: never more than WIDE_HEAVY spawns and
+ * removals (the old code started a pool's every missing sandbox at once). */
 static void sample_heavy(struct script *sc)
 {
     struct lrt *rt = (struct lrt *)sc->rt;
@@ -1270,8 +1271,8 @@ static void test_spawns_paced_claims_recorded_first(void **state)
     fputs(WIDE, f);
     fclose(f);
     memset(&sc, 0, sizeof(sc));
-    /* more workers than LRT_HEAVY_MAX: the bound is the runtime's, not the loop's */
-    sc.loop = loop_new(&(struct loop_options){.workers = LRT_HEAVY_MAX + 2});
+    /* more workers than WIDE_HEAVY: the bound is the runtime's, not the loop's */
+    sc.loop = loop_new(&(struct loop_options){.workers = WIDE_HEAVY + 4});
     assert_non_null(sc.loop);
     o.loop = sc.loop;
     o.cluster_id = "here";
@@ -1279,6 +1280,7 @@ static void test_spawns_paced_claims_recorded_first(void **state)
     o.manifests_dir = mdir;
     o.envd_path = self_exe;
     o.envd_args = args;
+    o.heavy_max = WIDE_HEAVY;
     if (lrt_new(&o, &sc.rt, err, sizeof(err)) != 0)
         fail_msg("lrt_new: %s", err);
     run_script(&sc, wide_steps, 60000);
@@ -1291,9 +1293,9 @@ static void test_spawns_paced_claims_recorded_first(void **state)
     unlink(path);
     rmdir(mdir);
     assert_true(max_spawning >= 1);
-    if (max_spawning > LRT_HEAVY_MAX || max_heavy > LRT_HEAVY_MAX) /* the default */
+    if (max_spawning > WIDE_HEAVY || max_heavy > WIDE_HEAVY)
         fail_msg("%d spawns (%d heavy jobs) ran at once; at most %d may", max_spawning, max_heavy,
-                 LRT_HEAVY_MAX);
+                 WIDE_HEAVY);
 }
 
 int main(int argc, char **argv)

@@ -34,7 +34,7 @@ struct mf_set;
  * ~20 % idle), 4: 127/s, 6: 155/s, with the burst rows unchanged. Claims
  * waiting for a sandbox have their spawns started first, then removals, then
  * refills. */
-#define LRT_HEAVY_MAX 6 /* the default of --spawn-concurrency */
+#define LRT_HEAVY_MAX 16 /* the default of --spawn-concurrency */
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
 #define LRT_START_MSG_MAX 900 /* a start failure; fits an HTTP error body (1024) */
