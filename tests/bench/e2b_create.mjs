@@ -45,13 +45,15 @@ function cpuOf(pid) {
 }
 
 // CPU of the whole machine in ms (every core's busy time: all but idle and
-// iowait, from /proc/stat) and the cores it has: what a sustained create
-// costs everything, the client, kernel threads and the hub included.
+// iowait, from /proc/stat): what a sustained create costs everything, the
+// client, kernel threads, the hub (and perf, under BENCH_PERF) included.
 function machineCpu() {
     const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
     const total = f.slice(0, 8).reduce((a, x) => a + x, 0); // user..steal (guest is counted in user)
     return (total - f[3] - f[4]) * TICK_MS;
 }
+// how busy the cores were, in %, at `ms` of machine CPU per create and `rate` creates/s
+const busyPct = (ms, rate) => Math.min(100, (ms * rate) / (10 * os.cpus().length));
 
 // CPU of PostgreSQL in ms: the postmaster, its live children (the hub's
 // backends) and those reaped. What the hub's writes of a create cost it.
@@ -570,13 +572,13 @@ function report(r) {
         `(the hub's lifecycle rows)`);
     const rest = r.machineMs - r.cpuSelf - r.cpuChildren - r.nodeMs - r.pgMs;
     console.log(`  the whole machine per sustained create: ${fmt(r.machineMs)} ms of its ${os.cpus().length} cores ` +
-        `(busy ${fmt(Math.min(100, (r.machineMs * r.rate) / (10 * os.cpus().length)))} %): agent + sandboxes ` +
+        `(busy ${fmt(busyPct(r.machineMs, r.rate))} %): agent + sandboxes ` +
         `${fmt(r.cpuSelf + r.cpuChildren)}, the 32 SDK clients (this node process) ${fmt(r.nodeMs)}, PostgreSQL ` +
         `${fmt(r.pgMs)}, the rest ${fmt(rest)} ms (kernel threads: namespace teardown, RCU, softirqs; the hub)`);
     console.log(`  32 raw clients sustained ${SECONDS}s (open connections, raw HTTP/1.1): ${fmt(r.rawRate)} creates/s  ` +
         `p50 ${fmt(r.raw50s)} ms  p99 ${fmt(r.raw99s)} ms; CPU per create: agent ${fmt(r.rawCpuSelf)} ms + sandboxes ` +
         `${fmt(r.rawCpuChildren)} ms, the client ${fmt(r.rawNode)} ms; the whole machine ${fmt(r.rawMachineMs)} ms ` +
-        `(busy ${fmt(Math.min(100, (r.rawMachineMs * r.rawRate) / (10 * os.cpus().length)))} %)`);
+        `(busy ${fmt(busyPct(r.rawMachineMs, r.rawRate))} %)`);
     console.log(`  the SDK's own ceiling: 32 loops of Sandbox.create vs a stub answering at once: ${fmt(r.sdkCeil)} creates/s`);
 }
 

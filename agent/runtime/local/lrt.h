@@ -31,7 +31,9 @@ struct mf_set;
  * waits (for its child's setup, envd's exec and listen, the kernel's
  * namespace teardown) and runs niced, so the bound is latency, not cores:
  * sustained creates with refills, Release, 2 cores: 2 at a time 87/s (CPU
- * ~20 % idle), 4: 127/s, 6: 155/s, with the burst rows unchanged. Claims
+ * ~20 % idle), 4: 127/s, 6: 155/s, with the burst rows unchanged; once
+ * spawns got cheaper 6 left the cores 65-80 % busy: 6: 231/s, 12: 264/s,
+ * 16: 274/s (95 % busy), 24: 263/s (local/README.md). Claims
  * waiting for a sandbox have their spawns started first, then removals, then
  * refills. */
 #define LRT_HEAVY_MAX 16 /* the default of --spawn-concurrency */
