@@ -45,6 +45,7 @@ benchmarks=(
     "route-decision|$build/bench_route"
     "assertion|$build/bench_assertion"
     "e2b-create|node bench/e2b_create.mjs"
+    "sandbox-floor|$build/bench_sandbox_floor"
     "dataplane-proxy|node bench/dataplane.mjs"
     "federation|node bench/federation.mjs"
     "isolation|node bench/isolation.mjs"
