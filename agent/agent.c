@@ -94,6 +94,11 @@ const struct cfg_option agent_serve_options[] = {
      "namespaces' setup, envd's start, the kernel's teardown), so more than the cores pays "
      "(agent/runtime/local/README.md: 6 -> 231, 16 -> 274 creates/s on 2 cores)",
      NULL},
+    {"envd_zygote", CFG_BOOL, "true", false, AOPT(envd_zygote),
+     "local runtime: start one envd (a zygote) and fork every sandbox's envd from it instead "
+     "of exec'ing envd per sandbox: glibc's start is paid once (~0.6 ms of CPU a sandbox on a "
+     "VM, agent/runtime/local/README.md); an --envd that is not an agentbox-envd is exec'd",
+     NULL},
     {"data_domain", CFG_STRING, NULL, false, AOPT(data_domain),
      "data plane: route hosts <port>-<sandbox id>.<data_domain> (unset: headers and paths, "
      "and hosts whose first label parses as <port>-<sandbox id>)",
@@ -501,6 +506,7 @@ static int agent_runtime_new(struct agent *a, char *err, size_t errlen)
     }
     o.uid_base = (uint32_t)cfg->uid_base;
     o.heavy_max = (int)cfg->spawn_concurrency; /* checked with the loop's workers */
+    o.envd_zygote = cfg->envd_zygote;
     if (!(a->pool_seen = calloc(1, sizeof(*a->pool_seen)))) {
         snprintf(err, errlen, "out of memory");
         return AB_ENOMEM;

@@ -55,6 +55,7 @@ struct agent_config {
     int64_t lease_retry_period_ms;
     int64_t uid_base;          /* local runtime: host uid of sandbox uid 0 */
     int64_t spawn_concurrency; /* local runtime: spawns and removals at a time */
+    bool envd_zygote;          /* local runtime: fork envd from a zygote, not exec it */
     char *data_domain;
     char *prometheus_url;  /* e2b metrics backend (NULL: 501) */
     char *log_service_url; /* e2b logs of ended sandboxes (NULL: 501) */

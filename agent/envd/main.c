@@ -14,6 +14,7 @@
 #include "agentbox/loop.h"
 #include "agent/envd/envd.h"
 #include "agent/envd/fdwatch.h"
+#include "agent/runtime/local/zygote.h"
 
 struct envd_config {
     char *listen;
@@ -40,7 +41,7 @@ static void on_signal(int sig)
         loop_stop(g_loop);
 }
 
-int main(int argc, char **argv)
+static int envd_main(int argc, char **argv)
 {
     struct envd_config cfg;
     struct cfg_result res;
@@ -141,4 +142,13 @@ out:
     free(e.token);
     cfg_free(options, AB_ARRAY_LEN(options), &cfg);
     return rc;
+}
+
+/* `agentbox-envd --zygote 3`: the local runtime's zygote (zygote.h), which
+ * forks sandbox inits that call envd_main instead of exec'ing this file. */
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], LZY_FLAG) == 0)
+        return lzy_serve(atoi(argv[2]), envd_main);
+    return envd_main(argc, argv);
 }

@@ -33,15 +33,43 @@ const pct = (xs, p) => {
 };
 const fmt = (x) => x.toFixed(2);
 
-// CPU of a process in ms: itself and its reaped children (a sandbox's init
-// is the agent's child: its setup before exec and envd's own CPU count
-// there once it is reaped). Kernel work done elsewhere (a namespace's
-// cleanup in a kworker) is not in it.
+// CPU of a process in ms: itself and its reaped children. Kernel work done
+// elsewhere (a namespace's cleanup in a kworker) is not in it.
 const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim() || 100);
 function cpuOf(pid) {
     const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = st.slice(st.lastIndexOf(')') + 2).split(' '); // f[0] is field 3
     return { self: (Number(f[11]) + Number(f[12])) * TICK_MS, children: (Number(f[13]) + Number(f[14])) * TICK_MS };
+}
+
+// The agent's envd zygotes (agent/runtime/local/zygote.h): its children
+// named envd-zygote, which fork and reap the sandbox inits.
+function zygotesOf(pid) {
+    const out = [];
+    for (const d of fs.readdirSync('/proc')) {
+        if (!/^[0-9]+$/.test(d)) continue;
+        try {
+            const st = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+            const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+            if (Number(f[1]) === pid && st.includes('(envd-zygote)')) out.push(Number(d));
+        } catch { /* exited meanwhile */ }
+    }
+    return out;
+}
+
+// The agent's CPU (self) and its sandboxes' (children): a sandbox's init is
+// the zygote's child (or, with --no-envd-zygote, the agent's), so its setup
+// and envd's own CPU count there once it is reaped; the zygote's own forks
+// count with the sandboxes.
+function agentCpu(pid) {
+    const c = cpuOf(pid);
+    for (const z of zygotesOf(pid)) {
+        try {
+            const zc = cpuOf(z);
+            c.children += zc.self + zc.children;
+        } catch { /* restarted meanwhile */ }
+    }
+    return c;
 }
 
 // CPU of the whole machine in ms (every core's busy time: all but idle and
@@ -164,9 +192,9 @@ async function measure(buildDir) {
         await full();
 
         // 32 concurrent clients, one create each, all from idle sandboxes
-        const bcpu0 = cpuOf(alpha.proc.pid);
+        const bcpu0 = agentCpu(alpha.proc.pid);
         const burst = await Promise.all(Array.from({ length: 32 }, () => timedCreate()));
-        const bcpu1 = cpuOf(alpha.proc.pid);
+        const bcpu1 = agentCpu(alpha.proc.pid);
         const b = burst.map((x) => x.ms);
         await Promise.all(burst.map((x) => x.s.kill()));
         await full();
@@ -181,14 +209,14 @@ async function measure(buildDir) {
         const sustained = [];
         const until = performance.now() + SECONDS * 1000;
         const t0 = performance.now();
-        const cpu0 = cpuOf(alpha.proc.pid);
+        const cpu0 = agentCpu(alpha.proc.pid);
         const pg0 = pgCpuOf(stack.pg.proc.pid);
         const m0 = machineCpu();
         const node0 = process.cpuUsage();
-        // BENCH_PERF=<file>: a profile of the sustained phase, the agent and what
-        // it starts (sandbox inits, envd after exec: perf follows children)
+        // BENCH_PERF=<file>: a profile of the sustained phase, the agent, its
+        // zygote and what they start (sandbox inits, envd: perf follows children)
         const perf = process.env.BENCH_PERF
-            ? spawn('perf', ['record', ...(process.env.BENCH_PERF_ARGS ? process.env.BENCH_PERF_ARGS.split(' ') : ['-g', '-F', '999']), ...(process.env.BENCH_PERF_ALL === '1' ? ['-a'] : ['-p', String(alpha.proc.pid)]), '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
+            ? spawn('perf', ['record', ...(process.env.BENCH_PERF_ARGS ? process.env.BENCH_PERF_ARGS.split(' ') : ['-g', '-F', '999']), ...(process.env.BENCH_PERF_ALL === '1' ? ['-a'] : ['-p', [alpha.proc.pid, ...zygotesOf(alpha.proc.pid)].join(',')]), '-o', process.env.BENCH_PERF, '--', 'sleep', String(Math.min(SECONDS, 5))], { stdio: 'ignore' })
             : null;
         // sandboxes the agent holds meanwhile (idle, claimed, starting, dead
         // not yet removed: a directory each), at most
@@ -208,7 +236,7 @@ async function measure(buildDir) {
         }));
         const rate = done / ((performance.now() - t0) / 1000);
         clearInterval(heldTimer);
-        const cpu1 = cpuOf(alpha.proc.pid);
+        const cpu1 = agentCpu(alpha.proc.pid);
         const machineMs = (machineCpu() - m0) / done;
         const nodeUse = process.cpuUsage(node0);
         const nodeMs = (nodeUse.user + nodeUse.system) / 1000 / done;
@@ -219,10 +247,10 @@ async function measure(buildDir) {
         // cost taken out), and the SDK's own ceiling: 32 loops of
         // Sandbox.create against a stub answering at once (no kill)
         await full();
-        const rcpu0 = cpuOf(alpha.proc.pid);
+        const rcpu0 = agentCpu(alpha.proc.pid);
         const rm0 = machineCpu();
         const raw = await warmSustained({ key: stack.key, opts }, alpha.e2b, SECONDS);
-        const rcpu1 = cpuOf(alpha.proc.pid);
+        const rcpu1 = agentCpu(alpha.proc.pid);
         const rawN = raw.rate * SECONDS;
         const rawMachineMs = (machineCpu() - rm0) / rawN;
         let sdkCeil;

@@ -34,6 +34,8 @@
 
 #include "agentbox/common.h"
 #include "agent/runtime/local/sandbox.h"
+#include "agent/runtime/local/seccomp.h"
+#include "agent/runtime/local/zygote.h"
 #include "agent/runtime/local/local.h"
 #include "agent/runtime/local/lrt.h"
 #include "agentbox/loop.h"
@@ -176,6 +178,12 @@ static void fake_command(int c, char *line)
             if (write(c, buf, (size_t)r) != r)
                 break;
         close(fd);
+    } else if (!strcmp(line, "canary")) { /* the stack protector's value (x86-64 glibc) */
+        unsigned long long v = 0;
+#if defined(__x86_64__)
+        __asm__ volatile("movq %%fs:0x28, %0" : "=r"(v));
+#endif
+        reply(c, "%llx\n", v);
     } else if (!strcmp(line, "hostname")) {
         char h[128] = "";
         gethostname(h, sizeof(h));
@@ -274,6 +282,9 @@ static char test_egress_name[32];
 static struct egress_netns_config test_egress = {
     .name = test_egress_name, .tcp_port = 15001, .dns_port = 15053};
 
+/* Set: spawns go through this zygote (this binary as `--zygote 3`). */
+static struct lzy *test_zygote;
+
 static void spawn_spare(struct lsbx *s, bool internet, const char *shared, const char *spare)
 {
     const char *argv[] = {self_exe, "--fake-envd", LSBX_INNER_SOCKET, NULL};
@@ -287,6 +298,7 @@ static void spawn_spare(struct lsbx *s, bool internet, const char *shared, const
     o.shared_dir = shared;
     o.spare = spare;
     o.argv = argv;
+    o.zygote = test_zygote;
     if (internet) { /* a veth into a test egress namespace, slot 3 */
         o.egress = &test_egress;
         o.egress_slot = 3;
@@ -1298,6 +1310,244 @@ static void test_spawns_paced_claims_recorded_first(void **state)
                  WIDE_HEAVY);
 }
 
+/* ---- the envd zygote (zygote.h) ------------------------------------------------------- */
+
+static void zygote_up(void)
+{
+    const struct sock_fprog *filter;
+    char err[512];
+
+    assert_int_equal(lsec_program(&filter, err, sizeof(err)), 0);
+    if (lzy_start(self_exe, filter, &test_zygote, err, sizeof(err)) != 0)
+        fail_msg("zygote: %s", err);
+}
+
+static void zygote_down(void)
+{
+    lzy_free(test_zygote);
+    test_zygote = NULL;
+}
+
+/* The same isolation tests, the sandboxes forked by a zygote. */
+static void with_zygote(void (*fn)(void **), void **state)
+{
+    if (!have_root())
+        skip();
+    zygote_up();
+    fn(state);
+    zygote_down();
+}
+
+static void test_namespaces_and_mounts(void **state);
+static void test_mount_plan_and_confinement(void **state);
+static void test_network_is_isolated(void **state);
+static void test_egress_veth_and_no_host_loopback(void **state);
+static void test_kill_leaves_no_process(void **state);
+
+static void test_zygote_namespaces_and_mounts(void **state)
+{
+    with_zygote(test_namespaces_and_mounts, state);
+}
+
+static void test_zygote_mount_plan_and_confinement(void **state)
+{
+    with_zygote(test_mount_plan_and_confinement, state);
+}
+
+static void test_zygote_network_is_isolated(void **state)
+{
+    with_zygote(test_network_is_isolated, state);
+}
+
+static void test_zygote_egress_veth(void **state)
+{
+    with_zygote(test_egress_veth_and_no_host_loopback, state);
+}
+
+static void test_zygote_kill_leaves_no_process(void **state)
+{
+    with_zygote(test_kill_leaves_no_process, state);
+}
+
+/* The parent (field 4 of /proc/<pid>/stat). */
+static pid_t ppid_of(pid_t pid)
+{
+    char path[64], buf[512];
+    int fd, ppid = 0;
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((fd = open(path, O_RDONLY)) < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    if (p)
+        sscanf(p + 2, "%*c %d", &ppid);
+    return ppid;
+}
+
+static void ns_kind_of(pid_t pid, const char *ns, char *out, size_t len)
+{
+    char path[64];
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, ns);
+    n = readlink(path, out, len - 1);
+    out[n > 0 ? n : 0] = '\0';
+}
+
+/* Each sandbox is a child of the zygote in namespaces of its own (none
+ * shared with the zygote or with the other sandbox), with a stack
+ * protector value of its own; and a zygote that dies (an OOM kill) is
+ * started again by the next spawn. */
+static void test_zygote_forks_separate_sandboxes(void **state)
+{
+    static const char *const kinds[] = {"pid", "mnt", "net", "uts", "ipc", "user", "cgroup"};
+    struct lsbx a, b;
+    char na[128], nb[128], nz[128], ca[64], cb[64];
+    pid_t z;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    zygote_up();
+    z = lzy_pid(test_zygote);
+    spawn(&a, false);
+    spawn(&b, false);
+    assert_false(a.is_child);
+    assert_int_equal(ppid_of(a.pid), z);
+    assert_int_equal(ppid_of(b.pid), z);
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        ns_kind_of(a.pid, kinds[i], na, sizeof(na));
+        ns_kind_of(b.pid, kinds[i], nb, sizeof(nb));
+        ns_kind_of(z, kinds[i], nz, sizeof(nz));
+        assert_true(na[0] && nb[0] && nz[0]);
+        if (!strcmp(na, nb) || !strcmp(na, nz))
+            fail_msg("%s namespace shared: %s (other sandbox %s, zygote %s)", kinds[i], na, nb, nz);
+    }
+#if defined(__x86_64__)
+    ask(&a, "canary", ca, sizeof(ca));
+    ask(&b, "canary", cb, sizeof(cb));
+    assert_true(strlen(ca) > 4);
+    if (!strcmp(ca, cb))
+        fail_msg("two sandboxes share the stack protector value %s", ca);
+#endif
+    assert_int_equal(lsbx_destroy(&a, 5000), 0);
+    assert_int_equal(lsbx_destroy(&b, 5000), 0);
+
+    kill(z, SIGKILL);
+    waitpid(z, NULL, 0);
+    spawn(&a, false);
+    assert_int_not_equal(lzy_pid(test_zygote), z);
+    assert_int_equal(ppid_of(a.pid), lzy_pid(test_zygote));
+    ask(&a, "pid", na, sizeof(na));
+    assert_string_equal(na, "1 0\n");
+    assert_int_equal(lsbx_destroy(&a, 5000), 0);
+    zygote_down();
+}
+
+/* Whether needle is anywhere in the writable memory of pid (regions of
+ * at most 64 MiB: the sanitizer's shadow is terabytes of nothing). */
+static bool memory_holds(pid_t pid, const char *needle)
+{
+    char path[64], line[512];
+    size_t nl = strlen(needle);
+    bool found = false;
+    FILE *maps;
+    int mem;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    maps = fopen(path, "r");
+    snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+    mem = open(path, O_RDONLY);
+    assert_non_null(maps);
+    assert_true(mem >= 0);
+    while (!found && fgets(line, sizeof(line), maps)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[1] != 'w' ||
+            hi - lo > (64UL << 20))
+            continue;
+        char *buf = malloc(hi - lo);
+        assert_non_null(buf);
+        ssize_t n = pread(mem, buf, hi - lo, (off_t)lo);
+        for (ssize_t i = 0; n > 0 && i + (ssize_t)nl <= n; i++)
+            if (buf[i] == needle[0] && !memcmp(buf + i, needle, nl)) {
+                found = true;
+                break;
+            }
+        free(buf);
+    }
+    fclose(maps);
+    close(mem);
+    return found;
+}
+
+/* An attack on the zygote's memory: every sandbox's memory starts as a
+ * copy of the zygote's, so the zygote must hold no plan once its fork is
+ * made (it would be in every later sandbox), and a sandbox forked after
+ * another must find nothing of the other's plan in its own memory. */
+static void test_zygote_keeps_no_plan(void **state)
+{
+    const char *argv[] = {self_exe, "--fake-envd", LSBX_INNER_SOCKET, NULL};
+    struct lsbx_options o = {.argv = argv};
+    struct lsbx a, b;
+    char dir[256], err[512], out[64];
+
+    (void)state;
+    if (!have_root())
+        skip();
+    zygote_up();
+    o.zygote = test_zygote;
+    o.id = "first-of-two-with-a-long-name";
+    snprintf(dir, sizeof(dir), "%s/%s", state_dir, o.id);
+    o.dir = dir;
+    if (lsbx_spawn(&o, &a, err, sizeof(err)) != 0)
+        fail_msg("spawn: %s", err);
+    o.id = "b2";
+    snprintf(dir, sizeof(dir), "%s/%s", state_dir, o.id);
+    if (lsbx_spawn(&o, &b, err, sizeof(err)) != 0)
+        fail_msg("spawn: %s", err);
+    ask(&b, "pid", out, sizeof(out));                        /* b is running its program */
+    assert_true(memory_holds(b.pid, "/b2/data"));            /* the probe finds b's own plan */
+    assert_false(memory_holds(b.pid, "of-two-with-a-long")); /* and nothing of a's */
+    assert_false(memory_holds(lzy_pid(test_zygote), "/b2/data"));
+    assert_int_equal(lsbx_destroy(&a, 5000), 0);
+    assert_int_equal(lsbx_destroy(&b, 5000), 0);
+    zygote_down();
+}
+
+/* A program that is not an agentbox-envd is no zygote: lzy_start says so
+ * (the runtime then execs envd per sandbox). */
+static void test_zygote_refuses_other_programs(void **state)
+{
+    const struct sock_fprog *filter;
+    struct lzy *z = NULL;
+    char err[512];
+
+    (void)state;
+    assert_int_equal(lsec_program(&filter, err, sizeof(err)), 0);
+    assert_int_equal(lzy_start("/bin/true", filter, &z, err, sizeof(err)), AB_EIO);
+    assert_null(z);
+    assert_non_null(strstr(err, "did not answer as an envd zygote"));
+    assert_int_equal(lzy_start("/nonexistent/envd", filter, &z, err, sizeof(err)), AB_EIO);
+    assert_null(z);
+}
+
+/* The program of a sandbox: the fake envd, exec'd or called by the zygote. */
+static int fake_envd_main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--fake-envd"))
+        return fake_envd(argv[2]);
+    if (argc >= 3 && !strcmp(argv[1], "--listen") && !strncmp(argv[2], "unix:", 5))
+        return fake_envd(argv[2] + 5);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -1314,10 +1564,20 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_spawn_failures_leave_nothing),
         cmocka_unit_test(test_warm_pools_claim_release_readopt),
         cmocka_unit_test(test_spawns_paced_claims_recorded_first),
+        cmocka_unit_test(test_zygote_namespaces_and_mounts),
+        cmocka_unit_test(test_zygote_mount_plan_and_confinement),
+        cmocka_unit_test(test_zygote_network_is_isolated),
+        cmocka_unit_test(test_zygote_egress_veth),
+        cmocka_unit_test(test_zygote_kill_leaves_no_process),
+        cmocka_unit_test(test_zygote_forks_separate_sandboxes),
+        cmocka_unit_test(test_zygote_keeps_no_plan),
+        cmocka_unit_test(test_zygote_refuses_other_programs),
     };
     ssize_t n;
     int rc;
 
+    if (argc == 3 && !strcmp(argv[1], LZY_FLAG))
+        return lzy_serve(atoi(argv[2]), fake_envd_main);
     if (argc == 3 && !strcmp(argv[1], "--fake-envd"))
         return fake_envd(argv[2]);
     if (argc >= 3 && !strcmp(argv[1], "--listen") && !strncmp(argv[2], "unix:", 5))

@@ -15,6 +15,8 @@
 #include "agentbox/trace.h"
 #include "agent/runtime/local/manifest.h"
 #include "agent/runtime/local/sandbox.h"
+#include "agent/runtime/local/seccomp.h"
+#include "agent/runtime/local/zygote.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -535,6 +537,7 @@ void lrt_free_if_done(struct lrt *rt)
         free(p);
     }
     mf_set_free(rt->set);
+    lzy_free(rt->zygote);
     free(rt);
 }
 
@@ -569,6 +572,24 @@ static bool slot_held(void *arg, uint32_t slot)
 {
     const struct lrt *rt = arg;
     return slot < (uint32_t)rt->uid_slots && (rt->uid_used[slot / 8] & (1u << (slot % 8)));
+}
+
+/* The envd zygote (zygote.h): one exec of envd for every sandbox to come.
+ * Without it (an --envd that is not ours, or one that cannot start) each
+ * spawn execs envd, as before: slower, not weaker. */
+static void start_zygote(struct lrt *rt)
+{
+    const struct sock_fprog *filter;
+    char why[512], pid[16];
+
+    if (lsec_program(&filter, why, sizeof(why)) != 0 ||
+        lzy_start(rt->envd, filter, &rt->zygote, why, sizeof(why)) != 0) {
+        LOG_WARN("envd zygote not started: envd is exec'd for every sandbox", "envd", rt->envd,
+                 "error", why);
+        return;
+    }
+    snprintf(pid, sizeof(pid), "%d", (int)lzy_pid(rt->zygote));
+    LOG_INFO("envd zygote started", "envd", rt->envd, "pid", pid);
 }
 
 int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errlen)
@@ -635,6 +656,8 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
         rt->argv[n++] = o->envd_args[i];
     }
     rt->argv[n] = NULL;
+    if (o->envd_zygote)
+        start_zygote(rt);
     rt->adopting = true;
     lrt_load_manifests(rt, true);
     lrt_adopt_all(rt);
@@ -661,6 +684,7 @@ int lrt_new(const struct lrt_options *o, struct rt **out, char *err, size_t errl
     *out = &rt->base;
     return 0;
 fail:
+    lzy_free(rt->zygote);
     free(rt);
     return AB_EIO;
 }

@@ -35,6 +35,8 @@ struct lrt_options {
     int waiters_max;   /* waiting claims per pool; 0 → 1024 */
     int heavy_max;     /* spawns and removals at a time (give the loop 2 workers more);
                           0 → LRT_HEAVY_MAX (--spawn-concurrency) */
+    bool envd_zygote;  /* fork sandboxes from an envd zygote (zygote.h; --envd-zygote); one
+                          that cannot start is logged and envd is exec'd per sandbox */
 };
 
 /* Loads the manifests (bad objects are logged, not fatal), re-adopts live

@@ -189,6 +189,7 @@ struct lrt {
     char manifests[512];
     char envd[512];
     const char *argv[LSBX_ARGV_MAX + 1];
+    struct lzy *zygote;                       /* NULL: envd is exec'd per sandbox (zygote.h) */
     const struct egress_netns_config *egress; /* borrowed; NULL: no egress namespace */
     struct egress_table *egress_table;        /* borrowed */
     uint32_t uid_base; /* host id of slot 0's uid 0 (LSBX_UID_BASE_DEFAULT when not set) */

@@ -604,6 +604,7 @@ static void spawn_work(void *arg)
     o.shared_dir = shared;
     o.spare = s->rt->sbx_tmpfs ? NULL : find_spare(shared, s->uid_slot - 1, spare, sizeof(spare));
     o.argv = s->rt->argv;
+    o.zygote = s->rt->zygote;
     o.egress = s->rt->egress;
     o.egress_slot = (uint32_t)(s->uid_slot - 1);
     o.uid_base = slot_base(s->rt, s->uid_slot - 1);

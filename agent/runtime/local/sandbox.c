@@ -15,6 +15,8 @@
 #include "agent/runtime/local/sandbox.h"
 
 #include "agentbox/common.h"
+#include "agent/runtime/local/sandbox_init.h"
+#include "agent/runtime/local/zygote.h"
 #include "agent/runtime/local/seccomp.h"
 
 #include <arpa/inet.h>
@@ -46,460 +48,14 @@
 
 extern char **environ;
 
-/* Code that runs in the init before exec, on the agent's memory: never
- * instrumented (the sanitizer's per-thread state is the calling thread's). */
-#if defined(__SANITIZE_ADDRESS__)
-#define CHILD_FN __attribute__((no_sanitize_address))
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CHILD_FN __attribute__((no_sanitize_address))
-#endif
-#endif
-#ifndef CHILD_FN
-#define CHILD_FN
-#endif
-
 /* The init's stack until exec: its setup needs a few KiB (the plan's copy,
  * snprintf); a guard page below it turns an overflow into the child's
  * SIGSEGV instead of a write into the agent's memory. */
 #define CHILD_STACK_SIZE (256 * 1024)
 
-enum setup_step {
-    STEP_MOUNT_PRIVATE = 1,
-    STEP_BIND_HOME,
-    STEP_BIND_TMP,
-    STEP_BIND_RUN,
-    STEP_ROOT,
-    STEP_PIVOT,
-    STEP_PROC,
-    STEP_LOOPBACK,
-    STEP_HOSTNAME,
-    STEP_FORK,
-    STEP_EXEC,
-    STEP_USERNS,
-    STEP_IDS,
-    STEP_LOCK,
-    STEP_CAPS,
-    STEP_NNP,
-    STEP_SECCOMP,
-    STEP_ETC,
-};
-
-static const char *step_name(int step)
-{
-    switch (step) {
-    case STEP_MOUNT_PRIVATE:
-        return "making mounts private";
-    case STEP_BIND_HOME:
-        return "bind-mounting home on " LSBX_HOME;
-    case STEP_BIND_TMP:
-        return "bind-mounting tmp on /tmp";
-    case STEP_BIND_RUN:
-        return "bind-mounting run on " LSBX_INNER_RUN;
-    case STEP_PROC:
-        return "mounting /proc";
-    case STEP_ROOT:
-        return "building the sandbox root";
-    case STEP_PIVOT:
-        return "entering the sandbox root";
-    case STEP_LOOPBACK:
-        return "bringing loopback up";
-    case STEP_HOSTNAME:
-        return "setting the hostname";
-    case STEP_FORK:
-        return "starting the program";
-    case STEP_EXEC:
-        return "executing the program";
-    case STEP_USERNS:
-        return "entering the sandbox's user namespace";
-    case STEP_IDS:
-        return "becoming the sandbox's root";
-    case STEP_LOCK:
-        return "locking the mounts (new mount and cgroup namespaces)";
-    case STEP_CAPS:
-        return "dropping capabilities";
-    case STEP_NNP:
-        return "setting no_new_privs";
-    case STEP_SECCOMP:
-        return "installing the seccomp filter";
-    case STEP_ETC:
-        return "binding the sandbox's /etc/passwd and /etc/group";
-    }
-    return "setup";
-}
-
-/* Everything the children need, prepared before clone(). */
-struct child_plan {
-    char data[LSBX_DIR_MAX + 8]; /* <dir>/data: the writable space, a tmpfs of disk_bytes */
-    char home[LSBX_DIR_MAX + 16];
-    char tmp[LSBX_DIR_MAX + 16];
-    char run[LSBX_DIR_MAX + 8];
-    char log[LSBX_DIR_MAX + 16];
-    char root[LSBX_DIR_MAX + 8];    /* <dir>/root: the sandbox's / (a tmpfs) */
-    char rpath[LSBX_DIR_MAX + 64];  /* scratch for paths under root */
-    char program[LSBX_DIR_MAX];     /* argv[0] on the host: the only file bound from the agent */
-    char exec_path[LSBX_DIR_MAX];   /* PROGRAM_DIR/<basename of argv[0]> */
-    char passwd[LSBX_DIR_MAX + 16]; /* <dir>/passwd, bound on /etc/passwd */
-    char group[LSBX_DIR_MAX + 16];  /* <dir>/group, bound on /etc/group */
-    char resolv[LSBX_DIR_MAX + 16]; /* <dir>/resolv.conf, bound on /etc/resolv.conf; "" none */
-    char root_opts[96];             /* tmpfs options of /, owned by the sandbox's root */
-    uint32_t uid_base;
-    const struct sock_fprog *seccomp;
-    char hostname[LSBX_ID_MAX + 1];
-    const char *argv[LSBX_ARGV_MAX + 1];
-    const char *envp[LSBX_ENV_MAX + 1];
-    int errfd;         /* write end: {step, errno} on failure */
-    int syncfd;        /* the init's end of the sync socket: 'g' (go), 'u' / 'm' (user namespace) */
-    int parent_fds[2]; /* the parent's ends, closed in the child before it waits */
-};
-
 static pid_t raw_fork(unsigned long flags)
 {
     return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
-}
-
-CHILD_FN static void child_fail(const struct child_plan *p, int step)
-{
-    int msg[2] = {step, errno};
-    ssize_t r = write(p->errfd, msg, sizeof(msg));
-
-    (void)r;
-    _exit(127);
-}
-
-CHILD_FN static int loopback_up(void)
-{
-    struct ifreq ifr;
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    int rc = -1;
-
-    if (fd < 0)
-        return -1;
-    memset(&ifr, 0, sizeof(ifr));
-    memcpy(ifr.ifr_name, "lo", 3);
-    if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
-        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-        rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
-    }
-    close(fd);
-    return rc;
-}
-
-/* Leaves the init with stdin /dev/null, stdout and stderr on the sandbox's
- * log, the two pipes on fds 3 and 4, and nothing else of the agent's (its
- * listening sockets must not outlive it in a sandbox). */
-CHILD_FN static void child_fds(struct child_plan *p)
-{
-    int e = fcntl(p->errfd, F_DUPFD_CLOEXEC, 100);
-    int sy = fcntl(p->syncfd, F_DUPFD_CLOEXEC, 100);
-    int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-    int lg = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-
-    if (e < 0 || sy < 0 || nul < 0)
-        _exit(126);
-    if (lg < 0)
-        lg = nul;
-    dup2(nul, 0);
-    dup2(lg, 1);
-    dup2(lg, 2);
-    if (dup3(e, 3, O_CLOEXEC) != 3 || dup3(sy, 4, O_CLOEXEC) != 4)
-        _exit(126);
-    p->errfd = 3;
-    p->syncfd = 4;
-    syscall(SYS_close_range, 5U, ~0U, 0U);
-}
-
-/* The sandbox's / is a tmpfs holding read-only binds of the host's system
- * directories, its own /home/user, /tmp and /run/agentbox, a fresh /proc,
- * a minimal /dev and, read-only at PROGRAM_DIR, the directory holding the
- * program (envd: its own binary and nothing secret). So a sandbox sees the
- * OS but not the agent's state directory, other sandboxes, the hub's
- * secrets or the operator's files. */
-#define PROGRAM_DIR "/.agentbox"
-
-static const char *const system_dirs[] = {"/usr",   "/bin",    "/sbin", "/lib", "/lib32",
-                                          "/lib64", "/libx32", "/etc",  "/opt", NULL};
-static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
-
-CHILD_FN static const char *under(struct child_plan *p, const char *path)
-{
-    snprintf(p->rpath, sizeof(p->rpath), "%s%s", p->root, path);
-    return p->rpath;
-}
-
-CHILD_FN static int bind_ro(struct child_plan *p, const char *src, const char *dst, bool is_dir)
-{
-    (void)p;
-    if (is_dir) {
-        if (mkdir(dst, 0755) != 0 && errno != EEXIST)
-            return -1;
-    } else if (access(dst, F_OK) != 0) { /* a file in a read-only bind already exists */
-        int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0)
-            return -1;
-        close(fd);
-    }
-    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0)
-        return -1;
-    return mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, NULL);
-}
-
-CHILD_FN static void build_root(struct child_plan *p, const char fdpath[3][32])
-{
-    static const char *const inner[3] = {LSBX_HOME, "/tmp", LSBX_INNER_RUN};
-    struct stat st;
-    char link[256];
-
-    if (mount("tmpfs", p->root, "tmpfs", MS_NOSUID | MS_NODEV, p->root_opts) != 0)
-        child_fail(p, STEP_ROOT);
-    for (int i = 0; system_dirs[i]; i++) {
-        if (lstat(system_dirs[i], &st) != 0)
-            continue;
-        if (S_ISLNK(st.st_mode)) { /* merged /usr: /bin -> usr/bin */
-            ssize_t n = readlink(system_dirs[i], link, sizeof(link) - 1);
-            if (n <= 0)
-                child_fail(p, STEP_ROOT);
-            link[n] = '\0';
-            if (symlink(link, under(p, system_dirs[i])) != 0)
-                child_fail(p, STEP_ROOT);
-        } else if (S_ISDIR(st.st_mode) &&
-                   bind_ro(p, system_dirs[i], under(p, system_dirs[i]), true) != 0) {
-            child_fail(p, STEP_ROOT);
-        }
-    }
-    /* the host's credentials stay out of view even though /etc is shared */
-    static const char *const hidden_files[] = {"/etc/shadow", "/etc/gshadow", "/etc/shadow-",
-                                               "/etc/gshadow-", NULL};
-    /* and so does an agent configuration kept under /etc (join token, keys) */
-    static const char *const hidden_dirs[] = {"/etc/ssh", "/etc/ssl/private", "/etc/agentbox",
-                                              NULL};
-    for (int i = 0; hidden_files[i]; i++)
-        if (lstat(hidden_files[i], &st) == 0 && S_ISREG(st.st_mode) &&
-            mount("/dev/null", under(p, hidden_files[i]), NULL, MS_BIND, NULL) != 0)
-            child_fail(p, STEP_ROOT);
-    for (int i = 0; hidden_dirs[i]; i++)
-        if (lstat(hidden_dirs[i], &st) == 0 && S_ISDIR(st.st_mode) &&
-            mount("tmpfs", under(p, hidden_dirs[i]), "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
-                  "mode=0700,size=4k") != 0)
-            child_fail(p, STEP_ROOT);
-    /* the sandbox's own accounts: root and user (uid 1000, /home/user) */
-    if (bind_ro(p, p->passwd, under(p, "/etc/passwd"), false) != 0 ||
-        bind_ro(p, p->group, under(p, "/etc/group"), false) != 0)
-        child_fail(p, STEP_ETC);
-    /* Best effort: where the host's resolv.conf is a link (systemd-resolved)
-     * there is no file to bind over, and the host's own nameserver line still
-     * reaches the gateway, which takes every port-53 packet (netns.h). */
-    if (p->resolv[0] && lstat("/etc/resolv.conf", &st) == 0 && S_ISREG(st.st_mode))
-        (void)bind_ro(p, p->resolv, under(p, "/etc/resolv.conf"), false);
-    const char *dirs[] = {"/home", LSBX_HOME,  "/tmp",     "/run",      LSBX_INNER_RUN, "/proc",
-                          "/dev",  "/dev/pts", "/dev/shm", "/.oldroot", "/root",        NULL};
-    for (int i = 0; dirs[i]; i++)
-        if (mkdir(under(p, dirs[i]), 0755) != 0)
-            child_fail(p, STEP_ROOT);
-    chmod(under(p, "/tmp"), 01777);
-    chmod(under(p, "/root"), 0700);
-    /* host root's inodes are nobody's inside: give the sandbox's root its own */
-    if (chown(under(p, "/root"), p->uid_base, p->uid_base) != 0 ||
-        chown(under(p, "/run"), p->uid_base, p->uid_base) != 0)
-        child_fail(p, STEP_ROOT);
-    /* writable, so never a device node or a set-uid program */
-    for (int i = 0; i < 3; i++)
-        if (mount(fdpath[i], under(p, inner[i]), NULL, MS_BIND | MS_REC, NULL) != 0 ||
-            mount(NULL, under(p, inner[i]), NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV,
-                  NULL) != 0)
-            child_fail(p, STEP_BIND_HOME + i);
-    if (access(p->program, X_OK) != 0 || mkdir(under(p, PROGRAM_DIR), 0755) != 0 ||
-        bind_ro(p, p->program, under(p, p->exec_path), false) != 0)
-        child_fail(p, STEP_EXEC); /* a missing program fails here, before exec */
-    for (int i = 0; dev_nodes[i]; i++) {
-        char src[32];
-        snprintf(src, sizeof(src), "/dev/%s", dev_nodes[i]);
-        snprintf(link, sizeof(link), "/dev/%s", dev_nodes[i]);
-        const char *dst = under(p, link);
-        int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-        if (fd < 0 || (close(fd), mount(src, dst, NULL, MS_BIND, NULL)) != 0)
-            child_fail(p, STEP_ROOT);
-    }
-    if (mount("devpts", under(p, "/dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC,
-              "newinstance,ptmxmode=0666,mode=0620") != 0 ||
-        symlink("pts/ptmx", under(p, "/dev/ptmx")) != 0 ||
-        mount("tmpfs", under(p, "/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m") !=
-            0 ||
-        symlink("/proc/self/fd", under(p, "/dev/fd")) != 0 ||
-        symlink("/proc/self/fd/0", under(p, "/dev/stdin")) != 0 ||
-        symlink("/proc/self/fd/1", under(p, "/dev/stdout")) != 0 ||
-        symlink("/proc/self/fd/2", under(p, "/dev/stderr")) != 0)
-        child_fail(p, STEP_ROOT);
-    if (syscall(SYS_pivot_root, p->root, under(p, "/.oldroot")) != 0 || chdir("/") != 0 ||
-        umount2("/.oldroot", MNT_DETACH) != 0 || rmdir("/.oldroot") != 0)
-        child_fail(p, STEP_PIVOT);
-}
-
-/* /proc is the sandbox's own, but some of its files are the kernel's (DESIGN
- * §10a, as runc does): read-only where they configure the host, hidden where
- * they leak its memory, keys or timers. Entries this kernel lacks are skipped. */
-CHILD_FN static int mask_proc(void)
-{
-    static const char *const ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus",
-                                     NULL};
-    static const char *const masked[] = {"/proc/kcore",
-                                         "/proc/keys",
-                                         "/proc/kallsyms",
-                                         "/proc/timer_list",
-                                         "/proc/sched_debug",
-                                         "/proc/latency_stats",
-                                         NULL};
-    static const char *const masked_dirs[] = {"/proc/acpi", "/proc/scsi", NULL};
-    const unsigned long ro_flags =
-        MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-    struct stat st;
-
-    for (int i = 0; ro[i]; i++) {
-        if (lstat(ro[i], &st) != 0)
-            continue;
-        if (mount(ro[i], ro[i], NULL, MS_BIND | MS_REC, NULL) != 0 ||
-            mount(NULL, ro[i], NULL, ro_flags, NULL) != 0)
-            return -1;
-    }
-    for (int i = 0; masked[i]; i++)
-        if (lstat(masked[i], &st) == 0 && mount("/dev/null", masked[i], NULL, MS_BIND, NULL) != 0)
-            return -1;
-    for (int i = 0; masked_dirs[i]; i++)
-        if (lstat(masked_dirs[i], &st) == 0 && S_ISDIR(st.st_mode) &&
-            mount("tmpfs", masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "size=4k") != 0)
-            return -1;
-    return 0;
-}
-
-/* Docker's default capabilities minus NET_RAW and MKNOD: never SYS_ADMIN,
- * NET_ADMIN, DAC_READ_SEARCH, SYS_MODULE or SYS_PTRACE. */
-static const int kept_caps[] = {CAP_CHOWN,      CAP_DAC_OVERRIDE, CAP_FSETID,
-                                CAP_FOWNER,     CAP_SETGID,       CAP_SETUID,
-                                CAP_SETFCAP,    CAP_SETPCAP,      CAP_NET_BIND_SERVICE,
-                                CAP_SYS_CHROOT, CAP_KILL,         CAP_AUDIT_WRITE};
-
-CHILD_FN static int drop_caps(void)
-{
-    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-    struct __user_cap_data_struct d[2];
-    uint64_t keep = 0;
-
-    for (size_t i = 0; i < sizeof(kept_caps) / sizeof(kept_caps[0]); i++)
-        keep |= 1ULL << kept_caps[i];
-    for (int cap = 0; cap < 64; cap++) {
-        if (keep & (1ULL << cap))
-            continue;
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
-            if (errno == EINVAL)
-                break; /* past the kernel's last capability */
-            return -1;
-        }
-    }
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
-        return -1;
-    memset(d, 0, sizeof(d));
-    d[0].effective = d[0].permitted = (uint32_t)keep;
-    d[1].effective = d[1].permitted = (uint32_t)(keep >> 32);
-    return (int)syscall(SYS_capset, &h, d);
-}
-
-/* The last steps before exec: a user namespace in which the sandbox's root
- * is host uid_base (the parent writes the maps while we wait), new mount and
- * cgroup namespaces owned by it (so every inherited mount is locked by the
- * kernel: read-only stays read-only, nothing can be unmounted to reveal what
- * lies below), the kept capabilities, no_new_privs and the seccomp filter.
- * Raw system calls for the ids: glibc's setxid would signal the agent's
- * threads, which do not exist in this copy of it. */
-CHILD_FN static void child_confine(struct child_plan *p)
-{
-    char c = 'u';
-
-    if (unshare(CLONE_NEWUSER) != 0)
-        child_fail(p, STEP_USERNS);
-    if (write(p->syncfd, &c, 1) != 1 || read(p->syncfd, &c, 1) != 1 || c != 'm')
-        child_fail(p, STEP_USERNS);
-    if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, NULL) != 0 ||
-        syscall(SYS_setresuid, 0, 0, 0) != 0)
-        child_fail(p, STEP_IDS);
-    if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) != 0)
-        child_fail(p, STEP_LOCK);
-    if (drop_caps() != 0)
-        child_fail(p, STEP_CAPS);
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-        child_fail(p, STEP_NNP);
-    if (lsec_install(p->seccomp) != 0)
-        child_fail(p, STEP_SECCOMP);
-}
-
-static void child_init(const struct child_plan *plan);
-
-/* clone()'s entry point: the init on its own stack. Never returns. */
-CHILD_FN static int child_main(void *arg)
-{
-    const struct child_plan *plan = arg;
-
-    /* the parent's ends: a parent that gives up must be an EOF here */
-    close(plan->parent_fds[0]);
-    close(plan->parent_fds[1]);
-    child_init(plan);
-    return 127;
-}
-
-/* pid 1 of the namespace. Never returns. */
-CHILD_FN static void child_init(const struct child_plan *plan)
-{
-    struct child_plan copy = *plan;
-    struct child_plan *p = &copy;
-    static const int steps[3] = {STEP_BIND_HOME, STEP_BIND_TMP, STEP_BIND_RUN};
-    char fdpath[3][32];
-    int src[3], i;
-    sigset_t all;
-    char c;
-
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL); /* pid 1: only SIGKILL from outside matters */
-    /* The parent puts this process in its cgroups and attaches the veth
-     * while it waits here (its turn: see the top of this file). */
-    if (read(p->syncfd, &c, 1) != 1)
-        _exit(125); /* the parent gave up: nobody reads a report */
-    child_fds(p);
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
-        child_fail(p, STEP_MOUNT_PRIVATE);
-    /* Sources are opened first: the sandbox directory may itself live under
-     * /tmp or /home/user, which the first bind mount would hide. */
-    src[0] = open(p->home, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    src[1] = open(p->tmp, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    src[2] = open(p->run, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    for (i = 0; i < 3; i++) {
-        if (src[i] < 0)
-            child_fail(p, steps[i]);
-        snprintf(fdpath[i], sizeof(fdpath[i]), "/proc/self/fd/%d", src[i]);
-    }
-    build_root(p, (const char(*)[32])fdpath);
-    for (i = 0; i < 3; i++)
-        close(src[i]);
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0 ||
-        mask_proc() != 0)
-        child_fail(p, STEP_PROC);
-    if (loopback_up() != 0)
-        child_fail(p, STEP_LOOPBACK);
-    if (sethostname(p->hostname, strlen(p->hostname)) != 0)
-        child_fail(p, STEP_HOSTNAME);
-    child_confine(p);
-    close(p->syncfd);
-
-    /* The program becomes pid 1 itself (envd reaps every child, orphans
-     * included). exec replaces the memory image this clone of the agent
-     * carried — tokens, key caches, the agent's environment — so nothing of
-     * the agent stays readable inside the sandbox. */
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    if (chdir(LSBX_HOME) != 0)
-        (void)!chdir("/");
-    execve(p->exec_path, (char *const *)p->argv, (char *const *)p->envp);
-    child_fail(p, STEP_EXEC); /* errfd closes on a successful exec: EOF means all is well */
 }
 
 uint64_t lsbx_proc_start_time(pid_t pid)
@@ -771,7 +327,7 @@ static int put_file(const struct lsbx_options *o, const char *path, const char *
 
 /* resolv.conf naming the gateway's end of the sandbox's veth (any address
  * would do: the egress namespace redirects all of port 53 to the gateway). */
-static int write_resolv(const struct lsbx_options *o, struct child_plan *p)
+static int write_resolv(const struct lsbx_options *o, struct lsbx_plan *p)
 {
     struct egress_link l;
     char text[96], a[64];
@@ -789,7 +345,7 @@ static int write_resolv(const struct lsbx_options *o, struct child_plan *p)
 }
 
 /* The sandbox's own accounts, as on E2B: root and user (uid 1000). */
-static int write_accounts(const struct lsbx_options *o, const struct child_plan *p)
+static int write_accounts(const struct lsbx_options *o, const struct lsbx_plan *p)
 {
     static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
                                  "user:x:1000:1000:user:" LSBX_HOME ":/bin/bash\n"
@@ -801,7 +357,7 @@ static int write_accounts(const struct lsbx_options *o, const struct child_plan 
 
 /* Host ownership of the writable directories: uid_base is the sandbox's
  * root, uid_base+1000 its user (home). */
-static int own_dirs(const struct child_plan *p)
+static int own_dirs(const struct lsbx_plan *p)
 {
     uid_t r = p->uid_base, u = p->uid_base + LSBX_USER_UID;
 
@@ -835,10 +391,8 @@ static int map_child(struct lsbx *s, int syncfd, uint32_t base, char *err, size_
 
 int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t errlen)
 {
-    static const char *default_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
-                                        "/sbin:/bin",
-                                        "HOME=" LSBX_HOME, NULL};
-    struct child_plan plan;
+    static const char *default_env[] = {LSBX_ENV_PATH, LSBX_ENV_HOME, NULL};
+    struct lsbx_plan plan;
     int errp[2] = {-1, -1}, syncp[2] = {-1, -1};
     int msg[2] = {0, 0}, i, rc = AB_EIO;
     char data_opts[96];
@@ -880,20 +434,8 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
                  o->dir);
         return AB_ELIMIT;
     }
-    for (i = 0; o->argv[i]; i++) {
-        if (i == LSBX_ARGV_MAX) {
-            snprintf(err, errlen, "sandbox program has more than %d arguments", LSBX_ARGV_MAX);
-            return AB_ELIMIT;
-        }
-        plan.argv[i] = o->argv[i];
-    }
-    for (i = 0; envp[i]; i++) {
-        if (i == LSBX_ENV_MAX) {
-            snprintf(err, errlen, "sandbox environment has more than %d entries", LSBX_ENV_MAX);
-            return AB_ELIMIT;
-        }
-        plan.envp[i] = envp[i];
-    }
+    if ((rc = lsbx_plan_strings(&plan, o->argv, envp, err, errlen)) != 0)
+        return rc;
     plan.uid_base = o->uid_base ? o->uid_base : LSBX_UID_BASE_DEFAULT;
     if (plan.uid_base < LSBX_UID_COUNT || plan.uid_base > UINT32_MAX - LSBX_UID_COUNT) {
         snprintf(err, errlen,
@@ -945,7 +487,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
             return AB_EINVAL;
         }
         ab_strlcpy(plan.program, o->argv[0], sizeof(plan.program));
-        snprintf(plan.exec_path, sizeof(plan.exec_path), "%s/%s", PROGRAM_DIR, slash + 1);
+        snprintf(plan.exec_path, sizeof(plan.exec_path), "%s/%s", LSBX_PROGRAM_DIR, slash + 1);
     }
 
     /* a skeleton a removal left (lsbx_recycle_dir): no inode to make */
@@ -981,28 +523,36 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     plan.syncfd = syncp[0];
     plan.parent_fds[0] = errp[0];
     plan.parent_fds[1] = syncp[1];
-    stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-    if (stack == MAP_FAILED || mprotect(stack, 4096, PROT_NONE) != 0) {
-        snprintf(err, errlen, "cannot map the sandbox init's stack: %s", strerror(errno));
-        if (stack != MAP_FAILED)
-            munmap(stack, CHILD_STACK_SIZE);
-        stack = NULL;
-        goto fail;
+    if (o->zygote) {
+        /* forked by the zygote (zygote.h): its child, tracked by start time */
+        if ((rc = lzy_spawn(o->zygote, &plan, errp[1], syncp[0], &s->pid, err, errlen)) != 0)
+            goto fail;
+        s->start_time = lsbx_proc_start_time(s->pid);
+        stack_done = true; /* none */
+    } else {
+        stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (stack == MAP_FAILED || mprotect(stack, 4096, PROT_NONE) != 0) {
+            snprintf(err, errlen, "cannot map the sandbox init's stack: %s", strerror(errno));
+            if (stack != MAP_FAILED)
+                munmap(stack, CHILD_STACK_SIZE);
+            stack = NULL;
+            goto fail;
+        }
+        /* no CLONE_VFORK: this thread must write the id maps and attach the
+         * veth while the child waits half-way */
+        s->pid = clone(lsbx_init_entry, (char *)stack + CHILD_STACK_SIZE,
+                       CLONE_VM | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |
+                           CLONE_NEWNET | SIGCHLD,
+                       &plan);
+        if (s->pid < 0) {
+            snprintf(err, errlen, "clone() of the sandbox failed: %s%s", strerror(errno),
+                     errno == EPERM ? " (the local runtime needs root or CAP_SYS_ADMIN)" : "");
+            s->pid = 0;
+            goto fail;
+        }
+        s->is_child = true;
     }
-    /* no CLONE_VFORK: this thread must write the id maps and attach the
-     * veth while the child waits half-way */
-    s->pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE,
-                   CLONE_VM | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |
-                       CLONE_NEWNET | SIGCHLD,
-                   &plan);
-    if (s->pid < 0) {
-        snprintf(err, errlen, "clone() of the sandbox failed: %s%s", strerror(errno),
-                 errno == EPERM ? " (the local runtime needs root or CAP_SYS_ADMIN)" : "");
-        s->pid = 0;
-        goto fail;
-    }
-    s->is_child = true;
     if ((rc = lcg_enter(&s->cg, s->pid, err, errlen)) != 0)
         goto fail; /* before the init may run anything: every process is counted */
     rc = AB_EIO;
@@ -1012,14 +562,27 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     errp[1] = -1;
     close(syncp[0]);
     syncp[0] = -1;
-    s->start_time = lsbx_proc_start_time(s->pid);
+    if (!o->zygote)
+        s->start_time = lsbx_proc_start_time(s->pid);
 
-    if (o->egress && attach_egress(s, o, err, errlen) != 0)
+    /* a zygote's child makes its own namespaces first: 'r' once they exist
+     * (else it failed: its report on errfd below names the step) */
+    bool ready = !o->zygote;
+    if (o->zygote) {
+        char r = 0;
+        if (wait_readable(syncp[1], ab_now_ms() + LSBX_SETUP_TIMEOUT_MS) != 0) {
+            snprintf(err, errlen, "sandbox init did not make its namespaces within %d ms",
+                     LSBX_SETUP_TIMEOUT_MS);
+            goto fail;
+        }
+        ready = read(syncp[1], &r, 1) == 1 && r == 'r';
+    }
+    if (ready && o->egress && attach_egress(s, o, err, errlen) != 0)
         goto fail;
     /* The child's turn: it sets up its root and enters its user namespace
      * while this thread only waits. A child that failed makes send() fail
      * or closes the socket: its report on errfd below names the step. */
-    if (send(syncp[1], &c, 1, MSG_NOSIGNAL) == 1) {
+    if (ready && send(syncp[1], &c, 1, MSG_NOSIGNAL) == 1) {
         rc = map_child(s, syncp[1], plan.uid_base, err, errlen);
         if (rc == AB_ECLOSED)
             rc = AB_EIO; /* the report on errfd below names the failed step */
@@ -1036,7 +599,7 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     stack_done = n >= 0;
     if (n != 0) {
         snprintf(err, errlen, "sandbox setup failed while %s: %s",
-                 n == (ssize_t)sizeof(msg) ? step_name(msg[0]) : "starting",
+                 n == (ssize_t)sizeof(msg) ? lsbx_step_name(msg[0]) : "starting",
                  n == (ssize_t)sizeof(msg) ? strerror(msg[1]) : "short report");
         goto fail;
     }

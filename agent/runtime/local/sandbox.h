@@ -70,6 +70,11 @@
 #define LSBX_INODES_MAX 262144U
 #define LSBX_PIDS_DEFAULT 1024
 #define LSBX_TOKEN_MAX 512
+/* a sandbox program's environment unless the options give one */
+#define LSBX_ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define LSBX_ENV_HOME "HOME=" LSBX_HOME
+
+struct lzy;
 
 struct lsbx_options {
     const char *id;  /* [a-z0-9-], at most LSBX_ID_MAX */
@@ -97,6 +102,10 @@ struct lsbx_options {
     int64_t mem_bytes;   /* cgroup memory limit; 0 → none beyond the host's */
     int64_t cpu_milli;   /* cgroup CPU quota in thousandths of a CPU; 0 → none */
     int64_t pids_max;    /* cgroup pids limit; 0 → LSBX_PIDS_DEFAULT */
+    /* NULL: the init is a clone of the caller that execs argv[0]. Else the
+     * envd zygote (zygote.h, borrowed) forks it and it calls envd's main:
+     * argv[0] must then be the zygote's own program. */
+    struct lzy *zygote;
 };
 
 struct lsbx {
