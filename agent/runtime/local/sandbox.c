@@ -10,8 +10,9 @@
  * it is not instrumented by the address sanitizer (CHILD_FN); and, since it
  * shares the calling thread's thread-local block (errno), the parent and the
  * child take turns: the parent works only while the child is blocked on the
- * sync socket and only waits while the child works. README.md says why this
- * rather than a separate spawner process. */
+ * sync socket and only waits while the child works. With the envd zygote
+ * (zygote.h) the init is the zygote's child instead, on its own memory;
+ * the turns are the same. The child's steps are sandbox_init.c's. */
 #include "agent/runtime/local/sandbox.h"
 
 #include "agentbox/common.h"

@@ -30,10 +30,12 @@
  * (cgroup.h) holds every process of it.
  *
  * Process tree: pid 1 of the namespace is the program (envd), which reaps
- * every child. Before exec it is a clone(CLONE_VM) of the agent (sharing its
- * memory on a small stack of its own: nothing is copied) that sets up mounts,
- * loopback and hostname as host root, then enters the user namespace (the
- * parent writes the maps) and confines itself. SIGKILL to
+ * every child. Before that it is a child of the envd zygote (o->zygote,
+ * zygote.h: envd's main is called, not exec'd) or a clone(CLONE_VM) of the
+ * agent (sharing its memory on a small stack of its own: nothing is copied,
+ * and it execs the program); either way it sets up mounts, loopback and
+ * hostname as host root, then enters the user namespace (the parent writes
+ * the maps) and confines itself (sandbox_init.h). SIGKILL to
  * pid 1 ends the whole namespace. With an egress namespace (o->egress) the
  * sandbox's network namespace gets one veth into it before the program runs
  * (agent/egress/netns.h): its only way out is the agent's egress gateway.
