@@ -1369,24 +1369,20 @@ static void test_zygote_kill_leaves_no_process(void **state)
     with_zygote(test_kill_leaves_no_process, state);
 }
 
-/* The parent (field 4 of /proc/<pid>/stat). */
+/* The parent, from /proc/<pid>/status. */
 static pid_t ppid_of(pid_t pid)
 {
-    char path[64], buf[512];
-    int fd, ppid = 0;
-    ssize_t n;
+    char path[64], line[256];
+    int ppid = 0;
+    FILE *f;
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if ((fd = open(path, O_RDONLY)) < 0)
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if (!(f = fopen(path, "r")))
         return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    if (p)
-        sscanf(p + 2, "%*c %d", &ppid);
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "PPid: %d", &ppid) == 1)
+            break;
+    fclose(f);
     return ppid;
 }
 
