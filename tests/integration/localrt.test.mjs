@@ -274,10 +274,11 @@ test('isolation: host pids, other sandboxes and the host loopback are out of rea
     }
 });
 
-// pid 1 of a sandbox is the program itself (exec replaced the clone of the
-// agent), and the sandbox's / is built from read-only system directories:
-// the agent's environment, its state directory and the host's credentials
-// stay out of reach.
+// pid 1 of a sandbox is the program itself (forked by the envd zygote, which
+// holds nothing of the agent's; or exec'd, replacing a clone of the agent),
+// and the sandbox's / is built from read-only system directories: the
+// agent's environment, its state directory and the host's credentials stay
+// out of reach.
 test('a sandbox cannot read the agent\'s secrets or the host\'s files', async () => {
     const a = await claim(alpha, stack.key, { poolName: 'demo', timeout: 60 });
     try {
