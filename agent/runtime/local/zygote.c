@@ -2,6 +2,7 @@
 #include "agent/runtime/local/zygote.h"
 
 #include "agentbox/common.h"
+#include "agentbox/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -228,8 +229,10 @@ int lzy_spawn(struct lzy *z, const struct lsbx_plan *plan, int errfd, int syncfd
     pthread_mutex_lock(&z->mu);
     rc = request(z, plan, errfd, syncfd, pid, err, errlen);
     if (rc == AB_ECLOSED) { /* died (OOM kill, crash): once more, on a new one */
-        char why[256];
+        char why[256], was[16];
         pid_t old = z->pid;
+        snprintf(was, sizeof(was), "%d", (int)old);
+        LOG_WARN("the envd zygote is gone; starting another", "pid", was);
         stop(z);
         if ((rc = start(z, why, sizeof(why))) == 0)
             rc = request(z, plan, errfd, syncfd, pid, err, errlen);
