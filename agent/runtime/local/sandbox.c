@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -33,7 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -45,9 +43,6 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <linux/capability.h>
-
-extern char **environ;
 
 /* The init's stack until exec: its setup needs a few KiB (the plan's copy,
  * snprintf); a guard page below it turns an overflow into the child's

@@ -772,10 +772,37 @@ export async function startKubeApi(opts = {}) {
         for (const so of e.socks) so.destroy();
         if (e.fwd) await new Promise((res) => e.fwd.close(() => res()));
         if (e.proc.exitCode === null && e.proc.signalCode === null) {
+            // a container ends whole (a kubelet kills its cgroup): the
+            // commands envd started go with it, not on as orphans
+            const tree = descendantsOf(e.proc.pid);
             e.proc.kill('SIGKILL');
+            for (const pid of tree) {
+                try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+            }
             await e.exited;
         }
         fs.rmSync(e.dir, { recursive: true, force: true });
+    }
+    // Every live descendant of pid, from /proc's parent links.
+    function descendantsOf(pid) {
+        const children = new Map();
+        for (const d of fs.readdirSync('/proc')) {
+            if (!/^[0-9]+$/.test(d)) continue;
+            try {
+                const st = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+                const ppid = Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]);
+                if (!children.has(ppid)) children.set(ppid, []);
+                children.get(ppid).push(Number(d));
+            } catch { /* exited meanwhile */ }
+        }
+        const out = [];
+        for (let i = 0, todo = [pid]; i < todo.length; i++) {
+            for (const c of children.get(todo[i]) ?? []) {
+                out.push(c);
+                todo.push(c);
+            }
+        }
+        return out;
     }
     const freeLoopbackPort = () => new Promise((res, rej) => {
         const srv = net.createServer();
