@@ -1517,6 +1517,40 @@ static void test_zygote_keeps_no_plan(void **state)
     zygote_down();
 }
 
+/* A garbled plan (strings without their ends) is refused by the zygote
+ * with EINVAL, nothing forked, and the zygote goes on serving. */
+static void test_zygote_refuses_garbled_plans(void **state)
+{
+    static struct lsbx_plan bad;
+    struct lsbx s;
+    int sp[2], ep[2];
+    pid_t pid = 1;
+    char err[512], out[64];
+
+    (void)state;
+    if (!have_root())
+        skip();
+    zygote_up();
+    memset(&bad, 0, sizeof(bad));
+    bad.argc = 1;
+    bad.strings_len = 3;
+    memcpy(bad.strings, "abc", 3);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+    assert_int_equal(pipe2(ep, O_CLOEXEC), 0);
+    assert_int_equal(lzy_spawn(test_zygote, &bad, ep[1], sp[0], &pid, err, sizeof(err)), AB_EIO);
+    assert_int_equal(pid, 0);
+    assert_non_null(strstr(err, "Invalid argument"));
+    for (int i = 0; i < 2; i++)
+        close(sp[i]), close(ep[i]);
+    pid = lzy_pid(test_zygote);
+    spawn(&s, false);
+    assert_int_equal(lzy_pid(test_zygote), pid); /* the same zygote */
+    ask(&s, "pid", out, sizeof(out));
+    assert_string_equal(out, "1 0\n");
+    assert_int_equal(lsbx_destroy(&s, 5000), 0);
+    zygote_down();
+}
+
 /* A program that is not an agentbox-envd is no zygote: lzy_start says so
  * (the runtime then execs envd per sandbox). */
 static void test_zygote_refuses_other_programs(void **state)
@@ -1567,6 +1601,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_zygote_kill_leaves_no_process),
         cmocka_unit_test(test_zygote_forks_separate_sandboxes),
         cmocka_unit_test(test_zygote_keeps_no_plan),
+        cmocka_unit_test(test_zygote_refuses_garbled_plans),
         cmocka_unit_test(test_zygote_refuses_other_programs),
     };
     ssize_t n;

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +283,21 @@ static void reap(int sfd)
         ;
 }
 
+/* A plan the child can unpack: argc + envc strings, each ended, within
+ * strings_len (the agent is trusted; a plan cut or garbled in transit
+ * must still not make a child read past its buffer). */
+static bool plan_ok(const struct lsbx_plan *p)
+{
+    unsigned ends = 0;
+
+    if (p->argc == 0 || p->argc > LSBX_ARGV_MAX || p->envc > LSBX_ENV_MAX || p->strings_len == 0 ||
+        p->strings_len > sizeof(p->strings))
+        return false;
+    for (uint32_t i = 0; i < p->strings_len; i++)
+        ends += p->strings[i] == '\0';
+    return ends == (unsigned)p->argc + p->envc && p->strings[p->strings_len - 1] == '\0';
+}
+
 /* One fork for the plan in g_plan: the child's pid, or -errno. */
 static pid_t fork_one(int fd, int sfd, int own_pidns, const int fds[2], int (*run)(int, char **))
 {
@@ -384,8 +400,7 @@ int lzy_serve(int fd, int (*run)(int argc, char **argv))
                 }
             }
         if (n != (ssize_t)sizeof(g_plan) || nfds != 2 ||
-            (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || g_plan.argc == 0 ||
-            g_plan.strings_len > sizeof(g_plan.strings)) {
+            (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || !plan_ok(&g_plan)) {
             a.err = EINVAL;
         } else {
             pid_t pid = fork_one(fd, sfd, own_pidns, fds, run);
