@@ -432,6 +432,10 @@ int lsbx_spawn(const struct lsbx_options *o, struct lsbx *s, char *err, size_t e
     }
     if ((rc = lsbx_plan_strings(&plan, o->argv, envp, err, errlen)) != 0)
         return rc;
+    errno = 0;
+    plan.nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (errno != 0)
+        plan.nice = 0;
     plan.uid_base = o->uid_base ? o->uid_base : LSBX_UID_BASE_DEFAULT;
     if (plan.uid_base < LSBX_UID_COUNT || plan.uid_base > UINT32_MAX - LSBX_UID_COUNT) {
         snprintf(err, errlen,

@@ -19,6 +19,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -481,6 +482,9 @@ void lsbx_init_run(const struct lsbx_plan *plan, int (*run)(int argc, char **arg
     close(copy.parent_fds[0]);
     close(copy.parent_fds[1]);
     copy.parent_fds[0] = copy.parent_fds[1] = -1;
+    /* the setup runs at the spawning worker's priority, as a clone of that
+     * worker's would (the agent gives envd the ordinary one once it runs) */
+    (void)setpriority(PRIO_PROCESS, 0, copy.nice);
     if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET) != 0)
         child_fail(&copy, STEP_NAMESPACES);
     if (write(copy.syncfd, &c, 1) != 1)

@@ -70,6 +70,8 @@ struct lsbx_plan {
     uint32_t uid_base;
     const struct sock_fprog *seccomp; /* in the memory of the process that clones */
     char hostname[LSBX_ID_MAX + 1];
+    int nice; /* the init's priority until its program runs (the
+                 spawning thread's: a zygote's child takes it) */
     uint16_t argc, envc;
     uint32_t strings_len;
     char strings[LSBX_PLAN_STRINGS];
