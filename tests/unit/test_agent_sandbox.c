@@ -1517,6 +1517,78 @@ static void test_zygote_keeps_no_plan(void **state)
     zygote_down();
 }
 
+/* The socket inodes pid holds ("socket:[N]" links in /proc/<pid>/fd), at most max. */
+static int socket_inodes(pid_t pid, unsigned long *out, int max)
+{
+    char path[64], link[64], fdpath[128];
+    struct dirent *de;
+    int n = 0;
+    DIR *d;
+
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    if (!(d = opendir(path)))
+        return 0;
+    while ((de = readdir(d)) != NULL && n < max) {
+        ssize_t l;
+        snprintf(fdpath, sizeof(fdpath), "%s/%s", path, de->d_name);
+        if ((l = readlink(fdpath, link, sizeof(link) - 1)) <= 0)
+            continue;
+        link[l] = '\0';
+        if (sscanf(link, "socket:[%lu]", &out[n]) == 1)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The zygote forks inits as host root with whatever plan it is sent, so a
+ * sandbox holding its socket could ask for an unconfined one: no process
+ * of a sandbox may hold any socket of the zygote's or of the agent's. */
+static void test_zygote_unreachable_from_sandbox(void **state)
+{
+    unsigned long theirs[256], ours[256];
+    struct lsbx s;
+    char out[64];
+    int nt = 0, no;
+
+    (void)state;
+    if (!have_root())
+        skip();
+    zygote_up();
+    spawn(&s, false);
+    ask(&s, "spawn", out, sizeof(out)); /* a child of the init too */
+    nt = socket_inodes(lzy_pid(test_zygote), theirs, 128);
+    nt += socket_inodes(getpid(), theirs + nt, 128);
+    assert_true(nt >= 2); /* the zygote's end and ours at least */
+    char ns[128], link[128], path[300];
+    ns_of(s.pid, ns, sizeof(ns));
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    int checked = 0;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/ns/pid", de->d_name);
+        ssize_t l = readlink(path, link, sizeof(link) - 1);
+        if (l <= 0)
+            continue;
+        link[l] = '\0';
+        if (strcmp(link, ns) != 0)
+            continue;
+        checked++;
+        no = socket_inodes(atoi(de->d_name), ours, 256);
+        for (int i = 0; i < no; i++)
+            for (int j = 0; j < nt; j++)
+                if (ours[i] == theirs[j])
+                    fail_msg("sandbox process %s holds socket %lu of the zygote or the agent",
+                             de->d_name, ours[i]);
+    }
+    closedir(d);
+    assert_true(checked >= 2); /* the init and its child were looked at */
+    assert_int_equal(lsbx_destroy(&s, 5000), 0);
+    zygote_down();
+}
+
 /* A garbled plan (strings without their ends) is refused by the zygote
  * with EINVAL, nothing forked, and the zygote goes on serving. */
 static void test_zygote_refuses_garbled_plans(void **state)
@@ -1601,6 +1673,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_zygote_kill_leaves_no_process),
         cmocka_unit_test(test_zygote_forks_separate_sandboxes),
         cmocka_unit_test(test_zygote_keeps_no_plan),
+        cmocka_unit_test(test_zygote_unreachable_from_sandbox),
         cmocka_unit_test(test_zygote_refuses_garbled_plans),
         cmocka_unit_test(test_zygote_refuses_other_programs),
     };

@@ -913,7 +913,9 @@ static bool proc_gone(pid_t *pid, uint64_t start, bool child)
         }
         return false;
     }
-    if (lsbx_proc_start_time(*pid) != start) {
+    /* gone (or a zombie) has no start time; another start time is a reused pid */
+    uint64_t now = lsbx_proc_start_time(*pid);
+    if (now == 0 || now != start) {
         *pid = 0;
         return true;
     }
