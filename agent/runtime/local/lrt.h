@@ -33,9 +33,9 @@ struct mf_set;
  * sustained creates with refills, Release, 2 cores: 2 at a time 87/s (CPU
  * ~20 % idle), 4: 127/s, 6: 155/s, with the burst rows unchanged; once
  * spawns got cheaper 6 left the cores 65-80 % busy: 6: 231/s, 12: 264/s,
- * 16: 274/s (95 % busy), 24: 263/s (local/README.md). Claims
- * waiting for a sandbox have their spawns started first, then removals, then
- * refills. */
+ * 16: 274/s (95 % busy), 24: 263/s (local/README.md). When a place
+ * frees: every queued removal, then spawns for pools with claims waiting,
+ * then the other pools' refills (pool.c, heavy_next). */
 #define LRT_HEAVY_MAX 16 /* the default of --spawn-concurrency */
 #define POOLS_MAX 1024
 #define INIT_BODY_MAX (1024 * 1024)
